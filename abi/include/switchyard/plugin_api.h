@@ -1,0 +1,468 @@
+/*
+ * Switchyard plugin C ABI.
+ *
+ * Everything a backend plugin author needs. A plugin is a shared object that
+ * exports ONE symbol, `sy_plugin_entry` (SY_PLUGIN_ENTRY_SYMBOL). The host
+ * calls it with its version range and services; the plugin returns a table of
+ * function pointers (sy_plugin_api). Every other interaction goes through
+ * that table.
+ *
+ * Conventions (they hold for every declaration below):
+ *
+ * - Pure C. No C++ exception, STL type or allocator crosses the boundary. A
+ *   plugin written in C++ must catch everything at its edge.
+ * - struct_size: every struct that crosses begins with `size_t struct_size`,
+ *   set by the side that ALLOCATED the struct to sizeof() as it knows it.
+ *   Structs only grow at the end. A callee that receives a struct larger than
+ *   it knows (newer caller) uses the prefix it knows; one that receives a
+ *   struct smaller than the minimum for the negotiated version returns
+ *   SY_STATUS_INVALID_ARGUMENT naming the struct. Use SY_STRUCT_SIZE_MIN().
+ * - Arrays of structs cross as arrays of POINTERS, so each element carries
+ *   its own struct_size and a newer element type does not change the stride.
+ * - Ownership: memory is freed by the side that allocated it. Strings and
+ *   arrays returned by the plugin ("plugin-owned") stay valid until the
+ *   plugin's `shutdown`, unless said otherwise. Strings passed by the host
+ *   are valid only during the call; copy what you keep.
+ * - Errors: functions return a sy_status from a closed set and write a
+ *   human-readable message into the host-owned sy_error_buffer (truncated to
+ *   its capacity, always NUL-terminated). A NULL buffer means "no message
+ *   wanted".
+ * - A plugin never prints. It logs through sy_host_info.log.
+ * - Versioning: SY_ABI_VERSION_MAJOR changes only on incompatible change;
+ *   the host refuses a plugin of another major. SY_ABI_VERSION_MINOR grows
+ *   with additive changes (new trailing fields and optional slots). Both
+ *   sides use the negotiated minor = min(host minor, plugin minor): an
+ *   optional slot is called only if that minor is high enough AND the struct
+ *   covers the field AND the pointer is non-NULL. A missing optional slot
+ *   means "unsupported", never a crash.
+ */
+#ifndef SWITCHYARD_PLUGIN_API_H_
+#define SWITCHYARD_PLUGIN_API_H_
+
+#include <dlpack/dlpack.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "switchyard/vocabulary.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define SY_ABI_VERSION_MAJOR 1
+#define SY_ABI_VERSION_MINOR 1
+
+/* A plugin (or host) may be compiled as if against an older minor of this
+ * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
+ * after that minor disappear from the structs, exactly as in the old header.
+ * The test suite uses this to prove old-plugin/new-host and
+ * new-plugin/old-host both work. */
+#ifndef SY_ABI_COMPAT_MINOR
+#define SY_ABI_COMPAT_MINOR SY_ABI_VERSION_MINOR
+#endif
+
+/* Minimum struct_size a struct must have to contain `field`. */
+#define SY_STRUCT_SIZE_MIN(type, field) \
+  (offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* The exported entry symbol's name. */
+#define SY_PLUGIN_ENTRY_SYMBOL "sy_plugin_entry"
+
+#if defined(_WIN32)
+#define SY_EXPORT __declspec(dllexport)
+#else
+#define SY_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Closed set. A plugin returns nothing else; the host maps an unknown value
+ * to SY_STATUS_INTERNAL and reports the plugin. */
+typedef enum sy_status {
+  SY_STATUS_OK = 0,
+  /* The caller passed something malformed: wrong rank, NULL data pointer,
+   * mismatched dtypes, undersized struct, write past a cache's capacity. */
+  SY_STATUS_INVALID_ARGUMENT = 1,
+  /* Permanent: this plugin cannot ever do this (e.g. an operator outside a
+   * kernel's envelope). Retrying is pointless. */
+  SY_STATUS_UNSUPPORTED = 2,
+  /* Not now: the hardware, driver or a library is missing or busy. */
+  SY_STATUS_UNAVAILABLE = 3,
+  SY_STATUS_OUT_OF_MEMORY = 4,
+  /* A bug in the plugin. */
+  SY_STATUS_INTERNAL = 5,
+  SY_STATUS_COUNT
+} sy_status;
+
+static inline const char* sy_status_name(sy_status s) {
+  switch (s) {
+    case SY_STATUS_OK: return "OK";
+    case SY_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case SY_STATUS_UNSUPPORTED: return "UNSUPPORTED";
+    case SY_STATUS_UNAVAILABLE: return "UNAVAILABLE";
+    case SY_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case SY_STATUS_INTERNAL: return "INTERNAL";
+    default: return 0;
+  }
+}
+
+/* Host-owned buffer a callee writes its error message into. */
+typedef struct sy_error_buffer {
+  size_t struct_size;
+  char* text;      /* host-allocated, `capacity` bytes */
+  size_t capacity; /* including the terminating NUL */
+} sy_error_buffer;
+
+/* Writes a formatted message into `err` (if any) and returns `status`, so a
+ * plugin can write `return sy_fail(err, SY_STATUS_UNSUPPORTED, "...", ...)`. */
+static inline sy_status sy_fail(sy_error_buffer* err, sy_status status,
+                                const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline sy_status sy_fail(sy_error_buffer* err, sy_status status,
+                                const char* fmt, ...) {
+  if (err && err->text && err->capacity > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, err->capacity, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host side: what the host gives the plugin                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sy_log_level {
+  SY_LOG_TRACE = 0,
+  SY_LOG_DEBUG = 1,
+  SY_LOG_INFO = 2,
+  SY_LOG_WARN = 3,
+  SY_LOG_ERROR = 4
+} sy_log_level;
+
+/* Passed to sy_plugin_entry. Host-owned; valid until the plugin's library is
+ * unloaded (the plugin may keep the pointer). */
+typedef struct sy_host_info {
+  size_t struct_size;
+  uint32_t abi_major;     /* the host's SY_ABI_VERSION_MAJOR */
+  uint32_t abi_minor;     /* the host's highest minor */
+  uint32_t abi_minor_min; /* the oldest minor the host still accepts */
+  const char* host_version; /* e.g. "switchyard 0.1.0"; informational */
+  /* Opaque, passed back in every call of `log`. It tells the host which
+   * plugin is speaking. */
+  void* host_context;
+  /* Logging. Thread-safe; may be called from any plugin thread at any time
+   * between entry and unload. `message` is plugin-owned for the call. Never
+   * NULL. */
+  void (*log)(void* host_context, sy_log_level level, const char* message);
+} sy_host_info;
+
+/* ------------------------------------------------------------------------ */
+/* Plugin side: what the plugin declares                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Opaque plugin instance, created by init, destroyed by shutdown. */
+typedef struct sy_plugin sy_plugin;
+/* Opaque prepared kernel, created by prepare, destroyed by release. */
+typedef struct sy_kernel sy_kernel;
+
+/* One device a plugin can run on. Plugin-owned. */
+typedef struct sy_device_desc {
+  size_t struct_size;
+  const char* name;        /* e.g. "AMD EPYC 9B45", "NVIDIA H200" */
+  DLDeviceType device_type; /* kDLCPU, kDLCUDA, ... */
+  int32_t device_id;       /* the DLDevice.device_id tensors on it carry */
+  const char* arch;        /* e.g. "avx512_core_bf16", "sm_90" */
+  uint64_t memory_bytes;   /* total memory it can address; 0 = unknown */
+  int32_t compute_units;   /* cores, SMs; 0 = unknown */
+  /* 0 if the device is known but cannot be used now (e.g. below the
+   * minimum architecture); `unavailable_reason` then says why. */
+  int32_t available;
+  const char* unavailable_reason; /* NULL when available */
+  /* 1 if the device's memory is host memory (a CPU), so tensors on it need
+   * no copy to or from the host. */
+  int32_t memory_is_host;
+} sy_device_desc;
+
+/* A kernel's declared capability: the set of operators it can serve, as
+ * data. `check` may only narrow it. Plugin-owned. */
+typedef struct sy_kernel_envelope {
+  size_t struct_size;
+  const char* kernel;        /* unique within the plugin, [a-z0-9_]+ */
+  sy_op_kind op;
+  const char* family;        /* "flash", "sdpa", "flex", "fused_decode",
+                                "generic", ...; what --attention pins */
+  DLDeviceType device_type;  /* runs on the plugin's devices of this type */
+  uint64_t dtypes;           /* mask of SY_DTYPE_BIT(); the op's dtype is
+                                the dtype of its first input */
+  uint64_t features;         /* mask of SY_FEATURE_BIT() it offers */
+  /* Head dims (attention ops): an explicit list, OR any multiple of
+   * `head_dim_multiple` up to `head_dim_max`. Empty list and 0 multiple
+   * means unrestricted. */
+  const int32_t* head_dims;
+  size_t num_head_dims;
+  int32_t head_dim_multiple;
+  int32_t head_dim_max;
+  int32_t max_gqa_ratio;     /* Hq / Hkv; 0 = unlimited, 1 = no GQA */
+  /* Residency per operand, inputs first, then outputs. Operands beyond
+   * the array use `default_residency`. */
+  sy_residency default_residency;
+  const sy_residency* operand_residency;
+  size_t num_operand_residency;
+  /* Relative cost of this kernel against peers serving the same op; lower
+   * is preferred. 1.0 is a plain well-tuned kernel. */
+  double cost_hint;
+} sy_kernel_envelope;
+
+/* One attribute of an operator. Host-owned for the call. */
+typedef enum sy_attr_type {
+  SY_ATTR_INT = 0,
+  SY_ATTR_FLOAT = 1,
+  SY_ATTR_STRING = 2
+} sy_attr_type;
+
+typedef struct sy_attr {
+  size_t struct_size;
+  const char* name; /* SY_ATTR_* in vocabulary.h */
+  sy_attr_type type;
+  int64_t i;
+  double f;
+  const char* s;
+} sy_attr;
+
+/* A tensor as the planner knows it before any data exists. */
+typedef struct sy_tensor_desc {
+  size_t struct_size;
+  sy_dtype dtype;
+  int32_t ndim;
+  const int64_t* shape; /* `ndim` extents */
+  sy_memory_kind memory; /* where it will live when the kernel runs */
+} sy_tensor_desc;
+
+/* An operator to check or prepare. Host-owned for the call. */
+typedef struct sy_op_desc {
+  size_t struct_size;
+  sy_op_kind op;
+  const sy_tensor_desc* const* inputs;
+  size_t num_inputs;
+  const sy_tensor_desc* const* outputs;
+  size_t num_outputs;
+  const sy_attr* const* attrs;
+  size_t num_attrs;
+  /* The host's derivation of the features this operator uses (mask of
+   * SY_FEATURE_BIT), from its attributes and shapes. A kernel must refuse
+   * an operator that uses a feature it lacks. */
+  uint64_t required_features;
+} sy_op_desc;
+
+/* One reason a kernel refuses an operator. Plugin-owned for the call of
+ * `add_refusal` only: the host copies it. */
+typedef struct sy_refusal {
+  size_t struct_size;
+  const char* constraint; /* stable name: "dtype", "head_dim", "feature",
+                             "gqa_ratio", "residency", "device", ... */
+  const char* required;   /* what the operator needs, e.g. "f32" */
+  const char* offered;    /* what the kernel offers, e.g. "f16,bf16" */
+  const char* text;       /* one sentence for a person; may be NULL */
+} sy_refusal;
+
+/* ------------------------------------------------------------------------ */
+/* Call arguments (host-allocated, PJRT style)                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_init_args {
+  size_t struct_size;
+  /* Options as parallel key/value arrays, host-owned for the call. Known
+   * keys: "num_threads" (decimal; worker threads a CPU plugin may use).
+   * Unknown keys are ignored. */
+  const char* const* option_keys;
+  const char* const* option_values;
+  size_t num_options;
+  sy_plugin* plugin; /* out: the instance */
+} sy_init_args;
+
+typedef struct sy_get_devices_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  /* out, plugin-owned until shutdown */
+  const sy_device_desc* const* devices;
+  size_t num_devices;
+  /* out: when num_devices == 0, why (e.g. "CUDA driver not found:
+   * cudaGetDeviceCount returned ..."). NULL otherwise. Zero devices is a
+   * normal answer, not an error. */
+  const char* no_devices_reason;
+} sy_get_devices_args;
+
+typedef struct sy_get_kernels_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  const sy_kernel_envelope* const* kernels; /* out, plugin-owned */
+  size_t num_kernels;                       /* out */
+} sy_get_kernels_args;
+
+typedef struct sy_check_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t kernel_index; /* into get_kernels' array */
+  /* The device to decide for. Host-owned for the call. It is usually one of
+   * the plugin's own devices, but may DESCRIBE a device this machine does not
+   * have (planning for a target profile): a plugin must decide from the
+   * description alone and must not assume the device exists. */
+  const sy_device_desc* device;
+  const sy_op_desc* op;
+  /* The plugin calls this once per failing constraint, for EVERY failing
+   * constraint, not only the first. */
+  void* refusal_context;
+  void (*add_refusal)(void* refusal_context, const sy_refusal* refusal);
+  int32_t accepted; /* out: 1 accepted, 0 refused */
+} sy_check_args;
+
+typedef struct sy_prepare_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t kernel_index;
+  uint32_t device_index;
+  const sy_op_desc* op;
+  sy_kernel* kernel; /* out; freed with release */
+} sy_prepare_args;
+
+typedef struct sy_execute_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  sy_kernel* kernel;
+  /* Host-owned for the call. The host has already validated each tensor
+   * against the prepared op: dtype, ndim, shape, compact strides (or
+   * NULL), non-NULL data, device. Outputs are written through `data`. */
+  const DLTensor* const* inputs;
+  size_t num_inputs;
+  const DLTensor* const* outputs;
+  size_t num_outputs;
+} sy_execute_args;
+
+typedef struct sy_alloc_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  uint64_t size_bytes;
+  uint64_t alignment; /* power of two; 0 = the plugin's default (>= 64) */
+  void* data;         /* out; freed with free_memory by the same plugin */
+} sy_alloc_args;
+
+typedef enum sy_copy_direction {
+  SY_COPY_HOST_TO_DEVICE = 0,
+  SY_COPY_DEVICE_TO_HOST = 1,
+  SY_COPY_DEVICE_TO_DEVICE = 2
+} sy_copy_direction;
+
+typedef struct sy_copy_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  sy_copy_direction direction;
+  void* dst;
+  const void* src;
+  uint64_t size_bytes;
+} sy_copy_args;
+
+#if SY_ABI_COMPAT_MINOR >= 1
+/* Since minor 1. */
+typedef struct sy_memory_info_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  uint64_t free_bytes;  /* out */
+  uint64_t total_bytes; /* out */
+} sy_memory_info_args;
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The function table                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Returned by sy_plugin_entry. Plugin-owned (normally a static const), valid
+ * until the library is unloaded. The first four fields keep their position
+ * in every major version so that any host can read them and diagnose a
+ * mismatch. */
+typedef struct sy_plugin_api {
+  size_t struct_size;
+  uint32_t abi_major; /* the SY_ABI_VERSION_MAJOR the plugin was built with */
+  uint32_t abi_minor; /* the plugin's minor (SY_ABI_COMPAT_MINOR) */
+  const char* plugin_name;    /* [a-z0-9_]+, e.g. "cpu_onednn" */
+  const char* plugin_version; /* free form, e.g. "0.1.0" */
+
+  /* --- minor 0, required (non-NULL) ------------------------------------ */
+
+  /* Creates the plugin instance. Must succeed on a machine without the
+   * plugin's hardware (report zero devices instead); fails only when the
+   * plugin itself is broken. */
+  sy_status (*init)(sy_init_args* args, sy_error_buffer* err);
+  /* Destroys the instance and everything it owns. After this, no pointer it
+   * returned is valid. Never fails. */
+  void (*shutdown)(sy_plugin* plugin);
+  sy_status (*get_devices)(sy_get_devices_args* args, sy_error_buffer* err);
+  sy_status (*get_kernels)(sy_get_kernels_args* args, sy_error_buffer* err);
+  /* Decides whether a kernel can serve `op` on a device. Returns OK with
+   * accepted = 0 or 1; INVALID_ARGUMENT only if the arguments themselves are
+   * malformed. It may only narrow the envelope: accepting an operator the
+   * envelope excludes is a capability lie, and the host reports the plugin.
+   * The kernel's own prepare must apply this same check. Thread-safe. */
+  sy_status (*check)(sy_check_args* args, sy_error_buffer* err);
+
+  /* --- minor 0, optional (NULL = the plugin only declares) --------------- */
+
+  /* Prepares a kernel for `op`; refuses with UNSUPPORTED exactly when check
+   * would refuse. */
+  sy_status (*prepare)(sy_prepare_args* args, sy_error_buffer* err);
+  /* Runs a prepared kernel. May be called many times, from one thread at a
+   * time per kernel. */
+  sy_status (*execute)(sy_execute_args* args, sy_error_buffer* err);
+  void (*release)(sy_plugin* plugin, sy_kernel* kernel);
+
+  /* Device memory. NULL for plugins whose devices all use host memory. */
+  sy_status (*alloc)(sy_alloc_args* args, sy_error_buffer* err);
+  void (*free_memory)(sy_plugin* plugin, uint32_t device_index, void* data);
+  sy_status (*copy)(sy_copy_args* args, sy_error_buffer* err);
+
+#if SY_ABI_COMPAT_MINOR >= 1
+  /* --- minor 1, optional --------------------------------------------------- */
+
+  /* Current free and total memory of a device. */
+  sy_status (*memory_info)(sy_memory_info_args* args, sy_error_buffer* err);
+#endif
+} sy_plugin_api;
+
+/* struct_size a plugin table must at least have at each minor. */
+#define SY_PLUGIN_API_SIZE_MINOR0 SY_STRUCT_SIZE_MIN(sy_plugin_api, copy)
+#if SY_ABI_COMPAT_MINOR >= 1
+#define SY_PLUGIN_API_SIZE_MINOR1 \
+  SY_STRUCT_SIZE_MIN(sy_plugin_api, memory_info)
+#endif
+
+/* The entry point every plugin exports, with C linkage:
+ *
+ *   SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host);
+ *
+ * Called once after loading, before anything else. `host` stays valid until
+ * unload. Returns the plugin's table (never freed by the host). A plugin
+ * should return its table even when it cannot work with the host's version
+ * range, so the host can say why; it returns NULL only when it cannot
+ * describe itself at all, after logging the reason. */
+typedef const sy_plugin_api* (*sy_plugin_entry_fn)(const sy_host_info* host);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SWITCHYARD_PLUGIN_API_H_ */

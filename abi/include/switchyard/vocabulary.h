@@ -1,0 +1,241 @@
+/*
+ * Switchyard capability vocabulary, version 1.
+ *
+ * The words a plugin and the host share to describe what an operator needs
+ * and what a kernel offers: data types, operator kinds, semantic features,
+ * operand residency and attribute names. Every enumerator has a fixed
+ * numeric value and a stable lower-case string name (the one used in plugin
+ * manifests, plan JSON and the CLI).
+ *
+ * The vocabulary is APPEND-ONLY: a value is never renumbered, renamed or
+ * removed, so a plugin built against an older header keeps meaning the same
+ * thing. New values are added at the end of their enum, before the *_COUNT
+ * sentinel, together with a minor ABI version bump.
+ *
+ * Pure C99; no C++ and no allocation. The *_name() helpers are static inline
+ * so both sides get the same strings without a link dependency.
+ */
+#ifndef SWITCHYARD_VOCABULARY_H_
+#define SWITCHYARD_VOCABULARY_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Element types a kernel may accept. Kernel envelopes carry a bit mask of
+ * these (bit `1 << value`, see SY_DTYPE_BIT). Tensors that cross the ABI use
+ * DLPack's DLDataType; sy_dtype_from_dl() maps one to the other. */
+typedef enum sy_dtype {
+  SY_DTYPE_F32 = 0,
+  SY_DTYPE_F16 = 1,
+  SY_DTYPE_BF16 = 2,
+  SY_DTYPE_F64 = 3,
+  SY_DTYPE_I32 = 4,
+  SY_DTYPE_I64 = 5,
+  SY_DTYPE_I8 = 6,
+  SY_DTYPE_U8 = 7,
+  SY_DTYPE_COUNT /* sentinel, not a dtype; grows with the vocabulary */
+} sy_dtype;
+
+#define SY_DTYPE_BIT(d) (UINT64_C(1) << (unsigned)(d))
+
+static inline const char* sy_dtype_name(sy_dtype d) {
+  switch (d) {
+    case SY_DTYPE_F32: return "f32";
+    case SY_DTYPE_F16: return "f16";
+    case SY_DTYPE_BF16: return "bf16";
+    case SY_DTYPE_F64: return "f64";
+    case SY_DTYPE_I32: return "i32";
+    case SY_DTYPE_I64: return "i64";
+    case SY_DTYPE_I8: return "i8";
+    case SY_DTYPE_U8: return "u8";
+    default: return 0;
+  }
+}
+
+/* Size of one element in bytes, 0 for an unknown value. */
+static inline uint32_t sy_dtype_size(sy_dtype d) {
+  switch (d) {
+    case SY_DTYPE_F64:
+    case SY_DTYPE_I64: return 8;
+    case SY_DTYPE_F32:
+    case SY_DTYPE_I32: return 4;
+    case SY_DTYPE_F16:
+    case SY_DTYPE_BF16: return 2;
+    case SY_DTYPE_I8:
+    case SY_DTYPE_U8: return 1;
+    default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operator kinds                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Operand order and attributes of each kind are specified in docs/abi.md,
+ * section "Operators"; the short form is given per value. */
+typedef enum sy_op_kind {
+  SY_OP_MATMUL = 0,          /* in: a, b; out: c.  attr transpose_b */
+  SY_OP_EMBEDDING = 1,       /* in: table [V,H], ids; out: rows */
+  SY_OP_RMS_NORM = 2,        /* in: x, weight; out: y.  attr eps */
+  SY_OP_LAYER_NORM = 3,      /* in: x, weight, bias; out: y.  attr eps */
+  SY_OP_ROPE = 4,            /* in: x, positions; out: y.  attrs below */
+  SY_OP_SILU = 5,            /* in: x; out: y */
+  SY_OP_GELU = 6,            /* in: x; out: y.  attr approximate */
+  SY_OP_SILU_MUL = 7,        /* in: gate, up; out: silu(gate) * up */
+  SY_OP_GELU_MUL = 8,        /* in: gate, up; out: gelu(gate) * up */
+  SY_OP_ADD = 9,             /* in: a, b; out: a + b */
+  SY_OP_MUL = 10,            /* in: a, b; out: a * b */
+  SY_OP_SOFTMAX = 11,        /* in: x; out: y (last axis) */
+  SY_OP_KV_CACHE_APPEND = 12, /* in: cache, new rows, position; out: cache */
+  SY_OP_ATTENTION = 13,      /* in: q, k, v[, sinks]; out: o[, lse] */
+  SY_OP_ARGMAX = 14,         /* in: x; out: index (last axis) */
+  SY_OP_COPY = 15,           /* in: x; out: y, possibly other memory */
+  SY_OP_FUSED_DECODE_ATTENTION = 16, /* q/k/v proj + rope + append + attn */
+  SY_OP_COUNT
+} sy_op_kind;
+
+static inline const char* sy_op_kind_name(sy_op_kind k) {
+  switch (k) {
+    case SY_OP_MATMUL: return "matmul";
+    case SY_OP_EMBEDDING: return "embedding";
+    case SY_OP_RMS_NORM: return "rms_norm";
+    case SY_OP_LAYER_NORM: return "layer_norm";
+    case SY_OP_ROPE: return "rope";
+    case SY_OP_SILU: return "silu";
+    case SY_OP_GELU: return "gelu";
+    case SY_OP_SILU_MUL: return "silu_mul";
+    case SY_OP_GELU_MUL: return "gelu_mul";
+    case SY_OP_ADD: return "add";
+    case SY_OP_MUL: return "mul";
+    case SY_OP_SOFTMAX: return "softmax";
+    case SY_OP_KV_CACHE_APPEND: return "kv_cache_append";
+    case SY_OP_ATTENTION: return "attention";
+    case SY_OP_ARGMAX: return "argmax";
+    case SY_OP_COPY: return "copy";
+    case SY_OP_FUSED_DECODE_ATTENTION: return "fused_decode_attention";
+    default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Semantic features                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A feature is a piece of semantics an operator may USE and a kernel may
+ * OFFER. The host derives the set an operator uses from its attributes and
+ * shapes (sy_op_desc.required_features); a kernel whose envelope lacks one
+ * of them must refuse the operator. Sinks, sliding window and softcap are
+ * hard semantics: never dropped, never approximated. */
+typedef enum sy_feature {
+  SY_FEATURE_CAUSAL = 0,          /* causal mask, bottom-right aligned when
+                                     q_len < kv_len (query i sees keys up to
+                                     i + kv_len - q_len) */
+  SY_FEATURE_SLIDING_WINDOW = 1,  /* attend to at most window_left keys back */
+  SY_FEATURE_GQA = 2,             /* Hq > Hkv, Hq % Hkv == 0 (MQA included) */
+  SY_FEATURE_SINKS = 3,           /* per-head learnable logit in the softmax
+                                     denominator, no value row */
+  SY_FEATURE_LSE = 4,             /* also writes log-sum-exp [B, Hq, Sq] f32 */
+  SY_FEATURE_SOFTCAP = 5,         /* logits = softcap * tanh(logits/softcap) */
+  SY_FEATURE_DECODE = 6,          /* q_len == 1 against a longer KV */
+  SY_FEATURE_BATCH = 7,           /* batch > 1 */
+  SY_FEATURE_PAGED_KV = 8,        /* KV cache in pages (block table) */
+  SY_FEATURE_CUSTOM_SCALE = 9,    /* scale other than 1/sqrt(head_dim) */
+  SY_FEATURE_TRANSPOSED_B = 10,   /* matmul b stored [N, K] (HF weights) */
+  SY_FEATURE_ROPE_NEOX = 11,      /* rotate halves (GPT-NeoX / Llama HF) */
+  SY_FEATURE_ROPE_INTERLEAVED = 12, /* rotate adjacent pairs (GPT-J) */
+  SY_FEATURE_PARTIAL_ROTARY = 13, /* rotary_dim < head_dim */
+  SY_FEATURE_CAUSAL_TOP_LEFT = 14, /* causal aligned top-left instead */
+  SY_FEATURE_COUNT
+} sy_feature;
+
+#define SY_FEATURE_BIT(f) (UINT64_C(1) << (unsigned)(f))
+
+static inline const char* sy_feature_name(sy_feature f) {
+  switch (f) {
+    case SY_FEATURE_CAUSAL: return "causal";
+    case SY_FEATURE_SLIDING_WINDOW: return "sliding_window";
+    case SY_FEATURE_GQA: return "gqa";
+    case SY_FEATURE_SINKS: return "sinks";
+    case SY_FEATURE_LSE: return "lse";
+    case SY_FEATURE_SOFTCAP: return "softcap";
+    case SY_FEATURE_DECODE: return "decode";
+    case SY_FEATURE_BATCH: return "batch";
+    case SY_FEATURE_PAGED_KV: return "paged_kv";
+    case SY_FEATURE_CUSTOM_SCALE: return "custom_scale";
+    case SY_FEATURE_TRANSPOSED_B: return "transposed_b";
+    case SY_FEATURE_ROPE_NEOX: return "rope_neox";
+    case SY_FEATURE_ROPE_INTERLEAVED: return "rope_interleaved";
+    case SY_FEATURE_PARTIAL_ROTARY: return "partial_rotary";
+    case SY_FEATURE_CAUSAL_TOP_LEFT: return "causal_top_left";
+    default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Residency: where an operand's bytes must live                             */
+/* ------------------------------------------------------------------------ */
+
+/* A kernel states, per operand, which memory it can read or write. For a CPU
+ * device, device memory IS host memory. The distinction matters for kernels
+ * of accelerator plugins and for host-only fused paths: a kernel that reads
+ * raw host slices of a tensor declares SY_RESIDENCY_HOST for it, and the
+ * planner refuses to feed it a device tensor (the `Expected CPU` /
+ * `Expected CPU storage` failures of other stacks, made a plan-time fact). */
+typedef enum sy_residency {
+  SY_RESIDENCY_DEVICE = 0, /* memory of the device the kernel runs on */
+  SY_RESIDENCY_HOST = 1,   /* host memory, whatever the kernel's device */
+  SY_RESIDENCY_ANY = 2,    /* either; the kernel copies or maps as needed */
+  SY_RESIDENCY_COUNT
+} sy_residency;
+
+static inline const char* sy_residency_name(sy_residency r) {
+  switch (r) {
+    case SY_RESIDENCY_DEVICE: return "device";
+    case SY_RESIDENCY_HOST: return "host";
+    case SY_RESIDENCY_ANY: return "any";
+    default: return 0;
+  }
+}
+
+/* Where a described tensor will live (sy_tensor_desc.memory). */
+typedef enum sy_memory_kind {
+  SY_MEMORY_HOST = 0,   /* host memory */
+  SY_MEMORY_DEVICE = 1, /* memory of an accelerator device */
+  SY_MEMORY_COUNT
+} sy_memory_kind;
+
+static inline const char* sy_memory_kind_name(sy_memory_kind m) {
+  switch (m) {
+    case SY_MEMORY_HOST: return "host";
+    case SY_MEMORY_DEVICE: return "device";
+    default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attribute names (sy_attr.name). Units and defaults in docs/abi.md.        */
+/* ------------------------------------------------------------------------ */
+
+#define SY_ATTR_CAUSAL "causal"             /* int 0/1 */
+#define SY_ATTR_WINDOW_LEFT "window_left"   /* int, keys back; <0 = none */
+#define SY_ATTR_SOFTCAP "softcap"           /* float, 0 = none */
+#define SY_ATTR_SCALE "scale"               /* float, 0 = 1/sqrt(D) */
+#define SY_ATTR_EPS "eps"                   /* float */
+#define SY_ATTR_TRANSPOSE_B "transpose_b"   /* int 0/1 */
+#define SY_ATTR_ROPE_THETA "rope_theta"     /* float */
+#define SY_ATTR_ROTARY_DIM "rotary_dim"     /* int, <= head_dim */
+#define SY_ATTR_ROPE_STYLE "rope_style"     /* string "neox"|"interleaved" */
+#define SY_ATTR_GELU_APPROX "approximate"   /* string "none"|"tanh" */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SWITCHYARD_VOCABULARY_H_ */

@@ -1,0 +1,24 @@
+// The CLI's commands. Each parses its own arguments and returns an exit code.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/switchyard/cli_context.hpp"
+
+namespace sy::cli {
+
+using Args = std::vector<std::string>;
+
+int run_plugins(const GlobalOptions& global, const Args& args);
+int run_devices(const GlobalOptions& global, const Args& args);
+int run_caps(const GlobalOptions& global, const Args& args);
+int run_manifest(const GlobalOptions& global, const Args& args);
+
+// Parses `args` against `desc` (and positionals); throws boost::program_options::error.
+boost::program_options::variables_map parse_command(
+    const Args& args, const boost::program_options::options_description& desc,
+    const boost::program_options::positional_options_description* positional = nullptr);
+
+}  // namespace sy::cli

@@ -1,0 +1,21 @@
+# Relocatable install: bin/switchyard, lib/switchyard/plugins/, include/switchyard/,
+# and a CMake package so plugin authors can `find_package(Switchyard)` and get
+# Switchyard::abi plus switchyard_add_plugin().
+include(CMakePackageConfigHelpers)
+
+install(TARGETS switchyard EXPORT SwitchyardTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS switchyard_abi EXPORT SwitchyardTargets)
+install(DIRECTORY abi/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${SWITCHYARD_PLUGIN_OUTPUT_DIR}/ DESTINATION ${SWITCHYARD_PLUGIN_SUBDIR}
+        FILES_MATCHING PATTERN "*.so" PATTERN "*.json")
+
+set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)
+install(EXPORT SwitchyardTargets NAMESPACE Switchyard:: DESTINATION ${cmake_dir})
+configure_package_config_file(cmake/SwitchyardConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake INSTALL_DESTINATION ${cmake_dir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/SwitchyardConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake
+              ${PROJECT_BINARY_DIR}/SwitchyardConfigVersion.cmake
+              cmake/SwitchyardPlugin.cmake
+        DESTINATION ${cmake_dir})

@@ -1,0 +1,273 @@
+// The stages of loading a plugin. Each returns a LoadDiagnostic on failure; nothing a
+// plugin does wrong is allowed to escape as an exception or to be silently ignored.
+#include "core/plugin/loader.hpp"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <regex>
+
+#include "core/plugin/capability_probe.hpp"
+#include "core/plugin/manifest.hpp"
+
+namespace sy {
+namespace {
+
+namespace fs = std::filesystem;
+
+spdlog::level::level_enum to_spdlog(sy_log_level level) {
+  switch (level) {
+    case SY_LOG_TRACE: return spdlog::level::trace;
+    case SY_LOG_DEBUG: return spdlog::level::debug;
+    case SY_LOG_INFO: return spdlog::level::info;
+    case SY_LOG_WARN: return spdlog::level::warn;
+    default: return spdlog::level::err;
+  }
+}
+
+void host_log(void* context, sy_log_level level, const char* message) {
+  auto* ctx = static_cast<PluginHostContext*>(context);
+  spdlog::log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
+              message ? message : "");
+}
+
+struct StageError {
+  LoadStage stage;
+  std::string reason;
+  std::string hint;
+};
+
+}  // namespace
+
+// Friend of Plugin: fills its private state stage by stage.
+class PluginLoader {
+ public:
+  PluginLoader(const fs::path& path, const LoadOptions& options)
+      : path_(path), options_(options), plugin_(new Plugin()) {
+    plugin_->path_ = path;
+  }
+
+  LoadOutcome run() {
+    LoadOutcome out;
+    auto fail = run_stages();
+    out.name = plugin_->name_;
+    if (fail) {
+      out.diagnostic = LoadDiagnostic{path_, fail->stage, fail->reason, fail->hint};
+      return out;
+    }
+    out.plugin = std::move(plugin_);
+    return out;
+  }
+
+ private:
+  std::optional<StageError> run_stages() {
+    if (auto e = open()) return e;
+    if (auto e = entry()) return e;
+    if (auto e = abi()) return e;
+    if (auto e = init()) return e;
+    if (auto e = declarations()) return e;
+    if (options_.require_manifest)
+      if (auto e = manifest()) return e;
+    if (options_.probe_capabilities)
+      if (auto e = probe()) return e;
+    return std::nullopt;
+  }
+
+  std::optional<StageError> open() {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0)
+      return StageError{LoadStage::open, "no such file", "check the path"};
+    if (st.st_mode & S_IWOTH)
+      return StageError{LoadStage::open, "refused: the file is world-writable",
+                        "chmod o-w " + path_.string()};
+    // RTLD_NODELETE: plugins carry static runtimes (CUDA, OpenMP) whose exit handlers
+    // must still be mapped when the process ends, so a plugin is never unmapped.
+    auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    boost::dll::fs::error_code ec;
+    plugin_->library_.load(path_, mode, ec);
+    if (ec) {
+      // Boost.DLL 1.74 clears dlerror() before reporting, so ask the dynamic linker once
+      // more for its own words (missing dependency, wrong ELF class, not an ELF file).
+      void* h = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+      std::string reason = h ? ec.message() : std::string(::dlerror());
+      if (h) ::dlclose(h);
+      return StageError{LoadStage::open, reason,
+                        "is it a shared object built for this machine, with its dependencies "
+                        "on the library path?"};
+    }
+    return std::nullopt;
+  }
+
+  std::optional<StageError> entry() {
+    if (!plugin_->library_.has(SY_PLUGIN_ENTRY_SYMBOL))
+      return StageError{LoadStage::entry,
+                        std::string("no symbol '") + SY_PLUGIN_ENTRY_SYMBOL + "' exported",
+                        "export it with C linkage and default visibility (SY_EXPORT)"};
+    auto fn = plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(
+        SY_PLUGIN_ENTRY_SYMBOL);
+    plugin_->host_context_ = std::make_unique<PluginHostContext>();
+    plugin_->host_context_->plugin_label = path_.filename().string();
+    auto info = std::make_unique<sy_host_info>();
+    info->struct_size = sizeof(sy_host_info);
+    info->abi_major = kHostAbiMajor;
+    info->abi_minor = kHostAbiMinor;
+    info->abi_minor_min = kHostAbiMinorMin;
+    info->host_version = "switchyard " SWITCHYARD_VERSION;
+    info->host_context = plugin_->host_context_.get();
+    info->log = host_log;
+    plugin_->host_info_ = std::move(info);
+    plugin_->api_ = fn(plugin_->host_info_.get());
+    if (!plugin_->api_)
+      return StageError{LoadStage::entry, "sy_plugin_entry returned NULL",
+                        "the plugin refused this host; see its log messages"};
+    return std::nullopt;
+  }
+
+  std::optional<StageError> abi() {
+    const sy_plugin_api* api = plugin_->api_;
+    std::string host = std::to_string(kHostAbiMajor) + "." + std::to_string(kHostAbiMinorMin) +
+                       ".." + std::to_string(kHostAbiMinor);
+    if (api->struct_size < SY_STRUCT_SIZE_MIN(sy_plugin_api, plugin_version))
+      return StageError{LoadStage::abi,
+                        "function table struct_size " + std::to_string(api->struct_size) +
+                            " is too small to hold even the version fields",
+                        "set struct_size = sizeof(sy_plugin_api)"};
+    std::string plugin_ver = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
+    if (api->abi_major != kHostAbiMajor)
+      return StageError{LoadStage::abi,
+                        "plugin ABI " + plugin_ver + ", host accepts ABI " + host,
+                        api->abi_major > kHostAbiMajor
+                            ? "upgrade switchyard, or rebuild the plugin against ABI " +
+                                  std::to_string(kHostAbiMajor) + ".x headers"
+                            : "rebuild the plugin against the ABI " +
+                                  std::to_string(kHostAbiMajor) + ".x headers"};
+    if (api->abi_minor < kHostAbiMinorMin)
+      return StageError{LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
+                        "rebuild the plugin"};
+    plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
+    size_t need = plugin_->negotiated_minor_ >= 1 ? SY_PLUGIN_API_SIZE_MINOR1
+                                                  : SY_PLUGIN_API_SIZE_MINOR0;
+    if (api->struct_size < need)
+      return StageError{LoadStage::abi,
+                        "function table struct_size " + std::to_string(api->struct_size) +
+                            " is smaller than " + std::to_string(need) + " required for ABI " +
+                            std::to_string(kHostAbiMajor) + "." +
+                            std::to_string(plugin_->negotiated_minor_),
+                        "set struct_size = sizeof(sy_plugin_api) from the headers you build with"};
+    const char* missing = !api->init          ? "init"
+                          : !api->shutdown    ? "shutdown"
+                          : !api->get_devices ? "get_devices"
+                          : !api->get_kernels ? "get_kernels"
+                          : !api->check       ? "check"
+                                              : nullptr;
+    if (missing)
+      return StageError{LoadStage::abi, std::string("required slot '") + missing + "' is NULL",
+                        "every minor-0 required slot must be set"};
+    static const std::regex kName("[a-z0-9_]+");
+    if (!api->plugin_name || !std::regex_match(api->plugin_name, kName))
+      return StageError{LoadStage::abi, "plugin_name is missing or not [a-z0-9_]+",
+                        "name the plugin in lower case"};
+    plugin_->name_ = api->plugin_name;
+    plugin_->version_ = api->plugin_version ? api->plugin_version : "";
+    plugin_->host_context_->plugin_label = plugin_->name_;
+    return std::nullopt;
+  }
+
+  std::optional<StageError> init() {
+    std::vector<const char*> keys, values;
+    for (const auto& [k, v] : options_.init_options) {
+      keys.push_back(k.c_str());
+      values.push_back(v.c_str());
+    }
+    sy_init_args args{};
+    args.struct_size = sizeof(args);
+    args.option_keys = keys.data();
+    args.option_values = values.data();
+    args.num_options = keys.size();
+    ErrorText err;
+    int status = plugin_->api_->init(&args, err.buffer());
+    if (status != SY_STATUS_OK)
+      return StageError{LoadStage::init, "init failed: " + describe_status(status, err),
+                        "see the plugin's log messages (--log-level debug)"};
+    if (!args.plugin)
+      return StageError{LoadStage::init, "init returned OK but no instance", "set args->plugin"};
+    plugin_->instance_ = args.plugin;
+    return std::nullopt;
+  }
+
+  // Reads devices and kernel envelopes into host values, validating every struct.
+  std::optional<StageError> declarations() {
+    auto fail = [](std::string why) {
+      return StageError{LoadStage::init, std::move(why), "fix the plugin's declarations"};
+    };
+    sy_get_devices_args dev{};
+    dev.struct_size = sizeof(dev);
+    dev.plugin = plugin_->instance_;
+    ErrorText err;
+    int status = plugin_->api_->get_devices(&dev, err.buffer());
+    if (status != SY_STATUS_OK) return fail("get_devices failed: " + describe_status(status, err));
+    for (size_t i = 0; i < dev.num_devices; ++i) {
+      const sy_device_desc* d = dev.devices ? dev.devices[i] : nullptr;
+      if (!d || d->struct_size < SY_STRUCT_SIZE_MIN(sy_device_desc, memory_is_host) || !d->name)
+        return fail("device #" + std::to_string(i) + " is NULL, unnamed or undersized");
+      plugin_->devices_.push_back(DeviceInfo::from_abi(*d));
+    }
+    if (dev.num_devices == 0)
+      plugin_->no_devices_reason_ =
+          dev.no_devices_reason ? dev.no_devices_reason : "the plugin gave no reason";
+
+    sy_get_kernels_args ker{};
+    ker.struct_size = sizeof(ker);
+    ker.plugin = plugin_->instance_;
+    status = plugin_->api_->get_kernels(&ker, err.buffer());
+    if (status != SY_STATUS_OK) return fail("get_kernels failed: " + describe_status(status, err));
+    for (size_t i = 0; i < ker.num_kernels; ++i) {
+      const sy_kernel_envelope* e = ker.kernels ? ker.kernels[i] : nullptr;
+      if (!e || e->struct_size < SY_STRUCT_SIZE_MIN(sy_kernel_envelope, cost_hint) || !e->kernel ||
+          !e->family || !sy_op_kind_name(e->op))
+        return fail("kernel envelope #" + std::to_string(i) +
+                    " is NULL, undersized, unnamed or of an unknown op");
+      plugin_->kernels_.push_back(Envelope::from_abi(*e));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<StageError> manifest() {
+    fs::path file = manifest_path_for(path_);
+    auto on_disk = read_manifest(file);
+    if (!on_disk.error.empty())
+      return StageError{LoadStage::manifest, on_disk.error,
+                        "regenerate it: switchyard manifest " + path_.string() + " --output " +
+                            file.string()};
+    auto diffs = manifest_differences(on_disk.json, manifest_json(*plugin_));
+    if (!diffs.empty()) {
+      std::string reason = "manifest " + file.filename().string() +
+                           " disagrees with the plugin's runtime declaration: " + diffs[0];
+      if (diffs.size() > 1) reason += " (and " + std::to_string(diffs.size() - 1) + " more)";
+      return StageError{LoadStage::manifest, reason,
+                        "regenerate it: switchyard manifest " + path_.string() + " --output " +
+                            file.string()};
+    }
+    return std::nullopt;
+  }
+
+  std::optional<StageError> probe() {
+    auto lie = find_capability_lie(*plugin_);
+    if (!lie) return std::nullopt;
+    return StageError{LoadStage::capability, *lie,
+                      "check() may only narrow the envelope; make it refuse what the envelope "
+                      "excludes"};
+  }
+
+  fs::path path_;
+  LoadOptions options_;
+  std::unique_ptr<Plugin> plugin_;
+};
+
+LoadOutcome load_plugin(const fs::path& path, const LoadOptions& options) {
+  return PluginLoader(path, options).run();
+}
+
+}  // namespace sy

@@ -1,0 +1,38 @@
+// Loading one plugin through all its stages; see plugin.hpp for the folder's overview.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/plugin/plugin.hpp"
+
+namespace sy {
+
+struct LoadOptions {
+  // Compare the plugin with the manifest beside it (off only for `switchyard manifest`,
+  // which writes that manifest).
+  bool require_manifest = true;
+  // Probe `check` with operators outside each envelope and refuse a plugin that accepts.
+  bool probe_capabilities = true;
+  // Passed to the plugin's init as key/value options (e.g. num_threads).
+  std::vector<std::pair<std::string, std::string>> init_options;
+};
+
+struct LoadOutcome {
+  std::unique_ptr<Plugin> plugin;           // set on success
+  std::optional<LoadDiagnostic> diagnostic; // set on failure
+  std::string name;                         // the plugin's name once its table was read
+};
+
+LoadOutcome load_plugin(const std::filesystem::path& path, const LoadOptions& options);
+
+// The ABI range this host speaks.
+inline constexpr uint32_t kHostAbiMajor = SY_ABI_VERSION_MAJOR;
+inline constexpr uint32_t kHostAbiMinor = SY_ABI_VERSION_MINOR;
+inline constexpr uint32_t kHostAbiMinorMin = 0;
+
+}  // namespace sy

@@ -1,0 +1,105 @@
+// plugin/ — one backend plugin, from a path on disk to a live, validated instance.
+//
+// Offers: load_plugin() (loader.hpp), which walks the stages open → entry → abi → init →
+// manifest → capability and returns either a Plugin or a LoadDiagnostic naming the
+// stage and the reason; the Plugin handle (this file) through which the rest of the core
+// calls a plugin; the manifest's JSON form (manifest.hpp). Depends on capability/.
+#pragma once
+
+#include <boost/dll/shared_library.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/capability/capability.hpp"
+#include "switchyard/plugin_api.h"
+
+namespace sy {
+
+enum class LoadStage { open, entry, abi, init, manifest, capability };
+const char* load_stage_name(LoadStage stage);
+
+// Why a plugin (or a plugin directory) did not load.
+struct LoadDiagnostic {
+  std::filesystem::path path;
+  LoadStage stage = LoadStage::open;
+  std::string reason;
+  std::string hint;
+};
+
+struct CheckResult {
+  bool accepted = false;
+  std::vector<Refusal> refusals;  // every failing constraint the plugin reported
+  std::string error;              // set when check itself failed (status != OK)
+};
+
+// Per-plugin state the host hands to the plugin's log callback.
+struct PluginHostContext {
+  std::string plugin_label;
+};
+
+// A loaded, initialised plugin. Destruction calls the plugin's shutdown; the library
+// stays mapped for the life of the process (see loader.cpp for why).
+class Plugin {
+ public:
+  ~Plugin();
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  const std::filesystem::path& path() const { return path_; }
+  uint32_t abi_major() const { return api_->abi_major; }
+  uint32_t abi_minor() const { return api_->abi_minor; }
+  uint32_t negotiated_minor() const { return negotiated_minor_; }
+
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  const std::string& no_devices_reason() const { return no_devices_reason_; }
+  const std::vector<Envelope>& kernels() const { return kernels_; }
+
+  // Asks the plugin whether kernel `kernel_index` serves `op` on `device` (which may be
+  // a described device this machine lacks).
+  CheckResult check(size_t kernel_index, const DeviceInfo& device, const OpDesc& op) const;
+
+  const sy_plugin_api& api() const { return *api_; }
+  sy_plugin* instance() const { return instance_; }
+
+ private:
+  friend class PluginLoader;
+  Plugin() = default;
+
+  boost::dll::shared_library library_;
+  std::unique_ptr<PluginHostContext> host_context_;
+  std::unique_ptr<sy_host_info> host_info_;
+  const sy_plugin_api* api_ = nullptr;
+  sy_plugin* instance_ = nullptr;
+  uint32_t negotiated_minor_ = 0;
+  std::string name_, version_;
+  std::filesystem::path path_;
+  std::vector<DeviceInfo> devices_;
+  std::string no_devices_reason_;
+  std::vector<Envelope> kernels_;
+};
+
+// A host-owned error buffer for one call into a plugin.
+class ErrorText {
+ public:
+  ErrorText() {
+    buffer_.struct_size = sizeof(buffer_);
+    buffer_.text = text_;
+    buffer_.capacity = sizeof(text_);
+  }
+  sy_error_buffer* buffer() { return &buffer_; }
+  std::string str() const { return text_; }
+
+ private:
+  char text_[1024] = {};
+  sy_error_buffer buffer_{};
+};
+
+// "UNSUPPORTED: message" for a status a plugin returned, robust to values outside the set.
+std::string describe_status(int status, const ErrorText& err);
+
+}  // namespace sy

@@ -1,0 +1,62 @@
+#include "attention_check.hpp"
+
+#include <cstdio>
+#include <initializer_list>
+
+namespace sy::cpu {
+namespace {
+
+const sy_tensor_desc* input(const sy_op_desc* op, size_t i) {
+  return i < op->num_inputs ? op->inputs[i] : nullptr;
+}
+const sy_tensor_desc* output(const sy_op_desc* op, size_t i) {
+  return i < op->num_outputs ? op->outputs[i] : nullptr;
+}
+
+int refuse_rank(const char* operand, const sy_tensor_desc* t, int rank, sy_refusal_fn add,
+                void* ctx) {
+  if (t && t->ndim == rank && t->shape) return 0;
+  char need[48], text[128];
+  std::snprintf(need, sizeof need, "%s of rank %d", operand, rank);
+  std::snprintf(text, sizeof text, "%s must be a rank-%d tensor", operand, rank);
+  return sy_refuse(add, ctx, "shape", t ? "other rank" : "missing", need, text);
+}
+
+}  // namespace
+
+int narrow_attention(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  const sy_tensor_desc *q = input(op, 0), *k = input(op, 1), *v = input(op, 2);
+  int n = refuse_rank("q", q, 4, add, ctx) + refuse_rank("k", k, 4, add, ctx) +
+          refuse_rank("v", v, 4, add, ctx) + refuse_rank("o", output(op, 0), 4, add, ctx);
+  if (n) return n;
+  char need[64], text[160];
+  if (k->shape[2] <= 0 || q->shape[2] % k->shape[2] != 0) {
+    std::snprintf(need, sizeof need, "Hq=%lld, Hkv=%lld", (long long)q->shape[2],
+                  (long long)k->shape[2]);
+    std::snprintf(text, sizeof text, "query heads (%lld) must be a multiple of KV heads (%lld)",
+                  (long long)q->shape[2], (long long)k->shape[2]);
+    n += sy_refuse(add, ctx, "gqa_divisible", need, "Hq % Hkv == 0", text);
+  }
+  for (const sy_tensor_desc* t : {k, v})
+    if (t->dtype != q->dtype)
+      n += sy_refuse(add, ctx, "dtype_match", "q, k, v of one dtype", "q, k, v of one dtype",
+                     "q, k and v must share one dtype");
+  if (const sy_tensor_desc* sinks = input(op, 3))
+    if (sinks->dtype != SY_DTYPE_F32 || sinks->ndim != 1 || sinks->shape[0] != q->shape[2])
+      n += sy_refuse(add, ctx, "sinks_shape", "sinks", "f32 [Hq]", "sinks must be f32 [Hq]");
+  if (const sy_tensor_desc* lse = output(op, 1))
+    if (lse->dtype != SY_DTYPE_F32 || lse->ndim != 3)
+      n += sy_refuse(add, ctx, "lse_shape", "lse", "f32 [B,Hq,Sq]", "lse must be f32 [B,Hq,Sq]");
+  return n;
+}
+
+int narrow_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  const sy_tensor_desc* x = input(op, 0);
+  if (!x || x->ndim < 1 || !x->shape)
+    return sy_refuse(add, ctx, "shape", "missing", "hidden state [1, H]", "no hidden state input");
+  if (x->ndim == 2 && x->shape[0] == 1) return 0;
+  return sy_refuse(add, ctx, "batch", "other", "batch 1, one token",
+                   "the fused decode block serves one token of one sequence");
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,96 @@
+// Envelopes of the CUDA kernels. Every operand lives in device memory.
+#include "kernel_table.hpp"
+
+#include <cstdio>
+
+#include "cuda_devices.hpp"
+
+namespace sy::cuda {
+namespace {
+
+constexpr uint64_t F32 = SY_DTYPE_BIT(SY_DTYPE_F32);
+constexpr uint64_t F16 = SY_DTYPE_BIT(SY_DTYPE_F16);
+constexpr uint64_t BF16 = SY_DTYPE_BIT(SY_DTYPE_BF16);
+constexpr uint64_t I32 = SY_DTYPE_BIT(SY_DTYPE_I32);
+constexpr uint64_t I64 = SY_DTYPE_BIT(SY_DTYPE_I64);
+constexpr uint64_t kFloat = F32 | F16 | BF16;
+
+using sy::edge::feature_mask;
+
+constexpr int32_t kFlashHeadDims[] = {64, 128, 256};
+
+constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const char* family,
+                                      uint64_t dtypes, uint64_t features = 0) {
+  sy_kernel_envelope e{};
+  e.struct_size = sizeof(sy_kernel_envelope);
+  e.kernel = kernel;
+  e.op = op;
+  e.family = family;
+  e.device_type = kDLCUDA;
+  e.dtypes = dtypes;
+  e.features = features;
+  e.default_residency = SY_RESIDENCY_DEVICE;
+  e.cost_hint = 0.1;  // a GPU kernel against a CPU peer
+  return e;
+}
+
+constexpr sy_kernel_envelope flash_envelope() {
+  sy_kernel_envelope e = envelope(
+      "flash_attention", SY_OP_ATTENTION, "flash", F16 | BF16,
+      feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
+            SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
+            SY_FEATURE_CUSTOM_SCALE}));
+  e.head_dims = kFlashHeadDims;
+  e.num_head_dims = sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]);
+  e.cost_hint = 0.05;
+  return e;
+}
+
+const sy_kernel_envelope kEnvelopes[] = {
+    flash_envelope(),
+    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", kFloat),
+    envelope("matmul", SY_OP_MATMUL, "generic", kFloat, feature_mask({SY_FEATURE_TRANSPOSED_B})),
+    envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat),
+    envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat),
+    envelope("rope", SY_OP_ROPE, "generic", kFloat,
+             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
+    envelope("silu_mul", SY_OP_SILU_MUL, "generic", kFloat),
+    envelope("gelu_mul", SY_OP_GELU_MUL, "generic", kFloat),
+    envelope("add", SY_OP_ADD, "generic", kFloat),
+    envelope("softmax", SY_OP_SOFTMAX, "generic", kFloat),
+    envelope("argmax", SY_OP_ARGMAX, "generic", kFloat),
+    envelope("copy", SY_OP_COPY, "generic", kFloat | I32 | I64),
+};
+
+constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
+
+// Every kernel is built for sm_80 and newer: an older device is listed but refused.
+int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn add, void* ctx) {
+  int sm = sm_version(device->arch);
+  if (sm >= kMinSmVersion) return 0;
+  char text[128];
+  std::snprintf(text, sizeof text, "kernels are built for sm_%d and newer; device is %s",
+                kMinSmVersion, device->arch ? device->arch : "of unknown architecture");
+  return sy_refuse(add, ctx, "arch", device->arch ? device->arch : "?", ">=sm_80", text);
+}
+
+using Table = sy::edge::KernelTable<kCount>;
+
+const Table& table() {
+  static const Table t(kEnvelopes, narrow_arch);
+  return t;
+}
+
+}  // namespace
+
+const sy::edge::KernelEntry* kernel_table(size_t* count) {
+  *count = kCount;
+  return table().entries;
+}
+
+const sy_kernel_envelope* const* kernel_envelopes(size_t* count) {
+  *count = kCount;
+  return table().pointers;
+}
+
+}  // namespace sy::cuda

@@ -1,0 +1,103 @@
+// cxx_edge — header-only helpers for plugins written in C++, at the ABI's edge.
+//
+// Offers: guarded(), which turns any C++ exception into a status and message so none
+// crosses the ABI; KernelEntry tables and check_against_table(), the standard `check`
+// (the shared envelope filters, then the kernel's own narrowing filters); and a logger
+// bound to the host's callback. Depends on abi/ only; a plugin never links the core.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <new>
+#include <string>
+
+#include "switchyard/envelope_check.h"
+
+namespace sy::edge {
+
+template <typename Fn>
+sy_status guarded(const char* plugin, sy_error_buffer* err, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "%s: out of memory", plugin);
+  } catch (const std::exception& e) {
+    return sy_fail(err, SY_STATUS_INTERNAL, "%s: %s", plugin, e.what());
+  } catch (...) {
+    return sy_fail(err, SY_STATUS_INTERNAL, "%s: unknown exception", plugin);
+  }
+}
+
+// A kernel's declared envelope and the filters it adds on top (NULL when none).
+struct KernelEntry {
+  const sy_kernel_envelope* envelope;
+  int (*narrow)(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx);
+};
+
+using NarrowFn = int (*)(const sy_device_desc*, const sy_op_desc*, sy_refusal_fn, void*);
+
+constexpr uint64_t feature_mask(std::initializer_list<sy_feature> features) {
+  uint64_t m = 0;
+  for (auto f : features) m |= SY_FEATURE_BIT(f);
+  return m;
+}
+
+// A plugin's kernels: entries for check, and the pointer array get_kernels returns.
+template <size_t N>
+struct KernelTable {
+  KernelEntry entries[N];
+  const sy_kernel_envelope* pointers[N];
+  KernelTable(const sy_kernel_envelope (&envelopes)[N], NarrowFn narrow_all) {
+    for (size_t i = 0; i < N; ++i) {
+      entries[i] = {&envelopes[i], narrow_all};
+      pointers[i] = &envelopes[i];
+    }
+  }
+};
+
+// The standard `check`: validates the arguments, then applies the envelope and the
+// kernel's narrowing filters, reporting every refusal. `prepare` must call the same.
+inline sy_status check_against_table(const char* plugin, const KernelEntry* table, size_t count,
+                                     sy_check_args* args, sy_error_buffer* err) {
+  return guarded(plugin, err, [&] {
+    if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
+        !args->device)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: sy_check_args is NULL or undersized",
+                     plugin);
+    if (args->kernel_index >= count)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: kernel index %u out of range (%zu)",
+                     plugin, args->kernel_index, count);
+    const KernelEntry& k = table[args->kernel_index];
+    int refusals = sy_envelope_check(k.envelope, args->device, args->op, args->add_refusal,
+                                     args->refusal_context);
+    if (k.narrow && args->op->op == k.envelope->op)
+      refusals += k.narrow(args->device, args->op, args->add_refusal, args->refusal_context);
+    args->accepted = refusals == 0;
+    return SY_STATUS_OK;
+  });
+}
+
+// Logging through the host; silent until the host gave a callback.
+class HostLog {
+ public:
+  void bind(const sy_host_info* host) {
+    if (host && host->struct_size >= SY_STRUCT_SIZE_MIN(sy_host_info, log)) host_ = host;
+  }
+  void operator()(sy_log_level level, const std::string& message) const {
+    if (host_ && host_->log) host_->log(host_->host_context, level, message.c_str());
+  }
+
+ private:
+  const sy_host_info* host_ = nullptr;
+};
+
+// Value of option `key` from init's key/value arrays, or `fallback`.
+inline std::string init_option(const sy_init_args* args, const char* key, std::string fallback) {
+  for (size_t i = 0; i < args->num_options; ++i)
+    if (args->option_keys[i] && args->option_values[i] && std::string(args->option_keys[i]) == key)
+      return args->option_values[i];
+  return fallback;
+}
+
+}  // namespace sy::edge
