@@ -42,8 +42,8 @@ int listing_exit(const Registry& reg, const ListingOptions& o) {
   const PluginRecord* r = reg.find_record(o.plugin);
   if (r && r->loaded()) return kExitOk;
   std::cerr << "switchyard: plugin '" << o.plugin << "' "
-            << (r ? std::string("failed at stage ") + load_stage_name(r->diagnostic->stage) +
-                        ": " + r->diagnostic->reason
+            << (r ? std::string("failed at stage ") + load_stage_name(r->diagnostic->stage) + ": " +
+                        r->diagnostic->reason
                   : std::string("was not found on the plugin search path"))
             << "\n";
   return kExitPluginError;
@@ -187,7 +187,7 @@ int run_caps(const GlobalOptions& global, const Args& args) {
 po::variables_map parse_command(const Args& args, const po::options_description& desc,
                                 const po::positional_options_description* positional) {
   po::command_line_parser parser(args);
-  parser.options(desc);
+  parser.options(desc).style(kOptionStyle);
   if (positional) parser.positional(*positional);
   po::variables_map vm;
   po::store(parser.run(), vm);

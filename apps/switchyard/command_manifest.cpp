@@ -46,8 +46,8 @@ bool write_atomically(const fs::path& target, const std::string& text, std::stri
 int run_manifest(const GlobalOptions&, const Args& args) {
   std::string library, output;
   po::options_description desc("switchyard manifest options");
-  desc.add_options()("help,h", "show this help")(
-      "library", po::value<std::string>(&library), "the plugin's shared object")(
+  desc.add_options()("help,h", "show this help")("library", po::value<std::string>(&library),
+                                                 "the plugin's shared object")(
       "output,o", po::value<std::string>(&output), "file to write (default: standard output)");
   po::positional_options_description pos;
   pos.add("library", 1);

@@ -11,6 +11,10 @@ namespace sy::cli {
 
 using Args = std::vector<std::string>;
 
+// No abbreviated long options: `--plugin` must never be guessed as `--plugin-dir`.
+inline constexpr int kOptionStyle = boost::program_options::command_line_style::default_style &
+                                    ~boost::program_options::command_line_style::allow_guessing;
+
 int run_plugins(const GlobalOptions& global, const Args& args);
 int run_devices(const GlobalOptions& global, const Args& args);
 int run_caps(const GlobalOptions& global, const Args& args);

@@ -31,11 +31,13 @@ void print_help(const po::options_description& global) {
   std::cout << "Usage: switchyard [global options] COMMAND [command options]\n\nCommands:\n";
   for (const auto& [name, cmd] : commands())
     std::cout << "  " << name << std::string(12 - name.size(), ' ') << cmd.summary << "\n";
-  std::cout << "\n" << global << "\n"
-            << "Every listing takes --json. `switchyard COMMAND --help` shows a command's options.\n"
-            << "Environment: SWITCHYARD_PLUGIN_PATH (colon list of plugin folders),\n"
-            << "             SWITCHYARD_LOG (log level), SWITCHYARD_NUM_THREADS.\n\n"
-            << kExitCodeHelp;
+  std::cout
+      << "\n"
+      << global << "\n"
+      << "Every listing takes --json. `switchyard COMMAND --help` shows a command's options.\n"
+      << "Environment: SWITCHYARD_PLUGIN_PATH (colon list of plugin folders),\n"
+      << "             SWITCHYARD_LOG (log level), SWITCHYARD_NUM_THREADS.\n\n"
+      << kExitCodeHelp;
 }
 
 }  // namespace
@@ -51,15 +53,19 @@ int main(int argc, char** argv) {
       "plugin folder; repeatable; replaces SWITCHYARD_PLUGIN_PATH and the default");
   po::options_description hidden;
   hidden.add_options()("command", po::value<std::string>())("args",
-                                                             po::value<std::vector<std::string>>());
+                                                            po::value<std::vector<std::string>>());
   po::options_description all;
   all.add(desc).add(hidden);
   po::positional_options_description pos;
   pos.add("command", 1).add("args", -1);
 
   try {
-    po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(all).positional(pos).allow_unregistered().run();
+    po::parsed_options parsed = po::command_line_parser(argc, argv)
+                                    .options(all)
+                                    .positional(pos)
+                                    .style(kOptionStyle)
+                                    .allow_unregistered()
+                                    .run();
     po::variables_map vm;
     po::store(parsed, vm);
     po::notify(vm);

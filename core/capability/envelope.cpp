@@ -6,7 +6,9 @@
 namespace sy {
 namespace {
 
-std::string str_or_empty(const char* s) { return s ? s : ""; }
+std::string str_or_empty(const char* s) {
+  return s ? s : "";
+}
 
 // Borrowed ABI view of an Envelope, for the shared C filters.
 class AbiEnvelopeView {
@@ -104,8 +106,8 @@ std::string Envelope::head_dims_text() const {
     for (int32_t d : head_dims) items.push_back(std::to_string(d));
     return join(items);
   }
-  std::string text = head_dim_multiple > 0 ? "multiple of " + std::to_string(head_dim_multiple)
-                                           : "any";
+  std::string text =
+      head_dim_multiple > 0 ? "multiple of " + std::to_string(head_dim_multiple) : "any";
   if (head_dim_max > 0) text += " up to " + std::to_string(head_dim_max);
   return text;
 }

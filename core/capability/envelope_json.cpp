@@ -34,7 +34,8 @@ uint64_t parse_mask(const json& j, const char* name, Parse parse) {
   for (const auto& item : v) {
     auto parsed = item.is_string() ? parse(item.get<std::string>()) : std::nullopt;
     if (!parsed)
-      throw std::runtime_error(std::string("field '") + name + "' has unknown value " + item.dump());
+      throw std::runtime_error(std::string("field '") + name + "' has unknown value " +
+                               item.dump());
     mask |= UINT64_C(1) << static_cast<unsigned>(*parsed);
   }
   return mask;
@@ -62,18 +63,22 @@ json to_json(const Envelope& e) {
         {"head_dim_max", e.head_dim_max},
         {"max_gqa_ratio", e.max_gqa_ratio}}},
       {"residency",
-       {{"default", sy_residency_name(e.default_residency) ? sy_residency_name(e.default_residency)
-                                                            : "?"},
+       {{"default",
+         sy_residency_name(e.default_residency) ? sy_residency_name(e.default_residency) : "?"},
         {"operands", residency_list(e.operand_residency)}}},
       {"cost_hint", e.cost_hint},
   };
 }
 
 json to_json(const DeviceInfo& d) {
-  json j{{"name", d.name},       {"type", device_type_name(d.type)},
-         {"id", d.id},           {"arch", d.arch},
-         {"memory_bytes", d.memory_bytes}, {"compute_units", d.compute_units},
-         {"available", d.available}, {"memory_is_host", d.memory_is_host}};
+  json j{{"name", d.name},
+         {"type", device_type_name(d.type)},
+         {"id", d.id},
+         {"arch", d.arch},
+         {"memory_bytes", d.memory_bytes},
+         {"compute_units", d.compute_units},
+         {"available", d.available},
+         {"memory_is_host", d.memory_is_host}};
   if (!d.available) j["unavailable_reason"] = d.unavailable_reason;
   return j;
 }

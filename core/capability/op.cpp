@@ -69,7 +69,9 @@ void OpDesc::set(const std::string& name, std::variant<int64_t, double, std::str
   attrs.push_back({name, std::move(value)});
 }
 
-sy_dtype OpDesc::dtype() const { return inputs.empty() ? SY_DTYPE_F32 : inputs[0].dtype; }
+sy_dtype OpDesc::dtype() const {
+  return inputs.empty() ? SY_DTYPE_F32 : inputs[0].dtype;
+}
 
 std::optional<OpDesc::AttentionShape> OpDesc::attention_shape() const {
   if (!is_attention(op) || inputs.size() < 2) return std::nullopt;

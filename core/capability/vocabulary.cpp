@@ -15,9 +15,9 @@ std::optional<Enum> parse_by_name(std::string_view name, int count, NameFn name_
 }
 
 // Every DLPack device type that has a stable name (sy_device_type_name).
-constexpr DLDeviceType kNamedDeviceTypes[] = {kDLCPU,    kDLCUDA, kDLCUDAHost, kDLOpenCL,
-                                              kDLVulkan, kDLMetal, kDLROCM, kDLExtDev,
-                                              kDLCUDAManaged};
+constexpr DLDeviceType kNamedDeviceTypes[] = {kDLCPU,    kDLCUDA,   kDLCUDAHost,
+                                              kDLOpenCL, kDLVulkan, kDLMetal,
+                                              kDLROCM,   kDLExtDev, kDLCUDAManaged};
 
 }  // namespace
 

@@ -105,8 +105,8 @@ class PluginLoader {
       return StageError{LoadStage::entry,
                         std::string("no symbol '") + SY_PLUGIN_ENTRY_SYMBOL + "' exported",
                         "export it with C linkage and default visibility (SY_EXPORT)"};
-    auto fn = plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(
-        SY_PLUGIN_ENTRY_SYMBOL);
+    auto fn =
+        plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(SY_PLUGIN_ENTRY_SYMBOL);
     plugin_->host_context_ = std::make_unique<PluginHostContext>();
     plugin_->host_context_->plugin_label = path_.filename().string();
     auto info = std::make_unique<sy_host_info>();
@@ -136,8 +136,7 @@ class PluginLoader {
                         "set struct_size = sizeof(sy_plugin_api)"};
     std::string plugin_ver = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
     if (api->abi_major != kHostAbiMajor)
-      return StageError{LoadStage::abi,
-                        "plugin ABI " + plugin_ver + ", host accepts ABI " + host,
+      return StageError{LoadStage::abi, "plugin ABI " + plugin_ver + ", host accepts ABI " + host,
                         api->abi_major > kHostAbiMajor
                             ? "upgrade switchyard, or rebuild the plugin against ABI " +
                                   std::to_string(kHostAbiMajor) + ".x headers"
@@ -147,8 +146,8 @@ class PluginLoader {
       return StageError{LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
                         "rebuild the plugin"};
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
-    size_t need = plugin_->negotiated_minor_ >= 1 ? SY_PLUGIN_API_SIZE_MINOR1
-                                                  : SY_PLUGIN_API_SIZE_MINOR0;
+    size_t need =
+        plugin_->negotiated_minor_ >= 1 ? SY_PLUGIN_API_SIZE_MINOR1 : SY_PLUGIN_API_SIZE_MINOR0;
     if (api->struct_size < need)
       return StageError{LoadStage::abi,
                         "function table struct_size " + std::to_string(api->struct_size) +
@@ -238,17 +237,17 @@ class PluginLoader {
     fs::path file = manifest_path_for(path_);
     auto on_disk = read_manifest(file);
     if (!on_disk.error.empty())
-      return StageError{LoadStage::manifest, on_disk.error,
-                        "regenerate it: switchyard manifest " + path_.string() + " --output " +
-                            file.string()};
+      return StageError{
+          LoadStage::manifest, on_disk.error,
+          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string()};
     auto diffs = manifest_differences(on_disk.json, manifest_json(*plugin_));
     if (!diffs.empty()) {
       std::string reason = "manifest " + file.filename().string() +
                            " disagrees with the plugin's runtime declaration: " + diffs[0];
       if (diffs.size() > 1) reason += " (and " + std::to_string(diffs.size() - 1) + " more)";
-      return StageError{LoadStage::manifest, reason,
-                        "regenerate it: switchyard manifest " + path_.string() + " --output " +
-                            file.string()};
+      return StageError{
+          LoadStage::manifest, reason,
+          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string()};
     }
     return std::nullopt;
   }

@@ -23,9 +23,9 @@ struct LoadOptions {
 };
 
 struct LoadOutcome {
-  std::unique_ptr<Plugin> plugin;           // set on success
-  std::optional<LoadDiagnostic> diagnostic; // set on failure
-  std::string name;                         // the plugin's name once its table was read
+  std::unique_ptr<Plugin> plugin;            // set on success
+  std::optional<LoadDiagnostic> diagnostic;  // set on failure
+  std::string name;                          // the plugin's name once its table was read
 };
 
 LoadOutcome load_plugin(const std::filesystem::path& path, const LoadOptions& options);

@@ -22,8 +22,8 @@ json manifest_json(const Plugin& plugin) {
               {"name", plugin.name()},
               {"plugin_version", plugin.version()},
               {"library", plugin.path().filename().string()},
-              {"abi_version", std::to_string(plugin.abi_major()) + "." +
-                                  std::to_string(plugin.abi_minor())},
+              {"abi_version",
+               std::to_string(plugin.abi_major()) + "." + std::to_string(plugin.abi_minor())},
               {"kernels", kernels}};
 }
 

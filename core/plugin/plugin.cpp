@@ -61,4 +61,17 @@ CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const O
   return result;
 }
 
+std::optional<Plugin::MemoryInfo> Plugin::memory_info(uint32_t device_index) const {
+  // The three conditions of ABI rule 2: never read a field the plugin's table lacks.
+  if (negotiated_minor_ < 1 || api_->struct_size < SY_PLUGIN_API_SIZE_MINOR1 || !api_->memory_info)
+    return std::nullopt;
+  sy_memory_info_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = instance_;
+  args.device_index = device_index;
+  ErrorText err;
+  if (api_->memory_info(&args, err.buffer()) != SY_STATUS_OK) return std::nullopt;
+  return MemoryInfo{args.free_bytes, args.total_bytes};
+}
+
 }  // namespace sy

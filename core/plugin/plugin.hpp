@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,13 @@ class Plugin {
   // Asks the plugin whether kernel `kernel_index` serves `op` on `device` (which may be
   // a described device this machine lacks).
   CheckResult check(size_t kernel_index, const DeviceInfo& device, const OpDesc& op) const;
+
+  // Free and total memory of a device through the minor-1 `memory_info` slot; nullopt
+  // when the negotiated minor, the table's size or a NULL slot says it is unsupported.
+  struct MemoryInfo {
+    uint64_t free_bytes = 0, total_bytes = 0;
+  };
+  std::optional<MemoryInfo> memory_info(uint32_t device_index) const;
 
   const sy_plugin_api& api() const { return *api_; }
   sy_plugin* instance() const { return instance_; }

@@ -27,8 +27,8 @@ SearchPath plugin_search_path(const std::vector<std::string>& cli_dirs, const ch
     return sp;
   }
   sp.source = "default";
-  sp.dirs.push_back((executable.parent_path() / ".." / "lib" / "switchyard" / "plugins")
-                        .lexically_normal());
+  sp.dirs.push_back(
+      (executable.parent_path() / ".." / "lib" / "switchyard" / "plugins").lexically_normal());
   return sp;
 }
 
@@ -64,10 +64,11 @@ void Registry::add(const fs::path& file, const LoadOptions& options) {
   LoadOutcome out = load_plugin(file, options);
   PluginRecord rec{file, out.name, std::move(out.plugin), std::move(out.diagnostic)};
   if (rec.loaded() && find(rec.name)) {
-    rec.diagnostic = LoadDiagnostic{file, LoadStage::entry,
-                                    "duplicate plugin name '" + rec.name + "', already loaded from " +
-                                        find_record(rec.name)->path.string(),
-                                    "remove one copy or reorder the search path"};
+    rec.diagnostic =
+        LoadDiagnostic{file, LoadStage::entry,
+                       "duplicate plugin name '" + rec.name + "', already loaded from " +
+                           find_record(rec.name)->path.string(),
+                       "remove one copy or reorder the search path"};
     rec.plugin.reset();
   }
   if (rec.diagnostic)

@@ -17,9 +17,9 @@ namespace sy {
 
 struct PluginRecord {
   std::filesystem::path path;
-  std::string name;                         // known once the entry table was read
-  std::unique_ptr<Plugin> plugin;           // set when loaded
-  std::optional<LoadDiagnostic> diagnostic; // set when it failed
+  std::string name;                          // known once the entry table was read
+  std::unique_ptr<Plugin> plugin;            // set when loaded
+  std::optional<LoadDiagnostic> diagnostic;  // set when it failed
   bool loaded() const { return plugin != nullptr; }
 };
 

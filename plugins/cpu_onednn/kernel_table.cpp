@@ -14,10 +14,9 @@ constexpr uint64_t I64 = SY_DTYPE_BIT(SY_DTYPE_I64);
 
 using sy::edge::feature_mask;
 
-constexpr uint64_t kAttentionFeatures =
-    feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
-          SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
-          SY_FEATURE_CUSTOM_SCALE});
+constexpr uint64_t kAttentionFeatures = feature_mask(
+    {SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS, SY_FEATURE_LSE,
+     SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE});
 
 constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const char* family,
                                       uint64_t dtypes, uint64_t features = 0) {
@@ -35,8 +34,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 }
 
 constexpr sy_kernel_envelope attention_envelope() {
-  sy_kernel_envelope e = envelope("sdpa_attention", SY_OP_ATTENTION, "sdpa", F32 | BF16,
-                                  kAttentionFeatures);
+  sy_kernel_envelope e =
+      envelope("sdpa_attention", SY_OP_ATTENTION, "sdpa", F32 | BF16, kAttentionFeatures);
   e.head_dim_multiple = 16;
   e.head_dim_max = 256;
   return e;
@@ -44,10 +43,10 @@ constexpr sy_kernel_envelope attention_envelope() {
 
 // The fused decode block reads raw host slices of every operand: host-only, by design.
 constexpr sy_kernel_envelope fused_decode_envelope() {
-  sy_kernel_envelope e =
-      envelope("fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
-               feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
-                     SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
+  sy_kernel_envelope e = envelope(
+      "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
+      feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
+                    SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
   e.head_dim_multiple = 16;
   e.head_dim_max = 256;
   e.default_residency = SY_RESIDENCY_HOST;
@@ -59,12 +58,14 @@ const sy_kernel_envelope kEnvelopes[] = {
     attention_envelope(),
     fused_decode_envelope(),
     envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16),
-    envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16, feature_mask({SY_FEATURE_TRANSPOSED_B})),
+    envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
+             feature_mask({SY_FEATURE_TRANSPOSED_B})),
     envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16),
     envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16),
     envelope("rope", SY_OP_ROPE, "generic", F32 | BF16,
-             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
+             feature_mask(
+                 {SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
     envelope("silu", SY_OP_SILU, "generic", F32 | BF16),
     envelope("gelu", SY_OP_GELU, "generic", F32 | BF16),
     envelope("silu_mul", SY_OP_SILU_MUL, "generic", F32 | BF16),

@@ -43,7 +43,9 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
   });
 }
 
-void plugin_shutdown(sy_plugin* p) { delete p; }
+void plugin_shutdown(sy_plugin* p) {
+  delete p;
+}
 
 sy_status plugin_get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
   if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason) ||

@@ -19,8 +19,7 @@ std::string driver_probe() {
   void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = ::dlerror();
-    return std::string("CUDA driver not found (") + (why ? why : "libcuda.so.1 not loadable") +
-           ")";
+    return std::string("CUDA driver not found (") + (why ? why : "libcuda.so.1 not loadable") + ")";
   }
   ::dlclose(h);
   return "";

@@ -35,11 +35,11 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 }
 
 constexpr sy_kernel_envelope flash_envelope() {
-  sy_kernel_envelope e = envelope(
-      "flash_attention", SY_OP_ATTENTION, "flash", F16 | BF16,
-      feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
-            SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
-            SY_FEATURE_CUSTOM_SCALE}));
+  sy_kernel_envelope e =
+      envelope("flash_attention", SY_OP_ATTENTION, "flash", F16 | BF16,
+               feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
+                             SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP,
+                             SY_FEATURE_DECODE, SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE}));
   e.head_dims = kFlashHeadDims;
   e.num_head_dims = sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]);
   e.cost_hint = 0.05;
@@ -53,7 +53,8 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat),
     envelope("rope", SY_OP_ROPE, "generic", kFloat,
-             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
+             feature_mask(
+                 {SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
     envelope("silu_mul", SY_OP_SILU_MUL, "generic", kFloat),
     envelope("gelu_mul", SY_OP_GELU_MUL, "generic", kFloat),
     envelope("add", SY_OP_ADD, "generic", kFloat),

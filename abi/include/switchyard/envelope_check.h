@@ -195,7 +195,8 @@ static inline int sy_residency_allows(sy_residency r, sy_memory_kind m, const sy
   switch (r) {
     case SY_RESIDENCY_ANY: return 1;
     case SY_RESIDENCY_HOST: return m == SY_MEMORY_HOST;
-    case SY_RESIDENCY_DEVICE: return dev->memory_is_host ? m == SY_MEMORY_HOST : m == SY_MEMORY_DEVICE;
+    case SY_RESIDENCY_DEVICE:
+      return dev->memory_is_host ? m == SY_MEMORY_HOST : m == SY_MEMORY_DEVICE;
     default: return 0;
   }
 }

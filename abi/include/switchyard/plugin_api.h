@@ -68,8 +68,7 @@ extern "C" {
 #endif
 
 /* Minimum struct_size a struct must have to contain `field`. */
-#define SY_STRUCT_SIZE_MIN(type, field) \
-  (offsetof(type, field) + sizeof(((type*)0)->field))
+#define SY_STRUCT_SIZE_MIN(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* The exported entry symbol's name. */
 #define SY_PLUGIN_ENTRY_SYMBOL "sy_plugin_entry"
@@ -123,14 +122,12 @@ typedef struct sy_error_buffer {
 
 /* Writes a formatted message into `err` (if any) and returns `status`, so a
  * plugin can write `return sy_fail(err, SY_STATUS_UNSUPPORTED, "...", ...)`. */
-static inline sy_status sy_fail(sy_error_buffer* err, sy_status status,
-                                const char* fmt, ...)
+static inline sy_status sy_fail(sy_error_buffer* err, sy_status status, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-static inline sy_status sy_fail(sy_error_buffer* err, sy_status status,
-                                const char* fmt, ...) {
+static inline sy_status sy_fail(sy_error_buffer* err, sy_status status, const char* fmt, ...) {
   if (err && err->text && err->capacity > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -156,9 +153,9 @@ typedef enum sy_log_level {
  * unloaded (the plugin may keep the pointer). */
 typedef struct sy_host_info {
   size_t struct_size;
-  uint32_t abi_major;     /* the host's SY_ABI_VERSION_MAJOR */
-  uint32_t abi_minor;     /* the host's highest minor */
-  uint32_t abi_minor_min; /* the oldest minor the host still accepts */
+  uint32_t abi_major;       /* the host's SY_ABI_VERSION_MAJOR */
+  uint32_t abi_minor;       /* the host's highest minor */
+  uint32_t abi_minor_min;   /* the oldest minor the host still accepts */
   const char* host_version; /* e.g. "switchyard 0.1.0"; informational */
   /* Opaque, passed back in every call of `log`. It tells the host which
    * plugin is speaking. */
@@ -181,12 +178,12 @@ typedef struct sy_kernel sy_kernel;
 /* One device a plugin can run on. Plugin-owned. */
 typedef struct sy_device_desc {
   size_t struct_size;
-  const char* name;        /* e.g. "AMD EPYC 9B45", "NVIDIA H200" */
+  const char* name;         /* e.g. "AMD EPYC 9B45", "NVIDIA H200" */
   DLDeviceType device_type; /* kDLCPU, kDLCUDA, ... */
-  int32_t device_id;       /* the DLDevice.device_id tensors on it carry */
-  const char* arch;        /* e.g. "avx512_core_bf16", "sm_90" */
-  uint64_t memory_bytes;   /* total memory it can address; 0 = unknown */
-  int32_t compute_units;   /* cores, SMs; 0 = unknown */
+  int32_t device_id;        /* the DLDevice.device_id tensors on it carry */
+  const char* arch;         /* e.g. "avx512_core_bf16", "sm_90" */
+  uint64_t memory_bytes;    /* total memory it can address; 0 = unknown */
+  int32_t compute_units;    /* cores, SMs; 0 = unknown */
   /* 0 if the device is known but cannot be used now (e.g. below the
    * minimum architecture); `unavailable_reason` then says why. */
   int32_t available;
@@ -200,14 +197,14 @@ typedef struct sy_device_desc {
  * data. `check` may only narrow it. Plugin-owned. */
 typedef struct sy_kernel_envelope {
   size_t struct_size;
-  const char* kernel;        /* unique within the plugin, [a-z0-9_]+ */
+  const char* kernel; /* unique within the plugin, [a-z0-9_]+ */
   sy_op_kind op;
-  const char* family;        /* "flash", "sdpa", "flex", "fused_decode",
-                                "generic", ...; what --attention pins */
-  DLDeviceType device_type;  /* runs on the plugin's devices of this type */
-  uint64_t dtypes;           /* mask of SY_DTYPE_BIT(); the op's dtype is
-                                the dtype of its first input */
-  uint64_t features;         /* mask of SY_FEATURE_BIT() it offers */
+  const char* family;       /* "flash", "sdpa", "flex", "fused_decode",
+                               "generic", ...; what --attention pins */
+  DLDeviceType device_type; /* runs on the plugin's devices of this type */
+  uint64_t dtypes;          /* mask of SY_DTYPE_BIT(); the op's dtype is
+                               the dtype of its first input */
+  uint64_t features;        /* mask of SY_FEATURE_BIT() it offers */
   /* Head dims (attention ops): an explicit list, OR any multiple of
    * `head_dim_multiple` up to `head_dim_max`. Empty list and 0 multiple
    * means unrestricted. */
@@ -215,7 +212,7 @@ typedef struct sy_kernel_envelope {
   size_t num_head_dims;
   int32_t head_dim_multiple;
   int32_t head_dim_max;
-  int32_t max_gqa_ratio;     /* Hq / Hkv; 0 = unlimited, 1 = no GQA */
+  int32_t max_gqa_ratio; /* Hq / Hkv; 0 = unlimited, 1 = no GQA */
   /* Residency per operand, inputs first, then outputs. Operands beyond
    * the array use `default_residency`. */
   sy_residency default_residency;
@@ -227,11 +224,7 @@ typedef struct sy_kernel_envelope {
 } sy_kernel_envelope;
 
 /* One attribute of an operator. Host-owned for the call. */
-typedef enum sy_attr_type {
-  SY_ATTR_INT = 0,
-  SY_ATTR_FLOAT = 1,
-  SY_ATTR_STRING = 2
-} sy_attr_type;
+typedef enum sy_attr_type { SY_ATTR_INT = 0, SY_ATTR_FLOAT = 1, SY_ATTR_STRING = 2 } sy_attr_type;
 
 typedef struct sy_attr {
   size_t struct_size;
@@ -247,7 +240,7 @@ typedef struct sy_tensor_desc {
   size_t struct_size;
   sy_dtype dtype;
   int32_t ndim;
-  const int64_t* shape; /* `ndim` extents */
+  const int64_t* shape;  /* `ndim` extents */
   sy_memory_kind memory; /* where it will live when the kernel runs */
 } sy_tensor_desc;
 
@@ -397,8 +390,8 @@ typedef struct sy_memory_info_args {
  * mismatch. */
 typedef struct sy_plugin_api {
   size_t struct_size;
-  uint32_t abi_major; /* the SY_ABI_VERSION_MAJOR the plugin was built with */
-  uint32_t abi_minor; /* the plugin's minor (SY_ABI_COMPAT_MINOR) */
+  uint32_t abi_major;         /* the SY_ABI_VERSION_MAJOR the plugin was built with */
+  uint32_t abi_minor;         /* the plugin's minor (SY_ABI_COMPAT_MINOR) */
   const char* plugin_name;    /* [a-z0-9_]+, e.g. "cpu_onednn" */
   const char* plugin_version; /* free form, e.g. "0.1.0" */
 
@@ -446,8 +439,7 @@ typedef struct sy_plugin_api {
 /* struct_size a plugin table must at least have at each minor. */
 #define SY_PLUGIN_API_SIZE_MINOR0 SY_STRUCT_SIZE_MIN(sy_plugin_api, copy)
 #if SY_ABI_COMPAT_MINOR >= 1
-#define SY_PLUGIN_API_SIZE_MINOR1 \
-  SY_STRUCT_SIZE_MIN(sy_plugin_api, memory_info)
+#define SY_PLUGIN_API_SIZE_MINOR1 SY_STRUCT_SIZE_MIN(sy_plugin_api, memory_info)
 #endif
 
 /* The entry point every plugin exports, with C linkage:

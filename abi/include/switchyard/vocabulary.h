@@ -81,22 +81,22 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
 /* Operand order and attributes of each kind are specified in docs/abi.md,
  * section "Operators"; the short form is given per value. */
 typedef enum sy_op_kind {
-  SY_OP_MATMUL = 0,          /* in: a, b; out: c.  attr transpose_b */
-  SY_OP_EMBEDDING = 1,       /* in: table [V,H], ids; out: rows */
-  SY_OP_RMS_NORM = 2,        /* in: x, weight; out: y.  attr eps */
-  SY_OP_LAYER_NORM = 3,      /* in: x, weight, bias; out: y.  attr eps */
-  SY_OP_ROPE = 4,            /* in: x, positions; out: y.  attrs below */
-  SY_OP_SILU = 5,            /* in: x; out: y */
-  SY_OP_GELU = 6,            /* in: x; out: y.  attr approximate */
-  SY_OP_SILU_MUL = 7,        /* in: gate, up; out: silu(gate) * up */
-  SY_OP_GELU_MUL = 8,        /* in: gate, up; out: gelu(gate) * up */
-  SY_OP_ADD = 9,             /* in: a, b; out: a + b */
-  SY_OP_MUL = 10,            /* in: a, b; out: a * b */
-  SY_OP_SOFTMAX = 11,        /* in: x; out: y (last axis) */
-  SY_OP_KV_CACHE_APPEND = 12, /* in: cache, new rows, position; out: cache */
-  SY_OP_ATTENTION = 13,      /* in: q, k, v[, sinks]; out: o[, lse] */
-  SY_OP_ARGMAX = 14,         /* in: x; out: index (last axis) */
-  SY_OP_COPY = 15,           /* in: x; out: y, possibly other memory */
+  SY_OP_MATMUL = 0,                  /* in: a, b; out: c.  attr transpose_b */
+  SY_OP_EMBEDDING = 1,               /* in: table [V,H], ids; out: rows */
+  SY_OP_RMS_NORM = 2,                /* in: x, weight; out: y.  attr eps */
+  SY_OP_LAYER_NORM = 3,              /* in: x, weight, bias; out: y.  attr eps */
+  SY_OP_ROPE = 4,                    /* in: x, positions; out: y.  attrs below */
+  SY_OP_SILU = 5,                    /* in: x; out: y */
+  SY_OP_GELU = 6,                    /* in: x; out: y.  attr approximate */
+  SY_OP_SILU_MUL = 7,                /* in: gate, up; out: silu(gate) * up */
+  SY_OP_GELU_MUL = 8,                /* in: gate, up; out: gelu(gate) * up */
+  SY_OP_ADD = 9,                     /* in: a, b; out: a + b */
+  SY_OP_MUL = 10,                    /* in: a, b; out: a * b */
+  SY_OP_SOFTMAX = 11,                /* in: x; out: y (last axis) */
+  SY_OP_KV_CACHE_APPEND = 12,        /* in: cache, new rows, position; out: cache */
+  SY_OP_ATTENTION = 13,              /* in: q, k, v[, sinks]; out: o[, lse] */
+  SY_OP_ARGMAX = 14,                 /* in: x; out: index (last axis) */
+  SY_OP_COPY = 15,                   /* in: x; out: y, possibly other memory */
   SY_OP_FUSED_DECODE_ATTENTION = 16, /* q/k/v proj + rope + append + attn */
   SY_OP_COUNT
 } sy_op_kind;
@@ -134,24 +134,24 @@ static inline const char* sy_op_kind_name(sy_op_kind k) {
  * of them must refuse the operator. Sinks, sliding window and softcap are
  * hard semantics: never dropped, never approximated. */
 typedef enum sy_feature {
-  SY_FEATURE_CAUSAL = 0,          /* causal mask, bottom-right aligned when
-                                     q_len < kv_len (query i sees keys up to
-                                     i + kv_len - q_len) */
-  SY_FEATURE_SLIDING_WINDOW = 1,  /* attend to at most window_left keys back */
-  SY_FEATURE_GQA = 2,             /* Hq > Hkv, Hq % Hkv == 0 (MQA included) */
-  SY_FEATURE_SINKS = 3,           /* per-head learnable logit in the softmax
-                                     denominator, no value row */
-  SY_FEATURE_LSE = 4,             /* also writes log-sum-exp [B, Hq, Sq] f32 */
-  SY_FEATURE_SOFTCAP = 5,         /* logits = softcap * tanh(logits/softcap) */
-  SY_FEATURE_DECODE = 6,          /* q_len == 1 against a longer KV */
-  SY_FEATURE_BATCH = 7,           /* batch > 1 */
-  SY_FEATURE_PAGED_KV = 8,        /* KV cache in pages (block table) */
-  SY_FEATURE_CUSTOM_SCALE = 9,    /* scale other than 1/sqrt(head_dim) */
-  SY_FEATURE_TRANSPOSED_B = 10,   /* matmul b stored [N, K] (HF weights) */
-  SY_FEATURE_ROPE_NEOX = 11,      /* rotate halves (GPT-NeoX / Llama HF) */
+  SY_FEATURE_CAUSAL = 0,            /* causal mask, bottom-right aligned when
+                                       q_len < kv_len (query i sees keys up to
+                                       i + kv_len - q_len) */
+  SY_FEATURE_SLIDING_WINDOW = 1,    /* attend to at most window_left keys back */
+  SY_FEATURE_GQA = 2,               /* Hq > Hkv, Hq % Hkv == 0 (MQA included) */
+  SY_FEATURE_SINKS = 3,             /* per-head learnable logit in the softmax
+                                       denominator, no value row */
+  SY_FEATURE_LSE = 4,               /* also writes log-sum-exp [B, Hq, Sq] f32 */
+  SY_FEATURE_SOFTCAP = 5,           /* logits = softcap * tanh(logits/softcap) */
+  SY_FEATURE_DECODE = 6,            /* q_len == 1 against a longer KV */
+  SY_FEATURE_BATCH = 7,             /* batch > 1 */
+  SY_FEATURE_PAGED_KV = 8,          /* KV cache in pages (block table) */
+  SY_FEATURE_CUSTOM_SCALE = 9,      /* scale other than 1/sqrt(head_dim) */
+  SY_FEATURE_TRANSPOSED_B = 10,     /* matmul b stored [N, K] (HF weights) */
+  SY_FEATURE_ROPE_NEOX = 11,        /* rotate halves (GPT-NeoX / Llama HF) */
   SY_FEATURE_ROPE_INTERLEAVED = 12, /* rotate adjacent pairs (GPT-J) */
-  SY_FEATURE_PARTIAL_ROTARY = 13, /* rotary_dim < head_dim */
-  SY_FEATURE_CAUSAL_TOP_LEFT = 14, /* causal aligned top-left instead */
+  SY_FEATURE_PARTIAL_ROTARY = 13,   /* rotary_dim < head_dim */
+  SY_FEATURE_CAUSAL_TOP_LEFT = 14,  /* causal aligned top-left instead */
   SY_FEATURE_COUNT
 } sy_feature;
 
@@ -223,16 +223,16 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 /* Attribute names (sy_attr.name). Units and defaults in docs/abi.md.        */
 /* ------------------------------------------------------------------------ */
 
-#define SY_ATTR_CAUSAL "causal"             /* int 0/1 */
-#define SY_ATTR_WINDOW_LEFT "window_left"   /* int, keys back; <0 = none */
-#define SY_ATTR_SOFTCAP "softcap"           /* float, 0 = none */
-#define SY_ATTR_SCALE "scale"               /* float, 0 = 1/sqrt(D) */
-#define SY_ATTR_EPS "eps"                   /* float */
-#define SY_ATTR_TRANSPOSE_B "transpose_b"   /* int 0/1 */
-#define SY_ATTR_ROPE_THETA "rope_theta"     /* float */
-#define SY_ATTR_ROTARY_DIM "rotary_dim"     /* int, <= head_dim */
-#define SY_ATTR_ROPE_STYLE "rope_style"     /* string "neox"|"interleaved" */
-#define SY_ATTR_GELU_APPROX "approximate"   /* string "none"|"tanh" */
+#define SY_ATTR_CAUSAL "causal"           /* int 0/1 */
+#define SY_ATTR_WINDOW_LEFT "window_left" /* int, keys back; <0 = none */
+#define SY_ATTR_SOFTCAP "softcap"         /* float, 0 = none */
+#define SY_ATTR_SCALE "scale"             /* float, 0 = 1/sqrt(D) */
+#define SY_ATTR_EPS "eps"                 /* float */
+#define SY_ATTR_TRANSPOSE_B "transpose_b" /* int 0/1 */
+#define SY_ATTR_ROPE_THETA "rope_theta"   /* float */
+#define SY_ATTR_ROTARY_DIM "rotary_dim"   /* int, <= head_dim */
+#define SY_ATTR_ROPE_STYLE "rope_style"   /* string "neox"|"interleaved" */
+#define SY_ATTR_GELU_APPROX "approximate" /* string "none"|"tanh" */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,159 @@
+// The CLI as a user runs it: listings, --json shapes, exit codes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+using test::run_switchyard;
+using ::testing::HasSubstr;
+
+json parse_stdout(const test::CommandResult& r) {
+  EXPECT_NO_THROW(json::parse(r.out)) << r.out;
+  return json::parse(r.out, nullptr, false);
+}
+
+const json* by_name(const json& plugins, const std::string& name) {
+  for (const auto& p : plugins)
+    if (p["name"] == name) return &p;
+  return nullptr;
+}
+
+TEST(CliPlugins, DefaultFolderHasCpuLoadedWithOneAvailableDevice) {
+  auto r = run_switchyard("plugins --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  const json* cpu = by_name(j, "cpu_onednn");
+  ASSERT_TRUE(cpu) << j.dump(2);
+  EXPECT_EQ((*cpu)["status"], "loaded");
+  EXPECT_EQ((*cpu)["abi_version"], "1.1");
+  ASSERT_EQ((*cpu)["devices"].size(), 1u);
+  EXPECT_EQ((*cpu)["devices"][0]["type"], "cpu");
+  EXPECT_EQ((*cpu)["devices"][0]["available"], true);
+  for (const char* key : {"name", "type", "arch", "available"})
+    EXPECT_TRUE((*cpu)["devices"][0].contains(key)) << key;
+}
+
+TEST(CliPlugins, CudaPluginLoadsEvenWithoutAGpu) {
+  if (!test::kHaveCudaPlugin) GTEST_SKIP() << "nvcc was not found at configure time";
+  json j = parse_stdout(run_switchyard("plugins --json"));
+  const json* cuda = by_name(j, "cuda_flash");
+  ASSERT_TRUE(cuda) << j.dump(2);
+  EXPECT_EQ((*cuda)["status"], "loaded");
+  if ((*cuda)["devices"].empty()) {
+    ASSERT_TRUE(cuda->contains("devices_reason"));
+    EXPECT_FALSE((*cuda)["devices_reason"].get<std::string>().empty());
+  }
+}
+
+TEST(CliPlugins, BrokenFolderListsOneDiagnosticPerPluginAndExitsZero) {
+  auto r = run_switchyard("plugins --json --plugin-dir " + test::kBrokenDir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  std::map<std::string, std::string> expected = {
+      {"no_entry", "entry"},         {"abi_major_new", "abi"}, {"abi_major_old", "abi"},
+      {"small_table", "abi"},        {"init_fails", "init"},   {"manifest_drift", "manifest"},
+      {"lying_check", "capability"}, {"not_a_plugin", "open"}, {"missing_dep", "open"}};
+  for (const auto& [name, stage] : expected) {
+    const json* p = by_name(j, name);
+    ASSERT_TRUE(p) << name;
+    EXPECT_EQ((*p)["status"], "failed") << name;
+    EXPECT_EQ((*p)["stage"], stage) << name;
+    EXPECT_FALSE((*p)["reason"].get<std::string>().empty()) << name;
+  }
+  EXPECT_EQ((*by_name(j, "good_neighbor"))["status"], "loaded");
+  EXPECT_EQ((*by_name(j, "zero_devices"))["devices_reason"], "test: no test hardware attached");
+  // The failures are also logged, on stderr only: stdout stayed pure JSON.
+  EXPECT_THAT(r.err, HasSubstr("failed at stage"));
+}
+
+TEST(CliPlugins, HumanTableShowsStageAndReason) {
+  auto r = run_switchyard("plugins --plugin-dir " + test::kBrokenDir.string());
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("stage abi: plugin ABI 2.1, host accepts ABI 1.0..1"));
+  EXPECT_THAT(r.out, HasSubstr("stage capability:"));
+}
+
+TEST(CliPlugins, EnvironmentSearchPath) {
+  auto r = run_switchyard("plugins --json", "SWITCHYARD_PLUGIN_PATH=" + test::kGoodDir.string());
+  json j = parse_stdout(r);
+  EXPECT_EQ(j.size(), 2u);
+  EXPECT_TRUE(by_name(j, "good_minor0"));
+  EXPECT_FALSE(by_name(j, "cpu_onednn"));
+}
+
+TEST(CliExitCodes, NamedPluginThatFailedExitsFive) {
+  auto r = run_switchyard("plugins --plugin init_fails --plugin-dir " + test::kBrokenDir.string());
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.err, HasSubstr("init_fails"));
+  EXPECT_EQ(run_switchyard("caps --plugin nonexistent").exit_code, 5);
+  EXPECT_EQ(run_switchyard("caps --plugin cpu_onednn").exit_code, 0);
+}
+
+TEST(CliExitCodes, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_switchyard("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_switchyard("plugins --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run_switchyard("--log-level loud plugins").exit_code, 2);
+  EXPECT_EQ(run_switchyard("").exit_code, 2);
+}
+
+TEST(CliExitCodes, HelpAndVersion) {
+  auto v = run_switchyard("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_THAT(v.out, HasSubstr("plugin ABI 1.1"));
+  auto h = run_switchyard("--help");
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_THAT(h.out, HasSubstr("Exit codes"));
+  EXPECT_EQ(run_switchyard("caps --help").exit_code, 0);
+}
+
+TEST(CliCaps, JsonEnvelopesHaveTheDocumentedKeys) {
+  auto r = run_switchyard("caps --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  bool saw_sdpa = false;
+  for (const auto& k : j) {
+    for (const char* key :
+         {"plugin", "kernel", "op", "family", "device_type", "dtypes", "features", "limits"})
+      EXPECT_TRUE(k.contains(key)) << key << " in " << k.dump();
+    if (k["kernel"] == "sdpa_attention") {
+      saw_sdpa = true;
+      EXPECT_THAT(k["features"], ::testing::Contains("sinks"));
+      EXPECT_THAT(k["features"], ::testing::Contains("lse"));
+    }
+  }
+  EXPECT_TRUE(saw_sdpa);
+}
+
+TEST(CliDevices, JsonListsTheCpu) {
+  auto r = run_switchyard("devices --json --log-level debug");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  ASSERT_FALSE(j.empty());
+  EXPECT_EQ(j[0]["plugin"], "cpu_onednn");
+  EXPECT_THAT(r.err, HasSubstr("[cpu_onednn]"));  // plugin logs reach the host's logger
+}
+
+TEST(CliManifest, WritesTheSameManifestTheBuildShipped) {
+  test::TempDir tmp;
+  auto out = tmp.path() / "m.json";
+  auto r = run_switchyard("manifest " + (test::kPluginDir / "cpu_onednn.so").string() +
+                          " --output " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream a(out), b(test::kPluginDir / "cpu_onednn.json");
+  EXPECT_EQ(json::parse(a), json::parse(b));
+  auto bad = run_switchyard("manifest " + (test::kBrokenDir / "no_entry.so").string() +
+                            " --output " + (tmp.path() / "x.json").string());
+  EXPECT_EQ(bad.exit_code, 5);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "x.json"));  // no partial write
+}
+
+}  // namespace
+}  // namespace sy

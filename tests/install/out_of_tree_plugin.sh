@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the build into a prefix, MOVES the prefix (the tree must be relocatable),
+# builds examples/plugin_skeleton against the installed package only, and loads it.
+set -euo pipefail
+build=$1
+plugin_src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+mv "$work/prefix" "$work/moved"
+sy="$work/moved/bin/switchyard"
+
+# The relocated CLI finds its own plugins relative to itself.
+"$sy" plugins --plugin cpu_onednn >/dev/null
+test -f "$work/moved/include/switchyard/plugin_api.h"
+
+cmake -S "$plugin_src" -B "$work/ext" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$work/moved" >/dev/null
+cmake --build "$work/ext" >/dev/null
+test -f "$work/ext/plugins/skeleton.json"
+
+# Exit 5 would mean the named plugin failed to load.
+"$sy" plugins --plugin skeleton --plugin-dir "$work/ext/plugins"
+echo "out-of-tree plugin built against the installed headers loads"

@@ -1,0 +1,235 @@
+/*
+ * A small, complete plugin in plain C, compiled many times with one TEST_* macro each to
+ * give the test suite real shared objects that are good, old, new or broken in exactly
+ * one way. TEST_PLUGIN_NAME names the build.
+ *
+ *   (none)                 a good plugin: one host-memory device, an f32 "add" kernel
+ *   TEST_NO_ENTRY          exports no sy_plugin_entry
+ *   TEST_ABI_MAJOR=N       claims ABI major N
+ *   TEST_SMALL_TABLE       claims minor 1 with a minor-0-sized function table
+ *   TEST_INIT_FAILS        init returns UNAVAILABLE with a message
+ *   TEST_ZERO_DEVICES      no devices, with a reason
+ *   TEST_LYING_CHECK       check accepts everything, whatever the envelope says
+ *   TEST_MISSING_DEP       calls into a library that is not installed beside it
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "switchyard/envelope_check.h"
+
+#ifndef TEST_PLUGIN_NAME
+#error "TEST_PLUGIN_NAME must be defined"
+#endif
+
+#ifdef TEST_MISSING_DEP
+int sy_test_vanished_function(void);
+#endif
+
+struct sy_plugin {
+  sy_device_desc device;
+  const sy_device_desc* device_list[1];
+};
+
+struct sy_kernel {
+  int64_t elements;
+};
+
+static const sy_host_info* g_host;
+
+static void plugin_log(sy_log_level level, const char* message) {
+  if (g_host && g_host->log) g_host->log(g_host->host_context, level, message);
+}
+
+static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
+                                        "add_f32",
+                                        SY_OP_ADD,
+                                        "generic",
+                                        kDLCPU,
+                                        SY_DTYPE_BIT(SY_DTYPE_F32),
+                                        0,
+                                        NULL,
+                                        0,
+                                        0,
+                                        0,
+                                        0,
+                                        SY_RESIDENCY_DEVICE,
+                                        NULL,
+                                        0,
+                                        1.0};
+static const sy_kernel_envelope* const kKernels[] = {&kAdd};
+
+static sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
+  struct sy_plugin* p;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
+#ifdef TEST_INIT_FAILS
+  plugin_log(SY_LOG_ERROR, "test plugin refuses to initialise");
+  return sy_fail(err, SY_STATUS_UNAVAILABLE, "test: simulated init failure (device busy)");
+#endif
+#ifdef TEST_MISSING_DEP
+  if (sy_test_vanished_function() != 0) return SY_STATUS_INTERNAL;
+#endif
+  p = (struct sy_plugin*)calloc(1, sizeof *p);
+  if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+  p->device.struct_size = sizeof p->device;
+  p->device.name = "test host device";
+  p->device.device_type = kDLCPU;
+  p->device.arch = "test";
+  p->device.available = 1;
+  p->device.memory_is_host = 1;
+  p->device_list[0] = &p->device;
+  args->plugin = p;
+  return SY_STATUS_OK;
+}
+
+static void plugin_shutdown(sy_plugin* p) {
+  free(p);
+}
+
+static sy_status plugin_get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_devices_args undersized");
+#ifdef TEST_ZERO_DEVICES
+  args->devices = NULL;
+  args->num_devices = 0;
+  args->no_devices_reason = "test: no test hardware attached";
+#else
+  args->devices = args->plugin->device_list;
+  args->num_devices = 1;
+  args->no_devices_reason = NULL;
+#endif
+  return SY_STATUS_OK;
+}
+
+static sy_status plugin_get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_kernels_args undersized");
+  args->kernels = kKernels;
+  args->num_kernels = 1;
+  return SY_STATUS_OK;
+}
+
+/* The add kernel's own narrowing: two inputs and one output of one shape. */
+static int narrow_add(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  size_t i;
+  if (op->num_inputs != 2 || op->num_outputs != 1)
+    return sy_refuse(add, ctx, "arity", "other", "2 inputs, 1 output", "add takes a, b -> c");
+  for (i = 0; i < 2; ++i) {
+    const sy_tensor_desc* t = i == 0 ? op->inputs[1] : op->outputs[0];
+    if (t->ndim != op->inputs[0]->ndim ||
+        memcmp(t->shape, op->inputs[0]->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+      return sy_refuse(add, ctx, "shape", "mismatched shapes", "equal shapes",
+                       "add needs equal shapes");
+  }
+  return 0;
+}
+
+static int check_op(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add,
+                    void* ctx) {
+  int n = sy_envelope_check(&kAdd, device, op, add, ctx);
+  if (op->op == SY_OP_ADD) n += narrow_add(op, add, ctx);
+  return n;
+}
+
+static sy_status plugin_check(sy_check_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
+      !args->device)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_check_args undersized or incomplete");
+  if (args->kernel_index != 0)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range",
+                   args->kernel_index);
+#ifdef TEST_LYING_CHECK
+  args->accepted = 1;
+#else
+  args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
+#endif
+  return SY_STATUS_OK;
+}
+
+static sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
+  struct sy_kernel* k;
+  int64_t n = 1;
+  int i;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args undersized");
+  if (check_op(&args->plugin->device, args->op, NULL, NULL) != 0)
+    return sy_fail(err, SY_STATUS_UNSUPPORTED, "add_f32 refuses this operator (see check)");
+  for (i = 0; i < args->op->inputs[0]->ndim; ++i) n *= args->op->inputs[0]->shape[i];
+  k = (struct sy_kernel*)malloc(sizeof *k);
+  if (!k) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "malloc");
+  k->elements = n;
+  args->kernel = k;
+  return SY_STATUS_OK;
+}
+
+static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
+  const float *a, *b;
+  float* c;
+  int64_t i;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
+      args->num_inputs != 2 || args->num_outputs != 1)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "add_f32 takes 2 inputs and 1 output");
+  a = (const float*)args->inputs[0]->data;
+  b = (const float*)args->inputs[1]->data;
+  c = (float*)args->outputs[0]->data;
+  if (!a || !b || !c) return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
+  for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] + b[i];
+  return SY_STATUS_OK;
+}
+
+static void plugin_release(sy_plugin* p, sy_kernel* k) {
+  (void)p;
+  free(k);
+}
+
+#if SY_ABI_COMPAT_MINOR >= 1
+static sy_status plugin_memory_info(sy_memory_info_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_memory_info_args, total_bytes))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_memory_info_args undersized");
+  args->free_bytes = 1024;
+  args->total_bytes = 4096;
+  return SY_STATUS_OK;
+}
+#endif
+
+#ifndef TEST_ABI_MAJOR
+#define TEST_ABI_MAJOR SY_ABI_VERSION_MAJOR
+#endif
+
+static sy_plugin_api make_api(void) {
+  sy_plugin_api api;
+  memset(&api, 0, sizeof api);
+  api.struct_size = sizeof api;
+  api.abi_major = TEST_ABI_MAJOR;
+  api.abi_minor = SY_ABI_COMPAT_MINOR;
+  api.plugin_name = TEST_PLUGIN_NAME;
+  api.plugin_version = "1.0.0";
+  api.init = plugin_init;
+  api.shutdown = plugin_shutdown;
+  api.get_devices = plugin_get_devices;
+  api.get_kernels = plugin_get_kernels;
+  api.check = plugin_check;
+  api.prepare = plugin_prepare;
+  api.execute = plugin_execute;
+  api.release = plugin_release;
+#if SY_ABI_COMPAT_MINOR >= 1
+  api.memory_info = plugin_memory_info;
+#endif
+#ifdef TEST_SMALL_TABLE
+  api.struct_size = SY_PLUGIN_API_SIZE_MINOR0 - sizeof(void*);
+#endif
+  return api;
+}
+
+static sy_plugin_api g_api;
+
+#ifdef TEST_NO_ENTRY
+SY_EXPORT const sy_plugin_api* sy_plugin_entry_misspelled(const sy_host_info* host) {
+#else
+SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
+#endif
+  g_host = host;
+  g_api = make_api();
+  plugin_log(SY_LOG_DEBUG, "test plugin " TEST_PLUGIN_NAME " entered");
+  return &g_api;
+}
