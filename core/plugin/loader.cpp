@@ -107,18 +107,18 @@ class PluginLoader {
                         "export it with C linkage and default visibility (SY_EXPORT)"};
     auto fn =
         plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(SY_PLUGIN_ENTRY_SYMBOL);
-    plugin_->host_context_ = std::make_unique<PluginHostContext>();
-    plugin_->host_context_->plugin_label = path_.filename().string();
-    auto info = std::make_unique<sy_host_info>();
-    info->struct_size = sizeof(sy_host_info);
-    info->abi_major = kHostAbiMajor;
-    info->abi_minor = kHostAbiMinor;
-    info->abi_minor_min = kHostAbiMinorMin;
-    info->host_version = "switchyard " SWITCHYARD_VERSION;
-    info->host_context = plugin_->host_context_.get();
-    info->log = host_log;
-    plugin_->host_info_ = std::move(info);
-    plugin_->api_ = fn(plugin_->host_info_.get());
+    auto* binding = new HostBinding();
+    binding->context.plugin_label = path_.filename().string();
+    sy_host_info& info = binding->info;
+    info.struct_size = sizeof(sy_host_info);
+    info.abi_major = kHostAbiMajor;
+    info.abi_minor = kHostAbiMinor;
+    info.abi_minor_min = kHostAbiMinorMin;
+    info.host_version = "switchyard " SWITCHYARD_VERSION;
+    info.host_context = &binding->context;
+    info.log = host_log;
+    plugin_->host_binding_ = binding;
+    plugin_->api_ = fn(&binding->info);
     if (!plugin_->api_)
       return StageError{LoadStage::entry, "sy_plugin_entry returned NULL",
                         "the plugin refused this host; see its log messages"};
@@ -170,7 +170,7 @@ class PluginLoader {
                         "name the plugin in lower case"};
     plugin_->name_ = api->plugin_name;
     plugin_->version_ = api->plugin_version ? api->plugin_version : "";
-    plugin_->host_context_->plugin_label = plugin_->name_;
+    plugin_->host_binding_->context.plugin_label = plugin_->name_;
     return std::nullopt;
   }
 

@@ -41,6 +41,13 @@ struct PluginHostContext {
   std::string plugin_label;
 };
 
+// What a plugin's entry receives. The ABI promises it stays valid until the library is
+// unloaded, and libraries are never unloaded (RTLD_NODELETE), so it lives for the process.
+struct HostBinding {
+  PluginHostContext context;
+  sy_host_info info{};
+};
+
 // A loaded, initialised plugin. Destruction calls the plugin's shutdown; the library
 // stays mapped for the life of the process (see loader.cpp for why).
 class Plugin {
@@ -79,8 +86,7 @@ class Plugin {
   Plugin() = default;
 
   boost::dll::shared_library library_;
-  std::unique_ptr<PluginHostContext> host_context_;
-  std::unique_ptr<sy_host_info> host_info_;
+  HostBinding* host_binding_ = nullptr;  // deliberately never freed, see HostBinding
   const sy_plugin_api* api_ = nullptr;
   sy_plugin* instance_ = nullptr;
   uint32_t negotiated_minor_ = 0;
