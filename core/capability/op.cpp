@@ -22,7 +22,8 @@ uint64_t attention_features(const OpDesc& op) {
   if (op.int_attr(SY_ATTR_WINDOW_LEFT).value_or(-1) >= 0)
     f |= SY_FEATURE_BIT(SY_FEATURE_SLIDING_WINDOW);
   if (op.float_attr(SY_ATTR_SOFTCAP).value_or(0.0) > 0.0) f |= SY_FEATURE_BIT(SY_FEATURE_SOFTCAP);
-  if (op.op == SY_OP_ATTENTION && op.inputs.size() > 3) f |= SY_FEATURE_BIT(SY_FEATURE_SINKS);
+  size_t operands = op.inputs.size() - (op.int_attr(SY_ATTR_KV_LEN_INPUT).value_or(0) ? 1 : 0);
+  if (op.op == SY_OP_ATTENTION && operands > 3) f |= SY_FEATURE_BIT(SY_FEATURE_SINKS);
   if (op.op == SY_OP_ATTENTION && op.outputs.size() > 1) f |= SY_FEATURE_BIT(SY_FEATURE_LSE);
   if (auto s = op.attention_shape()) {
     if (s->kv_heads > 0 && s->q_heads != s->kv_heads) f |= SY_FEATURE_BIT(SY_FEATURE_GQA);

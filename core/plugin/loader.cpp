@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <boost/dll/shared_library.hpp>
+#include <deque>
+#include <mutex>
 #include <regex>
 
 #include "core/plugin/capability_probe.hpp"
@@ -31,6 +33,15 @@ void host_log(void* context, sy_log_level level, const char* message) {
   auto* ctx = static_cast<PluginHostContext*>(context);
   spdlog::log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
               message ? message : "");
+}
+
+// Host bindings live for the process (see HostBinding); a deque keeps their addresses
+// stable and keeps them reachable, so leak checkers see an owner, not a leak.
+HostBinding* new_host_binding() {
+  static std::mutex mutex;
+  static std::deque<HostBinding> bindings;
+  std::lock_guard<std::mutex> lock(mutex);
+  return &bindings.emplace_back();
 }
 
 struct StageError {
@@ -107,7 +118,7 @@ class PluginLoader {
                         "export it with C linkage and default visibility (SY_EXPORT)"};
     auto fn =
         plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(SY_PLUGIN_ENTRY_SYMBOL);
-    auto* binding = new HostBinding();
+    HostBinding* binding = new_host_binding();
     binding->context.plugin_label = path_.filename().string();
     sy_host_info& info = binding->info;
     info.struct_size = sizeof(sy_host_info);

@@ -86,7 +86,7 @@ class Plugin {
   Plugin() = default;
 
   boost::dll::shared_library library_;
-  HostBinding* host_binding_ = nullptr;  // deliberately never freed, see HostBinding
+  HostBinding* host_binding_ = nullptr;  // owned by the loader for the process
   const sy_plugin_api* api_ = nullptr;
   sy_plugin* instance_ = nullptr;
   uint32_t negotiated_minor_ = 0;

@@ -3,6 +3,7 @@
 #include "kernel_table.hpp"
 
 #include "attention_check.hpp"
+#include "kernel_factories.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -79,6 +80,16 @@ const sy_kernel_envelope kEnvelopes[] = {
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
 
+// Index-aligned with kEnvelopes.
+const KernelFactory kFactories[] = {
+    make_attention, make_fused_decode, make_kv_cache_append, make_matmul,
+    make_embedding, make_rms_norm,     make_layer_norm,      make_rope,
+    make_unary,     make_unary,        make_binary,          make_binary,
+    make_binary,    make_binary,       make_softmax,         make_argmax,
+    make_copy,
+};
+static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
+
 struct Table : sy::edge::KernelTable<kCount> {
   Table() : KernelTable(kEnvelopes, nullptr) {
     entries[0].narrow = narrow_attention;
@@ -96,6 +107,10 @@ const Table& table() {
 const sy::edge::KernelEntry* kernel_table(size_t* count) {
   *count = kCount;
   return table().entries;
+}
+
+KernelFactory kernel_factory(size_t index) {
+  return index < kCount ? kFactories[index] : nullptr;
 }
 
 const sy_kernel_envelope* const* kernel_envelopes(size_t* count) {

@@ -1,15 +1,26 @@
 // cpu_onednn: the ABI edge. Every entry point is guarded; nothing is printed.
+#include <omp.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+
+#include "switchyard/tensor_check.h"
 
 #include "cpu_device.hpp"
 #include "kernel_table.hpp"
 
 struct sy_plugin {
   sy::cpu::CpuDevice cpu;
-  int num_threads = 0;
+  sy::cpu::CpuContext context;
   sy_device_desc device{};
   const sy_device_desc* device_list[1] = {&device};
+};
+
+struct sy_kernel {
+  std::unique_ptr<sy::edge::OpCopy> op;
+  std::unique_ptr<sy::cpu::CpuKernel> impl;
 };
 
 namespace {
@@ -23,8 +34,10 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args is NULL or undersized");
     auto* p = new sy_plugin();
     p->cpu = sy::cpu::detect_cpu();
-    p->num_threads = std::atoi(sy::edge::init_option(args, "num_threads", "0").c_str());
-    if (p->num_threads <= 0 || p->num_threads > p->cpu.cores) p->num_threads = p->cpu.cores;
+    int threads = std::atoi(sy::edge::init_option(args, "num_threads", "0").c_str());
+    if (threads <= 0 || threads > p->cpu.cores) threads = p->cpu.cores;
+    p->context.num_threads = threads;
+    omp_set_num_threads(threads);  // oneDNN's runtime is OpenMP: one count for both
     sy_device_desc& d = p->device;
     d.struct_size = sizeof(d);
     d.name = p->cpu.name.c_str();
@@ -36,7 +49,7 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
     d.available = 1;
     d.memory_is_host = 1;
     g_log(SY_LOG_DEBUG, "cpu " + p->cpu.name + ", " + std::to_string(p->cpu.cores) +
-                            " cores, isa " + p->cpu.isa + ", " + std::to_string(p->num_threads) +
+                            " cores, isa " + p->cpu.isa + ", " + std::to_string(threads) +
                             " threads");
     args->plugin = p;
     return SY_STATUS_OK;
@@ -70,6 +83,81 @@ sy_status plugin_check(sy_check_args* args, sy_error_buffer* err) {
   return sy::edge::check_against_table(kName, table, count, args, err);
 }
 
+// Collects refusal texts for prepare's message.
+void append_refusal(void* ctx, const sy_refusal* r) {
+  auto* text = static_cast<std::string*>(ctx);
+  *text += std::string(text->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
+}
+
+sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
+  return sy::edge::guarded(kName, err, [&] {
+    if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op ||
+        !args->plugin)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args is NULL or undersized");
+    if (args->device_index != 0)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "device %u does not exist (one CPU)",
+                     args->device_index);
+    size_t count = 0;
+    const sy::edge::KernelEntry* table = sy::cpu::kernel_table(&count);
+    if (args->kernel_index >= count)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range",
+                     args->kernel_index);
+    // The same check `check` runs: the dispatcher cannot drift from the declaration.
+    std::string refusals;
+    const sy::edge::KernelEntry& k = table[args->kernel_index];
+    int n =
+        sy_envelope_check(k.envelope, &args->plugin->device, args->op, append_refusal, &refusals);
+    if (k.narrow && args->op->op == k.envelope->op)
+      n += k.narrow(&args->plugin->device, args->op, append_refusal, &refusals);
+    if (n)
+      return sy_fail(err, SY_STATUS_UNSUPPORTED, "%s refuses: %s", k.envelope->kernel,
+                     refusals.c_str());
+    auto kernel = std::make_unique<sy_kernel>();
+    kernel->op = std::make_unique<sy::edge::OpCopy>(*args->op);
+    kernel->impl = sy::cpu::kernel_factory(args->kernel_index)(*kernel->op, args->plugin->context);
+    args->kernel = kernel.release();
+    return SY_STATUS_OK;
+  });
+}
+
+// Validates every tensor against the prepared operator: the host does too, but any
+// caller of the ABI must get INVALID_ARGUMENT rather than a crash.
+sy_status validate(const sy_kernel& k, const sy_execute_args& args, sy_error_buffer* err) {
+  if (args.num_inputs != k.op->inputs.size() || args.num_outputs != k.op->outputs.size())
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                   "%zu inputs and %zu outputs, prepared for %zu and %zu", args.num_inputs,
+                   args.num_outputs, k.op->inputs.size(), k.op->outputs.size());
+  char label[32], msg[256];
+  for (size_t i = 0; i < args.num_inputs; ++i) {
+    std::snprintf(label, sizeof label, "input %zu", i);
+    if (!sy_tensor_matches(args.inputs ? args.inputs[i] : nullptr, &k.op->inputs[i].desc, label,
+                           msg, sizeof msg))
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
+  }
+  for (size_t i = 0; i < args.num_outputs; ++i) {
+    std::snprintf(label, sizeof label, "output %zu", i);
+    if (!sy_tensor_matches(args.outputs ? args.outputs[i] : nullptr, &k.op->outputs[i].desc, label,
+                           msg, sizeof msg))
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
+  }
+  return SY_STATUS_OK;
+}
+
+sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
+  return sy::edge::guarded(kName, err, [&] {
+    if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
+        !args->kernel)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_execute_args is NULL or undersized");
+    if (sy_status s = validate(*args->kernel, *args, err); s != SY_STATUS_OK) return s;
+    args->kernel->impl->run(args->inputs, args->outputs);
+    return SY_STATUS_OK;
+  });
+}
+
+void plugin_release(sy_plugin*, sy_kernel* kernel) {
+  delete kernel;
+}
+
 constexpr sy_plugin_api make_api() {
   sy_plugin_api api{};
   api.struct_size = sizeof(sy_plugin_api);
@@ -82,6 +170,9 @@ constexpr sy_plugin_api make_api() {
   api.get_devices = plugin_get_devices;
   api.get_kernels = plugin_get_kernels;
   api.check = plugin_check;
+  api.prepare = plugin_prepare;
+  api.execute = plugin_execute;
+  api.release = plugin_release;
   return api;
 }
 

@@ -1,25 +1,36 @@
 // cxx_edge — header-only helpers for plugins written in C++, at the ABI's edge.
 //
 // Offers: guarded(), which turns any C++ exception into a status and message so none
-// crosses the ABI; KernelEntry tables and check_against_table(), the standard `check`
-// (the shared envelope filters, then the kernel's own narrowing filters); and a logger
-// bound to the host's callback. Depends on abi/ only; a plugin never links the core.
+// crosses the ABI (StatusError picks the status); KernelEntry tables and check_against_table(), the
+// standard `check` (the shared envelope filters, then the kernel's own narrowing filters); and a
+// logger bound to the host's callback; OpCopy (op_copy.hpp), an owned copy of an operator. Depends
+// on abi/ only; a plugin never links the core.
 #pragma once
 
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "switchyard/envelope_check.h"
 
 namespace sy::edge {
 
+// Thrown inside a plugin to return a specific status (e.g. INVALID_ARGUMENT for a write
+// past a cache's capacity); guarded() turns it into that status and message.
+struct StatusError : std::runtime_error {
+  StatusError(sy_status s, const std::string& message) : std::runtime_error(message), status(s) {}
+  sy_status status;
+};
+
 template <typename Fn>
 sy_status guarded(const char* plugin, sy_error_buffer* err, Fn&& fn) noexcept {
   try {
     return fn();
+  } catch (const StatusError& e) {
+    return sy_fail(err, e.status, "%s: %s", plugin, e.what());
   } catch (const std::bad_alloc&) {
     return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "%s: out of memory", plugin);
   } catch (const std::exception& e) {

@@ -138,6 +138,32 @@ static inline sy_status sy_fail(sy_error_buffer* err, sy_status status, const ch
 }
 
 /* ------------------------------------------------------------------------ */
+/* DLPack dtype mapping                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The DLDataType of a sy_dtype (lanes = 1). */
+static inline DLDataType sy_dtype_to_dl(sy_dtype d) {
+  DLDataType t;
+  t.lanes = 1;
+  t.bits = (uint8_t)(sy_dtype_size(d) * 8);
+  switch (d) {
+    case SY_DTYPE_F32:
+    case SY_DTYPE_F16:
+    case SY_DTYPE_F64: t.code = kDLFloat; break;
+    case SY_DTYPE_BF16: t.code = kDLBfloat; break;
+    case SY_DTYPE_U8: t.code = kDLUInt; break;
+    default: t.code = kDLInt; break;
+  }
+  return t;
+}
+
+/* 1 if `t` is exactly the DLDataType of `d`. */
+static inline int sy_dtype_matches_dl(sy_dtype d, DLDataType t) {
+  DLDataType e = sy_dtype_to_dl(d);
+  return t.code == e.code && t.bits == e.bits && t.lanes == e.lanes;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Host side: what the host gives the plugin                                 */
 /* ------------------------------------------------------------------------ */
 

@@ -223,16 +223,18 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 /* Attribute names (sy_attr.name). Units and defaults in docs/abi.md.        */
 /* ------------------------------------------------------------------------ */
 
-#define SY_ATTR_CAUSAL "causal"           /* int 0/1 */
-#define SY_ATTR_WINDOW_LEFT "window_left" /* int, keys back; <0 = none */
-#define SY_ATTR_SOFTCAP "softcap"         /* float, 0 = none */
-#define SY_ATTR_SCALE "scale"             /* float, 0 = 1/sqrt(D) */
-#define SY_ATTR_EPS "eps"                 /* float */
-#define SY_ATTR_TRANSPOSE_B "transpose_b" /* int 0/1 */
-#define SY_ATTR_ROPE_THETA "rope_theta"   /* float */
-#define SY_ATTR_ROTARY_DIM "rotary_dim"   /* int, <= head_dim */
-#define SY_ATTR_ROPE_STYLE "rope_style"   /* string "neox"|"interleaved" */
-#define SY_ATTR_GELU_APPROX "approximate" /* string "none"|"tanh" */
+#define SY_ATTR_CAUSAL "causal"               /* int 0/1 */
+#define SY_ATTR_WINDOW_LEFT "window_left"     /* int, keys back; <0 = none */
+#define SY_ATTR_SOFTCAP "softcap"             /* float, 0 = none */
+#define SY_ATTR_SCALE "scale"                 /* float, 0 = 1/sqrt(D) */
+#define SY_ATTR_EPS "eps"                     /* float */
+#define SY_ATTR_TRANSPOSE_B "transpose_b"     /* int 0/1 */
+#define SY_ATTR_ROPE_THETA "rope_theta"       /* float */
+#define SY_ATTR_ROTARY_DIM "rotary_dim"       /* int, <= head_dim */
+#define SY_ATTR_ROPE_STYLE "rope_style"       /* string "neox"|"interleaved" */
+#define SY_ATTR_GELU_APPROX "approximate"     /* string "none"|"tanh" */
+#define SY_ATTR_WEIGHT_OFFSET "weight_offset" /* float, rms_norm: y = x^ * (w + offset) */
+#define SY_ATTR_KV_LEN_INPUT "kv_len_input"   /* int 0/1: last input is kv_len i64 [B] */
 
 #ifdef __cplusplus
 } /* extern "C" */

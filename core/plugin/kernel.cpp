@@ -1,0 +1,83 @@
+#include "core/plugin/kernel.hpp"
+
+#include "switchyard/tensor_check.h"
+
+namespace sy {
+std::string validate_tensor(const DLTensor& t, const TensorDesc& desc, const DeviceInfo& device,
+                            const std::string& label) {
+  sy_tensor_desc d{};
+  d.struct_size = sizeof(d);
+  d.dtype = desc.dtype;
+  d.ndim = static_cast<int32_t>(desc.shape.size());
+  d.shape = desc.shape.data();
+  char msg[256];
+  if (!sy_tensor_matches(&t, &d, label.c_str(), msg, sizeof msg)) return msg;
+  bool host = desc.memory == SY_MEMORY_HOST || device.memory_is_host;
+  DLDeviceType want = host ? kDLCPU : device.type;
+  if (t.device.device_type != want)
+    return label + ": lives on device type " + std::to_string(t.device.device_type) +
+           ", the kernel reads it from " + (host ? "host memory" : "device memory");
+  return "";
+}
+
+PreparedKernel::PreparedKernel(const Plugin& plugin, sy_kernel* kernel, OpDesc op,
+                               DeviceInfo device)
+    : plugin_(plugin), kernel_(kernel), op_(std::move(op)), device_(std::move(device)) {}
+
+PreparedKernel::~PreparedKernel() {
+  if (plugin_.api().release) plugin_.api().release(plugin_.instance(), kernel_);
+}
+
+std::string PreparedKernel::execute(std::span<const DLTensor* const> inputs,
+                                    std::span<const DLTensor* const> outputs) {
+  if (inputs.size() != op_.inputs.size() || outputs.size() != op_.outputs.size())
+    return "INVALID_ARGUMENT: " + std::to_string(inputs.size()) + " inputs and " +
+           std::to_string(outputs.size()) + " outputs, prepared for " +
+           std::to_string(op_.inputs.size()) + " and " + std::to_string(op_.outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (auto e = validate_tensor(*inputs[i], op_.inputs[i], device_, "input " + std::to_string(i));
+        !e.empty())
+      return "INVALID_ARGUMENT: " + e;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (auto e =
+            validate_tensor(*outputs[i], op_.outputs[i], device_, "output " + std::to_string(i));
+        !e.empty())
+      return "INVALID_ARGUMENT: " + e;
+  sy_execute_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = plugin_.instance();
+  args.kernel = kernel_;
+  args.inputs = inputs.data();
+  args.num_inputs = inputs.size();
+  args.outputs = outputs.data();
+  args.num_outputs = outputs.size();
+  ErrorText err;
+  int status = plugin_.api().execute(&args, err.buffer());
+  return status == SY_STATUS_OK ? "" : describe_status(status, err);
+}
+
+PrepareResult prepare_kernel(const Plugin& plugin, size_t kernel_index, uint32_t device_index,
+                             const OpDesc& op) {
+  const sy_plugin_api& api = plugin.api();
+  if (!api.prepare || !api.execute || !api.release)
+    return {nullptr,
+            "UNSUPPORTED: plugin '" + plugin.name() + "' declares kernels but cannot run them"};
+  if (device_index >= plugin.devices().size())
+    return {nullptr, "INVALID_ARGUMENT: plugin '" + plugin.name() + "' has no device " +
+                         std::to_string(device_index)};
+  AbiOpView view(op);
+  sy_prepare_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = plugin.instance();
+  args.kernel_index = static_cast<uint32_t>(kernel_index);
+  args.device_index = device_index;
+  args.op = view.get();
+  ErrorText err;
+  int status = api.prepare(&args, err.buffer());
+  if (status != SY_STATUS_OK) return {nullptr, describe_status(status, err)};
+  if (!args.kernel) return {nullptr, "INTERNAL: prepare returned OK without a kernel"};
+  return {std::make_unique<PreparedKernel>(plugin, args.kernel, op, plugin.devices()[device_index]),
+          ""};
+}
+
+}  // namespace sy

@@ -1,0 +1,35 @@
+// The plugin's kernel interface: every kernel is a CpuKernel built by a factory from the
+// prepared operator; `run` receives tensors already validated against that operator.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <memory>
+
+#include "cxx_edge/cxx_edge.hpp"
+#include "cxx_edge/op_copy.hpp"
+
+namespace sy::cpu {
+
+struct CpuContext {
+  int num_threads = 1;  // our loops and oneDNN use the same count
+};
+
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  // Inputs and outputs in the ABI's operand order for the op kind. Throws
+  // sy::edge::StatusError for bad values only known at run time (e.g. cache overflow).
+  virtual void run(const DLTensor* const* inputs, const DLTensor* const* outputs) = 0;
+};
+
+// Builds a kernel for an operator the kernel's check accepted. May throw.
+using KernelFactory = std::unique_ptr<CpuKernel> (*)(const sy::edge::OpCopy& op,
+                                                     const CpuContext& ctx);
+
+template <typename T>
+T* data_of(const DLTensor* t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t->data) + t->byte_offset);
+}
+
+}  // namespace sy::cpu

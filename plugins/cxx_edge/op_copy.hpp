@@ -1,0 +1,92 @@
+// An owned copy of an sy_op_desc, for kernels that outlive the prepare call, with the
+// attribute look-ups every kernel needs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "switchyard/plugin_api.h"
+
+namespace sy::edge {
+
+struct TensorCopy {
+  sy_dtype dtype = SY_DTYPE_F32;
+  std::vector<int64_t> shape;
+  sy_memory_kind memory = SY_MEMORY_HOST;
+  sy_tensor_desc desc{};  // points into `shape`; rebuilt by OpCopy
+
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+struct OpCopy {
+  sy_op_kind op = SY_OP_COPY;
+  std::vector<TensorCopy> inputs, outputs;
+  std::map<std::string, sy_attr> attrs;  // string values live in `strings_`
+  uint64_t features = 0;
+
+  explicit OpCopy(const sy_op_desc& d) : op(d.op), features(d.required_features) {
+    auto copy = [](const sy_tensor_desc* t) {
+      TensorCopy c;
+      if (!t) return c;
+      c.dtype = t->dtype;
+      if (t->shape && t->ndim > 0) c.shape.assign(t->shape, t->shape + t->ndim);
+      c.memory = t->memory;
+      return c;
+    };
+    for (size_t i = 0; i < d.num_inputs; ++i) inputs.push_back(copy(d.inputs[i]));
+    for (size_t i = 0; i < d.num_outputs; ++i) outputs.push_back(copy(d.outputs[i]));
+    for (auto* list : {&inputs, &outputs})
+      for (auto& t : *list) {
+        t.desc.struct_size = sizeof(t.desc);
+        t.desc.dtype = t.dtype;
+        t.desc.ndim = static_cast<int32_t>(t.shape.size());
+        t.desc.shape = t.shape.data();
+        t.desc.memory = t.memory;
+      }
+    for (size_t i = 0; i < d.num_attrs; ++i) {
+      const sy_attr* a = d.attrs[i];
+      if (!a || !a->name) continue;
+      sy_attr c = *a;
+      if (a->type == SY_ATTR_STRING) {
+        strings_.push_back(a->s ? a->s : "");
+      }
+      attrs[a->name] = c;
+    }
+    // Point string attributes at our own storage, in insertion order of strings_.
+    size_t k = 0;
+    for (size_t i = 0; i < d.num_attrs; ++i) {
+      const sy_attr* a = d.attrs[i];
+      if (a && a->name && a->type == SY_ATTR_STRING) attrs[a->name].s = strings_[k++].c_str();
+    }
+  }
+  OpCopy(const OpCopy&) = delete;
+  OpCopy& operator=(const OpCopy&) = delete;
+
+  bool has(sy_feature f) const { return (features & SY_FEATURE_BIT(f)) != 0; }
+  int64_t int_attr(const char* name, int64_t fallback) const {
+    auto it = attrs.find(name);
+    return it != attrs.end() && it->second.type == SY_ATTR_INT ? it->second.i : fallback;
+  }
+  double float_attr(const char* name, double fallback) const {
+    auto it = attrs.find(name);
+    if (it == attrs.end()) return fallback;
+    if (it->second.type == SY_ATTR_FLOAT) return it->second.f;
+    if (it->second.type == SY_ATTR_INT) return static_cast<double>(it->second.i);
+    return fallback;
+  }
+  std::string string_attr(const char* name, const std::string& fallback) const {
+    auto it = attrs.find(name);
+    return it != attrs.end() && it->second.type == SY_ATTR_STRING && it->second.s ? it->second.s
+                                                                                  : fallback;
+  }
+
+ private:
+  std::vector<std::string> strings_;
+};
+
+}  // namespace sy::edge
