@@ -1,5 +1,6 @@
 #include "attention_check.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 
@@ -37,15 +38,34 @@ int narrow_attention(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn 
                   (long long)q->shape[2], (long long)k->shape[2]);
     n += sy_refuse(add, ctx, "gqa_divisible", need, "Hq % Hkv == 0", text);
   }
+  const sy_tensor_desc* o = output(op, 0);
+  bool same_kv = std::equal(k->shape, k->shape + 4, v->shape);
+  bool fits = q->shape[0] == k->shape[0] && q->shape[3] == k->shape[3] &&
+              std::equal(q->shape, q->shape + 4, o->shape);
+  if (!same_kv || !fits)
+    n += sy_refuse(add, ctx, "shape", "mismatched q/k/v/o shapes",
+                   "q, o [B,Sq,Hq,D]; k, v [B,Skv,Hkv,D]",
+                   "q, k, v and o must agree on B and D, k and v on every dimension");
   for (const sy_tensor_desc* t : {k, v})
     if (t->dtype != q->dtype)
       n += sy_refuse(add, ctx, "dtype_match", "q, k, v of one dtype", "q, k, v of one dtype",
                      "q, k and v must share one dtype");
-  if (const sy_tensor_desc* sinks = input(op, 3))
+  bool kv_len_input = sy_op_int_attr(op, SY_ATTR_KV_LEN_INPUT, 0) != 0;
+  size_t operands = op->num_inputs - (kv_len_input ? 1 : 0);
+  if (operands > 4)
+    n += sy_refuse(add, ctx, "arity", "more inputs", "q, k, v[, sinks][, kv_len]",
+                   "attention takes q, k, v, optional sinks and optional kv_len");
+  if (const sy_tensor_desc* sinks = operands > 3 ? input(op, 3) : nullptr)
     if (sinks->dtype != SY_DTYPE_F32 || sinks->ndim != 1 || sinks->shape[0] != q->shape[2])
       n += sy_refuse(add, ctx, "sinks_shape", "sinks", "f32 [Hq]", "sinks must be f32 [Hq]");
+  if (kv_len_input) {
+    const sy_tensor_desc* kv = input(op, op->num_inputs - 1);
+    if (!kv || kv->dtype != SY_DTYPE_I64 || kv->ndim != 1 || kv->shape[0] != q->shape[0])
+      n += sy_refuse(add, ctx, "kv_len_shape", "kv_len", "i64 [B]", "kv_len must be i64 [B]");
+  }
   if (const sy_tensor_desc* lse = output(op, 1))
-    if (lse->dtype != SY_DTYPE_F32 || lse->ndim != 3)
+    if (lse->dtype != SY_DTYPE_F32 || lse->ndim != 3 || lse->shape[0] != q->shape[0] ||
+        lse->shape[1] != q->shape[2] || lse->shape[2] != q->shape[1])
       n += sy_refuse(add, ctx, "lse_shape", "lse", "f32 [B,Hq,Sq]", "lse must be f32 [B,Hq,Sq]");
   return n;
 }

@@ -4,6 +4,7 @@
 
 #include "attention_check.hpp"
 #include "kernel_factories.hpp"
+#include "op_checks.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -94,6 +95,15 @@ struct Table : sy::edge::KernelTable<kCount> {
   Table() : KernelTable(kEnvelopes, nullptr) {
     entries[0].narrow = narrow_attention;
     entries[1].narrow = narrow_fused_decode;
+    // Index-aligned with kEnvelopes, as kFactories is.
+    const sy::edge::NarrowFn ops[] = {
+        narrow_kv_cache_append, narrow_matmul, narrow_embedding, narrow_rms_norm,
+        narrow_layer_norm,      narrow_rope,   narrow_unary,     narrow_unary,
+        narrow_binary,          narrow_binary, narrow_binary,    narrow_binary,
+        narrow_softmax,         narrow_argmax, narrow_copy,
+    };
+    static_assert(sizeof(ops) / sizeof(ops[0]) == kCount - 2);
+    for (size_t i = 0; i < kCount - 2; ++i) entries[i + 2].narrow = ops[i];
   }
 };
 

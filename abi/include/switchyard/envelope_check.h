@@ -69,6 +69,16 @@ static inline const char* sy_device_type_name(DLDeviceType t) {
   }
 }
 
+/* Integer attribute `name` of `op`, or `fallback` when absent or of another type. */
+static inline int64_t sy_op_int_attr(const sy_op_desc* op, const char* name, int64_t fallback) {
+  size_t i;
+  for (i = 0; i < op->num_attrs; ++i) {
+    const sy_attr* a = op->attrs[i];
+    if (a && a->name && strcmp(a->name, name) == 0 && a->type == SY_ATTR_INT) return a->i;
+  }
+  return fallback;
+}
+
 static inline int sy_is_attention_op(sy_op_kind op) {
   return op == SY_OP_ATTENTION || op == SY_OP_FUSED_DECODE_ATTENTION;
 }

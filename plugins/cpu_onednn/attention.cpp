@@ -1,0 +1,378 @@
+// sdpa attention on the CPU: the flash-attention algorithm (tiles, online softmax) with
+// bottom-right causal alignment, sliding window, GQA, sinks, softcap, LSE output, and KV
+// splitting with LSE merging when one sequence alone would not fill the cores.
+//
+// Work item = (batch, KV head, block of query positions, KV split). Its rows are the query
+// heads of that KV head times the query positions, so K and V are read once per group.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "attention_blocks.hpp"
+#include "bf16.hpp"
+#include "kernel_factories.hpp"
+
+namespace sy::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kDecodeBlockKeys = 8;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// 64-byte aligned, zeroed scratch.
+std::unique_ptr<char, AlignedFree> aligned_bytes(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::unique_ptr<char, AlignedFree>(static_cast<char*>(p));
+}
+
+int round_up(int x, int m) {
+  return (x + m - 1) / m * m;
+}
+
+// Each K/V row of one KV head sits in its own 4 KiB page once Hkv·D·size >= 4 KiB, where the
+// hardware prefetchers stop; asking for the next block's rows ahead keeps decode streaming.
+void prefetch_rows(const char* first, int n, int64_t stride_bytes, int64_t row_bytes) {
+  for (int j = 0; j < n; ++j)
+    for (int64_t b = 0; b < row_bytes; b += 64)
+      __builtin_prefetch(first + j * stride_bytes + b, 0, 1);
+}
+
+struct Geometry {
+  int64_t B, Sq, Skv, Hq, Hkv, D;
+  int group;   // query heads per KV head
+  int bq;      // query positions per item
+  int nqb;     // query blocks
+  int heads;   // KV heads per item: 1, or all of them when decoding (see plan())
+  int block;   // keys per block, at most kBlockKeys
+  int nsplit;  // KV splits per item
+  int max_rows, max_rows_padded;
+};
+
+struct Semantics {
+  bool causal = false;
+  int64_t window = -1;
+  float scale = 1.f, softcap = 0.f;
+  bool sinks = false, lse = false, kv_len_input = false;
+};
+
+// Per-thread scratch, sized once at prepare: no allocation on the execute path. Running state
+// is per KV head of the item (`heads` copies).
+struct Workspace {
+  std::unique_ptr<char, AlignedFree> qt, s, o, pv, m, l, alpha, lo, hi;
+  std::vector<const void*> rows;
+  size_t qt_stride = 0;  // bytes between the heads' packed queries
+};
+
+// One item's rows and their valid key ranges (identical for every KV head of the item).
+struct Rows {
+  int64_t i0;
+  int bq, M, Mp;
+  int32_t jmin, jmax, all_lo, all_hi;
+};
+
+class AttentionKernel final : public CpuKernel {
+ public:
+  AttentionKernel(const sy::edge::OpCopy& op, const CpuContext& ctx) : threads_(ctx.num_threads) {
+    const auto& q = op.inputs[0].shape;
+    const auto& k = op.inputs[1].shape;
+    bf16_ = op.inputs[0].dtype == SY_DTYPE_BF16;
+    esize_ = bf16_ ? 2 : 4;
+    g_ = {q[0], q[1], k[1], q[2], k[2], q[3], int(q[2] / k[2]), 0, 0, 1, kBlockKeys, 1, 0, 0};
+    sem_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
+    sem_.window = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+    double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
+    sem_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(g_.D)));
+    sem_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
+    sem_.kv_len_input = op.int_attr(SY_ATTR_KV_LEN_INPUT, 0) != 0;
+    sem_.sinks = op.has(SY_FEATURE_SINKS);
+    sem_.lse = op.outputs.size() > 1;
+    const BlockKernels* fast =
+        std::getenv("SWITCHYARD_CPU_GENERIC") ? nullptr : avx512_kernels(bf16_);
+    blocks_ = fast ? fast : &generic_kernels(bf16_);
+    plan();
+    allocate();
+  }
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    std::vector<int64_t> kv_len(g_.B, g_.Skv);
+    if (sem_.kv_len_input) read_kv_len(in[sem_.sinks ? 4 : 3], kv_len);
+    const float* sinks = sem_.sinks ? data_of<float>(in[3]) : nullptr;
+    float* lse = sem_.lse ? data_of<float>(out[1]) : nullptr;
+    const int64_t head_groups = g_.Hkv / g_.heads;
+    const int64_t items = g_.B * head_groups * g_.nqb * g_.nsplit;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    for (int64_t it = 0; it < items; ++it) {
+      Workspace& ws = ws_[omp_get_thread_num()];
+      // Largest query blocks first: under a causal mask they carry the most keys.
+      int64_t split = it % g_.nsplit, rest = it / g_.nsplit;
+      int64_t qb = g_.nqb - 1 - rest % g_.nqb;
+      rest /= g_.nqb;
+      int64_t hg = rest % head_groups, b = rest / head_groups;
+      process(ws, in, out, sinks, lse, kv_len[b], b, hg * g_.heads, qb, split);
+    }
+    if (g_.nsplit > 1) merge_splits(out, sinks, lse);
+  }
+
+ private:
+  void plan() {
+    g_.bq = int(std::min<int64_t>(g_.Sq, std::max(1, 96 / g_.group)));
+    g_.nqb = int((g_.Sq + g_.bq - 1) / g_.bq);
+    g_.max_rows = g_.bq * g_.group;
+    g_.max_rows_padded = round_up(g_.max_rows, kRowAlign);
+    int64_t want = 4 * int64_t(threads_);
+    // Decoding (few query rows): one item walks every KV head in step, so each key position's
+    // rows of all heads, adjacent in memory, are read together as one stream; the KV range is
+    // then split so every thread has items.
+    if (g_.nqb == 1 && g_.max_rows <= kRowAlign) {
+      g_.heads = int(g_.Hkv);
+      // Few keys per block, so the pages holding them (one per key position, all heads)
+      // are consumed whole while few are open: the hardware prefetchers follow.
+      g_.block = kDecodeBlockKeys;
+      int64_t by_length = std::max<int64_t>(1, g_.Skv / (4 * kBlockKeys));
+      g_.nsplit = int(std::min<int64_t>((want + g_.B - 1) / g_.B, by_length));
+      return;
+    }
+    // Otherwise split the KV range only when the items alone cannot keep every thread busy.
+    int64_t base = g_.B * g_.Hkv * g_.nqb;
+    if (base < want) {
+      int64_t by_length = std::max<int64_t>(1, g_.Skv / (4 * kBlockKeys));
+      g_.nsplit = int(std::min<int64_t>((want + base - 1) / base, by_length));
+    }
+  }
+
+  void allocate() {
+    int Mp = g_.max_rows_padded, M = g_.max_rows, D = int(g_.D), H = g_.heads;
+    ws_.resize(threads_);
+    for (auto& w : ws_) {
+      w.qt_stride = (blocks_->qt_bytes(Mp, D) + 63) / 64 * 64;
+      w.qt = aligned_bytes(w.qt_stride * H);
+      w.s = aligned_bytes(sizeof(float) * size_t(kBlockKeys) * Mp);
+      w.o = aligned_bytes(sizeof(float) * size_t(H) * M * D);
+      w.pv = aligned_bytes(blocks_->pv_scratch_bytes(Mp, D));
+      for (auto* p : {&w.m, &w.l, &w.alpha}) *p = aligned_bytes(4 * size_t(H) * Mp);
+      for (auto* p : {&w.lo, &w.hi}) *p = aligned_bytes(4 * size_t(Mp));
+      w.rows.resize(M);
+    }
+    if (g_.nsplit > 1) {
+      size_t parts = size_t(g_.B * g_.Hkv * g_.nqb * g_.nsplit);
+      part_o_ = aligned_bytes(sizeof(float) * parts * M * D);
+      part_m_ = aligned_bytes(sizeof(float) * parts * M);
+      part_l_ = aligned_bytes(sizeof(float) * parts * M);
+    }
+  }
+
+  void read_kv_len(const DLTensor* t, std::vector<int64_t>& kv_len) const {
+    const int64_t* v = data_of<int64_t>(t);
+    for (int64_t b = 0; b < g_.B; ++b) {
+      if (v[b] < 0 || v[b] > g_.Skv)
+        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                    "kv_len[" + std::to_string(b) + "] = " + std::to_string(v[b]) +
+                                        " is outside [0, " + std::to_string(g_.Skv) +
+                                        "] (the KV tensors' length)");
+      kv_len[b] = v[b];
+    }
+  }
+
+  // Valid keys of query position qi: [lo, hi], bottom-right aligned to kv_len.
+  void key_range(int64_t qi, int64_t L, int32_t& lo, int32_t& hi) const {
+    int64_t diag = qi + L - g_.Sq;
+    int64_t h = sem_.causal ? std::min(diag, L - 1) : L - 1;
+    int64_t l = sem_.window >= 0 ? std::max<int64_t>(0, diag - sem_.window) : 0;
+    lo = int32_t(l);
+    hi = int32_t(h);
+  }
+
+  Rows rows_of(Workspace& ws, int64_t L, int64_t qb) const {
+    Rows r{qb * g_.bq, 0, 0, 0, INT32_MAX, -1, -1, INT32_MAX};
+    r.bq = int(std::min<int64_t>(g_.bq, g_.Sq - r.i0));
+    r.M = r.bq * g_.group;
+    r.Mp = round_up(r.M, kRowAlign);
+    auto* lo = reinterpret_cast<int32_t*>(ws.lo.get());
+    auto* hi = reinterpret_cast<int32_t*>(ws.hi.get());
+    for (int i = 0; i < r.bq; ++i) {
+      int32_t a, z;
+      key_range(r.i0 + i, L, a, z);
+      for (int g = 0; g < g_.group; ++g) lo[i * g_.group + g] = a, hi[i * g_.group + g] = z;
+      r.jmin = std::min(r.jmin, a);
+      r.jmax = std::max(r.jmax, z);
+      r.all_lo = std::max(r.all_lo, a);
+      r.all_hi = std::min(r.all_hi, z);
+    }
+    for (int x = r.M; x < r.Mp; ++x) lo[x] = 0, hi[x] = -1;
+    return r;
+  }
+
+  float* head_state(const std::unique_ptr<char, AlignedFree>& p, int h, size_t per_head) const {
+    return reinterpret_cast<float*>(p.get()) + size_t(h) * per_head;
+  }
+
+  void process(Workspace& ws, const DLTensor* const* in, const DLTensor* const* out,
+               const float* sinks, float* lse, int64_t L, int64_t b, int64_t hkv0, int64_t qb,
+               int64_t split) {
+    const int D = int(g_.D), group = g_.group, H = g_.heads;
+    Rows r = rows_of(ws, L, qb);
+    // This split's share of the key range, in whole blocks.
+    int64_t begin = r.jmin, end = r.jmax + 1;
+    if (g_.nsplit > 1 && end > begin) {
+      int64_t blocks = (end - begin + g_.block - 1) / g_.block;
+      int64_t per = (blocks + g_.nsplit - 1) / g_.nsplit;
+      begin = r.jmin + split * per * g_.block;
+      end = std::min<int64_t>(end, begin + per * g_.block);
+    }
+    const char* q = data_of<char>(in[0]);
+    const size_t MD = size_t(g_.max_rows) * D, MP = size_t(g_.max_rows_padded);
+    for (int h = 0; h < H; ++h) {
+      std::fill(head_state(ws.m, h, MP), head_state(ws.m, h, MP) + r.Mp, kNegInf);
+      std::fill(head_state(ws.l, h, MP), head_state(ws.l, h, MP) + r.Mp, 0.f);
+      std::memset(head_state(ws.o, h, MD), 0, sizeof(float) * size_t(r.M) * D);
+      if (begin >= end) continue;
+      for (int i = 0; i < r.bq; ++i)
+        for (int g = 0; g < group; ++g)
+          ws.rows[i * group + g] =
+              q + esize_ * size_t(((b * g_.Sq + r.i0 + i) * g_.Hq + (hkv0 + h) * group + g) * D);
+      blocks_->pack_q(ws.rows.data(), r.M, r.Mp, D, ws.qt.get() + h * ws.qt_stride);
+    }
+    const char* k = data_of<char>(in[1]);
+    const char* v = data_of<char>(in[2]);
+    const int64_t stride = g_.Hkv * g_.D;  // elements between consecutive keys of one head
+    const int64_t key_bytes = int64_t(esize_) * stride;
+    for (int64_t j0 = begin; j0 < end; j0 += g_.block) {
+      int n = int(std::min<int64_t>(g_.block, end - j0));
+      size_t base = esize_ * size_t(((b * g_.Skv + j0) * g_.Hkv + hkv0) * D);
+      if (j0 + g_.block < end) {  // the next block of this item's heads, ahead of use
+        int next = int(std::min<int64_t>(g_.block, end - j0 - g_.block));
+        int64_t bytes = int64_t(esize_) * H * D;
+        prefetch_rows(k + base + g_.block * key_bytes, next, key_bytes, bytes);
+        prefetch_rows(v + base + g_.block * key_bytes, next, key_bytes, bytes);
+      }
+      bool masked = !(j0 >= r.all_lo && j0 + n - 1 <= r.all_hi);
+      for (int h = 0; h < H; ++h) {
+        size_t offset = base + esize_ * size_t(h) * D;
+        auto* s = reinterpret_cast<float*>(ws.s.get());
+        blocks_->scores(ws.qt.get() + h * ws.qt_stride, k + offset, stride, n, r.M, r.Mp, D, s);
+        SoftmaxBlock sb{s,
+                        n,
+                        r.Mp,
+                        sem_.scale,
+                        sem_.softcap,
+                        masked,
+                        int(j0),
+                        reinterpret_cast<int32_t*>(ws.lo.get()),
+                        reinterpret_cast<int32_t*>(ws.hi.get()),
+                        head_state(ws.m, h, MP),
+                        head_state(ws.l, h, MP),
+                        head_state(ws.alpha, h, MP)};
+        blocks_->softmax(sb);
+        blocks_->pv(s, v + offset, stride, n, r.M, r.Mp, D, sb.alpha, head_state(ws.o, h, MD),
+                    ws.pv.get());
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      const float* o = head_state(ws.o, h, MD);
+      const float* m = head_state(ws.m, h, MP);
+      const float* l = head_state(ws.l, h, MP);
+      int64_t hkv = hkv0 + h;
+      if (g_.nsplit == 1) {
+        finalize(out, sinks, lse, b, hkv, r.i0, r.bq, o, m, l);
+        continue;
+      }
+      size_t part = size_t(((b * g_.Hkv + hkv) * g_.nqb + qb) * g_.nsplit + split);
+      std::memcpy(part_ptr(part_o_, part * MD), o, sizeof(float) * size_t(r.M) * D);
+      std::memcpy(part_ptr(part_m_, part * g_.max_rows), m, sizeof(float) * r.M);
+      std::memcpy(part_ptr(part_l_, part * g_.max_rows), l, sizeof(float) * r.M);
+    }
+  }
+
+  static float* part_ptr(const std::unique_ptr<char, AlignedFree>& p, size_t offset) {
+    return reinterpret_cast<float*>(p.get()) + offset;
+  }
+
+  // Normalises rows (sink in the denominator, counted once) and writes o and lse.
+  void finalize(const DLTensor* const* out, const float* sinks, float* lse, int64_t b, int64_t hkv,
+                int64_t i0, int bq, const float* o, const float* m, const float* l) const {
+    const int D = int(g_.D), group = g_.group;
+    for (int i = 0; i < bq; ++i)
+      for (int g = 0; g < group; ++g) {
+        int r = i * group + g;
+        int64_t h = hkv * group + g, qi = i0 + i;
+        float denom = l[r];
+        if (sinks && l[r] > 0.f) denom += std::exp2(sinks[h] * kLog2e - m[r]);
+        float inv = denom > 0.f ? 1.f / denom : 0.f;
+        size_t dst = size_t(((b * g_.Sq + qi) * g_.Hq + h) * D);
+        const float* src = o + size_t(r) * D;
+        if (bf16_) {
+          uint16_t* od = data_of<uint16_t>(out[0]) + dst;
+          for (int d = 0; d < D; ++d) od[d] = f32_to_bf16(src[d] * inv);
+        } else {
+          float* od = data_of<float>(out[0]) + dst;
+          for (int d = 0; d < D; ++d) od[d] = src[d] * inv;
+        }
+        if (lse)
+          lse[(b * g_.Hq + h) * g_.Sq + qi] =
+              l[r] > 0.f ? (m[r] + std::log2(l[r])) * kLn2 : kNegInf;
+      }
+  }
+
+  // Merges the KV splits of every (batch, KV head, query block) with their (max, sum) pairs.
+  void merge_splits(const DLTensor* const* out, const float* sinks, float* lse) {
+    const int64_t groups = g_.B * g_.Hkv * g_.nqb;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    for (int64_t it = 0; it < groups; ++it) {
+      Workspace& ws = ws_[omp_get_thread_num()];
+      int64_t qb = it % g_.nqb, hkv = (it / g_.nqb) % g_.Hkv, b = it / (g_.nqb * g_.Hkv);
+      int64_t i0 = qb * g_.bq;
+      int bq = int(std::min<int64_t>(g_.bq, g_.Sq - i0));
+      int M = bq * g_.group, D = int(g_.D);
+      auto* m = reinterpret_cast<float*>(ws.m.get());
+      auto* l = reinterpret_cast<float*>(ws.l.get());
+      auto* o = reinterpret_cast<float*>(ws.o.get());
+      size_t first = size_t(it) * g_.nsplit;
+      for (int r = 0; r < M; ++r) {
+        float mx = kNegInf;
+        for (int s = 0; s < g_.nsplit; ++s)
+          mx = std::max(mx, part_ptr(part_m_, (first + s) * g_.max_rows)[r]);
+        float base = mx == kNegInf ? 0.f : mx, sum = 0.f;
+        float* orow = o + size_t(r) * D;
+        std::fill(orow, orow + D, 0.f);
+        for (int s = 0; s < g_.nsplit; ++s) {
+          size_t part = first + s;
+          float w = std::exp2(part_ptr(part_m_, part * g_.max_rows)[r] - base);
+          sum += w * part_ptr(part_l_, part * g_.max_rows)[r];
+          const float* po = part_ptr(part_o_, (part * g_.max_rows + r) * D);
+          for (int d = 0; d < D; ++d) orow[d] += w * po[d];
+        }
+        m[r] = mx;
+        l[r] = sum;
+      }
+      finalize(out, sinks, lse, b, hkv, i0, bq, o, m, l);
+    }
+  }
+
+  int threads_;
+  bool bf16_ = false;
+  size_t esize_ = 4;
+  Geometry g_{};
+  Semantics sem_;
+  const BlockKernels* blocks_ = nullptr;
+  std::vector<Workspace> ws_;
+  std::unique_ptr<char, AlignedFree> part_o_, part_m_, part_l_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> make_attention(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  return std::make_unique<AttentionKernel>(op, ctx);
+}
+
+}  // namespace sy::cpu

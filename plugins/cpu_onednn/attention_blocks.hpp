@@ -1,0 +1,59 @@
+// The inner blocks of the CPU attention kernel, with one implementation per instruction set.
+//
+// The driver (attention.cpp) tiles the work: one item is `M` query rows (the query heads of one
+// KV head, times a block of query positions) against the keys of one KV head, visited in blocks
+// of at most kBlockKeys keys. Scores are kept TRANSPOSED, S[j][r] (key-major, one row of Mp
+// floats per key), so the online softmax runs across rows r in full vectors and never reduces
+// horizontally. Mp is M rounded up to a multiple of 16.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sy::cpu {
+
+inline constexpr int kBlockKeys = 48;  // even (bf16 pairs keys) and a multiple of 6 (key tiles)
+inline constexpr int kRowAlign = 16;   // one zmm of f32
+
+// What the online softmax of one key block needs.
+struct SoftmaxBlock {
+  float* s;  // [n][Mp] scores in, probabilities out
+  int n, Mp;
+  float scale;        // softmax scale applied to raw q·k
+  float softcap;      // 0 = none
+  bool masked;        // apply lo/hi; false when every key of the block is valid for every row
+  int j0;             // absolute index of the block's first key
+  const int32_t* lo;  // [Mp] first valid key per row (absolute)
+  const int32_t* hi;  // [Mp] last valid key per row (absolute, inclusive)
+  float* m;           // [Mp] running max, base-2 log domain
+  float* l;           // [Mp] running sum
+  float* alpha;       // [Mp] out: factor the running output must be scaled by
+};
+
+struct BlockKernels {
+  const char* name;
+  // Gathers M query rows (each `D` elements of the input dtype) into the layout `scores` reads.
+  void (*pack_q)(const void* const* rows, int M, int Mp, int D, void* qt);
+  // S[j][r] = q_r · k_j for the n keys starting at k0 (rows `k_stride` elements apart); rows
+  // M..Mp-1 are padding and get finite values.
+  void (*scores)(const void* qt, const void* k0, int64_t k_stride, int n, int M, int Mp, int D,
+                 float* s);
+  void (*softmax)(const SoftmaxBlock& b);
+  // O[r] = O[r] · alpha[r] + Σ_j P[j][r] · v_j for r < M. `scratch` holds packed operands.
+  void (*pv)(const float* p, const void* v0, int64_t v_stride, int n, int M, int Mp, int D,
+             const float* alpha, float* o, void* scratch);
+  // Bytes of `qt` and of pv's `scratch` for the given sizes.
+  size_t (*qt_bytes)(int Mp, int D);
+  size_t (*pv_scratch_bytes)(int Mp, int D);
+};
+
+// Portable kernels (any x86-64): bf16 is widened to f32.
+const BlockKernels& generic_kernels(bool bf16);
+// AVX-512 kernels, or nullptr when this CPU lacks AVX-512 F/BW/VL/DQ (and BF16 for bf16).
+const BlockKernels* avx512_kernels(bool bf16);
+
+// Shared by both sets: the part of the online softmax that is not instruction-set specific.
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+}  // namespace sy::cpu

@@ -1,0 +1,120 @@
+// Portable attention blocks: plain loops the compiler vectorises for the baseline ISA. They
+// define the numerics the AVX-512 blocks must match, and serve CPUs without AVX-512.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "attention_blocks.hpp"
+#include "bf16.hpp"
+
+namespace sy::cpu {
+namespace {
+
+template <typename T>
+float load(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, float>)
+    return p[i];
+  else
+    return bf16_to_f32(p[i]);
+}
+
+template <typename T>
+void pack_q(const void* const* rows, int M, int Mp, int D, void* out) {
+  auto* qt = static_cast<float*>(out);
+  std::memset(qt, 0, sizeof(float) * size_t(Mp) * D);
+  for (int r = 0; r < M; ++r) {
+    const T* q = static_cast<const T*>(rows[r]);
+    for (int d = 0; d < D; ++d) qt[size_t(d) * Mp + r] = load(q, d);
+  }
+}
+
+template <typename T>
+void scores(const void* qt_, const void* k0_, int64_t k_stride, int n, int, int Mp, int D,
+            float* s) {
+  const float* qt = static_cast<const float*>(qt_);
+  const T* k0 = static_cast<const T*>(k0_);
+  for (int j = 0; j < n; ++j) {
+    float* sj = s + size_t(j) * Mp;
+    std::memset(sj, 0, sizeof(float) * Mp);
+    const T* k = k0 + j * k_stride;
+    for (int d = 0; d < D; ++d) {
+      float kd = load(k, d);
+      const float* q = qt + size_t(d) * Mp;
+      for (int r = 0; r < Mp; ++r) sj[r] += kd * q[r];
+    }
+  }
+}
+
+void softmax(const SoftmaxBlock& b) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < b.Mp; ++r) {
+    float mx = b.m[r];
+    for (int j = 0; j < b.n; ++j) {
+      float& x = b.s[size_t(j) * b.Mp + r];
+      float v = x * b.scale;
+      if (b.softcap > 0) v = b.softcap * std::tanh(v / b.softcap);
+      v *= kLog2e;
+      int key = b.j0 + j;
+      if (b.masked && (key < b.lo[r] || key > b.hi[r])) v = kNegInf;
+      x = v;
+      mx = std::max(mx, v);
+    }
+    float base = mx == kNegInf ? 0.f : mx;  // a row with no valid key yet keeps p = 0
+    float alpha = std::exp2(b.m[r] - base);
+    float sum = b.l[r] * alpha;
+    for (int j = 0; j < b.n; ++j) {
+      float& x = b.s[size_t(j) * b.Mp + r];
+      x = std::exp2(x - base);
+      sum += x;
+    }
+    b.m[r] = mx;
+    b.l[r] = sum;
+    b.alpha[r] = alpha;
+  }
+}
+
+template <typename T>
+void pv(const float* p, const void* v0_, int64_t v_stride, int n, int M, int Mp, int D,
+        const float* alpha, float* o, void*) {
+  const T* v0 = static_cast<const T*>(v0_);
+  for (int r = 0; r < M; ++r) {
+    float* orow = o + size_t(r) * D;
+    for (int d = 0; d < D; ++d) orow[d] *= alpha[r];
+    for (int j = 0; j < n; ++j) {
+      float pj = p[size_t(j) * Mp + r];
+      if (pj == 0.f) continue;
+      const T* v = v0 + j * v_stride;
+      for (int d = 0; d < D; ++d) orow[d] += pj * load(v, d);
+    }
+  }
+}
+
+size_t qt_bytes(int Mp, int D) {
+  return sizeof(float) * size_t(Mp) * D;
+}
+size_t no_scratch(int, int) {
+  return 0;
+}
+
+const BlockKernels kF32 = {"generic_f32", pack_q<float>, scores<float>, softmax,
+                           pv<float>,     qt_bytes,      no_scratch};
+const BlockKernels kBf16 = {"generic_bf16", pack_q<uint16_t>, scores<uint16_t>, softmax,
+                            pv<uint16_t>,   qt_bytes,         no_scratch};
+
+}  // namespace
+
+const BlockKernels& generic_kernels(bool bf16) {
+  return bf16 ? kBf16 : kF32;
+}
+
+const BlockKernels& avx512_block_kernels(bool bf16);  // attention_avx512.cpp
+
+const BlockKernels* avx512_kernels(bool bf16) {
+  __builtin_cpu_init();
+  bool base = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (!base || (bf16 && !__builtin_cpu_supports("avx512bf16"))) return nullptr;
+  return &avx512_block_kernels(bf16);
+}
+
+}  // namespace sy::cpu
