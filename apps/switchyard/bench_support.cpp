@@ -1,0 +1,181 @@
+#include "apps/switchyard/bench_support.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace sy::cli {
+namespace {
+
+// Large buffers are 2 MiB aligned and asked to be backed by huge pages, as a runtime's KV
+// cache allocator would: a KV head's rows are a page apart, and 4 KiB pages would turn
+// every row read into a TLB miss.
+void* aligned_zeroed(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  size_t align = bytes >= kHuge ? kHuge : 64;
+  size_t rounded = (bytes + align - 1) / align * align + align;
+  void* p = std::aligned_alloc(align, rounded);
+  if (!p) throw std::bad_alloc();
+  if (align == kHuge) ::madvise(p, rounded, MADV_HUGEPAGE);
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+uint16_t bf16_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// STREAM triad a = b + s·c over arrays far larger than the last-level cache, split evenly
+// across `threads`; bytes counted as STREAM does (two reads, one write).
+double triad_gbps(int threads) {
+  const size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per array
+  std::vector<std::unique_ptr<float, void (*)(void*)>> arrays;
+  for (int i = 0; i < 3; ++i)
+    arrays.emplace_back(static_cast<float*>(aligned_zeroed(n * sizeof(float))), std::free);
+  float *a = arrays[0].get(), *b = arrays[1].get(), *c = arrays[2].get();
+  auto run = [&](auto body) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { body(n * t / threads, n * (t + 1) / threads); });
+    for (auto& th : pool) th.join();
+  };
+  run([&](size_t lo, size_t hi) {  // first touch by the thread that will use the pages
+    for (size_t i = lo; i < hi; ++i) a[i] = 0.f, b[i] = 1.f, c[i] = 2.f;
+  });
+  Timing t = time_median(
+      [&] {
+        run([&](size_t lo, size_t hi) {
+          for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.f * c[i];
+        });
+      },
+      1, 7);
+  return 3.0 * n * sizeof(float) / (t.median_ms * 1e-3) / 1e9;
+}
+
+double gemm_gflops(const Registry& reg, sy_dtype dtype, std::string& kernel_name) {
+  const int64_t n = 2048;
+  OpDesc op;
+  op.op = SY_OP_MATMUL;
+  op.inputs = {{dtype, {n, n}, SY_MEMORY_HOST}, {dtype, {n, n}, SY_MEMORY_HOST}};
+  op.outputs = {{dtype, {n, n}, SY_MEMORY_HOST}};
+  Choice choice = choose_kernel(reg, op, kDLCPU, "");
+  if (!choice.plugin) return 0;
+  BenchRun run = make_run(choice, op);
+  if (!run.kernel) return 0;
+  kernel_name = choice.plugin->name() + "/" + choice.plugin->kernels()[choice.kernel].kernel;
+  Timing t = time_median([&] { run.execute(); }, 2, 7);
+  return 2.0 * n * n * n / (t.median_ms * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed)
+    : desc_(desc), bytes_(nullptr, std::free) {
+  int64_t count = 1;
+  for (int64_t d : desc_.shape) count *= d;
+  bytes_.reset(static_cast<char*>(aligned_zeroed(size_t(count) * sy_dtype_size(desc_.dtype))));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < count; ++i) {
+    if (desc_.dtype == SY_DTYPE_F32)
+      reinterpret_cast<float*>(bytes_.get())[i] = dist(rng);
+    else if (desc_.dtype == SY_DTYPE_BF16)
+      reinterpret_cast<uint16_t*>(bytes_.get())[i] = bf16_of(dist(rng));
+  }
+  t_.data = bytes_.get();
+  t_.device = {kDLCPU, 0};
+  t_.ndim = int(desc_.shape.size());
+  t_.dtype = sy_dtype_to_dl(desc_.dtype);
+  t_.shape = desc_.shape.data();
+}
+
+Timing time_median(const std::function<void()>& fn, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(seconds_since(t0) * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front(), repeats};
+}
+
+Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_type,
+                     const std::string& family) {
+  Choice c;
+  for (const auto& r : reg.records()) {
+    if (!r.loaded()) continue;
+    const Plugin& p = *r.plugin;
+    for (uint32_t d = 0; d < p.devices().size(); ++d) {
+      if (p.devices()[d].type != device_type) continue;
+      for (size_t k = 0; k < p.kernels().size(); ++k) {
+        const Envelope& e = p.kernels()[k];
+        if (e.op != op.op || (!family.empty() && e.family != family)) continue;
+        CheckResult res = p.check(k, p.devices()[d], op);
+        if (res.accepted && p.api().prepare) return {&p, k, d, ""};
+        for (const auto& refusal : res.refusals)
+          c.reasons += "\n  " + p.name() + "/" + e.kernel + ": " + refusal.text;
+      }
+    }
+  }
+  if (c.reasons.empty()) c.reasons = "\n  no loaded plugin has such a kernel on such a device";
+  return c;
+}
+
+BenchRun make_run(const Choice& choice, const OpDesc& op) {
+  BenchRun run;
+  PrepareResult prepared = prepare_kernel(*choice.plugin, choice.kernel, choice.device, op);
+  if (!prepared.kernel) {
+    run.error = prepared.error;
+    return run;
+  }
+  run.kernel = std::move(prepared.kernel);
+  unsigned seed = 1;
+  for (const auto& t : op.inputs) {
+    run.inputs.push_back(std::make_unique<BenchTensor>(t, seed++));
+    run.in_ptrs.push_back(run.inputs.back()->dl());
+  }
+  for (const auto& t : op.outputs) {
+    run.outputs.push_back(std::make_unique<BenchTensor>(t, seed++));
+    run.out_ptrs.push_back(run.outputs.back()->dl());
+  }
+  return run;
+}
+
+void BenchRun::execute() {
+  std::string err = kernel->execute(in_ptrs, out_ptrs);
+  if (!err.empty()) throw std::runtime_error(err);
+}
+
+int bench_threads() {
+  if (const char* env = std::getenv("SWITCHYARD_NUM_THREADS"); env && std::atoi(env) > 0)
+    return std::atoi(env);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+MachineFigures measure_machine(const Registry& reg, int threads) {
+  MachineFigures m;
+  m.threads = threads;
+  m.gemm_f32_gflops = gemm_gflops(reg, SY_DTYPE_F32, m.gemm_kernel);
+  m.gemm_bf16_gflops = gemm_gflops(reg, SY_DTYPE_BF16, m.gemm_kernel);
+  m.triad_gbps = triad_gbps(threads);
+  return m;
+}
+
+}  // namespace sy::cli

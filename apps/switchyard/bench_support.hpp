@@ -1,0 +1,71 @@
+// What `switchyard bench` needs besides the kernel under test: host buffers, a timer that
+// reports medians, the machine's own ceilings measured in the same run (GEMM rate through
+// the installed matmul kernel, memory bandwidth with a STREAM-style triad), and the choice
+// of a kernel the way a plan would choose it.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/plugin/kernel.hpp"
+#include "core/registry/registry.hpp"
+
+namespace sy::cli {
+
+// A host tensor filled with uniform random values in [-1, 1] (integers: zeros).
+class BenchTensor {
+ public:
+  BenchTensor(const TensorDesc& desc, unsigned seed);
+  const DLTensor* dl() const { return &t_; }
+
+ private:
+  TensorDesc desc_;
+  std::unique_ptr<char, void (*)(void*)> bytes_;
+  DLTensor t_{};
+};
+
+struct Timing {
+  double median_ms = 0, min_ms = 0;
+  int repeats = 0;
+};
+// Runs `fn` `warmup` times, then `repeats` times, timing each; returns the median.
+Timing time_median(const std::function<void()>& fn, int warmup, int repeats);
+
+struct Choice {
+  const Plugin* plugin = nullptr;
+  size_t kernel = 0;
+  uint32_t device = 0;
+  std::string reasons;  // why nothing was chosen, when plugin is null
+};
+// The first (plugin, kernel, device) of `device_type` whose check accepts `op` and that can
+// run it; `family` restricts attention kernels when not empty.
+Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_type,
+                     const std::string& family);
+
+// Prepared kernel plus its buffers, ready to time.
+struct BenchRun {
+  std::unique_ptr<PreparedKernel> kernel;
+  std::vector<std::unique_ptr<BenchTensor>> inputs, outputs;
+  std::vector<const DLTensor*> in_ptrs, out_ptrs;
+  std::string error;
+  void execute();  // throws std::runtime_error on a kernel failure
+};
+BenchRun make_run(const Choice& choice, const OpDesc& op);
+
+struct MachineFigures {
+  double gemm_f32_gflops = 0, gemm_bf16_gflops = 0;  // 0: no matmul kernel for that dtype
+  double triad_gbps = 0;
+  int threads = 1;
+  std::string gemm_kernel;  // plugin/kernel that measured it
+};
+MachineFigures measure_machine(const Registry& reg, int threads);
+
+// Threads the CPU plugin uses: SWITCHYARD_NUM_THREADS, else this process's CPU count.
+int bench_threads();
+
+}  // namespace sy::cli
