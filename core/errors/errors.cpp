@@ -1,0 +1,398 @@
+// The error catalog's table and its Markdown rendering (docs/errors.md).
+#include "core/errors/errors.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <sstream>
+
+namespace sy {
+namespace {
+
+// CLI exit codes (apps/switchyard/exit_codes.hpp; a test checks they agree).
+constexpr int kInternal = 1;
+constexpr int kNoPlan = 3;
+constexpr int kBadInput = 4;
+constexpr int kPluginFailed = 5;
+
+// The one table. Codes are stable: never renumber or reuse one.
+constexpr std::array kCatalog = {
+    // ---- SY0xx: no legal plan --------------------------------------------------------------
+    ErrorInfo{
+        "SY001", "no_kernel_for_op", "no plugin can serve {op}",
+        "The planner asked every kernel of every loaded plugin about this op and none accepted it. "
+        "The error lists each candidate (plugin/kernel) with every reason it refused: wrong "
+        "device, a dtype outside its envelope, a missing feature (sinks, LSE, sliding window, "
+        "GQA...), an operand in the wrong memory, a head dim or ratio outside its limits. No "
+        "plugin declares the op at all when the list is empty.",
+        "Read the refusals after the message; `switchyard plan MODEL --explain OP` prints them "
+        "again for one op. `switchyard caps` shows what each loaded plugin can serve and "
+        "`switchyard plugins` shows plugins that failed to load (a missing plugin is often one "
+        "that failed). Install or fix a plugin that declares the op, or change the model's dtype "
+        "or the target so that an existing kernel's envelope fits.",
+        kNoPlan},
+    ErrorInfo{
+        "SY002", "flash_attn_no_cpu", "no cpu support for flash-attn",
+        "Attention was sent to a flash kernel that runs only on CUDA, but its tensors are on the "
+        "CPU: only a flash-on-CUDA plugin serves attention and the target has no available CUDA "
+        "device, or `--attention flash` (or a pin) asked for flash on a CPU target. Other stacks "
+        "find this out mid-forward; Switchyard refuses the plan before any weight is loaded.",
+        "Install or enable a plugin with CPU attention (cpu_onednn) so the planner can choose it, "
+        "drop `--attention flash` or the pin, or run on a machine where `switchyard devices` "
+        "lists a CUDA device as available.",
+        kNoPlan},
+    ErrorInfo{
+        "SY003", "flash_attn_dtype", "flash-attn is only supported for f16/bf16 (F32)",
+        "The attention op's dtype is outside the flash kernel's envelope: flash attention serves "
+        "f16 and bf16 only. The dtype in parentheses is the one the op has, written F32/F16/BF16 "
+        "as candle writes it. The op was pinned to flash, or flash was the only attention kernel "
+        "on its device.",
+        "Run the model in f16 or bf16 (the config's `torch_dtype` or the graph's value dtypes), "
+        "or let the planner choose an attention kernel that serves the dtype (drop `--attention "
+        "flash`; the DTYPES column of `switchyard caps` shows which do).",
+        kNoPlan},
+    ErrorInfo{
+        "SY004", "sinks_flex_cpu",
+        "Attention sinks cannot be run on CPU with flex attention. Please switch to a different "
+        "device, e.g. CUDA",
+        "The model uses attention sinks (a learnable per-head logit in the softmax, as in "
+        "gpt-oss). A kernel serves them either natively (feature `sinks`) or by returning the "
+        "softmax log-sum-exp (feature `lse`) so the sink can be folded in afterwards. No "
+        "attention kernel on the CPU declares either, and the op was placed on the CPU.",
+        "Place attention on a device whose plugin declares `sinks` or `lse` (the FEATURES column "
+        "of `switchyard caps`), e.g. a CUDA device with the cuda_flash plugin, or install a CPU "
+        "plugin whose attention declares one of them.",
+        kNoPlan},
+    ErrorInfo{
+        "SY005", "expected_cpu_storage", "Expected CPU storage",
+        "A host-only fused kernel (its envelope says its operands must live in host memory, e.g. "
+        "a fused decode that reads raw slices of the weights and the KV cache) would have read a "
+        "tensor in device memory. Other stacks fail mid-forward; the planner refuses the "
+        "placement and names the kernel, the operand and where it lives.",
+        "Let the planner keep the whole fused group on the host (drop the pin or `--prefer` that "
+        "moves its operands to the device), allow it to copy the operand (drop "
+        "`--no-transfers`), or use a plugin whose fused kernel accepts device operands "
+        "(`switchyard caps` shows `host-only operands` under LIMITS).",
+        kNoPlan},
+    ErrorInfo{
+        "SY006", "expected_cpu", "Expected CPU",
+        "A host-only KV-cache writer (a kv_cache_append kernel whose operands must live in host "
+        "memory) would have met a cache tensor in device memory. Other stacks corrupt or reject "
+        "the cache mid-forward; the planner refuses the placement and names the kernel and the "
+        "cache.",
+        "Keep the KV cache on the host with the writer, use a plugin whose cache writer runs on "
+        "the device that holds the cache (`switchyard caps --plugin NAME` lists its "
+        "kv_cache_append kernels), or allow copies (drop `--no-transfers`).",
+        kNoPlan},
+    ErrorInfo{
+        "SY007", "kv_repeat", "only kv-repeat = 1 is supported",
+        "The model uses grouped-query attention: it has more query heads than key/value heads "
+        "(Hq / Hkv > 1), and the attention kernels that could otherwise serve it do not declare "
+        "`gqa`, or declare a smaller maximum ratio than the model's.",
+        "Use a plugin whose attention declares `gqa` with a ratio at least the model's (LIMITS in "
+        "`switchyard caps` shows `gqa <=N` or `gqa any`). For a graph you write yourself, repeat "
+        "the K/V heads before attention (Hkv = Hq), at the cost of KV-cache memory.",
+        kNoPlan},
+    ErrorInfo{
+        "SY008", "device_unavailable", "pinned device {device} is unavailable",
+        "Ops, or the whole model through `--target` or a target profile, are pinned to a device "
+        "that no loaded plugin reports as available: the plugin that drives it failed to load, "
+        "reports no devices (no driver, no hardware), or marks the device unavailable.",
+        "`switchyard devices` lists every device with the reason it is unavailable and "
+        "`switchyard plugins` lists plugins that failed to load. Fix the driver or the plugin, "
+        "or pin to a device that is available.",
+        kNoPlan},
+    ErrorInfo{
+        "SY009", "transfer_forbidden",
+        "--no-transfers forbids the copy of {value} from {from} to {to}",
+        "With `--no-transfers` the plan may not copy values between memories, but the only legal "
+        "placement needs this value where it does not live: its producer and a consumer are "
+        "served by kernels on different devices, or a host-only kernel needs a device tensor.",
+        "Drop `--no-transfers` and let the planner insert the copy (the plan lists every copy), "
+        "or pin or prefer one device so that the producer and the consumers of the value sit "
+        "together (`switchyard plan MODEL --explain OP` shows why each went where it did).",
+        kNoPlan},
+
+    // ---- SY1xx: plugin load failures, by stage ---------------------------------------------
+    ErrorInfo{
+        "SY101", "plugin_open", "plugin {path} failed to load at stage open: {reason}",
+        "The file could not be opened as a shared object: it does not exist, it is "
+        "world-writable (refused, as anyone could replace it), it is not an ELF shared object "
+        "for this machine, or one of its dependencies is not on the library path. As for every "
+        "SY1xx error, `switchyard plugins` reports the plugin with path, stage and reason and "
+        "the other plugins carry on; a command fails with exit 5 when the user named the plugin "
+        "(`--plugin NAME`).",
+        "`ldd {path}` lists missing dependencies: install them or add their folder to "
+        "`LD_LIBRARY_PATH`. Remove write permission for others (`chmod o-w {path}`). Keep only "
+        "plugins in the plugin folders (`SWITCHYARD_PLUGIN_PATH`, `--plugin-dir`).",
+        kPluginFailed},
+    ErrorInfo{
+        "SY102", "plugin_entry", "plugin {path} failed to load at stage entry: {reason}",
+        "The shared object opened but does not export the entry symbol `sy_plugin_entry`, or "
+        "the entry returned NULL: the plugin refused this host (its log says why) or could not "
+        "describe itself.",
+        "Plugin authors: export `SY_EXPORT const sy_plugin_api* sy_plugin_entry(const "
+        "sy_host_info*)` with C linkage and default visibility (`nm -D --defined-only {path}` "
+        "must list it). When it returns NULL, run with `--log-level debug` to see the plugin's "
+        "own log messages.",
+        kPluginFailed},
+    ErrorInfo{
+        "SY103", "plugin_abi", "plugin {path} failed to load at stage abi: {reason}",
+        "The plugin's function table does not fit this host: its ABI major version differs, its "
+        "ABI minor is older than the host accepts, its `struct_size` is too small for the "
+        "negotiated minor, a required slot (init, shutdown, get_devices, get_kernels, check) is "
+        "NULL, or `plugin_name` is missing or not `[a-z0-9_]+`.",
+        "`switchyard --version` prints the host's ABI. Rebuild the plugin against headers of "
+        "that ABI major (or upgrade switchyard when the plugin is newer), set `struct_size = "
+        "sizeof(sy_plugin_api)` from the headers you build with, fill every required slot and "
+        "name the plugin in lower case. docs/abi.md is the contract.",
+        kPluginFailed},
+    ErrorInfo{
+        "SY104", "plugin_init", "plugin {path} failed to load at stage init: {reason}",
+        "The plugin's `init` returned an error or no instance, or its declarations were broken: "
+        "`get_devices` or `get_kernels` failed, or returned a NULL, undersized or unnamed device "
+        "or kernel envelope, or a kernel of an unknown op.",
+        "Run with `--log-level debug` to see the plugin's own messages; check what it needs at "
+        "run time (driver, libraries, `SWITCHYARD_NUM_THREADS`). Plugin authors: the reason names "
+        "the broken declaration; fix it in the plugin.",
+        kPluginFailed},
+    ErrorInfo{
+        "SY105", "plugin_manifest", "plugin {path} failed to load at stage manifest: {reason}",
+        "The manifest beside the plugin (PLUGIN.json, written at build time from the plugin's "
+        "own declaration) is missing or unreadable, or disagrees with what the plugin declares "
+        "at run time: the plugin was rebuilt and its manifest was not, or the other way round. "
+        "The reason names the file and the first difference.",
+        "Regenerate the manifest from the plugin: `switchyard manifest {path} --output "
+        "PLUGIN.json` (the build does this after linking), and install the two together.",
+        kPluginFailed},
+    ErrorInfo{
+        "SY106", "plugin_capability", "plugin {path} failed to load at stage capability: {reason}",
+        "The plugin lies about its capability: probed with ops that its own kernel envelopes "
+        "exclude (a dtype, a feature or a head dim it does not declare), its `check` accepted "
+        "one. `check` may only narrow an envelope, never widen it, or the planner would send it "
+        "ops it cannot run.",
+        "Plugin authors: make `check` refuse everything the envelope excludes (the shared "
+        "filters of `switchyard/envelope_check.h` do this), or widen the envelope if the kernel "
+        "really serves it. The reason names the kernel and the op it wrongly accepted.",
+        kPluginFailed},
+
+    // ---- SY2xx: bad input ------------------------------------------------------------------
+    ErrorInfo{
+        "SY201", "json_syntax", "{file}:{line}:{column}: invalid JSON: {reason}",
+        "A graph, model config or target profile is not valid JSON. The position is where the "
+        "parser stopped, which is at or just after the mistake.",
+        "Fix the JSON at that position (a missing comma or quote, a trailing comma, a comment: "
+        "JSON allows none). `python3 -m json.tool FILE` shows the same position.",
+        kBadInput},
+    ErrorInfo{
+        "SY202", "schema_version",
+        "{file}:{json_path}: unsupported schema '{schema}', this switchyard reads '{expected}'",
+        "The file's `schema` field names a format or version this switchyard does not read "
+        "(graphs are `switchyard.graph/1`, target profiles `switchyard.target/1`), or the field "
+        "is missing.",
+        "Write the file in the schema named in the message, or use the switchyard version that "
+        "wrote it. A file from a newer switchyard needs that switchyard.",
+        kBadInput},
+    ErrorInfo{"SY203", "unknown_op", "{file}:{json_path}: unknown op '{op}' (known: {ops})",
+              "A graph node names an op that is not in the operator vocabulary, so no plugin could "
+              "ever serve it. The message lists the known ops.",
+              "Use one of the listed ops (docs/operators.md describes each, with its operands and "
+              "attributes); check the spelling (`rms_norm`, not `rmsnorm`).",
+              kBadInput},
+    ErrorInfo{
+        "SY204", "shape_mismatch",
+        "{file}:{json_path}: shape mismatch: '{a}' {shape_a} vs '{b}' {shape_b}",
+        "Two values connected through an op do not have the shapes the op's contract requires "
+        "(e.g. a matmul whose inner dimensions differ, an add of different shapes, an op missing "
+        "an input or output it needs). The path names the op.",
+        "Fix the shapes in the graph (or the config values they come from: hidden size, head "
+        "counts, head dim). docs/operators.md gives each op's shape contract.",
+        kBadInput},
+    ErrorInfo{
+        "SY205", "dtype_mismatch",
+        "{file}:{json_path}: dtype mismatch: '{a}' is {dtype_a}, '{b}' is {dtype_b}",
+        "Two operands of one op have different dtypes where the op's contract requires the same "
+        "one. Ops do not convert implicitly.",
+        "Give both values the same dtype, or insert an explicit `copy` op that converts one of "
+        "them.",
+        kBadInput},
+    ErrorInfo{
+        "SY206", "graph_cycle", "{file}:{json_path}: the ops form a cycle through '{op_id}'",
+        "A phase's ops depend on each other in a loop, so there is no order to run them in. "
+        "(KV caches, written in place, are the only values allowed several producers; they do "
+        "not make cycles.)",
+        "Follow the inputs and outputs from the named op back to itself and break the loop; "
+        "usually an output was given the name of one of its own inputs.",
+        kBadInput},
+    ErrorInfo{
+        "SY207", "bad_config", "{file}:{json_path}: invalid model config: {reason}",
+        "A model's config.json lacks a field the importer needs (hidden_size, num_attention_heads, "
+        "num_hidden_layers...) or has an absurd value (zero or negative sizes, a head count "
+        "that does not divide the hidden size, more KV heads than query heads).",
+        "Use the config.json that ships with the model's weights; if you wrote it, fix the named "
+        "field. The reason names the field and the value that was found.",
+        kBadInput},
+    ErrorInfo{
+        "SY208", "unknown_model_type",
+        "{file}: unknown model_type '{model_type}' (supported: {types})",
+        "The config's `model_type` names an architecture that Switchyard has no graph importer "
+        "for. The message lists the supported ones.",
+        "Use a supported model, or describe the model as a Switchyard graph JSON "
+        "(`switchyard.graph/1`) and pass that file instead of the config.",
+        kBadInput},
+    ErrorInfo{
+        "SY209", "bad_graph", "{file}:{json_path}: {reason}",
+        "A graph file is structurally wrong: a required field is missing or has the wrong type, "
+        "an op names a value that is not declared, a value or op id is declared twice, a value "
+        "has two producers, an activation is consumed but never produced, or a phase is empty.",
+        "Fix the graph at the JSON path in the message; the reason says what was expected there. "
+        "docs/graph-format.md describes the format.",
+        kBadInput},
+    ErrorInfo{
+        "SY210", "bad_target", "{file}:{json_path}: invalid target profile: {reason}",
+        "A target profile (`--target FILE`, the machine to plan for) is invalid: a missing or "
+        "unknown device type, a device without a name, a negative memory size or unit count, or "
+        "no devices at all.",
+        "Fix the named field; examples/targets/ has complete profiles (cpu-laptop.json, "
+        "h200.json) to start from.",
+        kBadInput},
+
+    // ---- SY3xx: run time ---------------------------------------------------------------------
+    ErrorInfo{
+        "SY301", "kernel_failed", "kernel {plugin}/{kernel} failed on {op}: {status}",
+        "A kernel that the planner chose, and whose plugin's `check` had accepted the op, failed "
+        "while running it. That should not happen: either the planner sent an op outside what "
+        "was checked, or the plugin's `check` accepted something its kernel cannot run.",
+        "Report it as a bug, with the full message, `switchyard plan MODEL --explain OP` and "
+        "`switchyard plugins --json`. To carry on meanwhile, steer the op to another kernel "
+        "(`--prefer` another plugin, or `--attention` for attention).",
+        kInternal},
+    ErrorInfo{
+        "SY302", "bad_weights", "weights file {file} is invalid: {reason}",
+        "A weights file (safetensors) could not be used: it is truncated or not safetensors, a "
+        "tensor the graph needs is missing, or a tensor's shape or dtype differs from what the "
+        "graph declares.",
+        "Check that the weights and the config.json come from the same model and revision, and "
+        "download the file again if it is truncated (its size must match the header).",
+        kBadInput},
+    ErrorInfo{
+        "SY303", "bad_tokenizer", "tokenizer {file} is invalid: {reason}",
+        "The tokenizer file is missing, is not a tokenizer.json Switchyard can read, or does not "
+        "match the model (a vocabulary larger than the embedding table).",
+        "Use the tokenizer.json that ships with the model's weights.", kBadInput},
+    ErrorInfo{
+        "SY304", "prompt_too_long",
+        "prompt of {tokens} tokens plus {new_tokens} to generate exceeds the context of {context} "
+        "tokens",
+        "The prompt and the tokens to generate do not fit the model's context length (its "
+        "`max_position_embeddings`), which also bounds the KV cache the plan allocated.",
+        "Shorten the prompt or ask for fewer new tokens.", kBadInput},
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct Series {
+  char digit;  // the code's first digit after "SY"
+  const char* title;
+  const char* intro;
+};
+
+constexpr std::array kSeries = {
+    Series{'0', "SY0xx: no legal plan",
+           "The planner proved, before loading any weight, that some op has no plugin that can "
+           "legally serve it where it must run. The full error names every candidate kernel and "
+           "every reason it refused."},
+    Series{'1', "SY1xx: plugin load failures",
+           "A plugin failed to load, at one of its stages: open, entry, abi, init, manifest, "
+           "capability. `switchyard plugins` lists each failure with path, stage, reason and a "
+           "hint; the other plugins carry on."},
+    Series{'2', "SY2xx: bad input",
+           "A graph, model config or target profile is invalid. The message starts with the "
+           "file and the JSON path (or line and column) of the problem."},
+    Series{'3', "SY3xx: at run time",
+           "Errors while running a plan: a kernel failing (a bug), or weights, tokenizer or "
+           "prompt that do not fit the model."},
+};
+
+// GitHub's heading anchor for "SY001 `name`".
+std::string anchor(const ErrorInfo& e) {
+  return lower(e.code) + "-" + e.name;
+}
+
+std::string table_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const ErrorInfo> error_catalog() {
+  return kCatalog;
+}
+
+const ErrorInfo* find_error(std::string_view code_or_name) {
+  std::string key = lower(code_or_name);
+  for (const auto& e : kCatalog)
+    if (lower(e.code) == key || e.name == key) return &e;
+  return nullptr;
+}
+
+const char* error_exit_code_meaning(int exit_code) {
+  switch (exit_code) {
+    case kInternal: return "internal error";
+    case kNoPlan: return "no legal plan";
+    case kBadInput: return "bad input";
+    case kPluginFailed: return "a plugin the user asked for failed to load";
+    default: return "unknown exit code";
+  }
+}
+
+std::string render_errors_markdown() {
+  std::ostringstream md;
+  md << "# Switchyard error catalog\n\n"
+     << "<!-- Generated from the table in core/errors/errors.cpp; do not edit by hand.\n"
+     << "     Regenerate: build/bin/switchyard errors --markdown > docs/errors.md -->\n\n"
+     << "Every error Switchyard reports has a stable code and a message from this catalog, "
+        "followed by\nSwitchyard's own detail (the op, every candidate and why it refused, the "
+        "file and position).\nIn a message, `{op}`, `{path}` and the like stand for that "
+        "detail; the rest is verbatim, so\nsearching for the text you saw finds its entry. "
+        "Codes are never renumbered or reused.\n\n"
+     << "`switchyard errors` lists the catalog; `switchyard errors CODE` (or NAME) prints one "
+        "entry;\n`--json` gives either as JSON.\n\n"
+     << "| code | name | message | exit code |\n|---|---|---|---|\n";
+  for (const auto& e : kCatalog)
+    md << "| [" << e.code << "](#" << anchor(e) << ") | `" << e.name << "` | `"
+       << table_cell(e.message) << "` | " << e.exit_code << " |\n";
+  for (const auto& s : kSeries) {
+    md << "\n## " << s.title << "\n\n" << s.intro << "\n";
+    for (const auto& e : kCatalog) {
+      if (e.code[2] != s.digit) continue;
+      md << "\n### " << e.code << " `" << e.name << "`\n\n"
+         << "- **Message:** `" << e.message << "`\n"
+         << "- **Exit code:** " << e.exit_code << " (" << error_exit_code_meaning(e.exit_code)
+         << ")\n\n"
+         << "**What it means.** " << e.meaning << "\n\n"
+         << "**How to fix it.** " << e.fix << "\n";
+    }
+  }
+  md << "\n## Exit codes\n\n"
+     << "| exit code | meaning |\n|---|---|\n"
+     << "| 0 | success |\n"
+     << "| 1 | internal error (SY301 and anything unexpected: please report it) |\n"
+     << "| 2 | usage error: a bad command line |\n"
+     << "| 3 | no legal plan (SY0xx) |\n"
+     << "| 4 | bad input: a graph, config, target, weights, tokenizer or prompt (SY2xx, "
+        "SY302-SY304) |\n"
+     << "| 5 | a plugin the user asked for failed to load (SY1xx) |\n";
+  return md.str();
+}
+
+}  // namespace sy
