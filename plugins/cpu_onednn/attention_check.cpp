@@ -71,12 +71,31 @@ int narrow_attention(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn 
 }
 
 int narrow_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
-  const sy_tensor_desc* x = input(op, 0);
-  if (!x || x->ndim < 1 || !x->shape)
-    return sy_refuse(add, ctx, "shape", "missing", "hidden state [1, H]", "no hidden state input");
-  if (x->ndim == 2 && x->shape[0] == 1) return 0;
-  return sy_refuse(add, ctx, "batch", "other", "batch 1, one token",
+  // x [1,1,H]; wq [Hq*D,H]; wk, wv [Hkv*D,H]; position i64 [1] -> o [1,1,Hq,D]; caches [1,C,Hkv,D]
+  const sy_tensor_desc *x = input(op, 0), *wq = input(op, 1), *wk = input(op, 2),
+                       *wv = input(op, 3), *pos = input(op, 4);
+  const sy_tensor_desc *o = output(op, 0), *kc = output(op, 1), *vc = output(op, 2);
+  if (op->num_inputs != 5 || op->num_outputs != 3 || !x || !wq || !wk || !wv || !pos || !o || !kc ||
+      !vc)
+    return sy_refuse(add, ctx, "arity", "other operands", "x, wq, wk, wv, position -> o, k, v",
+                     "the fused decode block takes x, wq, wk, wv, position and writes o, k, v");
+  int n = 0;
+  if (x->ndim != 3 || x->shape[0] != 1 || x->shape[1] != 1)
+    n += sy_refuse(add, ctx, "batch", "other", "batch 1, one token [1,1,H]",
                    "the fused decode block serves one token of one sequence");
+  if (o->ndim != 4 || kc->ndim != 4 || vc->ndim != 4 || wq->ndim != 2 || wk->ndim != 2 ||
+      wv->ndim != 2 || x->ndim < 1)
+    return n + sy_refuse(add, ctx, "shape", "other ranks", "see docs/operators.md",
+                         "fused decode operand ranks are wrong");
+  int64_t H = x->shape[x->ndim - 1], Hq = o->shape[2], D = o->shape[3], Hkv = kc->shape[2];
+  bool ok = wq->shape[0] == Hq * D && wq->shape[1] == H && wk->shape[0] == Hkv * D &&
+            wk->shape[1] == H && wv->shape[0] == Hkv * D && wv->shape[1] == H &&
+            kc->shape[3] == D && std::equal(kc->shape, kc->shape + 4, vc->shape) && Hkv > 0 &&
+            Hq % Hkv == 0 && pos->dtype == SY_DTYPE_I64;
+  if (!ok)
+    n += sy_refuse(add, ctx, "shape", "mismatched shapes", "see docs/operators.md",
+                   "fused decode weights, caches and output do not agree");
+  return n;
 }
 
 }  // namespace sy::cpu

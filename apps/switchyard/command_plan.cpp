@@ -1,0 +1,156 @@
+// `plan MODEL`: before any weight is loaded, which plugin serves each op on this machine (or
+// on a --target machine), what was refused and why — or the documented error.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/switchyard/commands.hpp"
+#include "apps/switchyard/exit_codes.hpp"
+#include "core/capability/vocabulary.hpp"
+#include "core/errors/errors.hpp"
+#include "core/importer/importer.hpp"
+#include "core/planner/planner.hpp"
+
+namespace sy::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+struct PlanArgs {
+  std::string model, target, prefer, attention = "any", kv_cache_device, explain, dtype;
+  bool strict = false, no_transfers = false, json = false;
+  int64_t prompt_len = 512, context = 4096, batch = 1;
+};
+
+// A graph JSON (schema switchyard.graph/1), a Hugging Face config.json, or a folder with one.
+Graph load_model(const PlanArgs& a) {
+  fs::path path = a.model;
+  if (fs::is_directory(path)) path /= "config.json";
+  std::ifstream in(path);
+  if (!in) throw InputError(path.string(), "cannot read the file", input_error::kBadConfig);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("schema"))
+    return parse_graph(text, path.string());
+  ImportOptions opts;
+  opts.batch = a.batch;
+  opts.prompt_len = a.prompt_len;
+  opts.context = a.context;
+  opts.dtype_override = a.dtype;
+  return import_hf_config(path.string(), opts);
+}
+
+// Parses "cuda,cpu" into device types; returns false on an unknown name.
+bool parse_prefer(const std::string& text, std::vector<DLDeviceType>& out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto t = parse_device_type(item);
+    if (!t) return false;
+    out.push_back(*t);
+  }
+  return !out.empty();
+}
+
+int print_input_error(const InputError& e, bool json) {
+  const ErrorInfo* info = find_error(e.code);
+  if (json) {
+    nlohmann::json j{
+        {"schema", "switchyard.plan/1"},
+        {"status", "error"},
+        {"error", {{"code", e.code}, {"name", info ? info->name : ""}, {"message", e.what()}}}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cerr << "switchyard plan: error " << e.code << " (" << (info ? info->name : "")
+              << "): " << e.what() << "\n";
+  }
+  return kExitBadInput;
+}
+
+}  // namespace
+
+int run_plan(const GlobalOptions& global, const Args& args) {
+  PlanArgs a;
+  po::options_description desc("switchyard plan options");
+  desc.add_options()("help,h", "show this help")("model", po::value(&a.model),
+                                                 "config.json, model folder or graph JSON")(
+      "target", po::value(&a.target), "plan for a described machine (examples/targets/*.json)")(
+      "prefer", po::value(&a.prefer),
+      "device order, e.g. cuda,cpu (default: accelerators, then cpu)")(
+      "attention", po::value(&a.attention)->default_value("any"),
+      "pin the attention family: flash|sdpa|flex|fused_decode|any")(
+      "strict", po::bool_switch(&a.strict),
+      "a refusal of the pinned/preferred choice is the error")(
+      "kv-cache-device", po::value(&a.kv_cache_device), "where KV caches live: cpu|cuda")(
+      "no-transfers", po::bool_switch(&a.no_transfers), "forbid copies between memories")(
+      "prompt-len", po::value(&a.prompt_len)->default_value(512), "prefill length")(
+      "context", po::value(&a.context)->default_value(4096), "KV cache length for decode")(
+      "batch", po::value(&a.batch)->default_value(1), "sequences")(
+      "dtype", po::value(&a.dtype), "override the model's dtype: f32|bf16|f16")(
+      "explain", po::value(&a.explain), "print every candidate of this op with all its reasons")(
+      "json", po::bool_switch(&a.json), "machine-readable plan (schema switchyard.plan/1)");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  auto vm = parse_command(args, desc, &pos);
+  if (vm.count("help") || a.model.empty()) {
+    std::cout << "Usage: switchyard plan MODEL [options]\n" << desc << "\n" << kExitCodeHelp;
+    return vm.count("help") ? kExitOk : kExitUsage;
+  }
+  Policy policy;
+  policy.attention = a.attention;
+  policy.strict = a.strict;
+  policy.transfers = !a.no_transfers;
+  const std::vector<std::string> families = {"flash", "sdpa", "flex", "fused_decode", "any"};
+  if (std::find(families.begin(), families.end(), a.attention) == families.end()) {
+    std::cerr << "switchyard plan: --attention must be flash, sdpa, flex, fused_decode or any\n";
+    return kExitUsage;
+  }
+  if (!a.prefer.empty()) {
+    if (!parse_prefer(a.prefer, policy.prefer)) {
+      std::cerr << "switchyard plan: --prefer takes device types, e.g. cuda,cpu\n";
+      return kExitUsage;
+    }
+    policy.prefer_given = true;
+  } else {
+    policy.prefer = {kDLCUDA, kDLROCM, kDLCPU};
+  }
+  if (!a.kv_cache_device.empty()) {
+    auto t = parse_device_type(a.kv_cache_device);
+    if (!t) {
+      std::cerr << "switchyard plan: --kv-cache-device takes a device type, e.g. cpu or cuda\n";
+      return kExitUsage;
+    }
+    policy.kv_cache_device = t;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    Graph graph = load_model(a);
+    Registry reg = discover_plugins(global, default_load_options());
+    Inventory inv = a.target.empty() ? live_inventory(reg) : load_target(a.target);
+    Plan plan = plan_graph(graph, reg, inv, policy);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (a.json) {
+      nlohmann::json j = to_json(plan);
+      j["planning_ms"] = ms;
+      std::cout << j.dump(2) << "\n";
+    } else if (!a.explain.empty()) {
+      std::cout << render_explain(plan, a.explain);
+    } else {
+      std::cout << render_plan(plan);
+      std::cout << "planned in " << ms << " ms\n";
+    }
+    if (plan.error && !a.json)
+      std::cerr << "switchyard plan: no legal plan: " << plan.error->code << "\n";
+    return plan.ok() ? kExitOk : kExitNoPlan;
+  } catch (const InputError& e) {
+    return print_input_error(e, a.json);
+  }
+}
+
+}  // namespace sy::cli

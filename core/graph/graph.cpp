@@ -1,0 +1,436 @@
+#include "core/graph/graph.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/capability/vocabulary.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+constexpr int64_t kMaxElements = int64_t(1) << 50;
+
+// Walks JSON with a path for error messages.
+class Reader {
+ public:
+  Reader(const json& j, std::string file, std::string path)
+      : j_(j), file_(std::move(file)), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& what, const char* code = input_error::kBadGraph) const {
+    throw InputError(file_ + ":" + (path_.empty() ? "$" : path_), what, code);
+  }
+  Reader at(const char* key) const {
+    if (!j_.is_object()) fail("expected an object");
+    if (!j_.contains(key)) fail(std::string("missing field '") + key + "'");
+    return Reader(j_.at(key), file_, path_.empty() ? key : path_ + "." + key);
+  }
+  bool has(const char* key) const { return j_.is_object() && j_.contains(key); }
+  Reader at(size_t i) const {
+    return Reader(j_.at(i), file_, path_ + "[" + std::to_string(i) + "]");
+  }
+  size_t array_size() const {
+    if (!j_.is_array()) fail("expected an array");
+    return j_.size();
+  }
+  std::string str() const {
+    if (!j_.is_string()) fail("expected a string");
+    return j_.get<std::string>();
+  }
+  int64_t integer() const {
+    if (!j_.is_number_integer()) fail("expected an integer");
+    return j_.get<int64_t>();
+  }
+  const json& raw() const { return j_; }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& j_;
+  std::string file_, path_;
+};
+
+std::vector<std::string> names(const Reader& r) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r.array_size(); ++i) out.push_back(r.at(i).str());
+  return out;
+}
+
+Value parse_value(const Reader& r) {
+  Value v;
+  v.name = r.at("name").str();
+  auto dt = parse_dtype(r.at("dtype").str());
+  if (!dt) r.at("dtype").fail("unknown dtype '" + r.at("dtype").str() + "'");
+  v.dtype = *dt;
+  Reader shape = r.at("shape");
+  int64_t elements = 1;
+  for (size_t i = 0; i < shape.array_size(); ++i) {
+    int64_t d = shape.at(i).integer();
+    if (d <= 0 || d > kMaxDim)
+      shape.at(i).fail("dimension must be in [1, 2^40], got " + std::to_string(d));
+    if (elements > kMaxElements / d) shape.fail("more than 2^50 elements");
+    elements *= d;
+    v.shape.push_back(d);
+  }
+  std::string kind = r.has("kind") ? r.at("kind").str() : "activation";
+  if (kind == "activation")
+    v.kind = ValueKind::activation;
+  else if (kind == "weight")
+    v.kind = ValueKind::weight;
+  else if (kind == "kv_cache")
+    v.kind = ValueKind::kv_cache;
+  else if (kind == "input")
+    v.kind = ValueKind::input;
+  else
+    r.at("kind").fail("unknown kind '" + kind + "' (activation, weight, kv_cache, input)");
+  return v;
+}
+
+Node parse_node(const Reader& r) {
+  Node n;
+  n.id = r.at("id").str();
+  std::string op = r.at("op").str();
+  auto kind = parse_op_kind(op);
+  if (!kind) {
+    std::string known;
+    for (int i = 0; i < SY_OP_COUNT; ++i)
+      known += std::string(i ? ", " : "") + sy_op_kind_name(static_cast<sy_op_kind>(i));
+    r.at("op").fail("unknown op '" + op + "' (known: " + known + ")", input_error::kUnknownOp);
+  }
+  n.op = *kind;
+  n.inputs = names(r.at("inputs"));
+  n.outputs = names(r.at("outputs"));
+  if (r.has("layer")) n.layer = int(r.at("layer").integer());
+  if (r.has("attrs")) {
+    Reader attrs = r.at("attrs");
+    if (!attrs.raw().is_object()) attrs.fail("expected an object");
+    for (const auto& [key, v] : attrs.raw().items()) {
+      if (v.is_boolean())
+        n.attrs.push_back({key, int64_t(v.get<bool>())});
+      else if (v.is_number_integer())
+        n.attrs.push_back({key, v.get<int64_t>()});
+      else if (v.is_number())
+        n.attrs.push_back({key, v.get<double>()});
+      else if (v.is_string())
+        n.attrs.push_back({key, v.get<std::string>()});
+      else
+        attrs.at(key.c_str()).fail("expected a number, boolean or string");
+    }
+  }
+  return n;
+}
+
+Phase parse_phase(const Reader& r) {
+  Phase p;
+  p.name = r.at("name").str();
+  Reader values = r.at("values");
+  for (size_t i = 0; i < values.array_size(); ++i) p.values.push_back(parse_value(values.at(i)));
+  Reader ops = r.at("ops");
+  for (size_t i = 0; i < ops.array_size(); ++i) p.nodes.push_back(parse_node(ops.at(i)));
+  if (r.has("fusions")) {
+    Reader fusions = r.at("fusions");
+    for (size_t i = 0; i < fusions.array_size(); ++i) {
+      Reader f = fusions.at(i);
+      p.fusions.push_back(
+          {f.at("group").str(), names(f.at("replaces")), parse_node(f.at("fused"))});
+    }
+  }
+  return p;
+}
+
+// Line and column of byte `offset` in `text`, for JSON syntax errors.
+std::string line_column(const std::string& text, size_t offset) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n')
+      ++line, col = 1;
+    else
+      ++col;
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+const char* value_kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::activation: return "activation";
+    case ValueKind::weight: return "weight";
+    case ValueKind::kv_cache: return "kv_cache";
+    case ValueKind::input: return "input";
+  }
+  return "?";
+}
+
+int64_t Value::bytes() const {
+  int64_t n = sy_dtype_size(dtype);
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const Value* Phase::value(const std::string& n) const {
+  for (const auto& v : values)
+    if (v.name == n) return &v;
+  return nullptr;
+}
+
+const Node* Phase::node(const std::string& id) const {
+  for (const auto& n : nodes)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+
+Graph parse_graph(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(file + ":" + line_column(text, e.byte == 0 ? 0 : e.byte - 1),
+                     std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
+  }
+  Reader root(j, file, "");
+  std::string schema = root.at("schema").str();
+  if (schema != kGraphSchema)
+    root.at("schema").fail(
+        "unsupported schema '" + schema + "', this switchyard reads '" + kGraphSchema + "'",
+        input_error::kSchema);
+  Graph g;
+  g.name = root.has("name") ? root.at("name").str() : file;
+  g.source = file;
+  Reader phases = root.at("phases");
+  if (phases.array_size() == 0) phases.fail("a graph needs at least one phase");
+  for (size_t i = 0; i < phases.array_size(); ++i) {
+    g.phases.push_back(parse_phase(phases.at(i)));
+    validate(g.phases.back(), file + ":phases[" + std::to_string(i) + "]");
+  }
+  return g;
+}
+
+Graph load_graph_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot read the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_graph(ss.str(), path);
+}
+
+OpDesc op_desc(const Phase& phase, const Node& node, sy_memory_kind memory) {
+  OpDesc op;
+  op.op = node.op;
+  for (const auto& n : node.inputs) {
+    const Value* v = phase.value(n);
+    op.inputs.push_back({v->dtype, v->shape, memory});
+  }
+  for (const auto& n : node.outputs) {
+    const Value* v = phase.value(n);
+    op.outputs.push_back({v->dtype, v->shape, memory});
+  }
+  op.attrs = node.attrs;
+  return op;
+}
+
+// Contract checks that connect ops: what one op produces must be what the next expects.
+void check_node_shapes(const Phase& p, const Node& n, const std::string& where) {
+  auto fail = [&](const std::string& what, const char* code = input_error::kShapeMismatch) {
+    throw InputError(where + ".ops['" + n.id + "']", what, code);
+  };
+  auto in = [&](size_t i) -> const Value& {
+    if (i >= n.inputs.size())
+      fail(std::string(sy_op_kind_name(n.op)) + " needs input " + std::to_string(i));
+    return *p.value(n.inputs[i]);
+  };
+  auto out = [&](size_t i) -> const Value& {
+    if (i >= n.outputs.size())
+      fail(std::string(sy_op_kind_name(n.op)) + " needs output " + std::to_string(i));
+    return *p.value(n.outputs[i]);
+  };
+  auto same = [&](const Value& a, const Value& b) {
+    if (a.shape != b.shape)
+      fail("shape mismatch: '" + a.name + "' " + shape_text(a.shape) + " vs '" + b.name + "' " +
+           shape_text(b.shape));
+  };
+  auto same_dtype = [&](const Value& a, const Value& b) {
+    if (a.dtype != b.dtype)
+      fail(std::string("dtype mismatch: '") + a.name + "' is " + sy_dtype_name(a.dtype) + ", '" +
+               b.name + "' is " + sy_dtype_name(b.dtype),
+           input_error::kDtypeMismatch);
+  };
+  switch (n.op) {
+    case SY_OP_MATMUL: {
+      // a and c are views: a is [M, K] and c is [M, N] whatever their shapes, K and N from b.
+      const Value &a = in(0), &b = in(1), &c = out(0);
+      same_dtype(a, b);
+      bool tb = false;
+      for (const auto& at : n.attrs)
+        if (at.name == SY_ATTR_TRANSPOSE_B && std::holds_alternative<int64_t>(at.value))
+          tb = std::get<int64_t>(at.value) != 0;
+      if (b.shape.size() != 2) fail("matmul needs b of rank 2, got " + shape_text(b.shape));
+      int64_t k = tb ? b.shape[1] : b.shape[0], nn = tb ? b.shape[0] : b.shape[1];
+      int64_t na = 1, nc = 1;
+      for (int64_t d : a.shape) na *= d;
+      for (int64_t d : c.shape) nc *= d;
+      if (na % k != 0 || nc != na / k * nn)
+        fail("shape mismatch: matmul a " + shape_text(a.shape) + ", b " + shape_text(b.shape) +
+             (tb ? " (transposed)" : "") + ", c " + shape_text(c.shape) +
+             " do not form [M,K]x[K,N]=[M,N]");
+      break;
+    }
+    case SY_OP_ADD:
+    case SY_OP_MUL:
+    case SY_OP_SILU_MUL:
+    case SY_OP_GELU_MUL:
+      same_dtype(in(0), in(1));
+      same(in(0), out(0));
+      break;
+    case SY_OP_RMS_NORM:
+    case SY_OP_SILU:
+    case SY_OP_GELU:
+    case SY_OP_SOFTMAX:
+    case SY_OP_ROPE:
+      same(in(0), out(0));
+      same_dtype(in(0), out(0));
+      break;
+    case SY_OP_ATTENTION: {
+      const Value &q = in(0), &k = in(1), &v = in(2), &o = out(0);
+      same_dtype(q, k);
+      same_dtype(q, v);
+      if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape != k.shape || o.shape != q.shape ||
+          q.shape[3] != k.shape[3] || q.shape[0] != k.shape[0])
+        fail("shape mismatch: attention needs q, o [B,Sq,Hq,D] and k, v [B,Skv,Hkv,D], got q " +
+             shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " + shape_text(v.shape) +
+             ", o " + shape_text(o.shape));
+      break;
+    }
+    default: break;
+  }
+}
+
+void validate(Phase& p, const std::string& where) {
+  std::map<std::string, size_t> producer;
+  std::set<std::string> value_names, ids;
+  for (size_t i = 0; i < p.values.size(); ++i)
+    if (!value_names.insert(p.values[i].name).second)
+      throw InputError(where + ".values[" + std::to_string(i) + "]",
+                       "duplicate value '" + p.values[i].name + "'");
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node& n = p.nodes[i];
+    std::string at = where + ".ops[" + std::to_string(i) + "]";
+    if (!ids.insert(n.id).second) throw InputError(at, "duplicate op id '" + n.id + "'");
+    for (const auto& v : n.inputs)
+      if (!p.value(v)) throw InputError(at + ".inputs", "unknown value '" + v + "'");
+    for (const auto& v : n.outputs) {
+      if (!p.value(v)) throw InputError(at + ".outputs", "unknown value '" + v + "'");
+      // KV caches are written in place by several ops; every other value has one producer.
+      if (p.value(v)->kind != ValueKind::kv_cache && !producer.emplace(v, i).second)
+        throw InputError(at + ".outputs", "value '" + v + "' has two producers");
+    }
+  }
+  for (const auto& n : p.nodes) check_node_shapes(p, n, where);
+  for (const auto& n : p.nodes)
+    for (const auto& v : n.inputs)
+      if (p.value(v)->kind == ValueKind::activation && !producer.count(v))
+        throw InputError(where + ".ops['" + n.id + "']",
+                         "activation '" + v + "' is consumed but never produced");
+  // Kahn's algorithm: a stable topological order, or the cycle named.
+  std::vector<int> pending(p.nodes.size(), 0);
+  std::vector<std::vector<size_t>> users(p.nodes.size());
+  auto edge = [&](size_t from, size_t to) {
+    ++pending[to];
+    users[from].push_back(to);
+  };
+  for (size_t i = 0; i < p.nodes.size(); ++i)
+    for (const auto& v : p.nodes[i].inputs)
+      if (auto it = producer.find(v); it != producer.end() && it->second != i) edge(it->second, i);
+  // A KV cache is written in place, so its accesses keep the order they have in the phase: a
+  // read comes after the last append before it (decode's attention reads the row its step
+  // appended), an append after the last append and the reads since.
+  std::map<std::string, size_t> last_write;
+  std::map<std::string, std::vector<size_t>> reads_since;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    for (const auto& v : p.nodes[i].inputs)
+      if (p.value(v)->kind == ValueKind::kv_cache) {
+        if (auto w = last_write.find(v); w != last_write.end() && w->second != i)
+          edge(w->second, i);
+        reads_since[v].push_back(i);
+      }
+    for (const auto& v : p.nodes[i].outputs)
+      if (p.value(v)->kind == ValueKind::kv_cache) {
+        if (auto w = last_write.find(v); w != last_write.end() && w->second != i)
+          edge(w->second, i);
+        for (size_t r : reads_since[v])
+          if (r != i) edge(r, i);
+        reads_since[v].clear();
+        last_write[v] = i;
+      }
+  }
+  // A KV cache has several writers (appends) and readers (attention): each reader comes after
+  // every writer listed before it, so an attention sees the rows appended for its step.
+  std::map<std::string, std::vector<size_t>> cache_writers;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    for (const auto& v : p.nodes[i].inputs)
+      if (p.value(v)->kind == ValueKind::kv_cache)
+        for (size_t w : cache_writers[v])
+          if (w != i) ++pending[i], users[w].push_back(i);
+    for (const auto& v : p.nodes[i].outputs)
+      if (p.value(v)->kind == ValueKind::kv_cache) cache_writers[v].push_back(i);
+  }
+  std::vector<size_t> order, ready;
+  for (size_t i = p.nodes.size(); i-- > 0;)
+    if (!pending[i]) ready.push_back(i);
+  while (!ready.empty()) {
+    size_t i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (auto it = users[i].rbegin(); it != users[i].rend(); ++it)
+      if (--pending[*it] == 0) ready.push_back(*it);
+  }
+  if (order.size() != p.nodes.size()) {
+    for (size_t i = 0; i < p.nodes.size(); ++i)
+      if (pending[i])
+        throw InputError(where, "the ops form a cycle through '" + p.nodes[i].id + "'",
+                         input_error::kCycle);
+  }
+  std::vector<Node> sorted;
+  for (size_t i : order) sorted.push_back(std::move(p.nodes[i]));
+  p.nodes = std::move(sorted);
+}
+
+nlohmann::json to_json(const Graph& g) {
+  json phases = json::array();
+  auto node_json = [](const Node& n) {
+    json attrs = json::object();
+    for (const auto& a : n.attrs) std::visit([&](const auto& v) { attrs[a.name] = v; }, a.value);
+    json j{{"id", n.id},
+           {"op", sy_op_kind_name(n.op)},
+           {"inputs", n.inputs},
+           {"outputs", n.outputs},
+           {"attrs", attrs}};
+    if (n.layer >= 0) j["layer"] = n.layer;
+    return j;
+  };
+  for (const auto& p : g.phases) {
+    json values = json::array(), ops = json::array(), fusions = json::array();
+    for (const auto& v : p.values)
+      values.push_back({{"name", v.name},
+                        {"dtype", sy_dtype_name(v.dtype)},
+                        {"shape", v.shape},
+                        {"kind", value_kind_name(v.kind)}});
+    for (const auto& n : p.nodes) ops.push_back(node_json(n));
+    for (const auto& f : p.fusions)
+      fusions.push_back(
+          {{"group", f.group}, {"replaces", f.replaces}, {"fused", node_json(f.fused)}});
+    phases.push_back({{"name", p.name}, {"values", values}, {"ops", ops}, {"fusions", fusions}});
+  }
+  return {{"schema", kGraphSchema}, {"name", g.name}, {"phases", phases}};
+}
+
+}  // namespace sy

@@ -1,0 +1,102 @@
+// graph/ — the model as the planner sees it: phases (prefill, decode) of operators over named
+// values, read from and written to the versioned Switchyard graph JSON (docs/graph-format.md).
+//
+// Offers: Graph/Phase/Node/Value, parse_graph() with errors that name the file, the JSON path
+// and what was expected, to_json(), and validate() (unknown ops, dangling values, shape and
+// dtype mismatches between connected ops, cycles). Depends on capability/.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/capability/op.hpp"
+
+namespace sy {
+
+inline constexpr const char* kGraphSchema = "switchyard.graph/1";
+
+enum class ValueKind { activation, weight, kv_cache, input };
+const char* value_kind_name(ValueKind k);
+
+struct Value {
+  std::string name;
+  sy_dtype dtype = SY_DTYPE_F32;
+  std::vector<int64_t> shape;
+  ValueKind kind = ValueKind::activation;
+  int64_t bytes() const;
+};
+
+struct Node {
+  std::string id;
+  sy_op_kind op = SY_OP_COPY;
+  std::vector<std::string> inputs, outputs;  // value names, in the ABI's operand order
+  std::vector<Attr> attrs;
+  int layer = -1;  // decoder layer, -1 for none
+};
+
+// An alternative for a group of nodes: one fused node that replaces them all (e.g. the decode
+// attention block). The planner uses it only when a fused kernel accepts it legally.
+struct Fusion {
+  std::string group;
+  std::vector<std::string> replaces;  // node ids
+  Node fused;
+};
+
+struct Phase {
+  std::string name;  // "prefill", "decode", ...
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topological order after validate()
+  std::vector<Fusion> fusions;
+
+  const Value* value(const std::string& name) const;
+  const Node* node(const std::string& id) const;
+};
+
+struct Graph {
+  std::string name;
+  std::string source;  // file it came from, or "config.json (llama)" for imported graphs
+  std::vector<Phase> phases;
+};
+
+// Error codes of bad input, from the error catalog (docs/errors.md).
+namespace input_error {
+inline constexpr const char* kJsonSyntax = "SY201";
+inline constexpr const char* kSchema = "SY202";
+inline constexpr const char* kUnknownOp = "SY203";
+inline constexpr const char* kShapeMismatch = "SY204";
+inline constexpr const char* kDtypeMismatch = "SY205";
+inline constexpr const char* kCycle = "SY206";
+inline constexpr const char* kBadConfig = "SY207";
+inline constexpr const char* kUnknownModelType = "SY208";
+inline constexpr const char* kBadGraph = "SY209";  // missing field, unknown value, duplicates
+inline constexpr const char* kBadTarget = "SY210";
+}  // namespace input_error
+
+// A graph file, config or target that is not what it should be. `where` is "file:JSON-path"
+// or "file:line:column" for syntax errors; `code` is its catalog code.
+struct InputError : std::runtime_error {
+  InputError(std::string where_, const std::string& what,
+             const char* code_ = input_error::kBadGraph)
+      : std::runtime_error(where_ + ": " + what), where(std::move(where_)), code(code_) {}
+  std::string where;
+  std::string code;
+};
+
+// Reads a graph JSON file; throws InputError.
+Graph load_graph_file(const std::string& path);
+// Parses graph JSON text (`file` names it in errors); throws InputError.
+Graph parse_graph(const std::string& text, const std::string& file);
+nlohmann::json to_json(const Graph& g);
+
+// Checks a phase: known values, one producer per value, matching shapes and dtypes where
+// an op's contract fixes them, no cycles; sorts nodes topologically. Throws InputError.
+void validate(Phase& phase, const std::string& file);
+
+// The OpDesc of a node, with every tensor in `memory` (the planner then adjusts residency).
+OpDesc op_desc(const Phase& phase, const Node& node, sy_memory_kind memory = SY_MEMORY_HOST);
+
+}  // namespace sy

@@ -1,0 +1,201 @@
+// The plan as JSON (schema switchyard.plan/1) and as text a person reads.
+#include <map>
+#include <sstream>
+
+#include "core/capability/vocabulary.hpp"
+#include "core/planner/planner.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+json reasons_json(const std::vector<Refusal>& rs) {
+  json out = json::array();
+  for (const auto& r : rs) out.push_back(to_json(r));
+  return out;
+}
+
+json candidate_json(const CandidateReport& c) {
+  return {{"plugin", c.plugin}, {"kernel", c.kernel},     {"family", c.family},
+          {"device", c.device}, {"accepted", c.accepted}, {"reasons", reasons_json(c.reasons)}};
+}
+
+json policy_json(const Policy& p) {
+  json prefer = json::array();
+  for (auto t : p.prefer) prefer.push_back(device_type_name(t));
+  return {{"prefer", prefer},
+          {"attention", p.attention},
+          {"fallback", p.strict ? "strict" : "auto"},
+          {"kv_cache_device", p.kv_cache_device ? device_type_name(*p.kv_cache_device) : "auto"},
+          {"transfers", p.transfers}};
+}
+
+// "l12.q_proj" -> "l*.q_proj": ops of every layer fold into one row per pattern.
+std::string pattern_of(const PlannedOp& op) {
+  if (op.layer < 0) return op.id;
+  std::string prefix = "l" + std::to_string(op.layer) + ".";
+  return op.id.rfind(prefix, 0) == 0 ? "l*." + op.id.substr(prefix.size()) : op.id;
+}
+
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
+
+std::string bytes_text(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / (1 << 30));
+  else if (b >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", double(b) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+}  // namespace
+
+json to_json(const Plan& plan) {
+  json phases = json::array();
+  for (const auto& p : plan.phases) {
+    json ops = json::array(), copies = json::array(), caches = json::array(),
+         fallbacks = json::array();
+    for (const auto& o : p.ops) {
+      json rejected = json::array();
+      for (const auto& r : o.rejected) rejected.push_back(candidate_json(r));
+      json j{{"id", o.id},         {"op", sy_op_kind_name(o.op)}, {"plugin", o.plugin},
+             {"kernel", o.kernel}, {"family", o.family},          {"device", o.device},
+             {"rule", o.rule},     {"rejected", rejected}};
+      if (o.layer >= 0) j["layer"] = o.layer;
+      if (!o.fused_group.empty()) j["fused_group"] = o.fused_group;
+      ops.push_back(j);
+    }
+    for (const auto& c : p.copies)
+      copies.push_back({{"value", c.value},
+                        {"from", c.from},
+                        {"to", c.to},
+                        {"before_op", c.before_op},
+                        {"bytes", c.bytes}});
+    for (const auto& [v, d] : p.kv_caches) caches.push_back({{"value", v}, {"device", d}});
+    for (const auto& f : p.fallbacks)
+      fallbacks.push_back(
+          {{"op", f.op}, {"wanted", f.wanted}, {"chosen", f.chosen}, {"reason", f.reason}});
+    phases.push_back({{"name", p.name},
+                      {"ops", ops},
+                      {"copies", copies},
+                      {"kv_caches", caches},
+                      {"fallbacks", fallbacks},
+                      {"fusions_used", p.fusions_used},
+                      {"fusions_refused", p.fusions_refused}});
+  }
+  json j{{"schema", "switchyard.plan/1"},
+         {"status", plan.ok() ? "ok" : "error"},
+         {"model", plan.model},
+         {"target", plan.target},
+         {"policy", policy_json(plan.policy)},
+         {"phases", phases},
+         {"plan_hash", plan.hash}};
+  if (plan.error) {
+    json cands = json::array();
+    for (const auto& c : plan.error->candidates) cands.push_back(candidate_json(c));
+    j["error"] = {{"code", plan.error->code},       {"name", plan.error->name},
+                  {"message", plan.error->message}, {"phase", plan.error->phase},
+                  {"op", plan.error->op},           {"candidates", cands}};
+  }
+  return j;
+}
+
+std::string render_plan(const Plan& plan) {
+  std::ostringstream out;
+  out << "Plan for " << plan.model << " on " << plan.target << " (hash " << plan.hash << ")\n";
+  for (const auto& p : plan.phases) {
+    out << "\nphase " << p.name << ": " << p.ops.size() << " ops\n";
+    // Fold layers: one row per (pattern, decision), with the layers it covers.
+    struct Row {
+      std::string pattern, op, plugin, kernel, device, rule;
+      int count = 0;
+    };
+    std::vector<Row> rows;
+    std::map<std::string, size_t> index;
+    for (const auto& o : p.ops) {
+      std::string pattern = pattern_of(o);
+      std::string key = pattern + "|" + o.plugin + "|" + o.kernel + "|" + o.device + "|" + o.rule;
+      auto it = index.find(key);
+      if (it == index.end()) {
+        index[key] = rows.size();
+        rows.push_back({pattern, sy_op_kind_name(o.op), o.plugin, o.kernel, o.device, o.rule, 1});
+      } else {
+        rows[it->second].count++;
+      }
+    }
+    out << "  " << pad("OP", 26) << pad("KIND", 24) << pad("PLUGIN/KERNEL", 36) << pad("DEVICE", 8)
+        << "WHY\n";
+    for (const auto& r : rows) {
+      std::string name = r.pattern + (r.count > 1 ? " (x" + std::to_string(r.count) + ")" : "");
+      out << "  " << pad(name, 26) << pad(r.op, 24) << pad(r.plugin + "/" + r.kernel, 36)
+          << pad(r.device, 8) << r.rule << "\n";
+    }
+    std::map<std::string, int> per_device;
+    for (const auto& o : p.ops) per_device[o.device]++;
+    int64_t copy_bytes = 0;
+    for (const auto& c : p.copies) copy_bytes += c.bytes;
+    out << "  summary: ";
+    for (const auto& [d, n] : per_device) out << n << " ops on " << d << ", ";
+    out << p.copies.size() << " copies (" << bytes_text(copy_bytes) << "), " << p.fallbacks.size()
+        << " fallbacks\n";
+    std::map<std::string, int> cache_devices;
+    for (const auto& [v, d] : p.kv_caches) cache_devices[d]++;
+    for (const auto& [d, n] : cache_devices) out << "  kv caches: " << n << " on " << d << "\n";
+    if (!p.fusions_used.empty())
+      out << "  fused: " << p.fusions_used.size() << " decode attention blocks\n";
+    for (size_t i = 0; i < p.fusions_refused.size() && i < 3; ++i)
+      out << "  not fused: " << p.fusions_refused[i] << "\n";
+    for (size_t i = 0; i < p.copies.size() && i < 5; ++i)
+      out << "  copy " << p.copies[i].value << " " << p.copies[i].from << " -> " << p.copies[i].to
+          << " (" << bytes_text(p.copies[i].bytes) << ") before " << p.copies[i].before_op << "\n";
+    if (p.copies.size() > 5) out << "  ... " << p.copies.size() - 5 << " more copies (--json)\n";
+    for (size_t i = 0; i < p.fallbacks.size() && i < 5; ++i)
+      out << "  fallback " << p.fallbacks[i].op << ": wanted " << p.fallbacks[i].wanted << ", got "
+          << p.fallbacks[i].chosen << " because " << p.fallbacks[i].reason << "\n";
+    if (p.fallbacks.size() > 5)
+      out << "  ... " << p.fallbacks.size() - 5 << " more fallbacks (--json)\n";
+  }
+  if (plan.error)
+    out << "\nerror " << plan.error->code << " (" << plan.error->name
+        << "): " << plan.error->message << "\n";
+  return out.str();
+}
+
+std::string render_explain(const Plan& plan, const std::string& id) {
+  std::ostringstream out;
+  bool found = false;
+  auto reasons = [](const CandidateReport& c) {
+    std::string s;
+    for (const auto& r : c.reasons)
+      s += "\n      - " + r.constraint + ": needs " + r.required + ", offers " + r.offered +
+           (r.text.empty() ? "" : " (" + r.text + ")");
+    return s;
+  };
+  for (const auto& p : plan.phases)
+    for (const auto& o : p.ops) {
+      if (o.id != id) continue;
+      found = true;
+      out << "phase " << p.name << ", op " << o.id << " (" << sy_op_kind_name(o.op) << ")\n"
+          << "  chosen: " << o.plugin << "/" << o.kernel << " on " << o.device << " — " << o.rule
+          << "\n  other candidates:\n";
+      for (const auto& c : o.rejected)
+        out << "    " << c.plugin << "/" << c.kernel << " [" << c.family << "] on " << c.device
+            << (c.accepted ? ": legal, not chosen" : ": refused") << reasons(c) << "\n";
+    }
+  if (plan.error && plan.error->op == id) {
+    found = true;
+    out << "op " << id << " has no legal candidate (" << plan.error->code << "):\n";
+    for (const auto& c : plan.error->candidates)
+      out << "    " << c.plugin << "/" << c.kernel << " [" << c.family << "] on " << c.device
+          << reasons(c) << "\n";
+  }
+  if (!found) out << "no op '" << id << "' in the plan\n";
+  return out.str();
+}
+
+}  // namespace sy

@@ -1,0 +1,357 @@
+// Planning one graph: candidates per op, policy, fusion, KV-cache placement, copies.
+//
+// Three passes per phase, each deterministic: (1) KV caches unplaced, to learn where each
+// layer's attention runs; (2) caches placed where their attention runs (or where
+// --kv-cache-device says), which fixes every other placement; (3) fusion groups whose fused
+// kernel accepts the operands exactly where pass 2 put them replace their ops. A fused kernel
+// never receives implicit copies: it stands in for ops that would have run elsewhere.
+#include "core/planner/planner.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/capability/vocabulary.hpp"
+#include "core/planner/candidates.hpp"
+
+namespace sy {
+namespace {
+
+constexpr const char* kHost = "host";
+
+struct PhaseState {
+  std::map<std::string, std::set<std::string>> available;  // value -> memory locations
+  std::map<std::string, std::string> home;                 // value -> first location
+  std::map<std::string, std::string> fixed;                // value -> location it must have
+};
+
+bool is_attention_family_pinned(const Policy& p, const Node& n) {
+  return n.op == SY_OP_ATTENTION && p.attention != "any" && p.attention != "fused_decode";
+}
+
+std::string summarize(const std::vector<CandidateReport>& cands) {
+  std::string out;
+  for (const auto& c : cands) {
+    if (c.accepted) continue;
+    std::string reasons;
+    for (const auto& r : c.reasons) reasons += (reasons.empty() ? "" : "; ") + r.text;
+    out += (out.empty() ? "" : " | ") + c.plugin + "/" + c.kernel + "@" + c.device + ": " + reasons;
+  }
+  return out;
+}
+
+class PhasePlanner {
+ public:
+  PhasePlanner(const Phase& phase, const Registry& reg, const Inventory& inv, const Policy& pol)
+      : phase_(phase), cands_(reg, inv, pol), inv_(inv), pol_(pol) {}
+
+  // Returns the plan of the phase, or sets `error`.
+  PhasePlan run(std::optional<PlanError>& error) {
+    // Pass 1: caches free.
+    PhaseState free_state = initial_state();
+    std::vector<Decision> first = place_all(phase_.nodes, free_state, nullptr);
+    if (!first_error_.has_value()) fix_caches(first, free_state);
+    // Pass 2: caches fixed.
+    first_error_.reset();
+    PhaseState state = initial_state();
+    state.fixed = cache_fix_;
+    std::vector<Decision> second = place_all(phase_.nodes, state, nullptr);
+    if (first_error_) {
+      error = first_error_;
+      return {};
+    }
+    // Pass 3: fusion.
+    std::vector<Node> nodes = apply_fusions(second, state, error);
+    if (error) return {};
+    PhaseState final_state = initial_state();
+    final_state.fixed = cache_fix_;
+    plan_.copies.clear();
+    std::vector<Decision> decisions = place_all(nodes, final_state, &plan_.copies);
+    if (first_error_) {
+      error = first_error_;
+      return {};
+    }
+    plan_.name = phase_.name;
+    for (const auto& d : decisions) plan_.ops.push_back(d.planned);
+    for (const auto& [value, loc] : cache_fix_) plan_.kv_caches.emplace_back(value, loc);
+    return plan_;
+  }
+
+ private:
+  struct Decision {
+    PlannedOp planned;
+    std::vector<std::string> in_locs, out_locs;
+  };
+
+  PhaseState initial_state() const {
+    PhaseState s;
+    for (const auto& v : phase_.values)
+      if (v.kind == ValueKind::input) s.available[v.name].insert(kHost), s.home[v.name] = kHost;
+    return s;
+  }
+
+  std::vector<Decision> place_all(const std::vector<Node>& nodes, PhaseState& state,
+                                  std::vector<Copy>* copies) {
+    std::vector<Decision> out;
+    for (const auto& n : nodes) {
+      std::optional<Decision> d = place(n, state, copies);
+      if (!d) return out;
+      out.push_back(std::move(*d));
+    }
+    return out;
+  }
+
+  std::optional<Decision> place(const Node& n, PhaseState& state, std::vector<Copy>* copies) {
+    Placement where{state.available, state.home, state.fixed, pol_.transfers};
+    std::vector<Candidate> all = cands_.evaluate(phase_, n, where);
+    std::vector<const Candidate*> accepted;
+    for (const auto& c : all)
+      if (c.report.accepted) accepted.push_back(&c);
+    std::vector<CandidateReport> reports;
+    for (const auto& c : all) reports.push_back(c.report);
+
+    std::string rule, fallback_reason, wanted;
+    // The attention family pin.
+    if (is_attention_family_pinned(pol_, n)) {
+      std::vector<const Candidate*> pinned;
+      std::vector<CandidateReport> pinned_reports;
+      for (const auto& c : all)
+        if (c.report.family == pol_.attention) {
+          pinned_reports.push_back(c.report);
+          if (c.report.accepted) pinned.push_back(&c);
+        }
+      if (!pinned.empty()) {
+        accepted = pinned;
+        rule = "pinned --attention " + pol_.attention;
+      } else if (pol_.strict || accepted.empty()) {
+        fail(n, pinned_reports.empty() ? reports : pinned_reports, pol_.attention);
+        return std::nullopt;
+      } else {
+        wanted = "family " + pol_.attention;
+        fallback_reason = pinned_reports.empty()
+                              ? "no plugin has a " + pol_.attention + " kernel for this op"
+                              : summarize(pinned_reports);
+      }
+    }
+    if (accepted.empty()) {
+      fail(n, reports, "");
+      return std::nullopt;
+    }
+    // Device preference: strict holds the first preferred type.
+    if (pol_.strict && pol_.prefer_given) {
+      std::vector<const Candidate*> first_type;
+      std::vector<CandidateReport> first_reports;
+      for (const auto& c : all)
+        if (c.device_type == pol_.prefer.front()) {
+          first_reports.push_back(c.report);
+          if (c.report.accepted) first_type.push_back(&c);
+        }
+      if (first_type.empty()) {
+        fail(n, first_reports.empty() ? reports : first_reports, "",
+             first_reports.empty() ? device_type_name(pol_.prefer.front()) : "");
+        return std::nullopt;
+      }
+      accepted = first_type;
+    }
+    std::sort(accepted.begin(), accepted.end(), [](const Candidate* a, const Candidate* b) {
+      return std::tie(a->pref_rank, a->cost, a->report.plugin, a->report.kernel, a->report.device) <
+             std::tie(b->pref_rank, b->cost, b->report.plugin, b->report.kernel, b->report.device);
+    });
+    const Candidate& best = *accepted.front();
+    // The best rank any device of this inventory has: "first preferred" is relative to it.
+    int top_rank = int(pol_.prefer.size());
+    for (const auto& c : all) top_rank = std::min(top_rank, c.pref_rank);
+    if (rule.empty())
+      rule = best.pref_rank == top_rank
+                 ? "first preferred device type present (" + device_type_name(best.device_type) +
+                       ")" +
+                       (accepted.size() > 1 ? ", lowest cost of " + std::to_string(accepted.size())
+                                            : "")
+                 : "the preferred device type refused it; next in --prefer order";
+    if (!best.rule_extra.empty()) rule += "; " + best.rule_extra;
+    // A candidate on a more preferred device type that refused: a fallback to record.
+    if (wanted.empty() && best.pref_rank > top_rank) {
+      std::vector<CandidateReport> better;
+      for (const auto& c : all)
+        if (c.pref_rank < best.pref_rank && !c.report.accepted) better.push_back(c.report);
+      wanted = device_type_name(pol_.prefer.at(size_t(top_rank)));
+      fallback_reason = summarize(better);
+    }
+    if (!wanted.empty())
+      plan_fallback(n.id, wanted,
+                    best.report.plugin + "/" + best.report.kernel + "@" + best.report.device,
+                    fallback_reason, copies != nullptr);
+
+    Decision d;
+    d.planned = {n.id,
+                 n.op,
+                 n.layer,
+                 best.report.plugin,
+                 best.report.kernel,
+                 best.report.family,
+                 best.report.device,
+                 rule,
+                 "",
+                 {}};
+    for (const auto& f : phase_.fusions)
+      if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id)
+        d.planned.fused_group = f.group;
+    for (const auto& r : reports)
+      if (!(r.plugin == best.report.plugin && r.kernel == best.report.kernel &&
+            r.device == best.report.device))
+        d.planned.rejected.push_back(r);
+    d.in_locs = best.in_locs;
+    d.out_locs = best.out_locs;
+    commit(n, d, state, copies);
+    return d;
+  }
+
+  // Makes the chosen operand locations true: copies for inputs elsewhere, outputs placed.
+  void commit(const Node& n, const Decision& d, PhaseState& state, std::vector<Copy>* copies) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& v = n.inputs[i];
+      const std::string& want = d.in_locs[i];
+      auto& have = state.available[v];
+      if (have.empty()) {  // weights, and caches first touched here: loaded where needed
+        have.insert(want);
+        state.home[v] = want;
+        continue;
+      }
+      if (have.count(want)) continue;
+      if (copies) copies->push_back({v, state.home[v], want, n.id, phase_.value(v)->bytes()});
+      have.insert(want);
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const std::string& v = n.outputs[i];
+      state.available[v] = {d.out_locs[i]};
+      state.home[v] = d.out_locs[i];
+    }
+  }
+
+  void fix_caches(const std::vector<Decision>& first, const PhaseState& state) {
+    for (const auto& v : phase_.values) {
+      if (v.kind != ValueKind::kv_cache) continue;
+      if (pol_.kv_cache_device) {
+        const InventoryDevice* dev = nullptr;
+        for (const auto& d : inv_.devices)
+          if (d.info.type == *pol_.kv_cache_device) {
+            dev = &d;
+            break;
+          }
+        cache_fix_[v.name] = !dev
+                                 ? std::string("missing:") + device_type_name(*pol_.kv_cache_device)
+                             : dev->info.memory_is_host ? kHost
+                                                        : dev->id;
+        continue;
+      }
+      // Where the attention that reads it ran (its last reader in pass 1).
+      for (const auto& d : first) {
+        const Node* n = phase_.node(d.planned.id);
+        if (!n || n->op != SY_OP_ATTENTION) continue;
+        for (size_t i = 0; i < n->inputs.size(); ++i)
+          if (n->inputs[i] == v.name) cache_fix_[v.name] = d.in_locs[i];
+      }
+      if (!cache_fix_.count(v.name) && state.home.count(v.name))
+        cache_fix_[v.name] = state.home.at(v.name);
+    }
+  }
+
+  std::vector<Node> apply_fusions(const std::vector<Decision>& unfused, const PhaseState& state,
+                                  std::optional<PlanError>& error) {
+    std::set<std::string> replaced;
+    std::map<std::string, Node> fused_at;  // first replaced op id -> fused node
+    bool wanted = pol_.attention == "any" || pol_.attention == "fused_decode";
+    for (const auto& f : phase_.fusions) {
+      if (!wanted) continue;
+      Placement where{state.available, state.home, state.fixed, false};
+      // A fused kernel takes its operands exactly where the unfused plan put them: weights
+      // where their projections ran, activations where produced, caches where placed.
+      std::map<std::string, std::string> pinned_locs = where.fixed;
+      for (const auto& d : unfused)
+        if (std::find(f.replaces.begin(), f.replaces.end(), d.planned.id) != f.replaces.end()) {
+          const Node* n = phase_.node(d.planned.id);
+          for (size_t i = 0; i < n->inputs.size(); ++i)
+            if (phase_.value(n->inputs[i])->kind == ValueKind::weight)
+              pinned_locs[n->inputs[i]] = d.in_locs[i];
+        }
+      where.fixed = pinned_locs;
+      std::vector<Candidate> cands = cands_.evaluate(phase_, f.fused, where);
+      std::vector<const Candidate*> ok;
+      std::vector<CandidateReport> reports;
+      for (const auto& c : cands) {
+        reports.push_back(c.report);
+        if (c.report.accepted) ok.push_back(&c);
+      }
+      if (!ok.empty()) {
+        for (const auto& id : f.replaces) replaced.insert(id);
+        Node fused = f.fused;
+        fused_at[f.replaces.front()] = fused;
+        plan_.fusions_used.push_back(f.group);
+        continue;
+      }
+      std::string why =
+          reports.empty() ? "no plugin has a fused_decode_attention kernel" : summarize(reports);
+      if (pol_.attention == "fused_decode" && pol_.strict) {
+        fail(f.fused, reports, "fused_decode");
+        error = first_error_;
+        return {};
+      }
+      plan_.fusions_refused.push_back(f.group + ": " + why);
+      if (pol_.attention == "fused_decode")
+        plan_.fallbacks.push_back({f.group, "fused_decode", "unfused ops", why});
+    }
+    std::vector<Node> nodes;
+    for (const auto& n : phase_.nodes) {
+      if (auto it = fused_at.find(n.id); it != fused_at.end()) {
+        nodes.push_back(it->second);
+        continue;
+      }
+      if (!replaced.count(n.id)) nodes.push_back(n);
+    }
+    fused_groups_ = fused_at;
+    return nodes;
+  }
+
+  void plan_fallback(const std::string& op, const std::string& wanted, const std::string& chosen,
+                     const std::string& reason, bool final_pass) {
+    if (final_pass) plan_.fallbacks.push_back({op, wanted, chosen, reason});
+  }
+
+  void fail(const Node& n, const std::vector<CandidateReport>& cands, const std::string& pinned,
+            const std::string& missing_device = "") {
+    if (first_error_) return;
+    first_error_ = select_error(phase_, n, cands, pinned, missing_device);
+  }
+
+  const Phase& phase_;
+  Candidates cands_;
+  const Inventory& inv_;
+  const Policy& pol_;
+  PhasePlan plan_;
+  std::map<std::string, std::string> cache_fix_;
+  std::map<std::string, Node> fused_groups_;
+  std::optional<PlanError> first_error_;
+};
+
+}  // namespace
+
+Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
+                const Policy& policy) {
+  Plan plan;
+  plan.model = graph.name;
+  plan.target = inventory.name;
+  plan.policy = policy;
+  for (const auto& phase : graph.phases) {
+    std::optional<PlanError> error;
+    PhasePlan p = PhasePlanner(phase, registry, inventory, policy).run(error);
+    if (error) {
+      plan.error = error;
+      break;
+    }
+    plan.phases.push_back(std::move(p));
+  }
+  plan.hash = plan_hash(plan);
+  return plan;
+}
+
+}  // namespace sy

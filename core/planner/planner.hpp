@@ -1,0 +1,91 @@
+// planner/ — a model graph in, a legal plan or a documented error out.
+//
+// Offers: the device inventory (live discovery, or a --target profile of a machine you do not
+// have; inventory.hpp), the policy (device preference, attention family pin, strict/auto
+// fallback, KV-cache device, transfers), plan_graph() which decides for every op the plugin,
+// kernel and device, the copies between memories and where each KV cache lives, recording
+// every rejected candidate with all its reasons, and the plan's JSON form and hash.
+// Depends on graph/, registry/, capability/, errors/.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/graph/graph.hpp"
+#include "core/planner/inventory.hpp"
+#include "core/registry/registry.hpp"
+
+namespace sy {
+
+struct Policy {
+  std::vector<DLDeviceType> prefer;  // device types, most preferred first
+  bool prefer_given = false;         // the user said --prefer (strict then holds it)
+  std::string attention = "any";     // family pin: flash, sdpa, flex, fused_decode, any
+  bool strict = false;               // a refusal of the pinned/preferred choice is the error
+  std::optional<DLDeviceType> kv_cache_device;
+  bool transfers = true;
+};
+
+struct CandidateReport {
+  std::string plugin, kernel, family, device;
+  bool accepted = false;
+  std::vector<Refusal> reasons;
+};
+
+struct PlannedOp {
+  std::string id;
+  sy_op_kind op = SY_OP_COPY;
+  int layer = -1;
+  std::string plugin, kernel, family, device;  // device: inventory id, e.g. "cuda:0"
+  std::string rule;                            // why this candidate
+  std::string fused_group;                     // set when this op is a fusion of a group
+  std::vector<CandidateReport> rejected;
+};
+
+struct Copy {
+  std::string value, from, to, before_op;
+  int64_t bytes = 0;
+};
+
+struct Fallback {
+  std::string op, wanted, chosen, reason;
+};
+
+struct PhasePlan {
+  std::string name;
+  std::vector<PlannedOp> ops;
+  std::vector<Copy> copies;
+  std::vector<std::pair<std::string, std::string>> kv_caches;  // value, device
+  std::vector<Fallback> fallbacks;
+  std::vector<std::string> fusions_used, fusions_refused;
+};
+
+struct PlanError {
+  std::string code, name, message;
+  std::string phase, op;
+  std::vector<CandidateReport> candidates;
+};
+
+struct Plan {
+  std::string model, target;
+  Policy policy;
+  std::vector<PhasePlan> phases;
+  std::optional<PlanError> error;
+  std::string hash;
+  bool ok() const { return !error; }
+};
+
+// Plans every phase of `graph` for `inventory` under `policy`. Never throws for a model that
+// cannot be served: the Plan then carries the documented error.
+Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
+                const Policy& policy);
+
+nlohmann::json to_json(const Plan& plan);
+// Human-readable plan: per phase a table (layers folded), then a summary.
+std::string render_plan(const Plan& plan);
+// Every candidate for op `id` (in any phase) with all its reasons.
+std::string render_explain(const Plan& plan, const std::string& id);
+
+}  // namespace sy
