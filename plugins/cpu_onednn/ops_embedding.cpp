@@ -1,0 +1,58 @@
+// embedding: rows[..., :] = table[ids[...], :]. Every id is checked against [0, V) before
+// anything is written; one outside is INVALID_ARGUMENT naming it.
+#include <cstring>
+#include <string>
+
+#include "kernel_factories.hpp"
+#include "op_checks.hpp"
+#include "ops_common.hpp"
+
+namespace sy::cpu {
+namespace {
+
+class EmbeddingKernel final : public CpuKernel {
+ public:
+  EmbeddingKernel(int64_t vocab, int64_t row_bytes, int64_t count, bool ids_i64,
+                  const CpuContext& ctx)
+      : vocab_(vocab), row_bytes_(row_bytes), count_(count), ids_i64_(ids_i64), ctx_(ctx) {}
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    const char* table = data_of<const char>(in[0]);
+    const void* ids = data_of<const void>(in[1]);
+    char* rows = data_of<char>(out[0]);
+    const bool i64 = ids_i64_;
+    auto id_at = [ids, i64](int64_t i) {
+      return i64 ? static_cast<const int64_t*>(ids)[i]
+                 : static_cast<int64_t>(static_cast<const int32_t*>(ids)[i]);
+    };
+    for (int64_t i = 0; i < count_; ++i) {
+      int64_t id = id_at(i);
+      if (id < 0 || id >= vocab_)
+        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                    "embedding: id " + std::to_string(id) + " at position " +
+                                        std::to_string(i) + " is outside the table's [0, " +
+                                        std::to_string(vocab_) + ")");
+    }
+    const int64_t row_bytes = row_bytes_;
+    parallel_for(ctx_, count_, row_bytes / 4, [=](int64_t i) {
+      std::memcpy(rows + i * row_bytes, table + id_at(i) * row_bytes, row_bytes);
+    });
+  }
+
+ private:
+  int64_t vocab_, row_bytes_, count_;
+  bool ids_i64_;
+  CpuContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> make_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  enforce(narrow_embedding, op, "embedding");
+  const auto& table = op.inputs[0];
+  int64_t row_bytes = table.shape[1] * static_cast<int64_t>(sy_dtype_size(table.dtype));
+  return std::make_unique<EmbeddingKernel>(table.shape[0], row_bytes, op.inputs[1].elements(),
+                                           op.inputs[1].dtype == SY_DTYPE_I64, ctx);
+}
+
+}  // namespace sy::cpu
