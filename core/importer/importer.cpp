@@ -1,0 +1,147 @@
+// Entry points: read the file, check the import options, find the family, build the graph.
+#include "core/importer/importer.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/importer/model_spec.hpp"
+
+namespace sy {
+namespace {
+
+using importer::ConfigReader;
+using importer::ModelSpec;
+using nlohmann::json;
+
+constexpr std::uintmax_t kMaxConfigBytes = 64u << 20;  // real configs are a few KiB
+
+struct Family {
+  const char* model_type;
+  ModelSpec (*read)(const ConfigReader&, const std::string&);
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", importer::read_llama_family},   {"qwen3", importer::read_llama_family},
+    {"smollm3", importer::read_llama_family}, {"gemma3", importer::read_gemma3},
+    {"gemma3_text", importer::read_gemma3},   {"gpt_oss", importer::read_gpt_oss},
+};
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw InputError(where, "invalid model config: " + what, input_error::kBadConfig);
+}
+
+void check_option(const std::string& file, const char* name, int64_t v, int64_t hi) {
+  if (v < 1 || v > hi)
+    bad(file, "import option " + std::string(name) + " must be in [1, " + std::to_string(hi) +
+                  "], got " + std::to_string(v));
+}
+
+void check_options(const ImportOptions& o, const std::string& file) {
+  check_option(file, "batch", o.batch, 1'000'000);
+  check_option(file, "context", o.context, 10'000'000);
+  check_option(file, "prompt_len", o.prompt_len, 10'000'000);
+  if (o.prompt_len > o.context)
+    bad(file, "import option prompt_len (" + std::to_string(o.prompt_len) + ") exceeds context (" +
+                  std::to_string(o.context) +
+                  "): prefill appends the whole prompt to the KV caches");
+}
+
+std::optional<sy_dtype> dtype_of(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return SY_DTYPE_BF16;
+  if (s == "f16" || s == "float16") return SY_DTYPE_F16;
+  if (s == "f32" || s == "float32") return SY_DTYPE_F32;
+  return std::nullopt;
+}
+
+std::string supported_list() {
+  std::string out;
+  for (const auto& t : supported_model_types()) out += (out.empty() ? "" : ", ") + t;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_model_types() {
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) out.push_back(f.model_type);
+  return out;
+}
+
+Graph import_hf_config_json(const json& config, const std::string& file,
+                            const ImportOptions& options) {
+  if (!config.is_object())
+    bad(file, "a config.json must hold a JSON object, got " + std::string(config.type_name()));
+  check_options(options, file);
+  std::optional<sy_dtype> override_dtype;
+  if (!options.dtype_override.empty()) {
+    override_dtype = dtype_of(options.dtype_override);
+    if (!override_dtype)
+      bad(file,
+          "import option dtype_override '" + options.dtype_override + "' is not bf16, f16 or f32");
+  }
+
+  ConfigReader top(config, file, "");
+  std::string model_type = top.string("model_type");
+  const Family* family = nullptr;
+  for (const auto& f : kFamilies)
+    if (model_type == f.model_type) family = &f;
+  if (!family)
+    throw InputError(
+        file, "unknown model_type '" + model_type + "' (supported: " + supported_list() + ")",
+        input_error::kUnknownModelType);
+
+  ModelSpec m;
+  if (model_type == "gemma3") {
+    // The multimodal config nests the text decoder; its dtype may sit at the top level.
+    auto it = config.find("text_config");
+    if (it == config.end() || !it->is_object())
+      top.fail("text_config", "a gemma3 config needs a text_config object");
+    json inherited = json::object();
+    for (const char* key : {"torch_dtype", "dtype"})
+      if (config.contains(key)) inherited[key] = config[key];
+    m = family->read(ConfigReader(*it, file, "text_config.", inherited), model_type);
+  } else {
+    m = family->read(top, model_type);
+  }
+  if (override_dtype) m.dtype = *override_dtype;
+
+  Graph g = importer::build_graph(m, options, file);
+  std::string dir = std::filesystem::path(file).parent_path().filename().string();
+  g.name = dir.empty() ? model_type : dir;
+  return g;
+}
+
+Graph import_hf_config(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  // A model folder stands for its config.json.
+  const std::string config_path = std::filesystem::is_directory(path, ec)
+                                      ? (std::filesystem::path(path) / "config.json").string()
+                                      : path;
+  auto bytes = std::filesystem::file_size(config_path, ec);
+  if (!ec && bytes > kMaxConfigBytes)
+    bad(config_path, "the file has " + std::to_string(bytes) +
+                         " bytes; a config.json is a few KiB (limit 64 MiB)");
+  std::ifstream in(config_path);
+  if (!in) bad(config_path, "cannot read the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    size_t line = 1, col = 1, end = e.byte == 0 ? 0 : e.byte - 1;
+    for (size_t i = 0; i < end && i < text.size(); ++i) {
+      if (text[i] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
+    }
+    throw InputError(config_path + ":" + std::to_string(line) + ":" + std::to_string(col),
+                     std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
+  }
+  return import_hf_config_json(j, config_path, options);
+}
+
+}  // namespace sy

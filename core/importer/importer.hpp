@@ -1,0 +1,44 @@
+// importer/ — Hugging Face config.json → Switchyard decoder graph.
+//
+// Offers: import_hf_config() (from a file) and import_hf_config_json() (from parsed JSON), which
+// turn the config of a supported decoder (supported_model_types(): llama, qwen3, smollm3,
+// gemma3 / gemma3_text, gpt_oss) into a Graph with two validated phases, "prefill" (the prompt,
+// S = prompt_len) and "decode" (one token against KV caches of `context` rows), plus the
+// fused decode-attention alternatives a fused kernel may take. Nothing is loaded: the graph is
+// what the planner needs (op kinds, shapes, dtypes, attributes), named by the convention of
+// docs/graph-format.md ("Imported graphs"), which the executor relies on.
+//
+// Every config is checked before anything is sized: missing or mistyped fields, absurd sizes
+// and element counts that would overflow are InputError kBadConfig (SY207) naming the file and
+// the field; an unsupported model_type is kUnknownModelType (SY208) listing the supported ones.
+// Depends on graph/.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/graph/graph.hpp"
+
+namespace sy {
+
+struct ImportOptions {
+  int64_t batch = 1;         // B, in [1, 10^6]
+  int64_t prompt_len = 512;  // S of the prefill phase, in [1, context]
+  int64_t context = 4096;    // C, rows of each KV cache, in [1, 10^7]
+  // Dtype of weights and activations: "" = the config's torch_dtype (bf16 when it has none);
+  // else "bf16"/"f16"/"f32" or "bfloat16"/"float16"/"float32".
+  std::string dtype_override;
+};
+
+// Reads and imports `config_path`; throws InputError (SY201 for JSON syntax, with line:column;
+// SY207 bad config; SY208 unknown model_type).
+Graph import_hf_config(const std::string& config_path, const ImportOptions& options = {});
+// Imports an already parsed config; `file` names it in errors and in Graph::source.
+Graph import_hf_config_json(const nlohmann::json& config, const std::string& file,
+                            const ImportOptions& options = {});
+// The model_type values the importer reads, in a stable order.
+std::vector<std::string> supported_model_types();
+
+}  // namespace sy
