@@ -102,11 +102,13 @@ class AttentionKernel final : public CpuKernel {
     blocks_ = fast ? fast : &generic_kernels(bf16_);
     plan();
     allocate();
+    kv_len_.assign(size_t(g_.B), g_.Skv);
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    std::vector<int64_t> kv_len(g_.B, g_.Skv);
-    if (sem_.kv_len_input) read_kv_len(in[sem_.sinks ? 4 : 3], kv_len);
+    std::fill(kv_len_.begin(), kv_len_.end(), g_.Skv);
+    if (sem_.kv_len_input) read_kv_len(in[sem_.sinks ? 4 : 3], kv_len_);
+    const int64_t* kv_len = kv_len_.data();
     const float* sinks = sem_.sinks ? data_of<float>(in[3]) : nullptr;
     float* lse = sem_.lse ? data_of<float>(out[1]) : nullptr;
     const int64_t head_groups = g_.Hkv / g_.heads;
@@ -367,6 +369,7 @@ class AttentionKernel final : public CpuKernel {
   const BlockKernels* blocks_ = nullptr;
   std::vector<Workspace> ws_;
   std::unique_ptr<char, AlignedFree> part_o_, part_m_, part_l_;
+  std::vector<int64_t> kv_len_;  // per sequence, refilled by each run (no allocation there)
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include "attention_check.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
+#include <string>
 
 namespace sy::cpu {
 namespace {
@@ -21,6 +24,15 @@ int refuse_rank(const char* operand, const sy_tensor_desc* t, int rank, sy_refus
   std::snprintf(need, sizeof need, "%s of rank %d", operand, rank);
   std::snprintf(text, sizeof text, "%s must be a rank-%d tensor", operand, rank);
   return sy_refuse(add, ctx, "shape", t ? "other rank" : "missing", need, text);
+}
+
+std::string dims(const sy_tensor_desc* t) {
+  std::string s = "[";
+  for (int i = 0; i < t->ndim; ++i) {
+    if (i) s += ',';
+    s += std::to_string(t->shape[i]);
+  }
+  return s + "]";
 }
 
 }  // namespace
@@ -71,30 +83,168 @@ int narrow_attention(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn 
 }
 
 int narrow_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
-  // x [1,1,H]; wq [Hq*D,H]; wk, wv [Hkv*D,H]; position i64 [1] -> o [1,1,Hq,D]; caches [1,C,Hkv,D]
-  const sy_tensor_desc *x = input(op, 0), *wq = input(op, 1), *wk = input(op, 2),
-                       *wv = input(op, 3), *pos = input(op, 4);
-  const sy_tensor_desc *o = output(op, 0), *kc = output(op, 1), *vc = output(op, 2);
-  if (op->num_inputs != 5 || op->num_outputs != 3 || !x || !wq || !wk || !wv || !pos || !o || !kc ||
-      !vc)
-    return sy_refuse(add, ctx, "arity", "other operands", "x, wq, wk, wv, position -> o, k, v",
-                     "the fused decode block takes x, wq, wk, wv, position and writes o, k, v");
   int n = 0;
-  if (x->ndim != 3 || x->shape[0] != 1 || x->shape[1] != 1)
-    n += sy_refuse(add, ctx, "batch", "other", "batch 1, one token [1,1,H]",
-                   "the fused decode block serves one token of one sequence");
-  if (o->ndim != 4 || kc->ndim != 4 || vc->ndim != 4 || wq->ndim != 2 || wk->ndim != 2 ||
-      wv->ndim != 2 || x->ndim < 1)
-    return n + sy_refuse(add, ctx, "shape", "other ranks", "see docs/operators.md",
-                         "fused decode operand ranks are wrong");
-  int64_t H = x->shape[x->ndim - 1], Hq = o->shape[2], D = o->shape[3], Hkv = kc->shape[2];
-  bool ok = wq->shape[0] == Hq * D && wq->shape[1] == H && wk->shape[0] == Hkv * D &&
-            wk->shape[1] == H && wv->shape[0] == Hkv * D && wv->shape[1] == H &&
-            kc->shape[3] == D && std::equal(kc->shape, kc->shape + 4, vc->shape) && Hkv > 0 &&
-            Hq % Hkv == 0 && pos->dtype == SY_DTYPE_I64;
-  if (!ok)
-    n += sy_refuse(add, ctx, "shape", "mismatched shapes", "see docs/operators.md",
-                   "fused decode weights, caches and output do not agree");
+  auto refuse = [&](const char* constraint, const std::string& required, const std::string& offered,
+                    const std::string& text) {
+    n += sy_refuse(add, ctx, constraint, required.c_str(), offered.c_str(), text.c_str());
+  };
+  // x [1,1,H]; wq [Hq*D,H]; wk, wv [Hkv*D,H]; position i64 [1] -> o [1,1,Hq,D]; caches [1,C,Hkv,D]
+  static const char* const kNames[] = {"x",        "wq", "wk",      "wv",
+                                       "position", "o",  "k_cache", "v_cache"};
+  static const int kRanks[] = {3, 2, 2, 2, 1, 4, 4, 4};
+  const sy_tensor_desc* t[8] = {};
+  bool present = op->num_inputs == 5 && op->num_outputs == 3 && op->inputs && op->outputs;
+  for (int i = 0; present && i < 8; ++i) {
+    t[i] = i < 5 ? op->inputs[i] : op->outputs[i - 5];
+    present = t[i] && (t[i]->ndim <= 0 || t[i]->shape);
+  }
+  if (!present) {
+    refuse(
+        "arity",
+        std::to_string(op->num_inputs) + " inputs, " + std::to_string(op->num_outputs) + " outputs",
+        "x, wq, wk, wv, position -> o, k_cache, v_cache",
+        "the fused decode block takes x, wq, wk, wv, position and writes o, k_cache, v_cache");
+    return n;
+  }
+  const sy_tensor_desc *x = t[0], *wq = t[1], *wk = t[2], *wv = t[3], *pos = t[4], *o = t[5],
+                       *kc = t[6], *vc = t[7];
+
+  // Dtypes: the envelope checks x; every other float operand must be f32 too.
+  for (int i = 1; i < 8; ++i) {
+    if (i == 4) continue;
+    if (t[i]->dtype == SY_DTYPE_F32) continue;
+    const char* dt = sy_dtype_name(t[i]->dtype) ? sy_dtype_name(t[i]->dtype) : "?";
+    refuse("dtype", std::string(kNames[i]) + " " + dt, std::string(kNames[i]) + " f32",
+           std::string(kNames[i]) + " is " + dt + ": the fused decode block is f32 only");
+  }
+
+  bool ranks_ok = true;  // and every dimension positive
+  for (int i = 0; i < 8; ++i) {
+    if (t[i]->ndim == kRanks[i]) {
+      if (std::all_of(t[i]->shape, t[i]->shape + t[i]->ndim, [](int64_t d) { return d > 0; }))
+        continue;
+      ranks_ok = false;
+      refuse("shape", std::string(kNames[i]) + " " + dims(t[i]), "positive dimensions",
+             std::string(kNames[i]) + " has an empty or negative dimension " + dims(t[i]));
+      continue;
+    }
+    ranks_ok = false;
+    refuse("rank", std::string(kNames[i]) + " " + dims(t[i]),
+           std::string(kNames[i]) + " of rank " + std::to_string(kRanks[i]),
+           std::string(kNames[i]) + " must have rank " + std::to_string(kRanks[i]) + ", is " +
+               dims(t[i]) + " (see docs/operators.md)");
+  }
+  if (pos->dtype != SY_DTYPE_I64 || (pos->ndim == 1 && pos->shape[0] != 1))
+    refuse("position",
+           std::string("position ") +
+               (sy_dtype_name(pos->dtype) ? sy_dtype_name(pos->dtype) : "?") + " " + dims(pos),
+           "position i64 [1]",
+           "position must be an i64 tensor of shape [1], is " +
+               std::string(sy_dtype_name(pos->dtype) ? sy_dtype_name(pos->dtype) : "?") + " " +
+               dims(pos));
+
+  int64_t D = 0;
+  if (ranks_ok) {
+    const int64_t H = x->shape[2], Hq = o->shape[2], Hkv = kc->shape[2], C = kc->shape[1];
+    D = o->shape[3];
+    if (x->shape[0] != 1 || o->shape[0] != 1 || kc->shape[0] != 1 || vc->shape[0] != 1)
+      refuse("batch", "x " + dims(x) + ", k_cache " + dims(kc), "batch 1",
+             "the fused decode block serves one sequence (batch 1); x is " + dims(x) +
+                 ", k_cache " + dims(kc));
+    if (x->shape[1] != 1 || o->shape[1] != 1)
+      refuse("decode", "x " + dims(x) + ", o " + dims(o), "one token",
+             "the fused decode block serves one token: x must be [1,1,H] and o [1,1,Hq,D], are " +
+                 dims(x) + " and " + dims(o));
+    auto shape = [&](const char* name, const sy_tensor_desc* d, std::initializer_list<int64_t> want,
+                     const char* layout) {
+      if (std::equal(want.begin(), want.end(), d->shape)) return;
+      std::string w = "[";
+      for (int64_t v : want) {
+        if (w.size() > 1) w += ',';
+        w += std::to_string(v);
+      }
+      w += "]";
+      refuse("shape_match", std::string(name) + " " + dims(d), std::string(name) + " " + w,
+             std::string(name) + " is " + dims(d) + ", must be " + w + " (" + layout + ")");
+    };
+    shape("wq", wq, {Hq * D, H}, "[Hq·D, H]");
+    shape("wk", wk, {Hkv * D, H}, "[Hkv·D, H]");
+    shape("wv", wv, {Hkv * D, H}, "[Hkv·D, H]");
+    shape("k_cache", kc, {kc->shape[0], C, Hkv, D}, "[1, C, Hkv, D] with o's D");
+    shape("v_cache", vc, {kc->shape[0], C, Hkv, D}, "k_cache's shape");
+    if (Hq % Hkv != 0)
+      refuse("gqa_divisible", "Hq=" + std::to_string(Hq) + ", Hkv=" + std::to_string(Hkv),
+             "Hq % Hkv == 0",
+             "query heads (" + std::to_string(Hq) + ") must be a multiple of KV heads (" +
+                 std::to_string(Hkv) + ")");
+    if (D % kAttentionHeadDimMultiple != 0 || D > kAttentionHeadDimMax)
+      refuse("head_dim", std::to_string(D),
+             "multiple of " + std::to_string(kAttentionHeadDimMultiple) + " up to " +
+                 std::to_string(kAttentionHeadDimMax),
+             "head dim " + std::to_string(D) + " is outside the kernel's set (multiple of " +
+                 std::to_string(kAttentionHeadDimMultiple) + " up to " +
+                 std::to_string(kAttentionHeadDimMax) + ")");
+  }
+
+  // Attributes.
+  auto find = [&](const char* name) -> const sy_attr* {
+    for (size_t i = 0; i < op->num_attrs; ++i) {
+      const sy_attr* a = op->attrs ? op->attrs[i] : nullptr;
+      if (a && a->name && std::strcmp(a->name, name) == 0) return a;
+    }
+    return nullptr;
+  };
+  auto wrong_type = [&](const char* name, const char* type) {
+    refuse("attribute", std::string(name) + " of another type", std::string(name) + " " + type,
+           std::string("attribute ") + name + " must be " + type);
+  };
+  auto int_attr = [&](const char* name, int64_t fallback) {
+    const sy_attr* a = find(name);
+    if (!a) return fallback;
+    if (a->type == SY_ATTR_INT) return a->i;
+    wrong_type(name, "an int");
+    return fallback;
+  };
+  auto float_attr = [&](const char* name, double fallback) {
+    const sy_attr* a = find(name);
+    if (!a) return fallback;
+    if (a->type == SY_ATTR_FLOAT) return a->f;
+    if (a->type == SY_ATTR_INT) return double(a->i);
+    wrong_type(name, "a float");
+    return fallback;
+  };
+  const int64_t rope = int_attr(kFusedDecodeRopeAttr, 1);
+  if (rope != 0 && rope != 1)
+    refuse("attribute", "rope=" + std::to_string(rope), "rope 0|1",
+           "attribute rope is " + std::to_string(rope) + ", must be 0 (no rotary) or 1");
+  if (const sy_attr* a = find(SY_ATTR_ROPE_STYLE)) {
+    if (a->type != SY_ATTR_STRING || !a->s)
+      wrong_type(SY_ATTR_ROPE_STYLE, "a string");
+    else if (std::strcmp(a->s, "neox") != 0)
+      refuse("rope_style", std::string("rope_style=") + a->s, "rope_style neox",
+             std::string("the fused decode block rotates neox style only, rope_style is \"") +
+                 a->s + "\"");
+  }
+  const int64_t rotary = int_attr(SY_ATTR_ROTARY_DIM, D);
+  if (rope == 1 && ranks_ok && (rotary < 2 || rotary > D || rotary % 2 != 0))
+    refuse("rotary_dim", "rotary_dim=" + std::to_string(rotary),
+           "even rotary_dim in [2, " + std::to_string(D) + "]",
+           "rotary_dim is " + std::to_string(rotary) +
+               ", must be even and between 2 and the head dim " + std::to_string(D));
+  const double theta = float_attr(SY_ATTR_ROPE_THETA, 10000.0);
+  if (rope == 1 && !(std::isfinite(theta) && theta > 0))
+    refuse("attribute", "rope_theta=" + std::to_string(theta), "rope_theta finite > 0",
+           "attribute rope_theta is " + std::to_string(theta) + ", must be finite and > 0");
+  const double scale = float_attr(SY_ATTR_SCALE, 0.0);
+  if (!std::isfinite(scale))
+    refuse("attribute", "scale=" + std::to_string(scale), "scale finite",
+           "attribute scale is " + std::to_string(scale) + ", must be finite (0 = 1/sqrt(D))");
+  const double softcap = float_attr(SY_ATTR_SOFTCAP, 0.0);
+  if (softcap != 0.0)
+    refuse("softcap", "softcap=" + std::to_string(softcap), "no softcap",
+           "the fused decode block has no softcap (softcap is " + std::to_string(softcap) + ")");
+  int_attr(SY_ATTR_CAUSAL, 1);
+  int_attr(SY_ATTR_WINDOW_LEFT, -1);
   return n;
 }
 

@@ -38,8 +38,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 constexpr sy_kernel_envelope attention_envelope() {
   sy_kernel_envelope e =
       envelope("sdpa_attention", SY_OP_ATTENTION, "sdpa", F32 | BF16, kAttentionFeatures);
-  e.head_dim_multiple = 16;
-  e.head_dim_max = 256;
+  e.head_dim_multiple = kAttentionHeadDimMultiple;
+  e.head_dim_max = kAttentionHeadDimMax;
   return e;
 }
 
@@ -49,8 +49,8 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
       feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
                     SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
-  e.head_dim_multiple = 16;
-  e.head_dim_max = 256;
+  e.head_dim_multiple = kAttentionHeadDimMultiple;
+  e.head_dim_max = kAttentionHeadDimMax;
   e.default_residency = SY_RESIDENCY_HOST;
   e.cost_hint = 0.5;
   return e;

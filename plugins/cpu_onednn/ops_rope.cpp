@@ -1,14 +1,12 @@
-// Rotary position embedding on x [B, S, H, D] with positions [B, S] (i32 or i64).
-// Frequencies θ^(−2i/R) for i < R/2 (R = rotary_dim); the first R dims are rotated, the
-// rest pass through. neox rotates the pairs (i, i + R/2), interleaved (2i, 2i + 1).
-// Angles are position · frequency in double, so large positions keep their precision;
-// cos and sin are computed once per position and shared by the H heads. y may be x.
-#include <cmath>
+// Rotary position embedding on x [B, S, H, D] with positions [B, S] (i32 or i64), with the
+// math of rope_math.hpp: cos and sin are computed once per position and shared by the H
+// heads. y may be x.
 #include <vector>
 
 #include "kernel_factories.hpp"
 #include "op_checks.hpp"
 #include "ops_common.hpp"
+#include "rope_math.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -41,30 +39,10 @@ class RopeKernel final : public CpuKernel {
                              : static_cast<double>(static_cast<const int32_t*>(positions)[row]);
       float* cs = table + row * s.rotary;
       float* sn = cs + half;
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = pos * inv_freq[i];
-        cs[i] = static_cast<float>(std::cos(angle));
-        sn[i] = static_cast<float>(std::sin(angle));
-      }
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const T* xh = x + (row * s.heads + h) * s.d;
-        T* yh = y + (row * s.heads + h) * s.d;
-        if (s.interleaved) {
-          for (int64_t i = 0; i < half; ++i) {
-            const float x0 = to_f32(xh[2 * i]), x1 = to_f32(xh[2 * i + 1]);
-            yh[2 * i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
-            yh[2 * i + 1] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
-          }
-        } else {
-          for (int64_t i = 0; i < half; ++i) {
-            const float x0 = to_f32(xh[i]), x1 = to_f32(xh[i + half]);
-            yh[i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
-            yh[i + half] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
-          }
-        }
-        if (yh != xh)
-          for (int64_t i = s.rotary; i < s.d; ++i) yh[i] = xh[i];
-      }
+      rope_cos_sin(pos, inv_freq, half, cs, sn);
+      for (int64_t h = 0; h < s.heads; ++h)
+        rope_head(x + (row * s.heads + h) * s.d, y + (row * s.heads + h) * s.d, s.d, s.rotary,
+                  s.interleaved, cs, sn);
     });
   }
 
@@ -88,10 +66,7 @@ std::unique_ptr<CpuKernel> make_rope(const sy::edge::OpCopy& op, const CpuContex
   s.interleaved = op.string_attr(SY_ATTR_ROPE_STYLE, "neox") == "interleaved";
   s.positions_i64 = op.inputs[1].dtype == SY_DTYPE_I64;
   const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
-  std::vector<double> inv_freq(static_cast<size_t>(s.rotary / 2));
-  for (size_t i = 0; i < inv_freq.size(); ++i)
-    inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(s.rotary));
-  return make_for_dtype<RopeKernel>(op.inputs[0].dtype, s, std::move(inv_freq), ctx);
+  return make_for_dtype<RopeKernel>(op.inputs[0].dtype, s, rope_inv_freq(theta, s.rotary), ctx);
 }
 
 }  // namespace sy::cpu

@@ -1,0 +1,220 @@
+// fused_decode_attention on the CPU: one token of one sequence, f32, every operand in host
+// memory. In one call:
+//   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in]): one pass over the three
+//      weight matrices as a single stack of (Hq + 2·Hkv)·D rows, a memory-bound GEMV split
+//      across the context's threads by blocks of rows;
+//   2. rope (neox, partial rotary, rope_math.hpp: the rope kernel's own math) on q and k at
+//      `position`, unless rope = 0 (SmolLM3's NoPE layers);
+//   3. the k and v rows written into the caches at `position`;
+//   4. attention of q over keys 0…position by the plugin's sdpa kernel (attention.cpp), built
+//      at prepare time for q [1,1,Hq,D] against the caches with a kv_len input of
+//      position + 1, so the masks, GQA and scale semantics are that kernel's.
+// `position` outside [0, C) is INVALID_ARGUMENT, checked before anything is written. Every
+// buffer (q/k/v rows, cos/sin, kv_len) is allocated once here: a run allocates nothing.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention_check.hpp"
+#include "kernel_factories.hpp"
+#include "op_checks.hpp"
+#include "ops_common.hpp"
+#include "rope_math.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// Σ w[i]·x[i] with 16 independent partial sums (four SSE registers on baseline x86-64; the
+// compiler vectorises the fixed-length inner loop), added pairwise at the end. The order of
+// additions depends only on n, so results do not change with the thread count.
+inline float dot(const float* __restrict w, const float* __restrict x, int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += w[i + l] * x[i + l];
+  for (int l = 0; i + l < n; ++l) acc[l] += w[i + l] * x[i + l];
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  return acc[0];
+}
+
+struct FusedShape {
+  int64_t H, Hq, Hkv, D, C;
+  bool rope;
+  int64_t rotary;
+};
+
+// The sdpa attention kernel for q [1,1,Hq,D] over k, v [1,C,Hkv,D] with a kv_len input, as the
+// plugin would prepare it for that operator (and only after its own check accepts it).
+std::unique_ptr<CpuKernel> make_inner_attention(const FusedShape& s, const sy::edge::OpCopy& fused,
+                                                const CpuContext& ctx) {
+  int64_t q_shape[4] = {1, 1, s.Hq, s.D}, kv_shape[4] = {1, s.C, s.Hkv, s.D}, len_shape[1] = {1};
+  auto tensor = [](sy_dtype dt, int64_t* shape, int32_t ndim) {
+    sy_tensor_desc t{};
+    t.struct_size = sizeof(t);
+    t.dtype = dt;
+    t.ndim = ndim;
+    t.shape = shape;
+    t.memory = SY_MEMORY_HOST;
+    return t;
+  };
+  sy_tensor_desc q = tensor(SY_DTYPE_F32, q_shape, 4), kv = tensor(SY_DTYPE_F32, kv_shape, 4),
+                 len = tensor(SY_DTYPE_I64, len_shape, 1), o = tensor(SY_DTYPE_F32, q_shape, 4);
+  const sy_tensor_desc* inputs[] = {&q, &kv, &kv, &len};
+  const sy_tensor_desc* outputs[] = {&o};
+
+  const int64_t causal = fused.int_attr(SY_ATTR_CAUSAL, 1);
+  const int64_t window = fused.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+  const double scale = fused.float_attr(SY_ATTR_SCALE, 0.0);
+  auto int_attr = [](const char* name, int64_t v) {
+    sy_attr a{};
+    a.struct_size = sizeof(a);
+    a.name = name;
+    a.type = SY_ATTR_INT;
+    a.i = v;
+    return a;
+  };
+  sy_attr attrs[4] = {int_attr(SY_ATTR_CAUSAL, causal),
+                      int_attr(SY_ATTR_WINDOW_LEFT, window),
+                      int_attr(SY_ATTR_KV_LEN_INPUT, 1),
+                      {}};
+  attrs[3].struct_size = sizeof(sy_attr);
+  attrs[3].name = SY_ATTR_SCALE;
+  attrs[3].type = SY_ATTR_FLOAT;
+  attrs[3].f = scale;
+  const sy_attr* attr_ptrs[] = {&attrs[0], &attrs[1], &attrs[2], &attrs[3]};
+
+  uint64_t features = SY_FEATURE_BIT(SY_FEATURE_DECODE);
+  if (causal) features |= SY_FEATURE_BIT(SY_FEATURE_CAUSAL);
+  if (window >= 0) features |= SY_FEATURE_BIT(SY_FEATURE_SLIDING_WINDOW);
+  if (s.Hq != s.Hkv) features |= SY_FEATURE_BIT(SY_FEATURE_GQA);
+  if (scale != 0.0) features |= SY_FEATURE_BIT(SY_FEATURE_CUSTOM_SCALE);
+
+  sy_op_desc d{};
+  d.struct_size = sizeof(d);
+  d.op = SY_OP_ATTENTION;
+  d.inputs = inputs;
+  d.num_inputs = 4;
+  d.outputs = outputs;
+  d.num_outputs = 1;
+  d.attrs = attr_ptrs;
+  d.num_attrs = 4;
+  d.required_features = features;
+  sy::edge::OpCopy op(d);
+  enforce(narrow_attention, op, "sdpa_attention (inside fused_decode_attention)");
+  return make_attention(op, ctx);
+}
+
+class FusedDecodeKernel final : public CpuKernel {
+ public:
+  FusedDecodeKernel(const FusedShape& s, double theta, std::unique_ptr<CpuKernel> attention,
+                    const CpuContext& ctx)
+      : s_(s),
+        ctx_(ctx),
+        attention_(std::move(attention)),
+        qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
+        inv_freq_(s.rope ? rope_inv_freq(theta, s.rotary) : std::vector<double>{}),
+        cos_sin_(static_cast<size_t>(s.rope ? s.rotary : 0)) {
+    q_shape_[0] = q_shape_[1] = 1;
+    q_shape_[2] = s.Hq;
+    q_shape_[3] = s.D;
+    q_dl_.data = qkv_.data();
+    q_dl_.device = {kDLCPU, 0};
+    q_dl_.ndim = 4;
+    q_dl_.dtype = {kDLFloat, 32, 1};
+    q_dl_.shape = q_shape_;
+    kv_len_dl_.data = &kv_len_;
+    kv_len_dl_.device = {kDLCPU, 0};
+    kv_len_dl_.ndim = 1;
+    kv_len_dl_.dtype = {kDLInt, 64, 1};
+    kv_len_dl_.shape = &one_;
+  }
+
+  // in: x, wq, wk, wv, position; out: o, k_cache, v_cache.
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    const FusedShape s = s_;
+    const int64_t position = *data_of<const int64_t>(in[4]);
+    if (position < 0 || position >= s.C)
+      throw sy::edge::StatusError(
+          SY_STATUS_INVALID_ARGUMENT,
+          "fused_decode_attention: position " + std::to_string(position) +
+              (position < 0 ? std::string(" is negative")
+                            : " is past the caches' last row " + std::to_string(s.C - 1) +
+                                  " (capacity " + std::to_string(s.C) + " rows)") +
+              " (valid positions: 0 to " + std::to_string(s.C - 1) + "); nothing was written");
+
+    project(data_of<const float>(in[0]), data_of<const float>(in[1]), data_of<const float>(in[2]),
+            data_of<const float>(in[3]));
+
+    const int64_t kv_row = s.Hkv * s.D;
+    float* q = qkv_.data();
+    float* k = q + s.Hq * s.D;
+    float* v = k + kv_row;
+    if (s.rope) {
+      const int64_t half = s.rotary / 2;
+      float* cs = cos_sin_.data();
+      rope_cos_sin(static_cast<double>(position), inv_freq_.data(), half, cs, cs + half);
+      for (int64_t h = 0; h < s.Hq; ++h)
+        rope_head(q + h * s.D, q + h * s.D, s.D, s.rotary, false, cs, cs + half);
+      for (int64_t h = 0; h < s.Hkv; ++h)
+        rope_head(k + h * s.D, k + h * s.D, s.D, s.rotary, false, cs, cs + half);
+    }
+    std::memcpy(data_of<float>(out[1]) + position * kv_row, k, sizeof(float) * size_t(kv_row));
+    std::memcpy(data_of<float>(out[2]) + position * kv_row, v, sizeof(float) * size_t(kv_row));
+
+    kv_len_ = position + 1;
+    const DLTensor* attention_in[] = {&q_dl_, out[1], out[2], &kv_len_dl_};
+    const DLTensor* attention_out[] = {out[0]};
+    attention_->run(attention_in, attention_out);
+  }
+
+ private:
+  static constexpr int64_t kRowsPerTask = 16;
+
+  // qkv_ = [wq; wk; wv] · x, rows split across threads in blocks.
+  void project(const float* x, const float* wq, const float* wk, const float* wv) {
+    const int64_t H = s_.H, q_rows = s_.Hq * s_.D, kv_rows = s_.Hkv * s_.D;
+    const int64_t rows = q_rows + 2 * kv_rows;
+    float* y = qkv_.data();
+    parallel_for(ctx_, (rows + kRowsPerTask - 1) / kRowsPerTask, kRowsPerTask * H, [=](int64_t b) {
+      const int64_t end = std::min(rows, (b + 1) * kRowsPerTask);
+      for (int64_t r = b * kRowsPerTask; r < end; ++r) {
+        const float* w = r < q_rows             ? wq + r * H
+                         : r < q_rows + kv_rows ? wk + (r - q_rows) * H
+                                                : wv + (r - q_rows - kv_rows) * H;
+        y[r] = dot(w, x, H);
+      }
+    });
+  }
+
+  FusedShape s_;
+  CpuContext ctx_;
+  std::unique_ptr<CpuKernel> attention_;
+  std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D]
+  std::vector<double> inv_freq_;  // [rotary/2]
+  std::vector<float> cos_sin_;    // rotary/2 cosines, then rotary/2 sines
+  int64_t kv_len_ = 0, one_ = 1;
+  int64_t q_shape_[4] = {};
+  DLTensor q_dl_{}, kv_len_dl_{};  // the inner attention's q and kv_len, over our buffers
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> make_fused_decode(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  enforce(narrow_fused_decode, op, "fused_decode_attention");
+  FusedShape s{};
+  s.H = op.inputs[0].shape[2];
+  s.Hq = op.outputs[0].shape[2];
+  s.D = op.outputs[0].shape[3];
+  s.C = op.outputs[1].shape[1];
+  s.Hkv = op.outputs[1].shape[2];
+  s.rope = op.int_attr(kFusedDecodeRopeAttr, 1) != 0;
+  s.rotary = op.int_attr(SY_ATTR_ROTARY_DIM, s.D);
+  const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
+  return std::make_unique<FusedDecodeKernel>(s, theta, make_inner_attention(s, op, ctx), ctx);
+}
+
+}  // namespace sy::cpu

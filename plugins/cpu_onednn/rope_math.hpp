@@ -1,0 +1,57 @@
+// Rotary position embedding math shared by the rope kernel (ops_rope.cpp) and the fused
+// decode block (fused_decode.cpp), so both rotate exactly alike.
+//
+// Frequencies θ^(−2i/R) for i < R/2 (R = rotary_dim); the first R dims of a head are rotated,
+// the rest pass through. neox rotates the pairs (i, i + R/2), interleaved (2i, 2i + 1).
+// Angles are position · frequency in double, so large positions keep their precision.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ops_common.hpp"
+
+namespace sy::cpu {
+
+// θ^(−2i/R) for i < R/2.
+inline std::vector<double> rope_inv_freq(double theta, int64_t rotary) {
+  std::vector<double> inv_freq(static_cast<size_t>(rotary / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary));
+  return inv_freq;
+}
+
+// cs[i] = cos(position · inv_freq[i]), sn[i] = sin(…) for i < half.
+inline void rope_cos_sin(double position, const double* inv_freq, int64_t half, float* cs,
+                         float* sn) {
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = position * inv_freq[i];
+    cs[i] = static_cast<float>(std::cos(angle));
+    sn[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+// Rotates one head of d elements (x → y, which may be x) with the cos/sin of its position.
+template <typename T>
+inline void rope_head(const T* x, T* y, int64_t d, int64_t rotary, bool interleaved,
+                      const float* cs, const float* sn) {
+  const int64_t half = rotary / 2;
+  if (interleaved) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = to_f32(x[2 * i]), x1 = to_f32(x[2 * i + 1]);
+      y[2 * i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
+      y[2 * i + 1] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
+    }
+  } else {
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = to_f32(x[i]), x1 = to_f32(x[i + half]);
+      y[i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
+      y[i + half] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
+    }
+  }
+  if (y != x)
+    for (int64_t i = rotary; i < d; ++i) y[i] = x[i];
+}
+
+}  // namespace sy::cpu
