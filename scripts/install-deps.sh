@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev                           # manifests, --json output
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
+  clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
 )
 
 missing=()

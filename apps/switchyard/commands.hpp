@@ -20,6 +20,7 @@ int run_devices(const GlobalOptions& global, const Args& args);
 int run_caps(const GlobalOptions& global, const Args& args);
 int run_manifest(const GlobalOptions& global, const Args& args);
 int run_bench(const GlobalOptions& global, const Args& args);
+int run_plan(const GlobalOptions& global, const Args& args);
 int run_errors(const GlobalOptions& global, const Args& args);
 
 // Parses `args` against `desc` (and positionals); throws boost::program_options::error.

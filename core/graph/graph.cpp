@@ -177,26 +177,58 @@ int64_t Value::bytes() const {
   return n;
 }
 
+void Phase::reindex() const {
+  bool values_moved = indexed_values_ != values.data() || indexed_value_count_ != values.size();
+  bool nodes_moved = indexed_nodes_ != nodes.data() || indexed_node_count_ != nodes.size();
+  if (values_moved) {
+    value_index_.clear();
+    for (size_t i = 0; i < values.size(); ++i) value_index_.emplace(values[i].name, i);
+    indexed_values_ = values.data();
+    indexed_value_count_ = values.size();
+  }
+  if (nodes_moved) {
+    node_index_.clear();
+    for (size_t i = 0; i < nodes.size(); ++i) node_index_.emplace(nodes[i].id, i);
+    indexed_nodes_ = nodes.data();
+    indexed_node_count_ = nodes.size();
+  }
+}
+
 const Value* Phase::value(const std::string& n) const {
-  for (const auto& v : values)
-    if (v.name == n) return &v;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    reindex();
+    auto it = value_index_.find(n);
+    if (it == value_index_.end()) return nullptr;
+    if (it->second < values.size() && values[it->second].name == n) return &values[it->second];
+    indexed_values_ = nullptr;  // edited in place since indexed: rebuild once
+  }
   return nullptr;
 }
 
 const Node* Phase::node(const std::string& id) const {
-  for (const auto& n : nodes)
-    if (n.id == id) return &n;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    reindex();
+    auto it = node_index_.find(id);
+    if (it == node_index_.end()) return nullptr;
+    if (it->second < nodes.size() && nodes[it->second].id == id) return &nodes[it->second];
+    indexed_nodes_ = nullptr;
+  }
   return nullptr;
 }
 
-Graph parse_graph(const std::string& text, const std::string& file) {
-  json j;
+json parse_json_text(const std::string& text, const std::string& file) {
   try {
-    j = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(file + ":" + line_column(text, e.byte == 0 ? 0 : e.byte - 1),
                      std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
+  } catch (const json::exception& e) {  // e.g. a number too large for any JSON number type
+    throw InputError(file, std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
   }
+}
+
+Graph parse_graph(const std::string& text, const std::string& file) {
+  json j = parse_json_text(text, file);
   Reader root(j, file, "");
   std::string schema = root.at("schema").str();
   if (schema != kGraphSchema)

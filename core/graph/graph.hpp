@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/capability/op.hpp"
@@ -52,8 +53,17 @@ struct Phase {
   std::vector<Node> nodes;  // topological order after validate()
   std::vector<Fusion> fusions;
 
+  // Look-ups by name, through an index rebuilt whenever the vectors changed size (planning
+  // looks values up per operand, so a linear search would make large graphs quadratic).
   const Value* value(const std::string& name) const;
   const Node* node(const std::string& id) const;
+
+ private:
+  void reindex() const;
+  mutable std::unordered_map<std::string, size_t> value_index_, node_index_;
+  mutable const Value* indexed_values_ = nullptr;
+  mutable const Node* indexed_nodes_ = nullptr;
+  mutable size_t indexed_value_count_ = 0, indexed_node_count_ = 0;
 };
 
 struct Graph {
@@ -85,6 +95,10 @@ struct InputError : std::runtime_error {
   std::string where;
   std::string code;
 };
+
+// Parses JSON text, turning every parser failure (syntax, number overflow, bad UTF-8) into an
+// InputError with code SY201 at "file:line:column".
+nlohmann::json parse_json_text(const std::string& text, const std::string& file);
 
 // Reads a graph JSON file; throws InputError.
 Graph load_graph_file(const std::string& path);

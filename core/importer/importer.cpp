@@ -127,20 +127,7 @@ Graph import_hf_config(const std::string& path, const ImportOptions& options) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1, end = e.byte == 0 ? 0 : e.byte - 1;
-    for (size_t i = 0; i < end && i < text.size(); ++i) {
-      if (text[i] == '\n')
-        ++line, col = 1;
-      else
-        ++col;
-    }
-    throw InputError(config_path + ":" + std::to_string(line) + ":" + std::to_string(col),
-                     std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
-  }
+  json j = parse_json_text(text, config_path);
   return import_hf_config_json(j, config_path, options);
 }
 

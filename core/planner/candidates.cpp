@@ -46,7 +46,7 @@ bool owns(const InventoryDevice& d, const std::string& plugin) {
 // The memory location an operand takes for this candidate.
 std::string operand_location(const Value& v, sy_residency r, const InventoryDevice& dev,
                              const Placement& where) {
-  if (auto it = where.fixed.find(v.name); it != where.fixed.end()) return it->second;
+  if (const std::string* loc = where.fixed_location(v.name)) return *loc;
   auto home = where.home.find(v.name);
   bool placed = home != where.home.end();
   bool movable = v.kind == ValueKind::activation || v.kind == ValueKind::input;
@@ -84,6 +84,13 @@ OpDesc without_sinks_with_lse(const OpDesc& op) {
 }
 
 }  // namespace
+
+const std::string* Placement::fixed_location(const std::string& value) const {
+  if (pinned)
+    if (auto it = pinned->find(value); it != pinned->end()) return &it->second;
+  auto it = fixed.find(value);
+  return it == fixed.end() ? nullptr : &it->second;
+}
 
 std::vector<Candidate> Candidates::evaluate(const Phase& phase, const Node& n,
                                             const Placement& where) const {
@@ -178,7 +185,7 @@ std::string upper(std::string s) {
 }
 
 std::string pick_code(const Phase& phase, const Node& n, const std::vector<CandidateReport>& cands,
-                      const std::string& pinned, std::string& dtype_seen) {
+                      const std::string& pinned, bool transfers, std::string& dtype_seen) {
   OpDesc op = op_desc(phase, n);
   bool sinks = op.required_features() & SY_FEATURE_BIT(SY_FEATURE_SINKS);
   bool flash_only = !cands.empty() && std::all_of(cands.begin(), cands.end(), [](const auto& c) {
@@ -211,6 +218,14 @@ std::string pick_code(const Phase& phase, const Node& n, const std::vector<Candi
   }
   for (const auto& c : cands)
     if (has_refusal(c, "device_available")) return "SY008";
+  // Without transfers, a candidate that only failed on where its operands are would have
+  // been legal with a copy.
+  if (!transfers)
+    for (const auto& c : cands)
+      if (!c.reasons.empty() &&
+          std::all_of(c.reasons.begin(), c.reasons.end(),
+                      [](const Refusal& r) { return r.constraint == "residency"; }))
+        return "SY009";
   return "SY001";
 }
 
@@ -223,10 +238,11 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 PlanError select_error(const Phase& phase, const Node& n,
                        const std::vector<CandidateReport>& candidates, const std::string& pinned,
-                       const std::string& missing_device) {
+                       const std::string& missing_device, bool transfers) {
   std::string dtype_seen = "F32";
-  std::string code =
-      missing_device.empty() ? pick_code(phase, n, candidates, pinned, dtype_seen) : "SY008";
+  std::string code = missing_device.empty()
+                         ? pick_code(phase, n, candidates, pinned, transfers, dtype_seen)
+                         : "SY008";
   const ErrorInfo* e = find_error(code);
   PlanError err;
   err.code = code;
@@ -234,6 +250,14 @@ PlanError select_error(const Phase& phase, const Node& n,
   std::string message = e ? e->message : code;
   replace_all(message, "{op}", n.id + " (" + sy_op_kind_name(n.op) + ")");
   replace_all(message, "{device}", missing_device);
+  if (code == "SY009")
+    for (const auto& c : candidates)
+      for (const auto& r : c.reasons)
+        if (r.constraint == "residency") {
+          replace_all(message, "{value}", "an operand of " + n.id);
+          replace_all(message, "{from}", r.required);
+          replace_all(message, "{to}", r.offered);
+        }
   if (code == "SY003") replace_all(message, "(F32)", "(" + dtype_seen + ")");
   std::string detail =
       "\n  while planning op '" + n.id + "' (" + sy_op_kind_name(n.op) + ") of phase " +

@@ -17,8 +17,11 @@ namespace sy {
 struct Placement {
   const std::map<std::string, std::set<std::string>>& available;
   const std::map<std::string, std::string>& home;
-  std::map<std::string, std::string> fixed;
+  const std::map<std::string, std::string>& fixed;
   bool transfers = true;
+  const std::map<std::string, std::string>* pinned = nullptr;  // consulted before `fixed`
+
+  const std::string* fixed_location(const std::string& value) const;
 };
 
 struct Candidate {
@@ -44,7 +47,7 @@ class Candidates {
 
 PlanError select_error(const Phase& phase, const Node& n,
                        const std::vector<CandidateReport>& candidates, const std::string& pinned,
-                       const std::string& missing_device);
+                       const std::string& missing_device, bool transfers);
 
 std::string plan_hash(const Plan& plan);
 

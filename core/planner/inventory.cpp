@@ -40,7 +40,24 @@ Inventory live_inventory(const Registry& registry) {
   return inv;
 }
 
+namespace {
+
+Inventory read_target(const std::string& path);
+
+}  // namespace
+
 Inventory load_target(const std::string& path) {
+  try {
+    return read_target(path);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    throw InputError(path, std::string("invalid target profile: ") + e.what(),
+                     input_error::kBadTarget);
+  }
+}
+
+namespace {
+
+Inventory read_target(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot read the target profile", input_error::kBadTarget);
   json j;
@@ -85,5 +102,7 @@ Inventory load_target(const std::string& path) {
   }
   return inv;
 }
+
+}  // namespace
 
 }  // namespace sy

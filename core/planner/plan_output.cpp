@@ -128,11 +128,11 @@ std::string render_plan(const Plan& plan) {
         rows[it->second].count++;
       }
     }
-    out << "  " << pad("OP", 26) << pad("KIND", 24) << pad("PLUGIN/KERNEL", 36) << pad("DEVICE", 8)
+    out << "  " << pad("OP", 38) << pad("KIND", 24) << pad("PLUGIN/KERNEL", 36) << pad("DEVICE", 8)
         << "WHY\n";
     for (const auto& r : rows) {
       std::string name = r.pattern + (r.count > 1 ? " (x" + std::to_string(r.count) + ")" : "");
-      out << "  " << pad(name, 26) << pad(r.op, 24) << pad(r.plugin + "/" + r.kernel, 36)
+      out << "  " << pad(name, 38) << pad(r.op, 24) << pad(r.plugin + "/" + r.kernel, 36)
           << pad(r.device, 8) << r.rule << "\n";
     }
     std::map<std::string, int> per_device;

@@ -45,14 +45,22 @@ class PhasePlanner {
   PhasePlanner(const Phase& phase, const Registry& reg, const Inventory& inv, const Policy& pol)
       : phase_(phase), cands_(reg, inv, pol), inv_(inv), pol_(pol) {}
 
-  // Returns the plan of the phase, or sets `error`.
-  PhasePlan run(std::optional<PlanError>& error) {
-    // Pass 1: caches free.
+  // Pass 1: plans with the KV caches unplaced and records where each cache would live: where
+  // an attention reads it (`from_attention`), else where it was written (`from_writer`).
+  void learn_caches(std::map<std::string, std::string>& from_attention,
+                    std::map<std::string, std::string>& from_writer) {
     PhaseState free_state = initial_state();
     std::vector<Decision> first = place_all(phase_.nodes, free_state, nullptr);
-    if (!first_error_.has_value()) fix_caches(first, free_state);
-    // Pass 2: caches fixed.
+    fix_caches(first, free_state, from_attention, from_writer);
     first_error_.reset();
+  }
+
+  // Passes 2 and 3 with the caches where `caches` says (one place for every phase: the decode
+  // phase reads what the prefill phase wrote). Returns the plan, or sets `error`.
+  PhasePlan run(const std::map<std::string, std::string>& caches, std::optional<PlanError>& error) {
+    for (const auto& v : phase_.values)
+      if (v.kind == ValueKind::kv_cache && caches.count(v.name))
+        cache_fix_[v.name] = caches.at(v.name);
     PhaseState state = initial_state();
     state.fixed = cache_fix_;
     std::vector<Decision> second = place_all(phase_.nodes, state, nullptr);
@@ -124,7 +132,7 @@ class PhasePlanner {
         accepted = pinned;
         rule = "pinned --attention " + pol_.attention;
       } else if (pol_.strict || accepted.empty()) {
-        fail(n, pinned_reports.empty() ? reports : pinned_reports, pol_.attention);
+        fail(n, reports, pol_.attention);
         return std::nullopt;
       } else {
         wanted = "family " + pol_.attention;
@@ -228,7 +236,9 @@ class PhasePlanner {
     }
   }
 
-  void fix_caches(const std::vector<Decision>& first, const PhaseState& state) {
+  void fix_caches(const std::vector<Decision>& first, const PhaseState& state,
+                  std::map<std::string, std::string>& from_attention,
+                  std::map<std::string, std::string>& from_writer) {
     for (const auto& v : phase_.values) {
       if (v.kind != ValueKind::kv_cache) continue;
       if (pol_.kv_cache_device) {
@@ -238,21 +248,21 @@ class PhasePlanner {
             dev = &d;
             break;
           }
-        cache_fix_[v.name] = !dev
-                                 ? std::string("missing:") + device_type_name(*pol_.kv_cache_device)
-                             : dev->info.memory_is_host ? kHost
-                                                        : dev->id;
+        from_attention[v.name] =
+            !dev ? std::string("missing:") + device_type_name(*pol_.kv_cache_device)
+            : dev->info.memory_is_host ? kHost
+                                       : dev->id;
         continue;
       }
-      // Where the attention that reads it ran (its last reader in pass 1).
-      for (const auto& d : first) {
-        const Node* n = phase_.node(d.planned.id);
-        if (!n || n->op != SY_OP_ATTENTION) continue;
-        for (size_t i = 0; i < n->inputs.size(); ++i)
-          if (n->inputs[i] == v.name) cache_fix_[v.name] = d.in_locs[i];
-      }
-      if (!cache_fix_.count(v.name) && state.home.count(v.name))
-        cache_fix_[v.name] = state.home.at(v.name);
+      if (state.home.count(v.name)) from_writer.emplace(v.name, state.home.at(v.name));
+    }
+    if (pol_.kv_cache_device) return;
+    for (const auto& d : first) {  // where the attention that reads each cache ran
+      if (d.planned.op != SY_OP_ATTENTION) continue;
+      const Node* n = phase_.node(d.planned.id);
+      for (size_t i = 0; n && i < n->inputs.size(); ++i)
+        if (phase_.value(n->inputs[i])->kind == ValueKind::kv_cache)
+          from_attention[n->inputs[i]] = d.in_locs[i];
     }
   }
 
@@ -261,20 +271,23 @@ class PhasePlanner {
     std::set<std::string> replaced;
     std::map<std::string, Node> fused_at;  // first replaced op id -> fused node
     bool wanted = pol_.attention == "any" || pol_.attention == "fused_decode";
+    std::map<std::string, const Decision*> by_id;
+    for (const auto& d : unfused) by_id[d.planned.id] = &d;
     for (const auto& f : phase_.fusions) {
       if (!wanted) continue;
       Placement where{state.available, state.home, state.fixed, false};
       // A fused kernel takes its operands exactly where the unfused plan put them: weights
       // where their projections ran, activations where produced, caches where placed.
-      std::map<std::string, std::string> pinned_locs = where.fixed;
-      for (const auto& d : unfused)
-        if (std::find(f.replaces.begin(), f.replaces.end(), d.planned.id) != f.replaces.end()) {
+      std::map<std::string, std::string> pinned_locs;
+      for (const auto& id : f.replaces)
+        if (auto it = by_id.find(id); it != by_id.end()) {
+          const Decision& d = *it->second;
           const Node* n = phase_.node(d.planned.id);
           for (size_t i = 0; i < n->inputs.size(); ++i)
             if (phase_.value(n->inputs[i])->kind == ValueKind::weight)
               pinned_locs[n->inputs[i]] = d.in_locs[i];
         }
-      where.fixed = pinned_locs;
+      where.pinned = &pinned_locs;
       std::vector<Candidate> cands = cands_.evaluate(phase_, f.fused, where);
       std::vector<const Candidate*> ok;
       std::vector<CandidateReport> reports;
@@ -320,7 +333,7 @@ class PhasePlanner {
   void fail(const Node& n, const std::vector<CandidateReport>& cands, const std::string& pinned,
             const std::string& missing_device = "") {
     if (first_error_) return;
-    first_error_ = select_error(phase_, n, cands, pinned, missing_device);
+    first_error_ = select_error(phase_, n, cands, pinned, missing_device, pol_.transfers);
   }
 
   const Phase& phase_;
@@ -341,9 +354,14 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   plan.model = graph.name;
   plan.target = inventory.name;
   plan.policy = policy;
+  std::map<std::string, std::string> from_attention, from_writer;
+  for (const auto& phase : graph.phases)
+    PhasePlanner(phase, registry, inventory, policy).learn_caches(from_attention, from_writer);
+  std::map<std::string, std::string> caches = from_writer;
+  for (const auto& [v, loc] : from_attention) caches[v] = loc;
   for (const auto& phase : graph.phases) {
     std::optional<PlanError> error;
-    PhasePlan p = PhasePlanner(phase, registry, inventory, policy).run(error);
+    PhasePlan p = PhasePlanner(phase, registry, inventory, policy).run(caches, error);
     if (error) {
       plan.error = error;
       break;

@@ -235,8 +235,8 @@ static inline int sy_filter_residency(const sy_kernel_envelope* env, const sy_de
                                    : (sy_residency_name(r) ? sy_residency_name(r) : "?");
     snprintf(need, sizeof need, "%s %zu in %s memory", is_in ? "input" : "output", idx, mem);
     snprintf(have, sizeof have, "%s %zu in %s memory", is_in ? "input" : "output", idx, res);
-    snprintf(text, sizeof text, "the kernel reads %s %zu from %s memory only, it is in %s memory",
-             is_in ? "input" : "output", idx, res, mem);
+    snprintf(text, sizeof text, "the kernel %s %s %zu in %s memory only, it is in %s memory",
+             is_in ? "reads" : "writes", is_in ? "input" : "output", idx, res, mem);
     n += sy_refuse(add, ctx, "residency", need, have, text);
   }
   return n;

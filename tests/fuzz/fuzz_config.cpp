@@ -1,0 +1,20 @@
+// libFuzzer target: the Hugging Face config importer must answer any JSON with two valid
+// phases or an InputError, never a crash, a hang or another exception.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/importer/importer.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (j.is_discarded()) return 0;
+  sy::ImportOptions opts;
+  opts.prompt_len = 16;
+  opts.context = 64;
+  try {
+    (void)sy::import_hf_config_json(j, "fuzz.json", opts);
+  } catch (const sy::InputError&) {
+  }
+  return 0;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the graph-parser and config-importer fuzz targets with clang (libFuzzer, ASan, UBSan)
+# and runs each for a bounded time, seeded with the examples. Any crash, leak, sanitizer report
+# or stray exception fails the run; the reproducer is left in the work folder.
+#   tests/fuzz/run_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS_PER_TARGET]
+set -euo pipefail
+src=$1
+work=$2
+seconds=${3:-20}
+mkdir -p "$work"
+core=(core/graph/graph.cpp core/capability/op.cpp core/capability/vocabulary.cpp
+      core/capability/envelope.cpp core/capability/envelope_json.cpp)
+importer=($(cd "$src" && ls core/importer/*.cpp))
+flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -I"$src" -I"$src/abi/include")
+
+build() {  # name, sources...
+  local name=$1
+  shift
+  (cd "$src" && clang++ "${flags[@]}" "$@" -o "$work/$name")
+}
+build fuzz_graph tests/fuzz/fuzz_graph.cpp "${core[@]}"
+build fuzz_config tests/fuzz/fuzz_config.cpp "${core[@]}" "${importer[@]}"
+
+run() {  # name, seed files...
+  local name=$1
+  shift
+  local corpus="$work/${name}_corpus"
+  mkdir -p "$corpus"
+  cp "$@" "$corpus/" 2>/dev/null || true
+  (cd "$work" && ./"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1 "$corpus")
+}
+run fuzz_graph "$src"/examples/graphs/*.json
+i=0
+for f in "$src"/examples/models/*/config.json; do cp "$f" "$work/seed_config_$i.json"; i=$((i + 1)); done
+run fuzz_config "$work"/seed_config_*.json
+echo "fuzzing finished: no crash in ${seconds}s per target"

@@ -1,0 +1,136 @@
+// Planner properties through the core API: determinism, copies, KV-cache placement, no
+// transfers, bad policies and inputs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "core/importer/importer.hpp"
+#include "core/planner/planner.hpp"
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+const std::string kModels = std::string(SY_TEST_EXAMPLES_DIR) + "/models/";
+const std::string kH200 = std::string(SY_TEST_EXAMPLES_DIR) + "/targets/h200.json";
+
+class Planner : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    registry_ = new Registry(Registry::discover({{test::kPluginDir}, "test"}, LoadOptions{}));
+  }
+  static void TearDownTestSuite() { delete registry_; }
+  static Plan plan(const std::string& model, const Inventory& inv, Policy policy = {},
+                   const std::string& dtype = "") {
+    if (policy.prefer.empty()) policy.prefer = {kDLCUDA, kDLCPU};
+    ImportOptions opts;
+    opts.prompt_len = 64;
+    opts.context = 256;
+    opts.dtype_override = dtype;
+    return plan_graph(import_hf_config(kModels + model + "/config.json", opts), *registry_, inv,
+                      policy);
+  }
+  static Registry* registry_;
+};
+Registry* Planner::registry_ = nullptr;
+
+TEST_F(Planner, IsDeterministic) {
+  Inventory inv = load_target(kH200);
+  Plan a = plan("gpt-oss-20b", inv), b = plan("gpt-oss-20b", inv);
+  ASSERT_TRUE(a.ok()) << a.error->message;
+  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_EQ(to_json(a).dump(), to_json(b).dump());
+  EXPECT_NE(a.hash, plan("llama-3.2-1b", inv).hash);
+}
+
+TEST_F(Planner, GptOssOnTheH200RunsAttentionOnCudaFlash) {
+  Plan p = plan("gpt-oss-20b", load_target(kH200));
+  ASSERT_TRUE(p.ok()) << p.error->message;
+  for (const auto& phase : p.phases)
+    for (const auto& o : phase.ops)
+      if (o.op == SY_OP_ATTENTION) {
+        EXPECT_EQ(o.plugin, "cuda_flash") << o.id;
+        EXPECT_EQ(o.device, "cuda:0") << o.id;
+      }
+  // Caches live where their attention runs.
+  for (const auto& [value, device] : p.phases[1].kv_caches) EXPECT_EQ(device, "cuda:0") << value;
+}
+
+TEST_F(Planner, CopiesWhereProducerAndConsumerMemoryDiffer) {
+  // f32: flash refuses it, so attention runs on the CPU between CUDA matmuls.
+  Plan p = plan("llama-3.2-1b", load_target(kH200), {}, "f32");
+  ASSERT_TRUE(p.ok()) << p.error->message;
+  const PhasePlan& prefill = p.phases[0];
+  std::set<std::string> directions;
+  for (const auto& c : prefill.copies) {
+    directions.insert(c.from + "->" + c.to);
+    EXPECT_GT(c.bytes, 0);
+  }
+  EXPECT_TRUE(directions.count("cuda:0->host"));
+  EXPECT_TRUE(directions.count("host->cuda:0"));
+  for (const auto& [value, device] : prefill.kv_caches) EXPECT_EQ(device, "host") << value;
+}
+
+// Without transfers the GPU box can still run the f32 model, but only where no copy is
+// needed: the tokens start on the host, so everything stays there.
+TEST_F(Planner, NoTransfersGivesACopyFreePlan) {
+  Policy policy;
+  policy.transfers = false;
+  Plan p = plan("llama-3.2-1b", load_target(kH200), policy, "f32");
+  ASSERT_TRUE(p.ok()) << p.error->message;
+  for (const auto& phase : p.phases) {
+    EXPECT_TRUE(phase.copies.empty()) << phase.name;
+    for (const auto& o : phase.ops) EXPECT_EQ(o.device, "cpu:0") << o.id;
+  }
+}
+
+TEST_F(Planner, PreferCpuKeepsEverythingOnTheHost) {
+  Policy policy;
+  policy.prefer = {kDLCPU, kDLCUDA};
+  policy.prefer_given = true;
+  Plan p = plan("qwen3-0.6b", load_target(kH200), policy);
+  ASSERT_TRUE(p.ok()) << p.error->message;
+  for (const auto& phase : p.phases) {
+    EXPECT_TRUE(phase.copies.empty());
+    for (const auto& o : phase.ops) EXPECT_EQ(o.device, "cpu:0") << o.id;
+  }
+}
+
+TEST_F(Planner, StrictPreferOfAMissingDeviceIsDeviceUnavailable) {
+  Policy policy;
+  policy.prefer = {kDLCUDA, kDLCPU};
+  policy.prefer_given = true;
+  policy.strict = true;
+  Inventory cpu_only = load_target(std::string(SY_TEST_EXAMPLES_DIR) + "/targets/cpu-laptop.json");
+  Plan p = plan("llama-3.2-1b", cpu_only, policy);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error->code, "SY008");
+}
+
+TEST(PlannerTargets, BadTargetProfilesAreInputErrors) {
+  test::TempDir dir;
+  auto write = [&](const std::string& text) {
+    auto f = dir.path() / "t.json";
+    std::ofstream(f) << text;
+    return f.string();
+  };
+  for (
+      const std::string& text :
+      {std::string("{"), std::string("{\"schema\": \"nope\"}"),
+       std::string(R"({"schema": "switchyard.target/1", "devices": []})"),
+       std::string(R"({"schema": "switchyard.target/1", "devices": [{"type": "tpu"}]})"),
+       std::string(
+           R"({"schema": "switchyard.target/1", "devices": [{"type": "cuda", "memory_bytes": "x"}]})")}) {
+    try {
+      load_target(write(text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.code, "SY210") << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sy

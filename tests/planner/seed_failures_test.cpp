@@ -1,0 +1,177 @@
+// The five failures other stacks hit mid-forward (DESIGN §1) plus the GQA one, reproduced at
+// plan time from the CLI with real plugin sets, each in --strict and in auto mode.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kModels = std::string(SY_TEST_EXAMPLES_DIR) + "/models/";
+const std::string kH200 = std::string(SY_TEST_EXAMPLES_DIR) + "/targets/h200.json";
+const std::string kSets = SY_TEST_SETS_DIR;
+
+struct Outcome {
+  int exit_code;
+  json plan;
+};
+
+Outcome plan(const std::string& args) {
+  auto r = test::run_switchyard("plan " + args + " --json");
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+  return {r.exit_code, j};
+}
+
+// Strict: exit 3, the verbatim message first, then every candidate with all its reasons.
+void expect_error(const Outcome& o, const std::string& code, const std::string& verbatim) {
+  EXPECT_EQ(o.exit_code, 3);
+  ASSERT_EQ(o.plan["status"], "error") << o.plan.dump(2);
+  EXPECT_EQ(o.plan["error"]["code"], code);
+  std::string message = o.plan["error"]["message"];
+  EXPECT_THAT(message, StartsWith(verbatim));
+  for (const auto& c : o.plan["error"]["candidates"]) {
+    std::string line = c["plugin"].get<std::string>() + "/" + c["kernel"].get<std::string>();
+    EXPECT_THAT(message, HasSubstr(line));
+    for (const auto& r : c["reasons"])
+      EXPECT_THAT(message, HasSubstr(r["text"].get<std::string>()));
+  }
+}
+
+const json& first_op(const json& plan, const std::string& phase, const std::string& kind) {
+  for (const auto& p : plan["phases"])
+    if (p["name"] == phase)
+      for (const auto& o : p["ops"])
+        if (o["op"] == kind) return o;
+  static const json none;
+  return none;
+}
+
+bool has_fallback(const json& plan, const std::string& wanted) {
+  for (const auto& p : plan["phases"])
+    for (const auto& f : p["fallbacks"])
+      if (f["wanted"] == wanted && !f["reason"].get<std::string>().empty()) return true;
+  return false;
+}
+
+TEST(SeedFailures, FlashOnACpuOnlyMachine) {
+  std::string model = kModels + "llama-3.2-1b/config.json --attention flash";
+  expect_error(plan(model + " --strict"), "SY002", "no cpu support for flash-attn");
+  Outcome o = plan(model);
+  ASSERT_EQ(o.exit_code, 0);
+  const json& attn = first_op(o.plan, "prefill", "attention");
+  EXPECT_EQ(attn["plugin"], "cpu_onednn");
+  EXPECT_EQ(attn["kernel"], "sdpa_attention");
+  EXPECT_TRUE(has_fallback(o.plan, "family flash"));
+}
+
+TEST(SeedFailures, CandleShapedFlashOnACpuOnlyMachine) {
+  std::string model = kModels + "llama-3.2-1b/config.json --plugin-dir " + kSets +
+                      "/candle_flash --attention flash --strict";
+  expect_error(plan(model), "SY002", "no cpu support for flash-attn");
+}
+
+TEST(SeedFailures, FlashWithAnF32ModelOnTheH200) {
+  std::string model =
+      kModels + "llama-3.2-1b/config.json --dtype f32 --target " + kH200 + " --attention flash";
+  Outcome strict = plan(model + " --strict");
+  expect_error(strict, "SY003", "flash-attn is only supported for f16/bf16 (F32)");
+  Outcome o = plan(model);
+  ASSERT_EQ(o.exit_code, 0);
+  EXPECT_EQ(first_op(o.plan, "prefill", "attention")["family"], "sdpa");
+  EXPECT_TRUE(has_fallback(o.plan, "family flash"));
+  // The CPU attention on a GPU box forces copies, and they are in the plan with their bytes.
+  EXPECT_FALSE(o.plan["phases"][0]["copies"].empty());
+  EXPECT_GT(o.plan["phases"][0]["copies"][0]["bytes"].get<int64_t>(), 0);
+}
+
+TEST(SeedFailures, SinksOnCpuWithFlexOnly) {
+  std::string model = kModels + "gpt-oss-20b/config.json --plugin-dir " + kSets + "/flex_like";
+  expect_error(plan(model + " --strict"), "SY004",
+               "Attention sinks cannot be run on CPU with flex attention. Please switch to a "
+               "different device, e.g. CUDA");
+  expect_error(plan(model), "SY004",
+               "Attention sinks cannot be run on CPU");  // auto: no legal kernel
+}
+
+TEST(SeedFailures, SinksOnCpuServedByCpuOnednn) {
+  Outcome o = plan(kModels + "gpt-oss-20b/config.json --plugin-dir " + kSets +
+                   "/flex_like --plugin-dir " + kSets + "/cpu_only");
+  ASSERT_EQ(o.exit_code, 0) << o.plan.dump(2).substr(0, 2000);
+  const json& attn = first_op(o.plan, "prefill", "attention");
+  EXPECT_EQ(attn["plugin"], "cpu_onednn");
+  bool flex_refused_for_sinks = false;
+  for (const auto& c : attn["rejected"])
+    if (c["plugin"] == "flex_like" && c["device"] == "cpu:0")
+      for (const auto& r : c["reasons"]) flex_refused_for_sinks |= r["required"] == "sinks";
+  EXPECT_TRUE(flex_refused_for_sinks);
+}
+
+TEST(SeedFailures, SinksServedOnCudaThroughLse) {
+  Outcome o = plan(kModels + "gpt-oss-20b/config.json --plugin-dir " + kSets +
+                   "/flex_like --target " + kH200);
+  ASSERT_EQ(o.exit_code, 0);
+  const json& attn = first_op(o.plan, "prefill", "attention");
+  EXPECT_EQ(attn["device"], "cuda:0");
+  EXPECT_EQ(attn["kernel"], "flex_attention_cuda");
+  EXPECT_THAT(attn["rule"].get<std::string>(), HasSubstr("LSE"));
+}
+
+TEST(SeedFailures, HostOnlyFusedDecodeWithProjectionsOnCuda) {
+  std::string model = kModels + "smollm3-3b/config.json --target " + kH200 +
+                      " --attention fused_decode --prefer cuda,cpu";
+  Outcome strict = plan(model + " --strict");
+  expect_error(strict, "SY005", "Expected CPU storage");
+  // Every reason, not only the first: the dtype and each device-resident operand.
+  int residency = 0;
+  for (const auto& c : strict.plan["error"]["candidates"])
+    for (const auto& r : c["reasons"]) residency += r["constraint"] == "residency";
+  EXPECT_GE(residency, 4);
+  Outcome o = plan(model);
+  ASSERT_EQ(o.exit_code, 0);
+  EXPECT_TRUE(o.plan["phases"][1]["fusions_used"].empty());
+  EXPECT_TRUE(has_fallback(o.plan, "fused_decode"));
+  EXPECT_EQ(first_op(o.plan, "decode", "attention")["device"], "cuda:0");
+}
+
+TEST(SeedFailures, FusedDecodeUsedWhenEverythingIsOnTheHost) {
+  Outcome o =
+      plan(kModels + "smollm3-3b/config.json --dtype f32 --attention fused_decode --strict");
+  ASSERT_EQ(o.exit_code, 0) << o.plan.dump().substr(0, 2000);
+  EXPECT_EQ(o.plan["phases"][1]["fusions_used"].size(), 36u);
+  EXPECT_EQ(first_op(o.plan, "decode", "fused_decode_attention")["device"], "cpu:0");
+}
+
+TEST(SeedFailures, KvCacheOnCudaWithAHostOnlyWriter) {
+  Outcome o = plan(kModels + "llama-3.2-1b/config.json --target " + kH200 + " --plugin-dir " +
+                   kSets + "/cpu_only --kv-cache-device cuda");
+  expect_error(o, "SY006", "Expected CPU");
+  EXPECT_EQ(o.plan["error"]["op"], "l0.k_append");
+}
+
+TEST(SeedFailures, GqaModelOnAKernelWithoutGqa) {
+  std::string model = kModels + "llama-3.2-1b/config.json --plugin-dir " + kSets + "/no_gqa";
+  expect_error(plan(model + " --strict"), "SY007", "only kv-repeat = 1 is supported");
+  expect_error(plan(model), "SY007", "only kv-repeat = 1 is supported");
+}
+
+TEST(SeedFailures, HumanOutputAndExplain) {
+  auto r = test::run_switchyard("plan " + kModels +
+                                "llama-3.2-1b/config.json --attention flash --strict");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("error SY002"));
+  auto e = test::run_switchyard("plan " + kModels + "llama-3.2-1b/config.json --explain l0.attn");
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_THAT(e.out, HasSubstr("cuda_flash/flash_attention"));
+  EXPECT_THAT(e.out, HasSubstr("chosen: cpu_onednn/sdpa_attention"));
+}
+
+}  // namespace
+}  // namespace sy
