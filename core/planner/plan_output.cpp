@@ -66,6 +66,8 @@ json to_json(const Plan& plan) {
       json j{{"id", o.id},         {"op", sy_op_kind_name(o.op)}, {"plugin", o.plugin},
              {"kernel", o.kernel}, {"family", o.family},          {"device", o.device},
              {"rule", o.rule},     {"rejected", rejected}};
+      j["input_locations"] = o.input_locations;
+      j["output_locations"] = o.output_locations;
       if (o.layer >= 0) j["layer"] = o.layer;
       if (!o.fused_group.empty()) j["fused_group"] = o.fused_group;
       ops.push_back(j);

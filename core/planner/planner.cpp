@@ -210,6 +210,8 @@ class PhasePlanner {
         d.planned.rejected.push_back(r);
     d.in_locs = best.in_locs;
     d.out_locs = best.out_locs;
+    d.planned.input_locations = best.in_locs;
+    d.planned.output_locations = best.out_locs;
     commit(n, d, state, copies);
     return d;
   }

@@ -42,6 +42,9 @@ struct PlannedOp {
   std::string rule;                            // why this candidate
   std::string fused_group;                     // set when this op is a fusion of a group
   std::vector<CandidateReport> rejected;
+  // Memory location of each operand ("host" or a device id), inputs then outputs: where the
+  // executor finds and puts them (after the plan's copies).
+  std::vector<std::string> input_locations, output_locations;
 };
 
 struct Copy {
