@@ -21,6 +21,8 @@ int run_caps(const GlobalOptions& global, const Args& args);
 int run_manifest(const GlobalOptions& global, const Args& args);
 int run_bench(const GlobalOptions& global, const Args& args);
 int run_plan(const GlobalOptions& global, const Args& args);
+int run_run(const GlobalOptions& global, const Args& args);
+int run_make_test_model(const GlobalOptions& global, const Args& args);
 int run_errors(const GlobalOptions& global, const Args& args);
 
 // Parses `args` against `desc` (and positionals); throws boost::program_options::error.

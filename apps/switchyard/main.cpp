@@ -23,6 +23,8 @@ const std::map<std::string, Command>& commands() {
       {"devices", {run_devices, "devices of every loaded plugin"}},
       {"caps", {run_caps, "kernel envelopes: what each plugin can serve"}},
       {"manifest", {run_manifest, "write a plugin's manifest from its own declaration"}},
+      {"run", {run_run, "generate text with a model folder (config, safetensors, tokenizer)"}},
+      {"make-test-model", {run_make_test_model, "write a small seeded llama model to a folder"}},
       {"plan", {run_plan, "plan a model: which plugin serves each op, or why none can"}},
       {"bench", {run_bench, "time attention or matmul against this machine's own ceilings"}},
       {"errors", {run_errors, "the documented errors: what each means, how to fix it"}},

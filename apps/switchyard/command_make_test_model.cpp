@@ -1,0 +1,190 @@
+// `make-test-model DIR`: writes a small llama-architecture model — config.json,
+// model.safetensors with seeded random weights, tokenizer.json (byte-level BPE) — so tests and
+// `make demo` run a real model end to end without downloading one.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "apps/switchyard/commands.hpp"
+#include "apps/switchyard/exit_codes.hpp"
+#include "core/importer/importer.hpp"
+#include "core/weights/weights.hpp"
+
+namespace sy::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the rest map above 255.
+std::string byte_token(int b) {
+  int code = b;
+  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
+    int n = 0;
+    for (int x = 0; x < b; ++x)
+      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
+    code = 256 + n;
+  }
+  std::string out;
+  if (code < 0x80) {
+    out += char(code);
+  } else {
+    out += char(0xC0 | (code >> 6));
+    out += char(0x80 | (code & 0x3F));
+  }
+  return out;
+}
+
+// A byte-level BPE tokenizer.json: the 256 byte tokens, a few merges of common English pairs,
+// and an end-of-text special token. Returns its vocabulary size.
+int64_t write_tokenizer(const fs::path& file) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_token(b)] = b;
+  const std::string sp = byte_token(' ');
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"t", "h"}, {"h", "e"}, {sp, "t"},  {"th", "e"}, {sp + "t", "he"}, {"i", "n"},
+      {sp, "a"},  {"e", "r"}, {"o", "n"}, {sp, "s"},   {"e", "n"},       {"a", "t"}};
+  json merge_list = json::array();
+  int64_t id = 256;
+  for (const auto& [a, b] : merges) {
+    if (!vocab.contains(a + b)) vocab[a + b] = id++;
+    merge_list.push_back(a + " " + b);
+  }
+  int64_t eot = id++;
+  json tok = {{"version", "1.0"},
+              {"truncation", nullptr},
+              {"padding", nullptr},
+              {"added_tokens",
+               {{{"id", eot},
+                 {"content", "<|endoftext|>"},
+                 {"single_word", false},
+                 {"lstrip", false},
+                 {"rstrip", false},
+                 {"normalized", false},
+                 {"special", true}}}},
+              {"normalizer", nullptr},
+              {"pre_tokenizer",
+               {{"type", "ByteLevel"},
+                {"add_prefix_space", false},
+                {"trim_offsets", true},
+                {"use_regex", true}}},
+              {"post_processor", nullptr},
+              {"decoder",
+               {{"type", "ByteLevel"},
+                {"add_prefix_space", true},
+                {"trim_offsets", true},
+                {"use_regex", true}}},
+              {"model",
+               {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"vocab", vocab},
+                {"merges", merge_list}}}};
+  std::ofstream(file) << tok.dump(1) << "\n";
+  return id;
+}
+
+json config_for(const std::string& shape, int64_t tokenizer_vocab, const std::string& dtype) {
+  json c = {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 10000.0},
+            {"max_position_embeddings", 2048},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", dtype == "bf16" ? "bfloat16" : "float32"},
+            {"bos_token_id", tokenizer_vocab - 1},
+            {"eos_token_id", tokenizer_vocab - 1}};
+  if (shape == "smollm2-135m") {  // SmolLM2-135M's shape (hidden 576, 30 layers, 9/3 heads)
+    c.update({{"hidden_size", 576},
+              {"num_hidden_layers", 30},
+              {"num_attention_heads", 9},
+              {"num_key_value_heads", 3},
+              {"intermediate_size", 1536},
+              {"vocab_size", 49152},
+              {"head_dim", 64}});
+  } else {
+    c.update({{"hidden_size", 64},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"intermediate_size", 128},
+              {"vocab_size", tokenizer_vocab},
+              {"head_dim", 16}});
+  }
+  return c;
+}
+
+}  // namespace
+
+int run_make_test_model(const GlobalOptions&, const Args& args) {
+  std::string dir, shape = "tiny", dtype = "f32";
+  unsigned seed = 1;
+  po::options_description desc("switchyard make-test-model options");
+  desc.add_options()("help,h", "show this help")("dir", po::value(&dir), "folder to write")(
+      "shape", po::value(&shape)->default_value("tiny"), "tiny | smollm2-135m")(
+      "dtype", po::value(&dtype)->default_value("f32"), "f32 | bf16")(
+      "seed", po::value(&seed)->default_value(1), "random seed of the weights");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  auto vm = parse_command(args, desc, &pos);
+  if (vm.count("help") || dir.empty()) {
+    std::cout << "Usage: switchyard make-test-model DIR [options]\n" << desc;
+    return vm.count("help") ? kExitOk : kExitUsage;
+  }
+  if ((shape != "tiny" && shape != "smollm2-135m") || (dtype != "f32" && dtype != "bf16")) {
+    std::cerr << "switchyard make-test-model: --shape tiny|smollm2-135m, --dtype f32|bf16\n";
+    return kExitUsage;
+  }
+  fs::create_directories(dir);
+  int64_t vocab = write_tokenizer(fs::path(dir) / "tokenizer.json");
+  json config = config_for(shape, vocab, dtype);
+  std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
+
+  // One tensor per weight value of the imported graph, under its Hugging Face name.
+  ImportOptions opts;
+  opts.prompt_len = 1;
+  opts.context = 2;
+  Graph g = import_hf_config_json(config, dir + "/config.json", opts);
+  std::mt19937 rng(seed);
+  std::vector<std::vector<char>> storage;
+  std::vector<std::pair<TensorInfo, const void*>> tensors;
+  for (const auto& v : g.phases.front().values) {
+    if (v.kind != ValueKind::weight) continue;
+    auto name = hf_tensor_name("llama", v.name);
+    if (!name) continue;
+    bool norm = v.name.find("norm") != std::string::npos;
+    double fan_in = double(v.shape.back());
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    float scale = norm ? 0.1f : float(1.0 / std::sqrt(fan_in));
+    int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
+    storage.emplace_back(size_t(v.bytes()));
+    for (int64_t i = 0; i < n; ++i) {
+      float x = (norm ? 1.f : 0.f) + scale * dist(rng);
+      if (v.dtype == SY_DTYPE_F32) {
+        std::memcpy(storage.back().data() + 4 * i, &x, 4);
+      } else {
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        uint16_t h = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        std::memcpy(storage.back().data() + 2 * i, &h, 2);
+      }
+    }
+    tensors.push_back(
+        {TensorInfo{*name, v.dtype, v.shape, 0, uint64_t(v.bytes())}, storage.back().data()});
+  }
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors,
+                    {{"format", "pt"}, {"generator", "switchyard make-test-model"}});
+  std::cout << "wrote " << dir << ": " << shape << " llama, " << tensors.size() << " tensors, "
+            << dtype << ", vocab " << config["vocab_size"] << ", seed " << seed << "\n";
+  return kExitOk;
+}
+
+}  // namespace sy::cli

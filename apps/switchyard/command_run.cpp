@@ -1,0 +1,241 @@
+// `run MODEL_DIR --prompt TEXT`: plan, load, prefill, decode — printing the text as it is
+// produced, then the speeds, the memory and (with --profile) where the time went.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "apps/switchyard/commands.hpp"
+#include "apps/switchyard/exit_codes.hpp"
+#include "core/capability/vocabulary.hpp"
+#include "core/errors/errors.hpp"
+#include "core/executor/model_weights.hpp"
+#include "core/importer/importer.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace sy::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct RunArgs {
+  std::string model, prompt, prefer, attention = "any", dtype;
+  int64_t max_tokens = 32, context = 1024;
+  double temperature = 0, top_p = 1;
+  int64_t top_k = 0;
+  unsigned seed = 0;
+  bool strict = false, profile = false, json = false;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Greedy at temperature 0; otherwise softmax(logits / T), cut to the top k and the top-p mass.
+int64_t sample(const std::vector<float>& logits, const RunArgs& a, std::mt19937& rng) {
+  if (a.temperature <= 0)
+    return int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<std::pair<double, int64_t>> p;
+  double mx = *std::max_element(logits.begin(), logits.end());
+  for (size_t i = 0; i < logits.size(); ++i)
+    p.emplace_back(std::exp((logits[i] - mx) / a.temperature), int64_t(i));
+  std::sort(p.begin(), p.end(), std::greater<>());
+  if (a.top_k > 0 && size_t(a.top_k) < p.size()) p.resize(size_t(a.top_k));
+  double total = 0;
+  for (const auto& x : p) total += x.first;
+  double kept = 0;
+  size_t n = 0;
+  while (n < p.size() && (n == 0 || kept / total < a.top_p)) kept += p[n++].first;
+  std::uniform_real_distribution<double> u(0, kept);
+  double r = u(rng);
+  for (size_t i = 0; i < n; ++i)
+    if ((r -= p[i].first) <= 0) return p[i].second;
+  return p[n - 1].second;
+}
+
+std::string token_text(const Tokenizer& tok, int64_t id) {
+  if (id < 0 || id >= tok.vocab_size()) return "<" + std::to_string(id) + ">";
+  return tok.decode_token(id);
+}
+
+int fail(const std::string& code, const std::string& message, bool as_json) {
+  const ErrorInfo* e = find_error(code);
+  if (as_json)
+    std::cout << json{{"status", "error"},
+                      {"error", {{"code", code}, {"name", e ? e->name : ""}, {"message", message}}}}
+                     .dump(2)
+              << "\n";
+  else
+    std::cerr << "switchyard run: error " << code << " (" << (e ? e->name : "") << "): " << message
+              << "\n";
+  return e ? e->exit_code : kExitFailure;
+}
+
+}  // namespace
+
+int run_run(const GlobalOptions& global, const Args& args) {
+  RunArgs a;
+  po::options_description desc("switchyard run options");
+  desc.add_options()("help,h", "show this help")("model", po::value(&a.model), "model folder")(
+      "prompt", po::value(&a.prompt), "text to continue")(
+      "max-tokens", po::value(&a.max_tokens)->default_value(32), "tokens to generate")(
+      "context", po::value(&a.context)->default_value(1024), "KV cache length")(
+      "temperature", po::value(&a.temperature)->default_value(0), "0 = greedy")(
+      "top-k", po::value(&a.top_k)->default_value(0), "sample from the k most likely (0 = all)")(
+      "top-p", po::value(&a.top_p)->default_value(1.0), "nucleus mass")(
+      "seed", po::value(&a.seed)->default_value(0), "sampling seed")("prefer", po::value(&a.prefer),
+                                                                     "device order, e.g. cpu,cuda")(
+      "attention", po::value(&a.attention)->default_value("any"), "attention family pin")(
+      "strict", po::bool_switch(&a.strict), "refusal of the pinned choice is an error")(
+      "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the config's dtype")(
+      "profile", po::bool_switch(&a.profile), "time per op kind and plugin, and overhead")(
+      "json", po::bool_switch(&a.json), "figures as JSON (the text goes to stderr)");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  auto vm = parse_command(args, desc, &pos);
+  if (vm.count("help") || a.model.empty()) {
+    std::cout << "Usage: switchyard run MODEL_DIR --prompt TEXT [options]\n"
+              << desc << "\n"
+              << kExitCodeHelp;
+    return vm.count("help") ? kExitOk : kExitUsage;
+  }
+  if (a.max_tokens < 0 || a.context < 2 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {
+    std::cerr << "switchyard run: --max-tokens >= 0, --context >= 2, --temperature >= 0, 0 < "
+                 "--top-p <= 1\n";
+    return kExitUsage;
+  }
+  std::ostream& text_out = a.json ? std::cerr : std::cout;
+  try {
+    fs::path dir = a.model;
+    auto t_load = std::chrono::steady_clock::now();
+    Tokenizer tok = Tokenizer::load((dir / "tokenizer.json").string());
+    std::vector<int64_t> ids = tok.encode(a.prompt);
+    if (ids.empty()) return fail("SY304", "the prompt encodes to no token", a.json);
+    if (int64_t(ids.size()) + a.max_tokens > a.context)
+      return fail("SY304",
+                  "the prompt (" + std::to_string(ids.size()) + " tokens) plus --max-tokens " +
+                      std::to_string(a.max_tokens) + " exceed the context of " +
+                      std::to_string(a.context) + " (--context)",
+                  a.json);
+    ImportOptions opts;
+    opts.prompt_len = int64_t(ids.size());
+    opts.context = a.context;
+    opts.dtype_override = a.dtype;
+    Graph graph = import_hf_config((dir / "config.json").string(), opts);
+    std::string model_type =
+        nlohmann::json::parse(std::ifstream(dir / "config.json"), nullptr, false)
+            .value("model_type", "");
+    for (int64_t id : ids)
+      if (id >= graph.phases[0].value("embed_tokens")->shape[0])
+        return fail("SY303",
+                    "prompt token id " + std::to_string(id) + " is outside the model's vocabulary",
+                    a.json);
+    SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
+
+    Registry reg = discover_plugins(global, default_load_options());
+    Inventory inv = live_inventory(reg);
+    Policy policy;
+    policy.attention = a.attention;
+    policy.strict = a.strict;
+    policy.prefer = {kDLCUDA, kDLCPU};
+    if (!a.prefer.empty()) {
+      policy.prefer.clear();
+      std::stringstream ss(a.prefer);
+      for (std::string item; std::getline(ss, item, ',');)
+        if (auto t = parse_device_type(item)) policy.prefer.push_back(*t);
+      policy.prefer_given = true;
+    }
+    Plan plan = plan_graph(graph, reg, inv, policy);
+    if (!plan.ok()) return fail(plan.error->code, plan.error->message, a.json);
+    Session session(graph, plan, reg, inv, safetensors_weight_loader(weights, model_type));
+    double load_ms = ms_since(t_load);
+
+    std::mt19937 rng(a.seed);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = session.prefill(ids);
+    double prefill_ms = ms_since(t0);
+    text_out << a.prompt << std::flush;
+    std::vector<int64_t> generated;
+    auto t1 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < a.max_tokens; ++i) {
+      int64_t next = sample(logits, a, rng);
+      generated.push_back(next);
+      text_out << token_text(tok, next) << std::flush;
+      if (i + 1 < a.max_tokens) logits = session.decode(next);
+    }
+    text_out << "\n";
+    double decode_ms = ms_since(t1);
+    int64_t decode_steps = std::max<int64_t>(0, a.max_tokens - 1);
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const StepProfile& dp = session.profile("decode");
+    const StepProfile& pp = session.profile("prefill");
+    double prefill_tps = double(ids.size()) / (prefill_ms / 1e3);
+    double decode_tps = decode_steps > 0 ? double(decode_steps) / (dp.total_ms / 1e3) : 0;
+    double overhead =
+        dp.total_ms > 0 ? (dp.total_ms - dp.kernels_ms - dp.copies_ms) / dp.total_ms : 0;
+    json j{{"status", "ok"},
+           {"prompt_tokens", ids.size()},
+           {"generated_tokens", generated.size()},
+           {"generated_ids", generated},
+           {"load_ms", load_ms},
+           {"prefill_ms", prefill_ms},
+           {"prefill_tokens_per_s", prefill_tps},
+           {"decode_ms", decode_ms},
+           {"decode_tokens_per_s", decode_tps},
+           {"decode_overhead_share", overhead},
+           {"peak_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
+           {"plan_hash", plan.hash}};
+    json mem = json::object();
+    for (const auto& [loc, bytes] : session.memory_bytes()) mem[loc] = bytes;
+    j["buffers_bytes"] = mem;
+    if (a.profile) {
+      json per = json::object();
+      for (const auto* p : {&pp, &dp}) {
+        std::string phase = p == &pp ? "prefill" : "decode";
+        json ops = json::array();
+        for (const auto& t : p->per_kind)
+          ops.push_back({{"op", t.key}, {"ms", t.ms}, {"calls", t.calls}});
+        per[phase] = {{"total_ms", p->total_ms},
+                      {"kernels_ms", p->kernels_ms},
+                      {"copies_ms", p->copies_ms},
+                      {"ops", ops}};
+      }
+      j["profile"] = per;
+    }
+    if (a.json) {
+      std::cout << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::printf(
+        "prefill: %zu tokens in %.1f ms (%.1f tokens/s); decode: %lld steps, %.1f tokens/s; "
+        "runtime overhead %.1f%% of decode time; peak RSS %.1f MiB; load %.0f ms\n",
+        ids.size(), prefill_ms, prefill_tps, (long long)decode_steps, decode_tps, 100 * overhead,
+        double(ru.ru_maxrss) / 1024, load_ms);
+    if (a.profile)
+      for (const auto* p : {&pp, &dp}) {
+        std::printf("%s: total %.2f ms, kernels %.2f ms, copies %.2f ms\n",
+                    p == &pp ? "prefill" : "decode", p->total_ms, p->kernels_ms, p->copies_ms);
+        std::vector<OpTiming> rows = p->per_kind;
+        std::sort(rows.begin(), rows.end(),
+                  [](const auto& x, const auto& y) { return x.ms > y.ms; });
+        for (const auto& t : rows)
+          std::printf("  %-36s %9.2f ms  %6lld calls\n", t.key.c_str(), t.ms, (long long)t.calls);
+      }
+    return kExitOk;
+  } catch (const InputError& e) {
+    return fail(e.code, e.what(), a.json);
+  } catch (const RunError& e) {
+    return fail(e.code, e.what(), a.json);
+  }
+}
+
+}  // namespace sy::cli

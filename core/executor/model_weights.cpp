@@ -1,0 +1,58 @@
+#include "core/executor/model_weights.hpp"
+
+#include <cstring>
+
+namespace sy {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+float bf16_to_f32(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+}  // namespace
+
+WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::string& model_type) {
+  return [&file, model_type](const Value& v, void* dst) -> std::string {
+    std::optional<std::string> name = hf_tensor_name(model_type, v.name);
+    if (!name) return file.path() + ": no checkpoint name for weight '" + v.name + "'";
+    const TensorInfo* t = file.find(*name);
+    if (!t) return file.path() + ": tensor '" + *name + "' is missing";
+    int64_t want = 1, have = 1;
+    for (int64_t d : v.shape) want *= d;
+    for (int64_t d : t->shape) have *= d;
+    if (want != have)
+      return file.path() + ": tensor '" + *name + "' has shape " + shape_text(t->shape) +
+             ", the config makes it " + shape_text(v.shape);
+    const void* src = file.data(*t);
+    if (t->dtype == v.dtype) {
+      std::memcpy(dst, src, size_t(v.bytes()));
+    } else if (t->dtype == SY_DTYPE_BF16 && v.dtype == SY_DTYPE_F32) {
+      for (int64_t i = 0; i < want; ++i)
+        static_cast<float*>(dst)[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    } else if (t->dtype == SY_DTYPE_F32 && v.dtype == SY_DTYPE_BF16) {
+      for (int64_t i = 0; i < want; ++i)
+        static_cast<uint16_t*>(dst)[i] = f32_to_bf16(static_cast<const float*>(src)[i]);
+    } else {
+      return file.path() + ": tensor '" + *name + "' is " + safetensors_dtype_name(t->dtype) +
+             ", the run needs " + sy_dtype_name(v.dtype);
+    }
+    return "";
+  };
+}
+
+}  // namespace sy
