@@ -3,6 +3,7 @@
 // against a longer prefill (KV cache correctness).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -150,18 +151,20 @@ class Executor : public ::testing::Test {
     Plan plan;
     std::unique_ptr<Session> session;
   };
-  static std::unique_ptr<Model> open(int64_t prompt_len) {
+  static std::unique_ptr<Model> open(int64_t prompt_len, const Registry* reg = nullptr,
+                                     std::vector<DLDeviceType> prefer = {kDLCUDA, kDLCPU}) {
+    if (!reg) reg = registry_;
     auto m = std::make_unique<Model>();
     ImportOptions opts;
     opts.prompt_len = prompt_len;
     opts.context = kContext;
     m->graph = import_hf_config_json(tiny_llama(), "tiny.json", opts);
-    m->inventory = live_inventory(*registry_);
+    m->inventory = live_inventory(*reg);
     Policy policy;
-    policy.prefer = {kDLCUDA, kDLCPU};
-    m->plan = plan_graph(m->graph, *registry_, m->inventory, policy);
+    policy.prefer = prefer;
+    m->plan = plan_graph(m->graph, *reg, m->inventory, policy);
     EXPECT_TRUE(m->plan.ok()) << (m->plan.error ? m->plan.error->message : "");
-    m->session = std::make_unique<Session>(m->graph, m->plan, *registry_, m->inventory, load);
+    m->session = std::make_unique<Session>(m->graph, m->plan, *reg, m->inventory, load);
     return m;
   }
   static void expect_close(const std::vector<float>& got, const Mat& want,
@@ -199,6 +202,29 @@ TEST_F(Executor, PrefillThenDecodeEqualsALongerPrefill) {
   std::vector<float> whole = long_model->session->prefill({9, 8, 7, 6, 5});
   ASSERT_EQ(stepped.size(), whole.size());
   for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(stepped[i], whole[i], 1e-4) << i;
+}
+
+// rms_norm on another device (test plugin, its own memory) and everything else on the CPU:
+// the plan's copies move activations in and out, and the tokens are the CPU-only ones.
+TEST_F(Executor, MixedPlanWithCopiesGivesTheSameTokens) {
+  Registry mixed = Registry::discover(
+      {{test::kPluginDir, std::string(SY_TEST_SETS_DIR) + "/remote_norm"}, "test"}, LoadOptions{});
+  auto split = open(5, &mixed, {kDLExtDev, kDLCPU});
+  int remote = 0;
+  for (const auto& o : split->plan.phases[1].ops) remote += o.device == "ext_dev:0";
+  EXPECT_EQ(remote, 2 * kLayers + 1);  // every rms_norm of the decode phase
+  EXPECT_FALSE(split->plan.phases[1].copies.empty());
+  auto cpu = open(5);
+  const std::vector<int64_t> prompt = {11, 22, 33, 44, 55};
+  std::vector<float> a = split->session->prefill(prompt), b = cpu->session->prefill(prompt);
+  for (int step = 0; step < 12; ++step) {
+    int64_t ta = std::max_element(a.begin(), a.end()) - a.begin();
+    int64_t tb = std::max_element(b.begin(), b.end()) - b.begin();
+    ASSERT_EQ(ta, tb) << "step " << step;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4) << "step " << step;
+    a = split->session->decode(ta);
+    b = cpu->session->decode(tb);
+  }
 }
 
 TEST_F(Executor, DecodePastTheContextIsAnError) {

@@ -1,0 +1,203 @@
+/*
+ * A plugin with one device of type ext_dev whose memory the host may not touch directly (it
+ * is host memory underneath, but declared as device memory), and one kernel: f32 rms_norm.
+ * A plan that puts rms_norm there must copy activations in and out through alloc/copy, which
+ * is how the test suite proves mixed plans and the executor's copies without a GPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "switchyard/envelope_check.h"
+#include "switchyard/tensor_check.h"
+
+struct sy_plugin {
+  sy_device_desc device;
+  const sy_device_desc* devices[1];
+};
+
+struct sy_kernel {
+  int64_t rows, cols;
+  double eps, offset;
+};
+
+static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
+                                         "rms_norm_remote",
+                                         SY_OP_RMS_NORM,
+                                         "generic",
+                                         kDLExtDev,
+                                         SY_DTYPE_BIT(SY_DTYPE_F32),
+                                         0,
+                                         NULL,
+                                         0,
+                                         0,
+                                         0,
+                                         0,
+                                         SY_RESIDENCY_DEVICE,
+                                         NULL,
+                                         0,
+                                         0.5};
+static const sy_kernel_envelope* const kKernels[] = {&kNorm};
+
+static double attr_float(const sy_op_desc* op, const char* name, double fallback) {
+  size_t i;
+  for (i = 0; i < op->num_attrs; ++i)
+    if (op->attrs[i] && strcmp(op->attrs[i]->name, name) == 0)
+      return op->attrs[i]->type == SY_ATTR_FLOAT ? op->attrs[i]->f : (double)op->attrs[i]->i;
+  return fallback;
+}
+
+static int narrow(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  const sy_tensor_desc *x, *w, *y;
+  if (op->num_inputs != 2 || op->num_outputs != 1)
+    return sy_refuse(add, ctx, "arity", "other", "x, weight -> y", "rms_norm takes x and weight");
+  x = op->inputs[0];
+  w = op->inputs[1];
+  y = op->outputs[0];
+  if (x->ndim < 1 || w->ndim != 1 || w->shape[0] != x->shape[x->ndim - 1] || y->ndim != x->ndim)
+    return sy_refuse(add, ctx, "shape", "mismatched", "weight [H] of x [..., H]",
+                     "rms_norm weight must match x's last dimension");
+  return 0;
+}
+
+static int check_op(const sy_device_desc* dev, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  int n = sy_envelope_check(&kNorm, dev, op, add, ctx);
+  return op->op == SY_OP_RMS_NORM ? n + narrow(op, add, ctx) : n;
+}
+
+static sy_status init(sy_init_args* args, sy_error_buffer* err) {
+  struct sy_plugin* p;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
+  p = (struct sy_plugin*)calloc(1, sizeof *p);
+  if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+  p->device.struct_size = sizeof p->device;
+  p->device.name = "remote norm unit";
+  p->device.device_type = kDLExtDev;
+  p->device.arch = "test";
+  p->device.available = 1;
+  p->device.memory_is_host = 0;
+  p->devices[0] = &p->device;
+  args->plugin = p;
+  return SY_STATUS_OK;
+}
+
+static void shutdown_plugin(sy_plugin* p) {
+  free(p);
+}
+
+static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "undersized");
+  args->devices = args->plugin->devices;
+  args->num_devices = 1;
+  return SY_STATUS_OK;
+}
+
+static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "undersized");
+  args->kernels = kKernels;
+  args->num_kernels = 1;
+  return SY_STATUS_OK;
+}
+
+static sy_status check(sy_check_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
+      !args->device || args->kernel_index != 0)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
+  args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
+  return SY_STATUS_OK;
+}
+
+static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
+  struct sy_kernel* k;
+  int i;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args undersized");
+  if (check_op(&args->plugin->device, args->op, NULL, NULL))
+    return sy_fail(err, SY_STATUS_UNSUPPORTED, "rms_norm_remote refuses this operator");
+  k = (struct sy_kernel*)calloc(1, sizeof *k);
+  if (!k) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+  k->cols = args->op->inputs[0]->shape[args->op->inputs[0]->ndim - 1];
+  k->rows = 1;
+  for (i = 0; i + 1 < args->op->inputs[0]->ndim; ++i) k->rows *= args->op->inputs[0]->shape[i];
+  k->eps = attr_float(args->op, SY_ATTR_EPS, 1e-6);
+  k->offset = attr_float(args->op, SY_ATTR_WEIGHT_OFFSET, 0.0);
+  args->kernel = k;
+  return SY_STATUS_OK;
+}
+
+static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
+  const struct sy_kernel* k;
+  const float *x, *w;
+  float* y;
+  int64_t r, c;
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
+      args->num_inputs != 2 || args->num_outputs != 1)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "rms_norm takes 2 inputs, 1 output");
+  k = args->kernel;
+  x = (const float*)args->inputs[0]->data;
+  w = (const float*)args->inputs[1]->data;
+  y = (float*)args->outputs[0]->data;
+  if (!x || !w || !y) return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
+  if (args->inputs[0]->device.device_type != kDLExtDev)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "x is not in this device's memory");
+  for (r = 0; r < k->rows; ++r) {
+    double ss = 0;
+    for (c = 0; c < k->cols; ++c) ss += (double)x[r * k->cols + c] * x[r * k->cols + c];
+    double inv = 1.0 / sqrt(ss / (double)k->cols + k->eps);
+    for (c = 0; c < k->cols; ++c)
+      y[r * k->cols + c] = (float)(x[r * k->cols + c] * inv * (w[c] + k->offset));
+  }
+  return SY_STATUS_OK;
+}
+
+static void release(sy_plugin* p, sy_kernel* k) {
+  (void)p;
+  free(k);
+}
+
+static sy_status alloc_memory(sy_alloc_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_alloc_args, data))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_alloc_args undersized");
+  args->data = calloc(1, (size_t)args->size_bytes + 64);
+  return args->data ? SY_STATUS_OK : sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+}
+
+static void free_memory(sy_plugin* p, uint32_t device, void* data) {
+  (void)p;
+  (void)device;
+  free(data);
+}
+
+static sy_status copy(sy_copy_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_copy_args, size_bytes) || !args->dst ||
+      !args->src)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_copy_args");
+  memcpy(args->dst, args->src, (size_t)args->size_bytes);
+  return SY_STATUS_OK;
+}
+
+SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
+  static sy_plugin_api api;
+  (void)host;
+  memset(&api, 0, sizeof api);
+  api.struct_size = sizeof api;
+  api.abi_major = SY_ABI_VERSION_MAJOR;
+  api.abi_minor = SY_ABI_COMPAT_MINOR;
+  api.plugin_name = "remote_norm";
+  api.plugin_version = "1.0.0";
+  api.init = init;
+  api.shutdown = shutdown_plugin;
+  api.get_devices = get_devices;
+  api.get_kernels = get_kernels;
+  api.check = check;
+  api.prepare = prepare;
+  api.execute = execute;
+  api.release = release;
+  api.alloc = alloc_memory;
+  api.free_memory = free_memory;
+  api.copy = copy;
+  return &api;
+}
