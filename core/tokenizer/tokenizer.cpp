@@ -1,0 +1,838 @@
+// Byte-level BPE from tokenizer.json: loading and checks, the added-token split, the
+// pre-tokenizer stages (hand-written regex matchers), BPE with a rank heap, and decoding.
+#include "core/tokenizer/tokenizer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/graph/graph.hpp"
+
+namespace sy {
+
+namespace {
+
+using nlohmann::json;
+
+struct CodeRange {
+  uint32_t lo, hi;
+};
+#include "core/tokenizer/unicode_table.inc"
+
+// ---- Unicode classes ------------------------------------------------------------------------
+
+template <size_t N>
+bool in_ranges(const CodeRange (&ranges)[N], uint32_t cp) {
+  auto it = std::upper_bound(std::begin(ranges), std::end(ranges), cp,
+                             [](uint32_t c, const CodeRange& r) { return c < r.lo; });
+  return it != std::begin(ranges) && cp <= std::prev(it)->hi;
+}
+
+constexpr uint32_t kInvalidByte = 0xFFFFFFFFu;  // a byte that is not part of valid UTF-8
+
+bool is_letter(uint32_t cp) {
+  if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
+  return cp != kInvalidByte && in_ranges(kLetterRanges, cp);
+}
+bool is_number(uint32_t cp) {
+  if (cp < 0x80) return cp >= '0' && cp <= '9';
+  return cp != kInvalidByte && in_ranges(kNumberRanges, cp);
+}
+// \s in Oniguruma's Unicode mode, which is also the White_Space property (Rust's
+// char::is_whitespace).
+bool is_space(uint32_t cp) {
+  if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+// [^\s\p{L}\p{N}]
+bool is_other(uint32_t cp) {
+  return !is_space(cp) && !is_letter(cp) && !is_number(cp);
+}
+bool is_newline(uint32_t cp) {
+  return cp == '\r' || cp == '\n';
+}
+// \w of Rust's regex crate (Alphabetic, M, Nd, Pc, Join_Control), with L and Nl standing in for
+// Alphabetic (which also holds a few hundred symbols such as circled letters).
+bool is_word_char(uint32_t cp) {
+  return is_letter(cp) || cp == 0x200C || cp == 0x200D ||
+         (cp != kInvalidByte && in_ranges(kWordExtraRanges, cp));
+}
+
+struct CodePoint {
+  uint32_t cp;
+  uint32_t offset;  // byte offset in the piece
+};
+
+// At s[i]: the length of the valid UTF-8 sequence there, with its code point in `cp`; or 0,
+// with `bad` the length of the maximal invalid subpart there (at least 1).
+size_t utf8_at(std::string_view s, size_t i, uint32_t& cp, size_t& bad) {
+  auto b = static_cast<uint8_t>(s[i]);
+  if (b < 0x80) {
+    cp = b;
+    return 1;
+  }
+  size_t need = 0;
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) {
+    need = 1, cp = b & 0x1F;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    need = 2, cp = b & 0x0F;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    need = 3, cp = b & 0x07;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    bad = 1;
+    return 0;
+  }
+  size_t k = 1;
+  for (; k <= need && i + k < s.size(); ++k) {
+    auto c = static_cast<uint8_t>(s[i + k]);
+    if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) break;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  if (k == need + 1) return k;
+  bad = k;
+  return 0;
+}
+
+// Decodes UTF-8; every byte that is not part of a valid sequence is one kInvalidByte.
+std::vector<CodePoint> code_points(std::string_view s) {
+  std::vector<CodePoint> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t bad = 0, len = utf8_at(s, i, cp, bad);
+    out.push_back({len ? cp : kInvalidByte, static_cast<uint32_t>(i)});
+    i += len ? len : 1;
+  }
+  return out;
+}
+
+// Appends `s` with every maximal invalid UTF-8 subpart replaced by U+FFFD, as Rust's
+// String::from_utf8_lossy does.
+void append_lossy(std::string& out, std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t bad = 0, len = utf8_at(s, i, cp, bad);
+    if (len)
+      out.append(s.substr(i, len));
+    else
+      out.append("\xEF\xBF\xBD");
+    i += len ? len : bad;
+  }
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// ---- the ByteLevel alphabet (GPT-2's bytes_to_unicode) --------------------------------------
+
+struct ByteAlphabet {
+  std::array<uint32_t, 256> byte_to_cp{};
+  std::array<std::string, 256> byte_to_utf8;
+  std::unordered_map<uint32_t, uint8_t> cp_to_byte;
+  ByteAlphabet() {
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      byte_to_cp[b] = printable ? b : next++;
+      append_utf8(byte_to_utf8[b], byte_to_cp[b]);
+      cp_to_byte[byte_to_cp[b]] = static_cast<uint8_t>(b);
+    }
+  }
+};
+
+const ByteAlphabet& alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+std::string byte_level(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (char c : raw) out += alphabet().byte_to_utf8[static_cast<uint8_t>(c)];
+  return out;
+}
+
+// A token's bytes as the ByteLevel decoder gives them: every character mapped back to its
+// byte, or, when one character is outside the alphabet, the token's own UTF-8 unchanged.
+std::string byte_level_decode(const std::string& token) {
+  std::string out;
+  for (const CodePoint& c : code_points(token)) {
+    auto it = alphabet().cp_to_byte.find(c.cp);
+    if (it == alphabet().cp_to_byte.end()) return token;
+    out.push_back(static_cast<char>(it->second));
+  }
+  return out;
+}
+
+// ---- the pre-tokenizer regexes, matched by hand ---------------------------------------------
+// Each matcher returns how many code points the regex's leftmost-first match at `i` takes.
+// Both patterns match every character, so a match always starts at `i` and is never empty.
+
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+size_t match_gpt2(const std::vector<CodePoint>& s, size_t i) {
+  size_t n = s.size();
+  uint32_t c = s[i].cp;
+  auto at = [&](size_t k) { return k < n ? s[k].cp : kInvalidByte; };
+  if (c == '\'') {
+    uint32_t c1 = at(i + 1), c2 = at(i + 2);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+  }
+  size_t start = c == ' ' ? i + 1 : i;  // ` ?` before letters, numbers or others
+  for (auto cls : {is_letter, is_number, is_other}) {
+    if (start < n && cls(s[start].cp)) {
+      size_t j = start;
+      while (j < n && cls(s[j].cp)) ++j;
+      return j - i;
+    }
+  }
+  // c is whitespace: \s+(?!\S) leaves the last space of a run before a non-space to the next
+  // match; \s+ takes a lone one.
+  size_t j = i;
+  while (j < n && is_space(s[j].cp)) ++j;
+  if (j == n || j - i == 1) return j - i;
+  return j - i - 1;
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*
+// |\s*[\r\n]+|\s+(?!\S)|\s+          (Llama 3; Qwen2 has \p{N} for \p{N}{1,3}: max_digits 1)
+size_t match_llama3(const std::vector<CodePoint>& s, size_t i, size_t max_digits) {
+  size_t n = s.size();
+  uint32_t c = s[i].cp;
+  auto at = [&](size_t k) { return k < n ? s[k].cp : kInvalidByte; };
+  if (c == '\'') {
+    // Case-insensitive: Oniguruma's case folding also lets U+017F (long s) match 's'.
+    auto fold = [](uint32_t x) -> uint32_t {
+      if (x == 0x17F) return 's';
+      return x < 0x80 && x >= 'A' && x <= 'Z' ? x + 32 : x;
+    };
+    uint32_t c1 = fold(at(i + 1)), c2 = fold(at(i + 2));
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+  }
+  auto run = [&](size_t j, bool (*cls)(uint32_t)) {
+    while (j < n && cls(s[j].cp)) ++j;
+    return j;
+  };
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  if (!is_letter(c) && !is_number(c) && !is_newline(c) && i + 1 < n && is_letter(s[i + 1].cp))
+    return run(i + 1, is_letter) - i;
+  if (is_letter(c)) return run(i, is_letter) - i;
+  // \p{N}{1,3}
+  if (is_number(c)) {
+    size_t j = i;
+    while (j < n && j - i < max_digits && is_number(s[j].cp)) ++j;
+    return j - i;
+  }
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  size_t start = c == ' ' && i + 1 < n && is_other(s[i + 1].cp) ? i + 1 : i;
+  if (is_other(s[start].cp)) return run(run(start, is_other), is_newline) - i;
+  // c is whitespace. \s*[\r\n]+ ends after the run's last \r or \n.
+  size_t j = run(i, is_space);
+  for (size_t k = j; k > i; --k)
+    if (is_newline(s[k - 1].cp)) return k - i;
+  // \s+(?!\S) | \s+
+  if (j == n || j - i == 1) return j - i;
+  return j - i - 1;
+}
+
+enum class Pattern { gpt2, llama3, qwen2 };
+
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+void split_by(Pattern p, const std::string& piece, std::vector<std::string>& out) {
+  std::vector<CodePoint> cps = code_points(piece);
+  for (size_t i = 0; i < cps.size();) {
+    size_t len = p == Pattern::gpt2     ? match_gpt2(cps, i)
+                 : p == Pattern::llama3 ? match_llama3(cps, i, 3)
+                                        : match_llama3(cps, i, 1);
+    size_t end = i + len < cps.size() ? cps[i + len].offset : piece.size();
+    out.emplace_back(piece, cps[i].offset, end - cps[i].offset);
+    i += len;
+  }
+}
+
+// Digits: numbers (char::is_numeric, i.e. \p{N}) one by one, or in runs; the rest in runs.
+void split_digits(bool individual, const std::string& piece, std::vector<std::string>& out) {
+  std::vector<CodePoint> cps = code_points(piece);
+  for (size_t i = 0; i < cps.size();) {
+    bool num = is_number(cps[i].cp);
+    size_t j = i + 1;
+    if (!(num && individual))
+      while (j < cps.size() && is_number(cps[j].cp) == num) ++j;
+    size_t end = j < cps.size() ? cps[j].offset : piece.size();
+    out.emplace_back(piece, cps[i].offset, end - cps[i].offset);
+    i = j;
+  }
+}
+
+struct Stage {
+  enum Kind { split, digits, byte_level } kind;
+  Pattern pattern = Pattern::gpt2;  // split, or byte_level with use_regex
+  bool individual_digits = false;
+  bool add_prefix_space = false;
+  bool use_regex = false;
+};
+
+struct AddedToken {
+  std::string content;
+  int64_t id = 0;
+  bool special = false, single_word = false, lstrip = false, rstrip = false, normalized = false;
+};
+
+struct MergeRule {
+  int32_t rank;
+  int64_t new_id;
+};
+
+uint64_t pair_key(int64_t a, int64_t b) {
+  return (static_cast<uint64_t>(a) << 32) | static_cast<uint64_t>(b);
+}
+
+// Ids must fit the merge key (32 bits) and a dense id table.
+constexpr int64_t kMaxId = (int64_t{1} << 28) - 1;
+
+// ---- loading --------------------------------------------------------------------------------
+
+class Loader {
+ public:
+  explicit Loader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
+    throw InputError(field.empty() ? file_ : file_ + ":" + field,
+                     "tokenizer " + file_ + " is invalid: " +
+                         (field.empty() ? reason : "field '" + field + "': " + reason),
+                     input_error::kBadTokenizer);
+  }
+
+  const json& need(const json& obj, const char* key, const std::string& path) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) fail(path + key, "missing");
+    return *it;
+  }
+  const json* find(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool flag(const json& obj, const char* key, const std::string& path, bool fallback) const {
+    const json* v = find(obj, key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(path + key, "must be true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+  std::string str(const json& v, const std::string& field) const {
+    if (!v.is_string()) fail(field, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  std::string type_of(const json& obj, const std::string& path) const {
+    if (!obj.is_object()) fail(path, "must be an object, got " + obj.dump());
+    return str(need(obj, "type", path + "."), path + ".type");
+  }
+  int64_t id(const json& v, const std::string& field) const {
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxId)) || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > kMaxId)
+      fail(field, "must be a token id in [0, " + std::to_string(kMaxId) + "], got " + v.dump());
+    return v.get<int64_t>();
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+std::string json_quoted(const std::string& s) {
+  return json(s).dump();
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  std::string file;
+  std::unordered_map<std::string, int64_t> vocab;      // model vocabulary
+  std::unordered_map<std::string, int64_t> added_ids;  // added tokens by content
+  std::vector<std::string> token_text;                 // by id, as in the file
+  std::vector<std::string> token_bytes;                // by id, as the ByteLevel decoder gives
+  std::vector<bool> has_token;                         // by id
+  std::unordered_map<uint64_t, MergeRule> merges;      // (left id, right id) -> rule
+  std::array<int64_t, 256> byte_id{};                  // id of each byte's character, -1: none
+  std::optional<int64_t> unk_id;
+  bool fuse_unk = false;
+  bool ignore_merges = false;
+  std::vector<Stage> stages;
+  std::vector<AddedToken> added;
+  // Added tokens by first byte, longest first: [0] matched on the raw text, [1] after
+  // normalisation (tokens with normalized=true), as the reference does.
+  std::array<std::array<std::vector<size_t>, 256>, 2> added_by_byte;
+  bool any_added[2] = {false, false};
+
+  mutable std::mutex cache_mutex;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache;  // piece -> ids
+  static constexpr size_t kCacheEntries = 65536, kCachedPieceBytes = 256;
+
+  void encode_text(std::string_view text, int pass, std::vector<int64_t>& ids) const;
+  void encode_pieces(std::string_view text, std::vector<int64_t>& ids) const;
+  void bpe(const std::string& piece, std::vector<int64_t>& ids) const;
+  void bpe_uncached(const std::string& piece, std::vector<int64_t>& ids) const;
+  [[noreturn]] void unknown_id(int64_t id) const;
+};
+
+namespace {
+
+Pattern recognise(const Loader& L, const std::string& pattern, const std::string& field) {
+  if (pattern == kGpt2Pattern) return Pattern::gpt2;
+  if (pattern == kLlama3Pattern) return Pattern::llama3;
+  if (pattern == kQwen2Pattern) return Pattern::qwen2;
+  L.fail(field, "unsupported pre-tokenizer pattern " + json_quoted(pattern) +
+                    "; Switchyard knows the GPT-2, Llama 3 (SmolLM3) and Qwen2 patterns");
+}
+
+Stage parse_stage(const Loader& L, const json& j, const std::string& path) {
+  std::string type = L.type_of(j, path);
+  Stage st{};
+  if (type == "ByteLevel") {
+    st.kind = Stage::byte_level;
+    st.add_prefix_space = L.flag(j, "add_prefix_space", path + ".", false);
+    st.use_regex = L.flag(j, "use_regex", path + ".", true);
+    st.pattern = Pattern::gpt2;
+  } else if (type == "Split") {
+    st.kind = Stage::split;
+    const json& pat = L.need(j, "pattern", path + ".");
+    if (!pat.is_object() || !pat.contains("Regex"))
+      L.fail(path + ".pattern", "must be {\"Regex\": ...}, got " + pat.dump());
+    st.pattern =
+        recognise(L, L.str(pat["Regex"], path + ".pattern.Regex"), path + ".pattern.Regex");
+    const json* behavior = L.find(j, "behavior");
+    if (!behavior || *behavior != "Isolated")
+      L.fail(path + ".behavior",
+             "must be \"Isolated\", got " + (behavior ? behavior->dump() : std::string("nothing")));
+    if (L.flag(j, "invert", path + ".", false)) L.fail(path + ".invert", "must be false");
+  } else if (type == "Digits") {
+    st.kind = Stage::digits;
+    st.individual_digits = L.flag(j, "individual_digits", path + ".", false);
+  } else {
+    L.fail(path + ".type", "unsupported pre-tokenizer " + json_quoted(type) +
+                               " (Switchyard reads ByteLevel, Split and Digits)");
+  }
+  return st;
+}
+
+void parse_pre_tokenizer(const Loader& L, const json& root, Tokenizer::Impl& t) {
+  const json* pre = L.find(root, "pre_tokenizer");
+  if (!pre) L.fail("pre_tokenizer", "missing: a byte-level BPE needs a ByteLevel pre-tokenizer");
+  std::string type = L.type_of(*pre, "pre_tokenizer");
+  if (type == "Sequence") {
+    const json& list = L.need(*pre, "pretokenizers", "pre_tokenizer.");
+    if (!list.is_array()) L.fail("pre_tokenizer.pretokenizers", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      t.stages.push_back(
+          parse_stage(L, list[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]"));
+  } else {
+    t.stages.push_back(parse_stage(L, *pre, "pre_tokenizer"));
+  }
+  for (size_t i = 0; i < t.stages.size(); ++i)
+    if ((t.stages[i].kind == Stage::byte_level) != (i + 1 == t.stages.size()))
+      L.fail("pre_tokenizer", "must end with the one ByteLevel pre-tokenizer, got " + pre->dump());
+}
+
+void parse_normalizer(const Loader& L, const json& root) {
+  const json* norm = L.find(root, "normalizer");
+  if (!norm) return;
+  auto check = [&](const json& j, const std::string& path) {
+    std::string type = L.type_of(j, path);
+    // NFC is accepted and not applied: see tokenizer.hpp.
+    if (type != "NFC")
+      L.fail(path + ".type", "unsupported normalizer " + json_quoted(type) +
+                                 " (a byte-level BPE has none, or NFC)");
+  };
+  if (L.type_of(*norm, "normalizer") == "Sequence") {
+    const json& list = L.need(*norm, "normalizers", "normalizer.");
+    if (!list.is_array()) L.fail("normalizer.normalizers", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      check(list[i], "normalizer.normalizers[" + std::to_string(i) + "]");
+  } else {
+    check(*norm, "normalizer");
+  }
+}
+
+void parse_model(const Loader& L, const json& root, Tokenizer::Impl& t) {
+  const json& model = L.need(root, "model", "");
+  std::string type = L.type_of(model, "model");
+  if (type != "BPE")
+    L.fail("model.type", "must be \"BPE\" (byte-level BPE), got " + json_quoted(type));
+  if (const json* d = L.find(model, "dropout"); d && !(d->is_number() && d->get<double>() == 0))
+    L.fail("model.dropout", "must be null: BPE dropout is for training, got " + d->dump());
+  if (L.flag(model, "byte_fallback", "model.", false))
+    L.fail("model.byte_fallback", "must be false (byte-level BPE needs no byte fallback)");
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (const json* a = L.find(model, affix); a && *a != "")
+      L.fail(std::string("model.") + affix, "must be null or \"\", got " + a->dump());
+  t.ignore_merges = L.flag(model, "ignore_merges", "model.", false);
+  t.fuse_unk = L.flag(model, "fuse_unk", "model.", false);
+
+  const json& vocab = L.need(model, "vocab", "model.");
+  if (!vocab.is_object()) L.fail("model.vocab", "must be an object of token: id");
+  for (const auto& [token, v] : vocab.items()) t.vocab[token] = L.id(v, "model.vocab." + token);
+
+  if (const json* unk = L.find(model, "unk_token")) {
+    std::string u = L.str(*unk, "model.unk_token");
+    auto it = t.vocab.find(u);
+    if (it == t.vocab.end())
+      L.fail("model.unk_token", json_quoted(u) + " is not in the vocabulary");
+    t.unk_id = it->second;
+  }
+
+  const json& merges = L.need(model, "merges", "model.");
+  if (!merges.is_array()) L.fail("model.merges", "must be an array");
+  if (merges.size() > size_t(INT32_MAX)) L.fail("model.merges", "too many merges");
+  t.merges.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    std::string field = "model.merges[" + std::to_string(r) + "]";
+    const json& m = merges[r];
+    std::string a, b;
+    if (m.is_string()) {
+      std::string s = m.get<std::string>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        L.fail(field, "must be two tokens separated by one space, got " + m.dump());
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      L.fail(field, "must be \"a b\" or [\"a\", \"b\"], got " + m.dump());
+    }
+    auto ia = t.vocab.find(a), ib = t.vocab.find(b), iab = t.vocab.find(a + b);
+    if (ia == t.vocab.end()) L.fail(field, json_quoted(a) + " is not in the vocabulary");
+    if (ib == t.vocab.end()) L.fail(field, json_quoted(b) + " is not in the vocabulary");
+    if (iab == t.vocab.end())
+      L.fail(field, "the merged " + json_quoted(a + b) + " is not in the vocabulary");
+    // The first rule for a pair wins, as in the reference.
+    t.merges.emplace(pair_key(ia->second, ib->second),
+                     MergeRule{static_cast<int32_t>(r), iab->second});
+  }
+
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.vocab.find(alphabet().byte_to_utf8[b]);
+    t.byte_id[b] = it == t.vocab.end() ? -1 : it->second;
+  }
+}
+
+void parse_added_tokens(const Loader& L, const json& root, Tokenizer::Impl& t) {
+  const json* list = L.find(root, "added_tokens");
+  if (!list) return;
+  if (!list->is_array()) L.fail("added_tokens", "must be an array");
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string path = "added_tokens[" + std::to_string(i) + "]";
+    const json& j = (*list)[i];
+    if (!j.is_object()) L.fail(path, "must be an object, got " + j.dump());
+    AddedToken a;
+    a.id = L.id(L.need(j, "id", path + "."), path + ".id");
+    a.content = L.str(L.need(j, "content", path + "."), path + ".content");
+    if (a.content.empty()) L.fail(path + ".content", "must not be empty");
+    a.special = L.flag(j, "special", path + ".", false);
+    a.single_word = L.flag(j, "single_word", path + ".", false);
+    a.lstrip = L.flag(j, "lstrip", path + ".", false);
+    a.rstrip = L.flag(j, "rstrip", path + ".", false);
+    a.normalized = L.flag(j, "normalized", path + ".", !a.special);
+    t.added_ids[a.content] = a.id;
+    t.added.push_back(std::move(a));
+  }
+  for (size_t k = 0; k < t.added.size(); ++k) {
+    int pass = t.added[k].normalized ? 1 : 0;
+    t.added_by_byte[pass][static_cast<uint8_t>(t.added[k].content[0])].push_back(k);
+    t.any_added[pass] = true;
+  }
+  for (auto& by_byte : t.added_by_byte)
+    for (auto& bucket : by_byte)
+      std::stable_sort(bucket.begin(), bucket.end(), [&](size_t x, size_t y) {
+        return t.added[x].content.size() > t.added[y].content.size();
+      });
+}
+
+void parse_decoder(const Loader& L, const json& root) {
+  const json* dec = L.find(root, "decoder");
+  if (!dec) L.fail("decoder", "missing: a byte-level BPE needs the ByteLevel decoder");
+  std::string type = L.type_of(*dec, "decoder");
+  if (type != "ByteLevel")
+    L.fail("decoder.type",
+           "unsupported decoder " + json_quoted(type) + " (Switchyard reads ByteLevel)");
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file) {
+  Loader L(file);
+  json root;
+  try {
+    root = parse_json_text(json_text, file);
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    if (what.rfind(e.where + ": ", 0) == 0) what = what.substr(e.where.size() + 2);
+    throw InputError(e.where, "tokenizer " + file + " is invalid: " + what,
+                     input_error::kBadTokenizer);
+  }
+  if (!root.is_object()) L.fail("", "not a tokenizer.json: the top level must be an object");
+  auto t = std::make_shared<Impl>();
+  t->file = file;
+  parse_model(L, root, *t);
+  parse_normalizer(L, root);
+  parse_pre_tokenizer(L, root, *t);
+  parse_added_tokens(L, root, *t);
+  parse_decoder(L, root);
+
+  int64_t size = 0;
+  for (const auto& [token, id] : t->vocab) size = std::max(size, id + 1);
+  for (const AddedToken& a : t->added) size = std::max(size, a.id + 1);
+  t->token_text.resize(size);
+  t->token_bytes.resize(size);
+  t->has_token.assign(size, false);
+  auto set = [&](int64_t id, const std::string& text) {
+    t->token_text[id] = text;
+    t->token_bytes[id] = byte_level_decode(text);
+    t->has_token[id] = true;
+  };
+  for (const auto& [token, id] : t->vocab) set(id, token);
+  for (const AddedToken& a : t->added)
+    set(a.id, a.content);  // added tokens win, as in the reference
+  return Tokenizer(std::move(t));
+}
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(path, "tokenizer " + path + " is invalid: cannot read the file",
+                     input_error::kBadTokenizer);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+// ---- encoding -------------------------------------------------------------------------------
+
+void Tokenizer::Impl::encode_text(std::string_view text, int pass,
+                                  std::vector<int64_t>& ids) const {
+  if (pass == 2) return encode_pieces(text, ids);  // (normalisation, NFC, is not applied)
+  if (!any_added[pass]) return encode_text(text, pass + 1, ids);
+  const auto& buckets = added_by_byte[pass];
+  size_t done = 0;  // text before this is encoded
+  size_t pos = 0;   // where the search for the next match resumes
+  auto word_char = [](std::string_view s, bool last) {
+    std::vector<CodePoint> cps = code_points(s);
+    if (cps.empty()) return false;
+    uint32_t c = last ? cps.back().cp : cps.front().cp;
+    return is_word_char(c);
+  };
+  while (pos < text.size()) {
+    const AddedToken* hit = nullptr;
+    size_t start = pos;
+    for (; start < text.size() && !hit; ++start)
+      for (size_t k : buckets[static_cast<uint8_t>(text[start])])
+        if (text.compare(start, added[k].content.size(), added[k].content) == 0) {
+          hit = &added[k];
+          break;
+        }
+    if (!hit) break;
+    --start;
+    size_t stop = start + hit->content.size();
+    pos = stop;
+    if (hit->single_word) {
+      // Only in the middle of nothing: not right after or before a word character.
+      size_t a = start >= 4 ? start - 4 : 0;
+      bool before = start > 0 && word_char(text.substr(a, start - a), true);
+      bool after = stop < text.size() && word_char(text.substr(stop, 4), false);
+      if (before || after) continue;
+    }
+    if (hit->lstrip) {
+      std::vector<CodePoint> cps = code_points(text.substr(done, start - done));
+      size_t k = cps.size();
+      while (k > 0 && is_space(cps[k - 1].cp)) --k;
+      start = done + (k < cps.size() ? cps[k].offset : start - done);
+    }
+    if (hit->rstrip) {
+      std::vector<CodePoint> cps = code_points(text.substr(stop));
+      size_t k = 0;
+      while (k < cps.size() && is_space(cps[k].cp)) ++k;
+      stop += k < cps.size() ? cps[k].offset : text.size() - stop;
+    }
+    if (start > done) encode_text(text.substr(done, start - done), pass + 1, ids);
+    ids.push_back(hit->id);
+    done = stop;
+    pos = std::max(pos, stop);
+  }
+  if (done < text.size()) encode_text(text.substr(done), pass + 1, ids);
+}
+
+void Tokenizer::Impl::encode_pieces(std::string_view text, std::vector<int64_t>& ids) const {
+  std::vector<std::string> pieces{std::string(text)}, next;
+  for (const Stage& st : stages) {
+    next.clear();
+    for (std::string& p : pieces) {
+      switch (st.kind) {
+        case Stage::split: split_by(st.pattern, p, next); break;
+        case Stage::digits: split_digits(st.individual_digits, p, next); break;
+        case Stage::byte_level:
+          if (st.add_prefix_space && p.front() != ' ') p.insert(p.begin(), ' ');
+          if (st.use_regex)
+            split_by(st.pattern, p, next);
+          else
+            next.push_back(std::move(p));
+          break;
+      }
+    }
+    pieces.swap(next);
+  }
+  for (const std::string& p : pieces) bpe(p, ids);
+}
+
+void Tokenizer::Impl::bpe(const std::string& piece, std::vector<int64_t>& ids) const {
+  if (piece.size() > kCachedPieceBytes) return bpe_uncached(piece, ids);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (auto it = cache.find(piece); it != cache.end()) {
+      ids.insert(ids.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int64_t> out;
+  bpe_uncached(piece, out);
+  ids.insert(ids.end(), out.begin(), out.end());
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (cache.size() >= kCacheEntries) cache.clear();
+  cache.emplace(piece, std::move(out));
+}
+
+// Merges the lowest-ranked adjacent pair first (leftmost among equals), like the reference:
+// a heap of candidate merges over a linked list of symbols; stale entries are skipped.
+void Tokenizer::Impl::bpe_uncached(const std::string& piece, std::vector<int64_t>& ids) const {
+  if (ignore_merges) {
+    if (auto it = vocab.find(byte_level(piece)); it != vocab.end()) {
+      ids.push_back(it->second);
+      return;
+    }
+  }
+  struct Symbol {
+    int64_t id;
+    int prev, next;
+    bool alive;
+  };
+  std::vector<Symbol> sym;
+  sym.reserve(piece.size());
+  for (char ch : piece) {
+    int64_t id = byte_id[static_cast<uint8_t>(ch)];
+    if (id < 0) {
+      if (!unk_id) continue;  // dropped, as the reference does without an unk token
+      if (fuse_unk && !sym.empty() && sym.back().id == *unk_id) continue;
+      id = *unk_id;
+    }
+    int k = static_cast<int>(sym.size());
+    sym.push_back({id, k - 1, k + 1, true});
+  }
+  if (sym.empty()) return;
+  sym.back().next = -1;
+  struct Cand {
+    int32_t rank;
+    int pos;
+    int64_t new_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](int left) {
+    int right = sym[left].next;
+    if (left < 0 || right < 0) return;
+    auto it = merges.find(pair_key(sym[left].id, sym[right].id));
+    if (it != merges.end()) heap.push({it->second.rank, left, it->second.new_id});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) push(i);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    Symbol& left = sym[c.pos];
+    if (!left.alive || left.next < 0) continue;
+    auto it = merges.find(pair_key(left.id, sym[left.next].id));
+    if (it == merges.end() || it->second.rank != c.rank || it->second.new_id != c.new_id)
+      continue;  // the pair changed since this candidate was pushed
+    Symbol& right = sym[left.next];
+    right.alive = false;
+    left.id = c.new_id;
+    left.next = right.next;
+    if (left.next >= 0) sym[left.next].prev = c.pos;
+    if (left.prev >= 0) push(left.prev);
+    push(c.pos);
+  }
+  for (int i = 0; i >= 0; i = sym[i].next) ids.push_back(sym[i].id);
+}
+
+void Tokenizer::Impl::unknown_id(int64_t id) const {
+  throw InputError(file,
+                   "tokenizer " + file + " is invalid: no token has id " + std::to_string(id) +
+                       " (ids run from 0 to " + std::to_string(int64_t(token_text.size()) - 1) +
+                       "); do the model and the tokenizer belong together?",
+                   input_error::kBadTokenizer);
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> ids;
+  if (!text.empty()) impl_->encode_text(text, 0, ids);
+  return ids;
+}
+
+std::string Tokenizer::decode_token(int64_t id) const {
+  if (id < 0 || id >= int64_t(impl_->has_token.size()) || !impl_->has_token[id])
+    impl_->unknown_id(id);
+  return impl_->token_bytes[id];
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string bytes;
+  for (int64_t id : ids) bytes += decode_token(id);
+  std::string out;
+  out.reserve(bytes.size());
+  append_lossy(out, bytes);
+  return out;
+}
+
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->token_text.size());
+}
+
+std::optional<int64_t> Tokenizer::token_id(std::string_view token) const {
+  std::string t(token);
+  if (auto it = impl_->added_ids.find(t); it != impl_->added_ids.end()) return it->second;
+  if (auto it = impl_->vocab.find(t); it != impl_->vocab.end()) return it->second;
+  return std::nullopt;
+}
+
+const std::string& Tokenizer::file() const {
+  return impl_->file;
+}
+
+}  // namespace sy

@@ -1,0 +1,80 @@
+// tokenizer/ — text to token ids and back, from a Hugging Face `tokenizer.json`: the byte-level
+// BPE (GPT-2 style) that SmolLM, Llama 3 and Qwen ship. No dependency beyond nlohmann-json.
+//
+// Offers: Tokenizer::load() (every unsupported or malformed part is an InputError SY303 that
+// names the file and the JSON field), encode(), decode(), decode_token() for streaming,
+// vocab_size(), token_id().
+//
+// Reads:
+//   model          type "BPE": vocab, merges ("a b" strings or [a, b] pairs), ignore_merges,
+//                  unk_token/fuse_unk; dropout must be null or 0, byte_fallback false, no
+//                  continuing_subword_prefix / end_of_word_suffix.
+//   pre_tokenizer  ByteLevel (use_regex true: the GPT-2 regex), or a Sequence of Split(regex,
+//                  behavior Isolated), Digits and ByteLevel, ending with the one ByteLevel.
+//                  Split patterns are recognised, not compiled: the Llama 3 / SmolLM3 pattern
+//                  (digits in runs of 1-3), the Qwen2 one (digits one by one) and the GPT-2 one;
+//                  any other pattern is refused, naming it. The regexes are matched by hand over
+//                  UTF-8 code points, with \p{L} and \p{N} from a generated Unicode 14 table
+//                  (unicode_table.inc) and \s as Unicode White_Space, as Oniguruma does.
+//   added_tokens   matched in the text before anything else, leftmost-longest, like the
+//                  reference: special ones and also non-special ones (Qwen3's <think>);
+//                  lstrip/rstrip/single_word are honoured.
+//   decoder        ByteLevel.
+//
+// Approximations, each a no-op for the tokenizers named above on well-formed input:
+//   - an NFC normalizer (Qwen2/3) is accepted but not applied: text is taken to be NFC already
+//     (decomposed accents would tokenise differently from the reference). Other normalizers
+//     are refused.
+//   - the post_processor is not applied: encode() adds no BOS/EOS (the reference's
+//     add_special_tokens=false); the caller's prompt template adds them.
+//   - single_word's word characters (the reference's \w) are taken as letters, marks, decimal
+//     and letter numbers and connector punctuation: the few hundred symbols that Unicode also
+//     calls Alphabetic (circled letters and the like) are not word characters here.
+//   - text that is not valid UTF-8 (which the reference cannot even receive) is tokenised with
+//     each invalid byte as a character of its own that is neither letter, number nor space, so
+//     decode(encode(s)) == s still holds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sy {
+
+class Tokenizer {
+ public:
+  // Reads and checks a tokenizer.json; throws InputError SY303 naming the file and the field.
+  static Tokenizer load(const std::string& tokenizer_json_path);
+  // The same from JSON text; `file` names it in errors.
+  static Tokenizer parse(const std::string& json_text, const std::string& file);
+
+  // Token ids of `text`, added tokens first, then pre-tokenizer pieces through BPE. Adds no
+  // BOS/EOS. Thread-safe (the per-word cache is locked).
+  std::vector<int64_t> encode(std::string_view text) const;
+  // The text of `ids`, special tokens included as their content; byte sequences that are not
+  // valid UTF-8 become U+FFFD, as in the reference. An id with no token throws InputError SY303.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  // The raw bytes of one token, for streaming: concatenating the pieces of a sequence gives
+  // its exact bytes (a multi-byte character may be split across tokens, so a caller that
+  // prints as it goes should hold back an incomplete UTF-8 tail).
+  std::string decode_token(int64_t id) const;
+
+  // One more than the largest id of the vocabulary and the added tokens.
+  int64_t vocab_size() const;
+  // The id of a token given as it appears in the file (an added token such as "<|endoftext|>"
+  // or a vocabulary entry such as "Ġthe"); nullopt when there is none.
+  std::optional<int64_t> token_id(std::string_view token) const;
+
+  const std::string& file() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;  // shared by copies; immutable except the locked word cache
+};
+
+}  // namespace sy
