@@ -35,7 +35,8 @@ const std::map<std::string, Command>& commands() {
 void print_help(const po::options_description& global) {
   std::cout << "Usage: switchyard [global options] COMMAND [command options]\n\nCommands:\n";
   for (const auto& [name, cmd] : commands())
-    std::cout << "  " << name << std::string(name.size() < 17 ? 17 - name.size() : 1, ' ') << cmd.summary << "\n";
+    std::cout << "  " << name << std::string(name.size() < 17 ? 17 - name.size() : 1, ' ')
+              << cmd.summary << "\n";
   std::cout
       << "\n"
       << global << "\n"

@@ -54,6 +54,8 @@ struct Session::Impl {
   struct PhaseRun {
     const Phase* phase = nullptr;
     std::vector<PreparedOp> ops;
+    std::map<std::string, Buffer*> host_inputs;  // input values consumed from host memory
+    Buffer* logits = nullptr;
     StepProfile profile;
     std::map<std::string, std::pair<double, int64_t>> per_kind;
   };
@@ -266,30 +268,40 @@ struct Session::Impl {
     p.copies_ms += copies;
   }
 
-  void set_input(const std::string& phase, const std::string& name, const std::vector<int64_t>& v) {
-    const Phase* ph = phases.at(phase).phase;
-    const Value* value = ph->value(name);
-    if (!value) return;
-    auto it = buffers.find(phase + "|" + name + "@" + kHost);
-    if (it == buffers.end()) return;  // not consumed in host memory by any op
-    size_t n = std::min(v.size(), size_t(value->bytes() / 8));
-    if (value->dtype == SY_DTYPE_I64) std::memcpy(it->second.data, v.data(), n * 8);
+  // Finds, once, the buffers a step writes its inputs into and reads its logits from, so a
+  // step allocates nothing.
+  void bind_io(PhaseRun& run) {
+    for (const auto& v : run.phase->values)
+      if (v.kind == ValueKind::input)
+        if (auto it = buffers.find(run.phase->name + "|" + v.name + "@" + kHost);
+            it != buffers.end())
+          run.host_inputs[v.name] = &it->second;
+    if (const Value* v = run.phase->value("logits")) {
+      run.logits = &buffer(run.phase->name, *v, logits_location.empty() ? kHost : logits_location);
+      staging.resize(size_t(v->bytes()));
+      logits_out.resize(size_t(v->shape.back()));
+    }
   }
 
-  std::vector<float> last_logits(const std::string& phase) {
-    const Phase* ph = phases.at(phase).phase;
-    const Value* v = ph->value("logits");
-    if (!v) throw RunError("SY301", "the graph has no 'logits' value");
-    Buffer& src = buffer(phase, *v, logits_location.empty() ? kHost : logits_location);
-    std::vector<char> host(static_cast<size_t>(v->bytes()));
-    Buffer h{host.data(), v->bytes(), kHost, nullptr, 0};
-    copy(src, h, v->bytes());
-    int64_t vocab = v->shape.back(), rows = v->bytes() / sy_dtype_size(v->dtype) / vocab;
-    std::vector<float> out(static_cast<size_t>(vocab));
-    for (int64_t i = 0; i < vocab; ++i)
-      out[i] = to_float(host.data(), v->dtype, (rows - 1) * vocab + i);
-    return out;
+  void set_input(PhaseRun& run, const char* name, const int64_t* data, size_t n) {
+    auto it = run.host_inputs.find(name);
+    if (it == run.host_inputs.end()) return;  // not consumed by any op
+    std::memcpy(it->second->data, data, std::min(n * 8, size_t(it->second->bytes)));
   }
+
+  const std::vector<float>& last_logits(PhaseRun& run) {
+    if (!run.logits) throw RunError("SY301", "the graph has no 'logits' value");
+    const Value* v = run.phase->value("logits");
+    Buffer host{staging.data(), v->bytes(), kHost, nullptr, 0};
+    copy(*run.logits, host, v->bytes());
+    int64_t vocab = v->shape.back(), rows = v->bytes() / sy_dtype_size(v->dtype) / vocab;
+    for (int64_t i = 0; i < vocab; ++i)
+      logits_out[size_t(i)] = to_float(staging.data(), v->dtype, (rows - 1) * vocab + i);
+    return logits_out;
+  }
+
+  std::vector<char> staging;      // logits as stored, host copy
+  std::vector<float> logits_out;  // the last position's logits, as float
 };
 
 Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
@@ -311,32 +323,36 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
         context_ = std::max(context_, v.shape.size() > 1 ? v.shape[1] : 0);
   }
   impl_->load_weights(load);
+  for (auto& [name, run] : impl_->phases) impl_->bind_io(run);
 }
 
 Session::~Session() = default;
 
-std::vector<float> Session::prefill(const std::vector<int64_t>& tokens) {
-  int64_t n = int64_t(tokens.size());
+const std::vector<float>& Session::prefill(const std::vector<int64_t>& tokens) {
+  Impl::PhaseRun& run = impl_->phases.at("prefill");
   std::vector<int64_t> positions(tokens.size());
-  for (int64_t i = 0; i < n; ++i) positions[i] = i;
-  impl_->set_input("prefill", "tokens", tokens);
-  impl_->set_input("prefill", "positions", positions);
-  impl_->set_input("prefill", "cache_position", {0});
-  impl_->run_phase(impl_->phases.at("prefill"));
-  position_ = n;
-  return impl_->last_logits("prefill");
+  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = int64_t(i);
+  const int64_t zero = 0;
+  impl_->set_input(run, "tokens", tokens.data(), tokens.size());
+  impl_->set_input(run, "positions", positions.data(), positions.size());
+  impl_->set_input(run, "cache_position", &zero, 1);
+  impl_->run_phase(run);
+  position_ = int64_t(tokens.size());
+  return impl_->last_logits(run);
 }
 
-std::vector<float> Session::decode(int64_t token) {
+const std::vector<float>& Session::decode(int64_t token) {
   if (position_ >= context_)
     throw RunError("SY304", "the context of " + std::to_string(context_) + " tokens is full");
-  impl_->set_input("decode", "tokens", {token});
-  impl_->set_input("decode", "positions", {position_});
-  impl_->set_input("decode", "cache_position", {position_});
-  impl_->set_input("decode", "kv_len", {position_ + 1});
-  impl_->run_phase(impl_->phases.at("decode"));
+  Impl::PhaseRun& run = impl_->phases.at("decode");  // short key: no allocation
+  const int64_t kv_len = position_ + 1;
+  impl_->set_input(run, "tokens", &token, 1);
+  impl_->set_input(run, "positions", &position_, 1);
+  impl_->set_input(run, "cache_position", &position_, 1);
+  impl_->set_input(run, "kv_len", &kv_len, 1);
+  impl_->run_phase(run);
   ++position_;
-  return impl_->last_logits("decode");
+  return impl_->last_logits(run);
 }
 
 const StepProfile& Session::profile(const std::string& phase) const {

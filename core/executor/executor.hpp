@@ -49,10 +49,11 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Runs the prefill phase on `tokens` (exactly the graph's prompt length) and returns the
-  // logits of the last position.
-  std::vector<float> prefill(const std::vector<int64_t>& tokens);
-  // One decode step for `token` at the next position; returns its logits.
-  std::vector<float> decode(int64_t token);
+  // logits of the last position (valid until the next call).
+  const std::vector<float>& prefill(const std::vector<int64_t>& tokens);
+  // One decode step for `token` at the next position; returns its logits (valid until the next
+  // call). Allocates nothing: every buffer was sized when the session was made.
+  const std::vector<float>& decode(int64_t token);
 
   int64_t position() const { return position_; }
   int64_t context() const { return context_; }

@@ -49,7 +49,9 @@ class MatmulKernel final : public CpuKernel {
     a_ = memory(pd->src_desc(), engine_, DNNL_MEMORY_NONE);
     b_ = memory(pd->weights_desc(), engine_, DNNL_MEMORY_NONE);
     c_ = memory(pd->dst_desc(), engine_, DNNL_MEMORY_NONE);
-    args_ = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}};
+    // The C API with a fixed argument array: the C++ execute() builds a vector per call, and
+    // a decode step must not allocate.
+    args_ = {{DNNL_ARG_SRC, a_.get()}, {DNNL_ARG_WEIGHTS, b_.get()}, {DNNL_ARG_DST, c_.get()}};
     if (convert_) {
       a_.set_data_handle(a32_.data());
       b_.set_data_handle(b32_.data());
@@ -63,14 +65,12 @@ class MatmulKernel final : public CpuKernel {
       a_.set_data_handle(data_of<void>(in[0]));
       b_.set_data_handle(data_of<void>(in[1]));
       c_.set_data_handle(data_of<void>(out[0]));
-      primitive_.execute(stream_, args_);
-      stream_.wait();
+      execute();
       return;
     }
     widen(data_of<const bf16_bits>(in[0]), a32_.data(), m_ * k_);
     widen(data_of<const bf16_bits>(in[1]), b32_.data(), k_ * n_);
-    primitive_.execute(stream_, args_);
-    stream_.wait();
+    execute();
     const float* c32 = c32_.data();
     bf16_bits* c = data_of<bf16_bits>(out[0]);
     parallel_chunks(ctx_, m_ * n_, [=](int64_t s, int64_t e) {
@@ -106,7 +106,16 @@ class MatmulKernel final : public CpuKernel {
   dnnl::stream stream_;
   dnnl::matmul primitive_;
   memory a_, b_, c_;
-  std::unordered_map<int, memory> args_;
+  std::vector<dnnl_exec_arg_t> args_;
+
+  void execute() {
+    dnnl_status_t st =
+        dnnl_primitive_execute(primitive_.get(), stream_.get(), int(args_.size()), args_.data());
+    if (st == dnnl_success) st = dnnl_stream_wait(stream_.get());
+    if (st != dnnl_success)
+      throw sy::edge::StatusError(SY_STATUS_INTERNAL,
+                                  "oneDNN matmul failed with status " + std::to_string(int(st)));
+  }
   bool convert_ = false;
   std::vector<float> a32_, b32_, c32_;  // the f32 fallback's operands
 };
