@@ -1,6 +1,7 @@
 // `run MODEL_DIR --prompt TEXT`: plan, load, prefill, decode — printing the text as it is
 // produced, then the speeds, the memory and (with --profile) where the time went.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -64,6 +66,22 @@ int64_t sample(const std::vector<float>& logits, const RunArgs& a, std::mt19937&
 std::string token_text(const Tokenizer& tok, int64_t id) {
   if (id < 0 || id >= tok.vocab_size()) return "<" + std::to_string(id) + ">";
   return tok.decode_token(id);
+}
+
+// A progress line on a terminal's stderr while weights load, when there is enough to wait for.
+WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
+  if (!isatty(2) || total_bytes < (uint64_t(256) << 20)) return load;
+  auto done = std::make_shared<uint64_t>(0);
+  return [load, total_bytes, done](const Value& v, void* dst) {
+    std::string err = load(v, dst);
+    *done += uint64_t(v.bytes());
+    double frac = std::min(1.0, double(*done) / double(total_bytes));
+    int bar = int(frac * 30);
+    std::fprintf(stderr, "\rloading weights [%s%s] %3.0f%%", std::string(size_t(bar), '#').c_str(),
+                 std::string(size_t(30 - bar), ' ').c_str(), 100 * frac);
+    if (frac >= 1.0) std::fprintf(stderr, "\n");
+    return err;
+  };
 }
 
 int fail(const std::string& code, const std::string& message, bool as_json) {
@@ -155,7 +173,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
     }
     Plan plan = plan_graph(graph, reg, inv, policy);
     if (!plan.ok()) return fail(plan.error->code, plan.error->message, a.json);
-    Session session(graph, plan, reg, inv, safetensors_weight_loader(weights, model_type));
+    Session session(graph, plan, reg, inv,
+                    with_progress(safetensors_weight_loader(weights, model_type), weights.size()));
     double load_ms = ms_since(t_load);
 
     std::mt19937 rng(a.seed);
