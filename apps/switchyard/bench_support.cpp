@@ -28,12 +28,6 @@ void* aligned_zeroed(size_t bytes) {
   return p;
 }
 
-uint16_t bf16_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -93,7 +87,7 @@ BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed)
     if (desc_.dtype == SY_DTYPE_F32)
       reinterpret_cast<float*>(bytes_.get())[i] = dist(rng);
     else if (desc_.dtype == SY_DTYPE_BF16)
-      reinterpret_cast<uint16_t*>(bytes_.get())[i] = bf16_of(dist(rng));
+      reinterpret_cast<uint16_t*>(bytes_.get())[i] = sy_f32_to_bf16(dist(rng));
   }
   t_.data = bytes_.get();
   t_.device = {kDLCPU, 0};

@@ -171,9 +171,7 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
       if (v.dtype == SY_DTYPE_F32) {
         std::memcpy(storage.back().data() + 4 * i, &x, 4);
       } else {
-        uint32_t u;
-        std::memcpy(&u, &x, 4);
-        uint16_t h = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        uint16_t h = sy_f32_to_bf16(x);
         std::memcpy(storage.back().data() + 2 * i, &h, 2);
       }
     }

@@ -19,10 +19,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 float to_float(const void* p, sy_dtype dt, int64_t i) {
   if (dt == SY_DTYPE_F32) return static_cast<const float*>(p)[i];
-  uint32_t u = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return sy_bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
 }
 
 // Which values live once for the whole session (weights, caches) and which per phase.

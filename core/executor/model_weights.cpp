@@ -11,19 +11,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-float bf16_to_f32(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 }  // namespace
 
 WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::string& model_type) {
@@ -43,10 +30,10 @@ WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::s
       std::memcpy(dst, src, size_t(v.bytes()));
     } else if (t->dtype == SY_DTYPE_BF16 && v.dtype == SY_DTYPE_F32) {
       for (int64_t i = 0; i < want; ++i)
-        static_cast<float*>(dst)[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+        static_cast<float*>(dst)[i] = sy_bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
     } else if (t->dtype == SY_DTYPE_F32 && v.dtype == SY_DTYPE_BF16) {
       for (int64_t i = 0; i < want; ++i)
-        static_cast<uint16_t*>(dst)[i] = f32_to_bf16(static_cast<const float*>(src)[i]);
+        static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(static_cast<const float*>(src)[i]);
     } else {
       return file.path() + ": tensor '" + *name + "' is " + safetensors_dtype_name(t->dtype) +
              ", the run needs " + sy_dtype_name(v.dtype);

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attention_blocks.hpp"
-#include "bf16.hpp"
 #include "kernel_factories.hpp"
+#include "switchyard/plugin_api.h"
 
 namespace sy::cpu {
 namespace {
@@ -315,7 +315,7 @@ class AttentionKernel final : public CpuKernel {
         const float* src = o + size_t(r) * D;
         if (bf16_) {
           uint16_t* od = data_of<uint16_t>(out[0]) + dst;
-          for (int d = 0; d < D; ++d) od[d] = f32_to_bf16(src[d] * inv);
+          for (int d = 0; d < D; ++d) od[d] = sy_f32_to_bf16(src[d] * inv);
         } else {
           float* od = data_of<float>(out[0]) + dst;
           for (int d = 0; d < D; ++d) od[d] = src[d] * inv;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "attention_blocks.hpp"
-#include "bf16.hpp"
+#include "switchyard/plugin_api.h"
 
 namespace sy::cpu {
 namespace {
@@ -15,7 +15,7 @@ float load(const T* p, int64_t i) {
   if constexpr (std::is_same_v<T, float>)
     return p[i];
   else
-    return bf16_to_f32(p[i]);
+    return sy_bf16_to_f32(p[i]);
 }
 
 template <typename T>

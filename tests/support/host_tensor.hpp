@@ -13,17 +13,17 @@
 
 namespace sy::test {
 
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
+// IEEE half through the compiler's _Float16 (rounded to nearest even).
+inline uint16_t to_f16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
 }
-inline float from_bf16(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+inline float from_f16(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return static_cast<float>(h);
 }
 
 class HostTensor {
@@ -45,6 +45,10 @@ class HostTensor {
     return n;
   }
   DLTensor* dl() { return &t_; }
+  void* bytes() { return bytes_.data(); }
+  size_t size_bytes() const { return bytes_.size(); }
+  sy_dtype dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
   TensorDesc desc() const { return {dtype_, shape_, SY_MEMORY_HOST}; }
 
   // Stores `values` in the tensor's dtype; returns what was actually stored, as double.
@@ -59,9 +63,15 @@ class HostTensor {
           break;
         }
         case SY_DTYPE_BF16: {
-          uint16_t h = to_bf16(float(values[i]));
+          uint16_t h = sy_f32_to_bf16(float(values[i]));
           std::memcpy(bytes_.data() + 2 * i, &h, 2);
-          stored[i] = from_bf16(h);
+          stored[i] = sy_bf16_to_f32(h);
+          break;
+        }
+        case SY_DTYPE_F16: {
+          uint16_t h = to_f16(float(values[i]));
+          std::memcpy(bytes_.data() + 2 * i, &h, 2);
+          stored[i] = from_f16(h);
           break;
         }
         case SY_DTYPE_I64: {
@@ -92,7 +102,15 @@ class HostTensor {
       } else if (dtype_ == SY_DTYPE_BF16) {
         uint16_t h;
         std::memcpy(&h, bytes_.data() + 2 * i, 2);
-        out[i] = from_bf16(h);
+        out[i] = sy_bf16_to_f32(h);
+      } else if (dtype_ == SY_DTYPE_F16) {
+        uint16_t h;
+        std::memcpy(&h, bytes_.data() + 2 * i, 2);
+        out[i] = from_f16(h);
+      } else if (dtype_ == SY_DTYPE_I32) {
+        int32_t x;
+        std::memcpy(&x, bytes_.data() + 4 * i, 4);
+        out[i] = double(x);
       } else if (dtype_ == SY_DTYPE_I64) {
         int64_t x;
         std::memcpy(&x, bytes_.data() + 8 * i, 8);

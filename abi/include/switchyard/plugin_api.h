@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "switchyard/vocabulary.h"
 
@@ -155,6 +156,22 @@ static inline DLDataType sy_dtype_to_dl(sy_dtype d) {
     default: t.code = kDLInt; break;
   }
   return t;
+}
+
+/* bf16 is the upper half of an f32: widening is exact. */
+static inline float sy_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Rounds to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t sy_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 /* 1 if `t` is exactly the DLDataType of `d`. */
