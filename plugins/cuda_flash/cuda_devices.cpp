@@ -57,6 +57,7 @@ Discovery discover_devices() {
     d.arch = "sm_" + std::to_string(prop.major * 10 + prop.minor);
     d.memory_bytes = prop.totalGlobalMem;
     d.multiprocessors = prop.multiProcessorCount;
+    d.ordinal = i;
     out.devices.push_back(d);
   }
   if (out.devices.empty() && out.no_devices_reason.empty())

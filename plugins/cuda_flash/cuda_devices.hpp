@@ -13,6 +13,7 @@ struct CudaDevice {
   int sm_major = 0, sm_minor = 0;
   unsigned long long memory_bytes = 0;
   int multiprocessors = 0;
+  int ordinal = 0;  // the CUDA runtime's device index
 };
 
 struct Discovery {

@@ -1,0 +1,469 @@
+// The decoder ops of the generic envelopes (docs/operators.md): embedding, rms_norm, rope,
+// silu_mul, gelu_mul, add, softmax, argmax, kv_cache_append, copy. f32/f16/bf16 computed in
+// f32 and rounded to nearest even on store. Correctness first: simple grid-stride kernels and
+// one block per row for the reductions; every launch is checked and waited for.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <vector>
+
+#include "device_math.cuh"
+
+namespace sy::cuda {
+namespace {
+
+using sy::edge::OpCopy;
+using sy::edge::StatusError;
+
+constexpr int kBlock = 256;
+
+#define SY_GRID_STRIDE(i, n)                                                \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// ---- embedding -------------------------------------------------------------------------
+
+template <typename I>
+__global__ void find_bad_id(const I* ids, int64_t n, int64_t vocab, unsigned long long* first) {
+  SY_GRID_STRIDE(i, n) {
+    long long id = static_cast<long long>(ids[i]);
+    if (id < 0 || id >= vocab) atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
+template <typename T, typename I>
+__global__ void gather_rows(const T* table, const I* ids, T* rows, int64_t n, int64_t hidden) {
+  SY_GRID_STRIDE(e, n * hidden) {
+    int64_t r = e / hidden, c = e % hidden;
+    rows[e] = table[static_cast<int64_t>(ids[r]) * hidden + c];
+  }
+}
+
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(size_t bytes) {
+    check_cuda(cudaMalloc(&p_, bytes), "cudaMalloc(scratch)");
+  }
+  ~DeviceScratch() { cudaFree(p_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+class Embedding final : public CudaKernel {
+ public:
+  Embedding(const OpCopy& op, const CudaContext& ctx)
+      : ctx_(ctx), scratch_((use_device(ctx.ordinal), sizeof(unsigned long long))) {
+    dtype_ = op.inputs[0].dtype;
+    ids64_ = op.inputs[1].dtype == SY_DTYPE_I64;
+    vocab_ = op.inputs[0].shape[0];
+    hidden_ = op.inputs[0].shape[1];
+    n_ = op.inputs[1].elements();
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    // Every id is checked before any row is written.
+    unsigned long long none = ~0ull, first = 0;
+    auto* flag = scratch_.as<unsigned long long>();
+    check_cuda(cudaMemcpy(flag, &none, sizeof none, cudaMemcpyHostToDevice), "cudaMemcpy");
+    if (ids64_)
+      find_bad_id<<<grid_for(n_, kBlock), kBlock>>>(data_of<const int64_t>(in[1]), n_, vocab_,
+                                                    flag);
+    else
+      find_bad_id<<<grid_for(n_, kBlock), kBlock>>>(data_of<const int32_t>(in[1]), n_, vocab_,
+                                                    flag);
+    check_launch("find_bad_id");
+    check_cuda(cudaMemcpy(&first, flag, sizeof first, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    if (first != none) {
+      int64_t id = 0;
+      const char* base = static_cast<const char*>(in[1]->data) + in[1]->byte_offset;
+      if (ids64_) {
+        check_cuda(cudaMemcpy(&id, base + first * 8, 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      } else {
+        int32_t v = 0;
+        check_cuda(cudaMemcpy(&v, base + first * 4, 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        id = v;
+      }
+      throw StatusError(SY_STATUS_INVALID_ARGUMENT, "embedding: id " + std::to_string(id) +
+                                                        " at index " + std::to_string(first) +
+                                                        " is outside [0, " +
+                                                        std::to_string(vocab_) + ")");
+    }
+    dispatch_float(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      if (ids64_)
+        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock>>>(data_of<const T>(in[0]),
+                                                                data_of<const int64_t>(in[1]),
+                                                                data_of<T>(out[0]), n_, hidden_);
+      else
+        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock>>>(data_of<const T>(in[0]),
+                                                                data_of<const int32_t>(in[1]),
+                                                                data_of<T>(out[0]), n_, hidden_);
+    });
+    check_launch("gather_rows");
+  }
+
+ private:
+  CudaContext ctx_;
+  DeviceScratch scratch_;
+  sy_dtype dtype_;
+  bool ids64_ = false;
+  int64_t vocab_ = 0, hidden_ = 0, n_ = 0;
+};
+
+// ---- rms_norm, softmax, argmax: one block per row ---------------------------------------
+
+template <typename T>
+__global__ void rms_norm_kernel(const T* x, const T* w, T* y, int64_t hidden, float eps,
+                                float offset) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  T* yr = y + row * hidden;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    float v = to_f32(xr[c]);
+    ss = fmaf(v, v, ss);
+  }
+  ss = block_reduce<false>(ss, scratch);
+  const float inv = rsqrtf(ss / float(hidden) + eps);
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
+    yr[c] = from_f32<T>(to_f32(xr[c]) * inv * (to_f32(w[c]) + offset));
+}
+
+template <typename T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t n) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * n;
+  T* yr = y + row * n;
+  float mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) mx = fmaxf(mx, to_f32(xr[c]));
+  mx = block_reduce<true>(mx, scratch);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) sum += expf(to_f32(xr[c]) - mx);
+  sum = block_reduce<false>(sum, scratch);
+  const float inv = 1.0f / sum;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    yr[c] = from_f32<T>(expf(to_f32(xr[c]) - mx) * inv);
+}
+
+// NaN counts as larger than any number; among equals the first index wins.
+__device__ __forceinline__ bool better(float a, int64_t ia, float b, int64_t ib) {
+  bool na = isnan(a), nb = isnan(b);
+  if (na || nb) return na && nb ? ia < ib : na;
+  if (a != b) return a > b;
+  return ia < ib;
+}
+
+template <typename T>
+__global__ void argmax_kernel(const T* x, int64_t* index, int64_t n) {
+  __shared__ float vals[32];
+  __shared__ int64_t idxs[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * n;
+  float best = -INFINITY;
+  int64_t at = n;  // "none yet": loses to any real element
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    float v = to_f32(xr[c]);
+    if (at == n || better(v, c, best, at)) best = v, at = c;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    int64_t oi = __shfl_xor_sync(0xffffffffu, at, o);
+    if (oi != n && (at == n || better(ov, oi, best, at))) best = ov, at = oi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) vals[warp] = best, idxs[warp] = at;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      if (idxs[w] != n && (at == n || better(vals[w], idxs[w], best, at)))
+        best = vals[w], at = idxs[w];
+    index[row] = at == n ? 0 : at;
+  }
+}
+
+int64_t rows_of(const sy::edge::TensorCopy& t, int64_t last) {
+  return last > 0 ? t.elements() / last : 0;
+}
+
+class RowKernel final : public CudaKernel {
+ public:
+  RowKernel(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx), kind_(op.op) {
+    const auto& x = op.inputs[0];
+    dtype_ = x.dtype;
+    n_ = x.shape.empty() ? 1 : x.shape.back();
+    rows_ = rows_of(x, n_);
+    eps_ = float(op.float_attr(SY_ATTR_EPS, 1e-6));
+    offset_ = float(op.float_attr(SY_ATTR_WEIGHT_OFFSET, 0.0));
+    if (rows_ > 0x7fffffff)
+      throw StatusError(SY_STATUS_INVALID_ARGUMENT, "more than 2^31 rows in one call");
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    if (rows_ == 0) return;
+    dispatch_float(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      const unsigned g = unsigned(rows_);
+      if (kind_ == SY_OP_RMS_NORM)
+        rms_norm_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<const T>(in[1]),
+                                       data_of<T>(out[0]), n_, eps_, offset_);
+      else if (kind_ == SY_OP_SOFTMAX)
+        softmax_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<T>(out[0]), n_);
+      else
+        argmax_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<int64_t>(out[0]), n_);
+    });
+    check_launch(kind_ == SY_OP_RMS_NORM  ? "rms_norm_kernel"
+                 : kind_ == SY_OP_SOFTMAX ? "softmax_kernel"
+                                          : "argmax_kernel");
+  }
+
+ private:
+  CudaContext ctx_;
+  sy_op_kind kind_;
+  sy_dtype dtype_;
+  int64_t n_ = 0, rows_ = 0;
+  float eps_ = 1e-6f, offset_ = 0.0f;
+};
+
+// ---- rope ------------------------------------------------------------------------------
+
+// Item p of a row of D: p < R/2 rotates one pair, the rest copy the unrotated tail (so the op
+// works in place: every element is read and written by one thread).
+template <typename T, typename P>
+__global__ void rope_kernel(const T* x, const P* pos, T* y, int64_t rows, int64_t heads, int d,
+                            int rot, bool neox, double theta) {
+  const int half = rot / 2, items = half + (d - rot);
+  SY_GRID_STRIDE(e, rows * items) {
+    const int64_t row = e / items;  // (b, s, h)
+    const int p = int(e % items);
+    const int64_t token = row / heads;  // (b, s)
+    const T* xr = x + row * d;
+    T* yr = y + row * d;
+    if (p >= half) {
+      const int c = rot + (p - half);
+      yr[c] = xr[c];
+      continue;
+    }
+    const double angle = double(pos[token]) * pow(theta, -2.0 * p / rot);
+    double sn, cs;
+    sincos(angle, &sn, &cs);
+    const int i1 = neox ? p : 2 * p, i2 = neox ? p + half : 2 * p + 1;
+    const float x1 = to_f32(xr[i1]), x2 = to_f32(xr[i2]);
+    const float c = float(cs), s = float(sn);
+    yr[i1] = from_f32<T>(x1 * c - x2 * s);
+    yr[i2] = from_f32<T>(x2 * c + x1 * s);
+  }
+}
+
+class Rope final : public CudaKernel {
+ public:
+  Rope(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    const auto& x = op.inputs[0].shape;
+    dtype_ = op.inputs[0].dtype;
+    pos64_ = op.inputs[1].dtype == SY_DTYPE_I64;
+    d_ = int(x[3]);
+    heads_ = x[2];
+    rows_ = x[0] * x[1] * x[2];
+    rot_ = int(op.int_attr(SY_ATTR_ROTARY_DIM, d_));
+    neox_ = op.string_attr(SY_ATTR_ROPE_STYLE, "neox") == "neox";
+    theta_ = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    const int64_t n = rows_ * (rot_ / 2 + (d_ - rot_));
+    dispatch_float(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      if (pos64_)
+        rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
+            data_of<const T>(in[0]), data_of<const int64_t>(in[1]), data_of<T>(out[0]), rows_,
+            heads_, d_, rot_, neox_, theta_);
+      else
+        rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
+            data_of<const T>(in[0]), data_of<const int32_t>(in[1]), data_of<T>(out[0]), rows_,
+            heads_, d_, rot_, neox_, theta_);
+    });
+    check_launch("rope_kernel");
+  }
+
+ private:
+  CudaContext ctx_;
+  sy_dtype dtype_;
+  bool pos64_ = false, neox_ = true;
+  int d_ = 0, rot_ = 0;
+  int64_t heads_ = 0, rows_ = 0;
+  double theta_ = 10000.0;
+};
+
+// ---- silu_mul, gelu_mul, add -------------------------------------------------------------
+
+enum class Act { kSilu, kGeluErf, kGeluTanh };
+
+template <typename T>
+__global__ void gated_kernel(const T* gate, const T* up, T* y, int64_t n, Act act) {
+  SY_GRID_STRIDE(i, n) {
+    const float g = to_f32(gate[i]), u = to_f32(up[i]);
+    float a;
+    if (act == Act::kSilu)
+      a = g / (1.0f + expf(-g));
+    else if (act == Act::kGeluErf)
+      a = 0.5f * g * (1.0f + erff(g * 0.70710678118654752f));
+    else
+      a = 0.5f * g * (1.0f + tanhf(0.79788456080286536f * (g + 0.044715f * g * g * g)));
+    y[i] = from_f32<T>(a * u);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* c, int64_t n, int64_t nb) {
+  SY_GRID_STRIDE(i, n) c[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i % nb]));
+}
+
+class Elementwise final : public CudaKernel {
+ public:
+  Elementwise(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx), kind_(op.op) {
+    dtype_ = op.inputs[0].dtype;
+    n_ = op.inputs[0].elements();
+    nb_ = op.inputs[1].elements();
+    act_ = op.op == SY_OP_SILU_MUL                                 ? Act::kSilu
+           : op.string_attr(SY_ATTR_GELU_APPROX, "none") == "tanh" ? Act::kGeluTanh
+                                                                   : Act::kGeluErf;
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    dispatch_float(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      if (kind_ == SY_OP_ADD)
+        add_kernel<<<grid_for(n_, kBlock), kBlock>>>(
+            data_of<const T>(in[0]), data_of<const T>(in[1]), data_of<T>(out[0]), n_, nb_);
+      else
+        gated_kernel<<<grid_for(n_, kBlock), kBlock>>>(
+            data_of<const T>(in[0]), data_of<const T>(in[1]), data_of<T>(out[0]), n_, act_);
+    });
+    check_launch(kind_ == SY_OP_ADD ? "add_kernel" : "gated_kernel");
+  }
+
+ private:
+  CudaContext ctx_;
+  sy_op_kind kind_;
+  sy_dtype dtype_;
+  int64_t n_ = 0, nb_ = 1;
+  Act act_ = Act::kSilu;
+};
+
+// ---- kv_cache_append ---------------------------------------------------------------------
+
+class KvCacheAppend final : public CudaKernel {
+ public:
+  KvCacheAppend(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    const auto& rows = op.inputs[0].shape;
+    const auto& cache = op.outputs[0].shape;
+    b_ = rows[0];
+    t_ = rows[1];
+    c_ = cache[1];
+    row_bytes_ = size_t(rows[2] * rows[3]) * sy_dtype_size(op.inputs[0].dtype);
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    int64_t pos = 0;  // read back to the host: a refused append writes nothing
+    check_cuda(cudaMemcpy(&pos, data_of<const int64_t>(in[1]), sizeof pos, cudaMemcpyDeviceToHost),
+               "cudaMemcpy(position)");
+    if (pos < 0 || pos > c_ - t_)
+      throw StatusError(SY_STATUS_INVALID_ARGUMENT,
+                        "kv_cache_append: writing " + std::to_string(t_) + " rows at position " +
+                            std::to_string(pos) + " exceeds the cache capacity " +
+                            std::to_string(c_));
+    if (t_ == 0 || b_ == 0) return;
+    char* dst = data_of<char>(out[0]) + size_t(pos) * row_bytes_;
+    check_cuda(cudaMemcpy2D(dst, size_t(c_) * row_bytes_, data_of<const char>(in[0]),
+                            size_t(t_) * row_bytes_, size_t(t_) * row_bytes_, size_t(b_),
+                            cudaMemcpyDeviceToDevice),
+               "cudaMemcpy2D(kv_cache_append)");
+  }
+
+ private:
+  CudaContext ctx_;
+  int64_t b_ = 0, t_ = 0, c_ = 0;
+  size_t row_bytes_ = 0;
+};
+
+// ---- copy --------------------------------------------------------------------------------
+
+template <typename S, typename D>
+__global__ void convert_kernel(const S* x, D* y, int64_t n) {
+  SY_GRID_STRIDE(i, n) y[i] = from_f32<D>(to_f32(x[i]));
+}
+
+class Copy final : public CudaKernel {
+ public:
+  Copy(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    from_ = op.inputs[0].dtype;
+    to_ = op.outputs[0].dtype;
+    n_ = op.inputs[0].elements();
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    if (from_ == to_) {
+      const void* src = data_of<const char>(in[0]);
+      void* dst = data_of<char>(out[0]);
+      if (src != dst && n_ > 0)
+        check_cuda(
+            cudaMemcpy(dst, src, size_t(n_) * sy_dtype_size(from_), cudaMemcpyDeviceToDevice),
+            "cudaMemcpy(copy)");
+      return;
+    }
+    dispatch_float(from_, [&](auto s) {
+      using S = decltype(s);
+      dispatch_float(to_, [&](auto d) {
+        using D = decltype(d);
+        convert_kernel<<<grid_for(n_, kBlock), kBlock>>>(data_of<const S>(in[0]),
+                                                         data_of<D>(out[0]), n_);
+      });
+    });
+    check_launch("convert_kernel");
+  }
+
+ private:
+  CudaContext ctx_;
+  sy_dtype from_, to_;
+  int64_t n_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CudaKernel> make_embedding(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Embedding>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_rms_norm(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<RowKernel>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_softmax(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<RowKernel>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_argmax(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<RowKernel>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_rope(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Rope>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_gated(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Elementwise>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_add(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Elementwise>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_kv_cache_append(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<KvCacheAppend>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_copy(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Copy>(op, ctx);
+}
+
+}  // namespace sy::cuda

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# device_check.sh OUTDIR — the cuda_flash checks that need a GPU, for a machine with one
+# (sized for an H200 session: under 8 minutes on 16 cores).
+#
+# Configures a separate build (build-gpu, sm_90 only, so nvcc compiles one architecture),
+# builds only the CLI, the plugins and the test binary, lists the plugins and runs the
+# CudaFlash* tests (the GPU ones skip with a reason when no device is visible). Every log
+# goes to OUTDIR. `switchyard bench attention --device cuda` is NOT run: the bench
+# allocates host buffers only so far, so it cannot drive a device kernel yet.
+set -uo pipefail
+
+OUT=${1:?usage: tests/gpu/device_check.sh OUTDIR}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+JOBS=$(nproc 2>/dev/null || echo 4)
+START=$(date +%s)
+status=0
+
+step() {  # step NAME TIMEOUT_S COMMAND...: runs with a deadline, logs to OUT/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name ($(($(date +%s) - START))s)" | tee -a "$OUT/summary.txt"
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc" | tee -a "$OUT/summary.txt"
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+{ nvidia-smi || true; } >"$OUT/nvidia-smi.txt" 2>&1
+
+step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 || { echo "configure failed"; exit 1; }
+step build 300 cmake --build build-gpu -j "$JOBS" --target switchyard switchyard_plugins \
+  switchyard_tests || { echo "build failed"; tail -50 "$OUT/build.log"; exit 1; }
+
+SY=$(find build-gpu -type f -name switchyard -perm -u+x | head -1)
+TESTS=$(find build-gpu -type f -name switchyard_tests -perm -u+x | head -1)
+step plugins 60 "$SY" plugins
+step tests 240 "$TESTS" --gtest_filter='CudaFlash*' --gtest_output="xml:$OUT/cuda_flash_tests.xml"
+
+echo "total $(($(date +%s) - START))s, status $status" | tee -a "$OUT/summary.txt"
+tail -40 "$OUT/tests.log" 2>/dev/null
+exit $status
