@@ -93,7 +93,7 @@ typedef enum sy_op_kind {
   SY_OP_ADD = 9,                     /* in: a, b; out: a + b */
   SY_OP_MUL = 10,                    /* in: a, b; out: a * b */
   SY_OP_SOFTMAX = 11,                /* in: x; out: y (last axis) */
-  SY_OP_KV_CACHE_APPEND = 12,        /* in: cache, new rows, position; out: cache */
+  SY_OP_KV_CACHE_APPEND = 12,        /* in: rows, position; out: cache, written in place */
   SY_OP_ATTENTION = 13,              /* in: q, k, v[, sinks]; out: o[, lse] */
   SY_OP_ARGMAX = 14,                 /* in: x; out: index (last axis) */
   SY_OP_COPY = 15,                   /* in: x; out: y, possibly other memory */
