@@ -2,9 +2,9 @@
 // `check` and (from the kernels issue on) `prepare` apply exactly these plus `narrow`.
 #include "kernel_table.hpp"
 
-#include "attention_check.hpp"
 #include "kernel_factories.hpp"
-#include "op_checks.hpp"
+#include "op_contracts/attention_check.hpp"
+#include "op_contracts/op_checks.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -38,8 +38,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 constexpr sy_kernel_envelope attention_envelope() {
   sy_kernel_envelope e =
       envelope("sdpa_attention", SY_OP_ATTENTION, "sdpa", F32 | BF16, kAttentionFeatures);
-  e.head_dim_multiple = kAttentionHeadDimMultiple;
-  e.head_dim_max = kAttentionHeadDimMax;
+  e.head_dim_multiple = contracts::kAttentionHeadDimMultiple;
+  e.head_dim_max = contracts::kAttentionHeadDimMax;
   return e;
 }
 
@@ -49,8 +49,8 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
       feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
                     SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
-  e.head_dim_multiple = kAttentionHeadDimMultiple;
-  e.head_dim_max = kAttentionHeadDimMax;
+  e.head_dim_multiple = contracts::kAttentionHeadDimMultiple;
+  e.head_dim_max = contracts::kAttentionHeadDimMax;
   e.default_residency = SY_RESIDENCY_HOST;
   e.cost_hint = 0.5;
   return e;
@@ -93,14 +93,25 @@ static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
 struct Table : sy::edge::KernelTable<kCount> {
   Table() : KernelTable(kEnvelopes, nullptr) {
-    entries[0].narrow = narrow_attention;
-    entries[1].narrow = narrow_fused_decode;
+    entries[0].narrow = contracts::narrow_attention;
+    entries[1].narrow = contracts::narrow_fused_decode;
     // Index-aligned with kEnvelopes, as kFactories is.
     const sy::edge::NarrowFn ops[] = {
-        narrow_kv_cache_append, narrow_matmul, narrow_embedding, narrow_rms_norm,
-        narrow_layer_norm,      narrow_rope,   narrow_unary,     narrow_unary,
-        narrow_binary,          narrow_binary, narrow_binary,    narrow_binary,
-        narrow_softmax,         narrow_argmax, narrow_copy,
+        contracts::narrow_kv_cache_append,
+        contracts::narrow_matmul,
+        contracts::narrow_embedding,
+        contracts::narrow_rms_norm,
+        contracts::narrow_layer_norm,
+        contracts::narrow_rope,
+        contracts::narrow_unary,
+        contracts::narrow_unary,
+        contracts::narrow_binary,
+        contracts::narrow_binary,
+        contracts::narrow_binary,
+        contracts::narrow_binary,
+        contracts::narrow_softmax,
+        contracts::narrow_argmax,
+        contracts::narrow_copy,
     };
     static_assert(sizeof(ops) / sizeof(ops[0]) == kCount - 2);
     for (size_t i = 0; i < kCount - 2; ++i) entries[i + 2].narrow = ops[i];

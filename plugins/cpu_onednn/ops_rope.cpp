@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernel_factories.hpp"
-#include "op_checks.hpp"
+#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 #include "rope_math.hpp"
 
@@ -56,7 +56,7 @@ class RopeKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_rope(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  enforce(narrow_rope, op, "rope");
+  contracts::enforce(contracts::narrow_rope, op, "rope");
   const auto& x = op.inputs[0].shape;
   RopeShape s{};
   s.rows = x[0] * x[1];

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <string>
 
-#include "cpu_onednn/attention_check.hpp"
-#include "cpu_onednn/op_checks.hpp"
 #include "cuda_devices.hpp"
 #include "cuda_kernel.hpp"
+#include "op_contracts/attention_check.hpp"
+#include "op_contracts/op_checks.hpp"
 
 namespace sy::cuda {
 namespace {
@@ -86,14 +86,14 @@ int narrow_copy_float(const sy_device_desc* device, const sy_op_desc* op, sy_ref
   // the output with the input's dtype and judge the conversion here.
   if (op->num_inputs != 1 || op->num_outputs != 1 || !op->inputs || !op->outputs ||
       !op->inputs[0] || !op->outputs[0])
-    return sy::cpu::narrow_copy(device, op, add, ctx);
+    return sy::contracts::narrow_copy(device, op, add, ctx);
   sy_tensor_desc y = *op->outputs[0];
   const sy_tensor_desc* outs[1] = {&y};
   sy_op_desc same = *op;
   same.outputs = outs;
   sy_dtype from = op->inputs[0]->dtype, to = y.dtype;
   y.dtype = from;
-  int n = sy::cpu::narrow_copy(device, &same, add, ctx);
+  int n = sy::contracts::narrow_copy(device, &same, add, ctx);
   auto is_float = [](sy_dtype d) {
     return d == SY_DTYPE_F32 || d == SY_DTYPE_F16 || d == SY_DTYPE_BF16;
   };
@@ -118,12 +118,18 @@ int narrow_both(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_f
 
 // Index-aligned with kEnvelopes.
 const sy::edge::NarrowFn kNarrow[] = {
-    narrow_both<sy::cpu::narrow_attention>, narrow_both<sy::cpu::narrow_kv_cache_append>,
-    narrow_both<sy::cpu::narrow_matmul>,    narrow_both<sy::cpu::narrow_embedding>,
-    narrow_both<sy::cpu::narrow_rms_norm>,  narrow_both<sy::cpu::narrow_rope>,
-    narrow_both<sy::cpu::narrow_binary>,    narrow_both<sy::cpu::narrow_binary>,
-    narrow_both<sy::cpu::narrow_binary>,    narrow_both<sy::cpu::narrow_softmax>,
-    narrow_both<sy::cpu::narrow_argmax>,    narrow_both<narrow_copy_float>,
+    narrow_both<sy::contracts::narrow_attention>,
+    narrow_both<sy::contracts::narrow_kv_cache_append>,
+    narrow_both<sy::contracts::narrow_matmul>,
+    narrow_both<sy::contracts::narrow_embedding>,
+    narrow_both<sy::contracts::narrow_rms_norm>,
+    narrow_both<sy::contracts::narrow_rope>,
+    narrow_both<sy::contracts::narrow_binary>,
+    narrow_both<sy::contracts::narrow_binary>,
+    narrow_both<sy::contracts::narrow_binary>,
+    narrow_both<sy::contracts::narrow_softmax>,
+    narrow_both<sy::contracts::narrow_argmax>,
+    narrow_both<narrow_copy_float>,
 };
 static_assert(sizeof(kNarrow) / sizeof(kNarrow[0]) == kCount);
 

@@ -1,4 +1,4 @@
-#include "attention_check.hpp"
+#include "op_contracts/attention_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-namespace sy::cpu {
+namespace sy::contracts {
 namespace {
 
 const sy_tensor_desc* input(const sy_op_desc* op, size_t i) {
@@ -248,4 +248,4 @@ int narrow_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_
   return n;
 }
 
-}  // namespace sy::cpu
+}  // namespace sy::contracts

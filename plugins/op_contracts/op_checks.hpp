@@ -1,4 +1,5 @@
-// Narrowing filters of this plugin's decoder op kernels: the operand shapes, dtypes and
+// op_contracts/ — the operand contracts of docs/operators.md as narrowing filters, compiled into
+// every built-in plugin (cpu_onednn, cuda_flash): the operand shapes, dtypes and
 // attribute values of docs/operators.md that an envelope cannot express. `check` and
 // `prepare` run them after the envelope; the factories run them again through enforce()
 // so a kernel is never built for an operator they refuse.
@@ -8,7 +9,7 @@
 #include "cxx_edge/op_copy.hpp"
 #include "switchyard/envelope_check.h"
 
-namespace sy::cpu {
+namespace sy::contracts {
 
 // Each reports every violation it finds and returns how many.
 int narrow_kv_cache_append(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add,
@@ -34,4 +35,4 @@ int narrow_copy(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_f
 // refusal if there is any.
 void enforce(sy::edge::NarrowFn narrow, const sy::edge::OpCopy& op, const char* kernel);
 
-}  // namespace sy::cpu
+}  // namespace sy::contracts

@@ -1,10 +1,10 @@
-#include "op_checks.hpp"
+#include "op_contracts/op_checks.hpp"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-namespace sy::cpu {
+namespace sy::contracts {
 namespace {
 
 std::string dims(const int64_t* shape, int ndim) {
@@ -434,4 +434,4 @@ void enforce(sy::edge::NarrowFn narrow, const sy::edge::OpCopy& op, const char* 
                                 std::string(kernel) + " refuses: " + text);
 }
 
-}  // namespace sy::cpu
+}  // namespace sy::contracts

@@ -3,7 +3,7 @@
 
 #include "switchyard/envelope_check.h"
 
-namespace sy::cpu {
+namespace sy::contracts {
 
 // Head dims the attention blocks serve (a multiple of 16 up to 256): the envelopes declare
 // them and the fused decode block, whose envelope filter cannot see D, checks them itself.
@@ -26,4 +26,4 @@ int narrow_attention(const sy_device_desc* device, const sy_op_desc* op, sy_refu
 int narrow_fused_decode(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add,
                         void* ctx);
 
-}  // namespace sy::cpu
+}  // namespace sy::contracts
