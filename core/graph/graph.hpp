@@ -84,7 +84,7 @@ inline constexpr const char* kBadConfig = "SY207";
 inline constexpr const char* kUnknownModelType = "SY208";
 inline constexpr const char* kBadGraph = "SY209";  // missing field, unknown value, duplicates
 inline constexpr const char* kBadTarget = "SY210";
-inline constexpr const char* kBadWeights = "SY302";  // safetensors file unreadable or invalid
+inline constexpr const char* kBadWeights = "SY302";    // safetensors file unreadable or invalid
 inline constexpr const char* kBadTokenizer = "SY303";  // tokenizer.json unreadable or unsupported
 }  // namespace input_error
 

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "switchyard/tensor_check.h"
 
 #include "cublas_loader.hpp"
 #include "cuda_devices.hpp"
@@ -113,12 +112,6 @@ std::string cuda_text(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-// Collects refusal texts for prepare's message.
-void append_refusal(void* ctx, const sy_refusal* r) {
-  auto* text = static_cast<std::string*>(ctx);
-  *text += std::string(text->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
-}
-
 sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
   return sy::edge::guarded(kName, err, [&] {
     if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op ||
@@ -131,16 +124,11 @@ sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
     if (args->kernel_index >= count)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range",
                      args->kernel_index);
-    // The same check `check` runs: the dispatcher cannot drift from the declaration.
-    std::string refusals;
+    // The same test `check` runs: the dispatcher cannot drift from the declaration.
     const sy::edge::KernelEntry& k = table[args->kernel_index];
     const sy_device_desc* device = &p->devices[args->device_index];
-    int n = sy_envelope_check(k.envelope, device, args->op, append_refusal, &refusals);
-    if (k.narrow && args->op->op == k.envelope->op)
-      n += k.narrow(device, args->op, append_refusal, &refusals);
-    if (n)
-      return sy_fail(err, SY_STATUS_UNSUPPORTED, "%s refuses: %s", k.envelope->kernel,
-                     refusals.c_str());
+    if (sy_status s = sy::edge::refuse_unless_accepted(k, device, args->op, err); s != SY_STATUS_OK)
+      return s;
     sy::cuda::CudaContext ctx;
     ctx.ordinal = ordinal_of(p, args->device_index);
     if (k.envelope->op == SY_OP_MATMUL) {
@@ -156,35 +144,14 @@ sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
   });
 }
 
-// Validates every tensor against the prepared operator: the host does too, but any
-// caller of the ABI must get INVALID_ARGUMENT rather than a crash.
-sy_status validate(const sy_kernel& k, const sy_execute_args& args, sy_error_buffer* err) {
-  if (args.num_inputs != k.op->inputs.size() || args.num_outputs != k.op->outputs.size())
-    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
-                   "%zu inputs and %zu outputs, prepared for %zu and %zu", args.num_inputs,
-                   args.num_outputs, k.op->inputs.size(), k.op->outputs.size());
-  char label[32], msg[256];
-  for (size_t i = 0; i < args.num_inputs; ++i) {
-    std::snprintf(label, sizeof label, "input %zu", i);
-    if (!sy_tensor_matches(args.inputs ? args.inputs[i] : nullptr, &k.op->inputs[i].desc, label,
-                           msg, sizeof msg))
-      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
-  }
-  for (size_t i = 0; i < args.num_outputs; ++i) {
-    std::snprintf(label, sizeof label, "output %zu", i);
-    if (!sy_tensor_matches(args.outputs ? args.outputs[i] : nullptr, &k.op->outputs[i].desc, label,
-                           msg, sizeof msg))
-      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
-  }
-  return SY_STATUS_OK;
-}
-
 sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   return sy::edge::guarded(kName, err, [&] {
     if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
         !args->kernel)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_execute_args is NULL or undersized");
-    if (sy_status s = validate(*args->kernel, *args, err); s != SY_STATUS_OK) return s;
+    if (sy_status s = sy::edge::validate_execute_args(*args->kernel->op, *args, err);
+        s != SY_STATUS_OK)
+      return s;
     args->kernel->impl->run(args->inputs, args->outputs);
     return SY_STATUS_OK;
   });

@@ -67,6 +67,27 @@ struct KernelTable {
   }
 };
 
+// The envelope filters, then the kernel's narrowing filters: the one test `check` and
+// `prepare` both apply. Returns the number of refusals reported.
+inline int apply_entry(const KernelEntry& k, const sy_device_desc* device, const sy_op_desc* op,
+                       sy_refusal_fn add, void* ctx) {
+  int n = sy_envelope_check(k.envelope, device, op, add, ctx);
+  if (k.narrow && op->op == k.envelope->op) n += k.narrow(device, op, add, ctx);
+  return n;
+}
+
+// `prepare`'s side of the same test: UNSUPPORTED with every reason joined, or OK.
+inline sy_status refuse_unless_accepted(const KernelEntry& k, const sy_device_desc* device,
+                                        const sy_op_desc* op, sy_error_buffer* err) {
+  std::string reasons;
+  auto append = [](void* ctx, const sy_refusal* r) {
+    auto* text = static_cast<std::string*>(ctx);
+    *text += std::string(text->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
+  };
+  if (apply_entry(k, device, op, append, &reasons) == 0) return SY_STATUS_OK;
+  return sy_fail(err, SY_STATUS_UNSUPPORTED, "%s refuses: %s", k.envelope->kernel, reasons.c_str());
+}
+
 // The standard `check`: validates the arguments, then applies the envelope and the
 // kernel's narrowing filters, reporting every refusal. `prepare` must call the same.
 inline sy_status check_against_table(const char* plugin, const KernelEntry* table, size_t count,
@@ -79,12 +100,8 @@ inline sy_status check_against_table(const char* plugin, const KernelEntry* tabl
     if (args->kernel_index >= count)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: kernel index %u out of range (%zu)",
                      plugin, args->kernel_index, count);
-    const KernelEntry& k = table[args->kernel_index];
-    int refusals = sy_envelope_check(k.envelope, args->device, args->op, args->add_refusal,
-                                     args->refusal_context);
-    if (k.narrow && args->op->op == k.envelope->op)
-      refusals += k.narrow(args->device, args->op, args->add_refusal, args->refusal_context);
-    args->accepted = refusals == 0;
+    args->accepted = apply_entry(table[args->kernel_index], args->device, args->op,
+                                 args->add_refusal, args->refusal_context) == 0;
     return SY_STATUS_OK;
   });
 }

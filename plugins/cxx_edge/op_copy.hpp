@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "switchyard/plugin_api.h"
+#include <cstdio>
+
+#include "switchyard/tensor_check.h"
 
 namespace sy::edge {
 
@@ -88,5 +90,26 @@ struct OpCopy {
  private:
   std::vector<std::string> strings_;
 };
+
+// Validates `execute`'s tensors against the operator a kernel was prepared for: the host does
+// too, but any caller of the ABI must get INVALID_ARGUMENT rather than a crash.
+inline sy_status validate_execute_args(const OpCopy& op, const sy_execute_args& args,
+                                       sy_error_buffer* err) {
+  if (args.num_inputs != op.inputs.size() || args.num_outputs != op.outputs.size())
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                   "%zu inputs and %zu outputs, prepared for %zu and %zu", args.num_inputs,
+                   args.num_outputs, op.inputs.size(), op.outputs.size());
+  char label[32], msg[256];
+  for (size_t i = 0; i < args.num_inputs + args.num_outputs; ++i) {
+    bool in = i < args.num_inputs;
+    size_t k = in ? i : i - args.num_inputs;
+    const DLTensor* const* list = in ? args.inputs : args.outputs;
+    std::snprintf(label, sizeof label, "%s %zu", in ? "input" : "output", k);
+    const sy_tensor_desc* desc = in ? &op.inputs[k].desc : &op.outputs[k].desc;
+    if (!sy_tensor_matches(list ? list[k] : nullptr, desc, label, msg, sizeof msg))
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
+  }
+  return SY_STATUS_OK;
+}
 
 }  // namespace sy::edge
