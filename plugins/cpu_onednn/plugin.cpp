@@ -6,7 +6,6 @@
 #include <memory>
 #include <string>
 
-
 #include "cpu_device.hpp"
 #include "kernel_table.hpp"
 

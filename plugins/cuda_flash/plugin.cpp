@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-
 #include "cublas_loader.hpp"
 #include "cuda_devices.hpp"
 #include "cuda_kernel.hpp"
