@@ -323,7 +323,6 @@ class PhasePlanner {
       }
       if (!replaced.count(n.id)) nodes.push_back(n);
     }
-    fused_groups_ = fused_at;
     return nodes;
   }
 
@@ -344,7 +343,6 @@ class PhasePlanner {
   const Policy& pol_;
   PhasePlan plan_;
   std::map<std::string, std::string> cache_fix_;
-  std::map<std::string, Node> fused_groups_;
   std::optional<PlanError> first_error_;
 };
 
