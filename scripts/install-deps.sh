@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config
   libdnnl-dev                                  # oneDNN: CPU kernels
+  ocl-icd-opencl-dev                           # Debian's dnnl-config.cmake finds OpenCL
   libboost-dev libboost-program-options-dev   # Boost.DLL (header-only), Program_options
   libspdlog-dev libfmt-dev                     # logging
   libdlpack-dev                                # DLTensor / DLDevice in the ABI
