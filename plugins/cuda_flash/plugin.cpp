@@ -216,6 +216,9 @@ sy_status plugin_copy(sy_copy_args* args, sy_error_buffer* err) {
     }
     cudaError_t e = cudaSetDevice(ordinal_of(args->plugin, args->device_index));
     if (e == cudaSuccess) e = cudaMemcpy(args->dst, args->src, args->size_bytes, kind);
+    // cudaMemcpy returns before a device-to-device copy ends; the ABI's copy is complete on
+    // return (docs/abi.md), so wait for it.
+    if (e == cudaSuccess && kind == cudaMemcpyDeviceToDevice) e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
       return sy_fail(err, SY_STATUS_INTERNAL, "%s: cudaMemcpy of %llu bytes: %s", kName,
                      (unsigned long long)args->size_bytes, cuda_text(e).c_str());

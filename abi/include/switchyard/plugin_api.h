@@ -469,6 +469,8 @@ typedef struct sy_plugin_api {
   /* Device memory. NULL for plugins whose devices all use host memory. */
   sy_status (*alloc)(sy_alloc_args* args, sy_error_buffer* err);
   void (*free_memory)(sy_plugin* plugin, uint32_t device_index, void* data);
+  /* Copies size_bytes from src to dst in the given direction; the copy is
+   * complete when this returns, so the host may read or reuse either buffer. */
   sy_status (*copy)(sy_copy_args* args, sy_error_buffer* err);
 
 #if SY_ABI_COMPAT_MINOR >= 1
