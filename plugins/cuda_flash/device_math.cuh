@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
 #include <string>
 
@@ -72,6 +73,24 @@ void dispatch_float(sy_dtype d, F&& f) {
                                       " is not f32, f16 or bf16");
   }
 }
+
+// Device memory a kernel owns from prepare to release (workspaces, flags).
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(size_t bytes) {
+    check_cuda(cudaMalloc(&p_, bytes), "cudaMalloc(scratch)");
+  }
+  ~DeviceScratch() { cudaFree(p_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
 
 inline unsigned grid_for(int64_t n, int block) {
   int64_t g = (n + block - 1) / block;

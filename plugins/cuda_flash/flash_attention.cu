@@ -1,168 +1,460 @@
-// flash_attention: f16/bf16 in, f32 accumulate, online softmax (docs/operators.md §Attention
-// semantics). One thread block per (query tile of kBQ rows, q head, batch); K/V tiles of kBK
-// keys are staged in shared memory. Each warp owns kBQ/kWarps query rows: lane j scores key
-// j of the tile, the warp reduces max and sum, and every lane accumulates D/32 output dims.
+// flash_attention: the FlashAttention-2 algorithm on tensor cores (mma.sync m16n8k16, f16 or
+// bf16 operands, f32 accumulation), sm_80 and newer. docs/operators.md §Attention semantics is
+// the contract; docs/cuda_flash.md explains the choices.
 //
-// First executable form: plain CUDA-core FMA, no tensor-core instructions (none could be
-// tested on the machine this was written on). Decode (Sq = 1) runs the same kernel with one
-// busy warp per block.
-// TODO(issue 5): split-KV for decode, tensor-core (mma/wgmma) tiles for prefill.
+// Rows are packed as FlashAttention's pack-GQA does: the block for (batch b, KV head hk)
+// serves every query head of that group, packed row R = i*G + g (query position i, head g of
+// the group), so each K/V tile is read from memory once per group, and a decode step (Sq = 1)
+// still fills a 16-row MMA with G heads. Each warp owns 16 packed rows; K/V tiles of BN keys
+// are double-buffered in shared memory with cp.async (zero-filled past the valid length, so
+// a stale cache tail can never turn 0 x NaN into NaN). Scores are kept in the log2 domain
+// (exp2f).
+//
+// Split-KV: when (row blocks x B x Hkv) would leave the GPU idle — decode above all — the keys
+// are cut into `splits` ranges, each block writes a normalised partial output and its LSE to
+// a workspace, and `combine_splits` merges them by LSE (the sinks join there, once).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "device_math.cuh"
 
 namespace sy::cuda {
 namespace {
 
-constexpr int kBQ = 16;    // query rows per block
-constexpr int kBK = 32;    // keys per tile: one per lane
-constexpr int kWarps = 4;  // kBQ / kWarps rows per warp
-constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Keys per shared-memory tile: 64, but 32 for D = 256 so the output accumulators (D/2 floats
+// per thread) and the scores fit in registers together.
+__host__ __device__ constexpr int keys_per_tile(int d) {
+  return d <= 128 ? 64 : 32;
+}
+constexpr int kMaxSplits = 64;
 
 struct FlashParams {
   const void *q, *k, *v;
   const float* sinks;     // [Hq] or null
   const int64_t* kv_len;  // [B] in device memory, or null
   void* o;
-  float* lse;  // [B, Hq, Sq] or null
-  int B, Sq, Skv, Hq, Hkv;
+  float* lse;                     // [B, Hq, Sq] or null
+  float* part_o;                  // splits > 1: [splits, B*Hq*Sq, D], normalised per split
+  float* part_lse;                // splits > 1: [splits, B*Hq*Sq]
+  int B, Sq, Skv, Hq, Hkv, G, M;  // G = Hq/Hkv, M = Sq*G packed rows per (b, hk)
+  int splits, split_keys;         // split_keys: a multiple of the tile
   float scale, softcap;
   int causal, window;  // window < 0: none
 };
 
-template <typename T, int D>
-constexpr size_t flash_smem_bytes() {
-  return size_t(kBQ) * D * sizeof(float) + size_t(kBK) * (D + 2) * sizeof(T) +
-         size_t(kBK) * D * sizeof(T);
+// ---- PTX wrappers (sm_80: cp.async, ldmatrix, mma.sync bf16) ------------------------------
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) flash_kernel(FlashParams p) {
+// 16 bytes global -> shared, asynchronously; `ok` false writes 16 zero bytes instead.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a (16x16, row) * b (16x8, col), f32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one register of two 16-bit values, `lo` in the low half (the lower column).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&r, &h, 4);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&r, &h, 4);
+  }
+  return r;
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// ---- the kernel ---------------------------------------------------------------------------
+
+template <typename T, int D, int NW>
+constexpr size_t flash_smem_bytes() {
+  constexpr int LD = D + 8, BN = keys_per_tile(D);
+  return (size_t(16 * NW) + 4 * BN) * LD * sizeof(T);  // Q, then K and V double-buffered
+}
+
+// Where one thread's two rows (gid and gid + 8 of its warp's 16) stand.
+struct RowPair {
+  int packed[2];  // R
+  int diag[2];    // i + Skv_valid - Sq: the last key a causal row sees
+  bool live[2];   // R < M
+};
+
+template <typename T, int D, int NW>
+__global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p) {
+  constexpr int BN = keys_per_tile(D), BM = 16 * NW, LD = D + 8, CH = D / 8;
+  constexpr int NT = BN / 8;  // score fragments (8 keys each) per tile
+  constexpr int NO = D / 8;   // output fragments (8 dims each)
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int KS = D + 2;  // padded K row: lane j reads row j at one d without bank conflicts
-  constexpr int R = kBQ / kWarps;
-  constexpr int DP = D / 32;
-  float* qs = reinterpret_cast<float*>(smem);
-  T* ks = reinterpret_cast<T*>(qs + kBQ * D);
-  T* vs = ks + kBK * KS;
+  T* qs = reinterpret_cast<T*>(smem);  // [BM][LD]
+  T* ks = qs + BM * LD;                // [2][BN][LD]
+  T* vs = ks + 2 * BN * LD;            // [2][BN][LD]
 
   const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
-  T* o = static_cast<T*>(p.o);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int q0 = blockIdx.x * kBQ;
-  const int hk = h / (p.Hq / p.Hkv);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  // Heaviest causal row blocks first, so the short ones fill the tail.
+  const int R0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  const int b = blockIdx.y / p.Hkv, hk = blockIdx.y % p.Hkv, split = blockIdx.z;
 
   int L = p.Skv;
   if (p.kv_len) {
     long long x = p.kv_len[b];
     L = x < 0 ? 0 : (x > p.Skv ? p.Skv : int(x));
   }
+  const int shift = L - p.Sq;
 
-  for (int idx = threadIdx.x; idx < kBQ * D; idx += kThreads) {
-    int r = idx / D, d = idx % D, i = q0 + r;
-    qs[idx] = i < p.Sq ? to_f32(q[((size_t(b) * p.Sq + i) * p.Hq + h) * D + d]) : 0.0f;
+  // Keys any row of the block may see, [lo, hi), then this split's share (tile-aligned).
+  const int i_first = R0 / p.G, i_last = (min(R0 + BM, p.M) - 1) / p.G;
+  int lo = 0, hi = L;
+  if (p.causal) hi = min(hi, i_last + shift + 1);
+  if (p.window >= 0) lo = max(0, i_first + shift - p.window);
+  if (p.splits > 1) {
+    lo = max(lo, split * p.split_keys);
+    hi = min(hi, (split + 1) * p.split_keys);
   }
+  const int t_begin = lo / BN, t_end = hi > lo ? (hi + BN - 1) / BN : t_begin;
 
-  float m[R], l[R], acc[R][DP];
-#pragma unroll
-  for (int rr = 0; rr < R; ++rr) {
-    m[rr] = -INFINITY;
-    l[rr] = 0.0f;
-#pragma unroll
-    for (int t = 0; t < DP; ++t) acc[rr][t] = 0.0f;
+  for (int idx = threadIdx.x; idx < BM * CH; idx += NW * 32) {
+    const int r = idx / CH, c = idx % CH, R = R0 + r;
+    const bool ok = R < p.M;
+    const T* src = q;
+    if (ok) src = q + ((size_t(b) * p.Sq + R / p.G) * p.Hq + hk * p.G + R % p.G) * D + c * 8;
+    cp_async16(qs + r * LD + c * 8, src, ok);
   }
-
-  // Keys any row of this tile may see: [lo, hi).
-  const int last_row = min(q0 + kBQ, p.Sq) - 1;
-  int hi = L;
-  if (p.causal) hi = min(hi, last_row + L - p.Sq + 1);
-  int lo = 0;
-  if (p.window >= 0) lo = max(0, q0 + L - p.Sq - p.window);
-
-  for (int j0 = (lo / kBK) * kBK; j0 < hi; j0 += kBK) {
-    __syncthreads();  // the previous tile is consumed (and, the first time, qs is written)
-    for (int idx = threadIdx.x; idx < kBK * D; idx += kThreads) {
-      int r = idx / D, d = idx % D, j = j0 + r;
-      size_t src = ((size_t(b) * p.Skv + j) * p.Hkv + hk) * D + d;
-      ks[r * KS + d] = j < L ? k[src] : from_f32<T>(0.0f);
-      vs[r * D + d] = j < L ? v[src] : from_f32<T>(0.0f);
+  auto load_tile = [&](int t, int stage) {
+    for (int idx = threadIdx.x; idx < BN * CH; idx += NW * 32) {
+      const int r = idx / CH, c = idx % CH, j = t * BN + r;
+      const bool ok = j < L;
+      const size_t off = ok ? ((size_t(b) * p.Skv + j) * p.Hkv + hk) * D + c * 8 : 0;
+      cp_async16(ks + (stage * BN + r) * LD + c * 8, k + off, ok);
+      cp_async16(vs + (stage * BN + r) * LD + c * 8, v + off, ok);
     }
+  };
+  if (t_end > t_begin) load_tile(t_begin, 0);
+  cp_async_commit();  // group: Q and the first tile
+
+  RowPair rows;
+  const int wrow0 = R0 + warp * 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    rows.packed[h] = wrow0 + gid + 8 * h;
+    rows.live[h] = rows.packed[h] < p.M;
+    rows.diag[h] = rows.packed[h] / p.G + shift;
+  }
+  const bool warp_live = wrow0 < p.M, warp_full = wrow0 + 15 < p.M;
+  const int w_i_lo = wrow0 / p.G, w_i_hi = (min(wrow0 + 15, p.M - 1)) / p.G;
+
+  float acc[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int stage = (t - t_begin) & 1;
+    if (t + 1 < t_end) load_tile(t + 1, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // everything but the tile just requested has landed
     __syncthreads();
+    const int j0 = t * BN;
+    const T* kt = ks + stage * BN * LD;
+    const T* vt = vs + stage * BN * LD;
+    if (warp_live) {
+      // S = Q K^T for this warp's 16 rows.
+      float s[NT][4];
 #pragma unroll
-    for (int rr = 0; rr < R; ++rr) {
-      const int r = warp * R + rr, i = q0 + r;
-      if (i >= p.Sq) continue;  // uniform over the warp
-      const int j = j0 + lane, diag = i + L - p.Sq;
-      const bool ok = j < L && (!p.causal || j <= diag) && (p.window < 0 || j >= diag - p.window);
-      float s = -INFINITY;
-      if (ok) {
-        const float* qr = qs + r * D;
-        const T* kr = ks + lane * KS;
-        float dot = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < D; ++d) dot = fmaf(qr[d], to_f32(kr[d]), dot);
-        s = dot * p.scale;
-        if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+      for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        uint32_t a[4];
+        ldsm_x4(a, qs + (warp * 16 + (lane & 15)) * LD + kc * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+          uint32_t bk[4];  // keys n*8.. and n*8+8.., dims kc*16 .. +16
+          ldsm_x4(bk, kt + (n * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kc * 16 +
+                          ((lane >> 3) & 1) * 8);
+          mma16816<T>(s[n], a, bk[0], bk[1]);
+          mma16816<T>(s[n + 1], a, bk[2], bk[3]);
+        }
       }
-      const float tile_max = warp_max(s);
-      if (tile_max == -INFINITY) continue;  // no valid key for this row here (uniform)
-      const float m_new = fmaxf(m[rr], tile_max);
-      const float corr = expf(m[rr] - m_new);  // 0 when m was -inf
-      const float pj = ok ? expf(s - m_new) : 0.0f;
-      l[rr] = l[rr] * corr + warp_sum(pj);
+      // Scale, softcap and mask, in the log2 domain. Masking is skipped for tiles every row
+      // of the warp sees whole (warp-uniform).
+      const bool whole = warp_full && j0 + BN <= L &&
+                         (!p.causal || j0 + BN - 1 <= w_i_lo + shift) &&
+                         (p.window < 0 || j0 >= w_i_hi + shift - p.window);
 #pragma unroll
-      for (int t = 0; t < DP; ++t) acc[rr][t] *= corr;
-      for (int jj = 0; jj < kBK; ++jj) {
-        const float w = __shfl_sync(0xffffffffu, pj, jj);
-        if (w == 0.0f) continue;  // uniform: every lane got the same w
-        const T* vr = vs + jj * D;
+      for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int t = 0; t < DP; ++t) acc[rr][t] = fmaf(w, to_f32(vr[lane + 32 * t]), acc[rr][t]);
+        for (int e = 0; e < 4; ++e) {
+          float x = s[n][e] * p.scale;
+          if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+          x *= kLog2e;
+          if (!whole) {
+            const int h = e >> 1, j = j0 + n * 8 + tig * 2 + (e & 1);
+            const bool ok = rows.live[h] && j < L && (!p.causal || j <= rows.diag[h]) &&
+                            (p.window < 0 || j >= rows.diag[h] - p.window);
+            if (!ok) x = -INFINITY;
+          }
+          s[n][e] = x;
+        }
+      // Online softmax per row; the four lanes of a quad share a row.
+      float corr[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+        const float m_new = fmaxf(m2[h], quad_max(mx));
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no valid key yet: p = 0
+        corr[h] = exp2f(m2[h] - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          s[n][2 * h] = exp2f(s[n][2 * h] - m_use);
+          s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - m_use);
+          sum += s[n][2 * h] + s[n][2 * h + 1];
+        }
+        l[h] = l[h] * corr[h] + sum;  // this lane's share; the quad is summed at the end
+        m2[h] = m_new;
       }
-      m[rr] = m_new;
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        acc[n][0] *= corr[0];
+        acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1];
+        acc[n][3] *= corr[1];
+      }
+      // O += P V: two score fragments (16 keys) form one A fragment.
+#pragma unroll
+      for (int kt16 = 0; kt16 < BN / 16; ++kt16) {
+        uint32_t a[4] = {pack2<T>(s[2 * kt16][0], s[2 * kt16][1]),
+                         pack2<T>(s[2 * kt16][2], s[2 * kt16][3]),
+                         pack2<T>(s[2 * kt16 + 1][0], s[2 * kt16 + 1][1]),
+                         pack2<T>(s[2 * kt16 + 1][2], s[2 * kt16 + 1][3])};
+#pragma unroll
+        for (int n = 0; n < NO; n += 2) {
+          uint32_t bv[4];  // keys kt16*16 .. +16, dims n*8 .. n*8+16, transposed
+          ldsm_x4_trans(bv, vt + (kt16 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 +
+                                (lane >> 4) * 8);
+          mma16816<T>(acc[n], a, bv[0], bv[1]);
+          mma16816<T>(acc[n + 1], a, bv[2], bv[3]);
+        }
+      }
+    }
+    __syncthreads();  // this stage is consumed before the next iteration refills it
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: a row with no valid key gives o = 0 and lse = -inf.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l_row = quad_sum(l[h]);
+    if (!rows.live[h]) continue;
+    const int R = rows.packed[h], i = R / p.G, head = hk * p.G + R % p.G;
+    const bool any = m2[h] != -INFINITY;
+    const float lse = any ? m2[h] * kLn2 + logf(l_row) : -INFINITY;
+    const size_t row = (size_t(b) * p.Hq + head) * p.Sq + i;
+    if (p.splits == 1) {
+      float denom = l_row;
+      if (any && p.sinks) denom += exp2f(p.sinks[head] * kLog2e - m2[h]);  // once, no value row
+      const float inv = any ? 1.0f / denom : 0.0f;
+      T* orow = static_cast<T*>(p.o) + ((size_t(b) * p.Sq + i) * p.Hq + head) * D;
+#pragma unroll
+      for (int n = 0; n < NO; ++n)
+        *reinterpret_cast<uint32_t*>(orow + n * 8 + tig * 2) =
+            pack2<T>(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
+      if (p.lse && tig == 0) p.lse[row] = lse;
+    } else {
+      const float inv = any ? 1.0f / l_row : 0.0f;
+      const size_t rows_total = size_t(p.B) * p.Hq * p.Sq;
+      float* orow = p.part_o + (size_t(split) * rows_total + row) * D;
+#pragma unroll
+      for (int n = 0; n < NO; ++n)
+        *reinterpret_cast<float2*>(orow + n * 8 + tig * 2) =
+            make_float2(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
+      if (tig == 0) p.part_lse[size_t(split) * rows_total + row] = lse;
     }
   }
+}
 
+// Merges the splits of one (b, head, i) row per warp: o = Σ e^{lse_s} o_s / (e^{lse} + e^{sink}),
+// lse = log Σ e^{lse_s} (the sink is never part of the LSE output).
+template <typename T, int D>
+__global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
+  const size_t rows_total = size_t(p.B) * p.Hq * p.Sq;
+  const size_t row = size_t(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows_total) return;
+  const int i = int(row % p.Sq), head = int((row / p.Sq) % p.Hq), b = int(row / p.Sq / p.Hq);
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * rows_total + row]);
+  float acc[D / 32] = {}, total = 0.0f;
+  if (mx != -INFINITY) {
+    for (int s = 0; s < p.splits; ++s) {
+      const float ls = p.part_lse[s * rows_total + row];
+      if (ls == -INFINITY) continue;
+      const float w = expf(ls - mx);
+      total += w;
+      const float* src = p.part_o + (s * rows_total + row) * D;
 #pragma unroll
-  for (int rr = 0; rr < R; ++rr) {
-    const int i = q0 + warp * R + rr;
-    if (i >= p.Sq) continue;
-    const bool any = m[rr] != -INFINITY;  // a row with no valid key: o = 0, lse = -inf
-    float denom = l[rr];
-    if (any && p.sinks) denom += expf(p.sinks[h] - m[rr]);  // the sink joins once, no value row
-    const float inv = any ? 1.0f / denom : 0.0f;
-    T* orow = o + ((size_t(b) * p.Sq + i) * p.Hq + h) * D;
-#pragma unroll
-    for (int t = 0; t < DP; ++t) orow[lane + 32 * t] = from_f32<T>(acc[rr][t] * inv);
-    if (p.lse && lane == 0)
-      p.lse[(size_t(b) * p.Hq + h) * p.Sq + i] = any ? m[rr] + logf(l[rr]) : -INFINITY;
+      for (int t = 0; t < D / 32; ++t) acc[t] = fmaf(w, src[lane + 32 * t], acc[t]);
+    }
   }
+  const bool any = mx != -INFINITY;
+  float denom = total;
+  if (any && p.sinks) denom += expf(p.sinks[head] - mx);
+  const float inv = any ? 1.0f / denom : 0.0f;
+  T* orow = static_cast<T*>(p.o) + ((size_t(b) * p.Sq + i) * p.Hq + head) * D;
+#pragma unroll
+  for (int t = 0; t < D / 32; ++t) orow[lane + 32 * t] = from_f32<T>(acc[t] * inv);
+  if (p.lse && lane == 0) p.lse[row] = any ? mx + logf(total) : -INFINITY;
+}
+
+// ---- launch configuration -----------------------------------------------------------------
+
+struct LaunchShape {
+  int warps = 4;  // 1 when a block's packed rows fit one warp (decode)
+  int row_blocks = 1;
+  int splits = 1, split_keys = 0;
+  size_t smem = 0;
+};
+
+template <typename T, int D>
+size_t smem_for(int warps) {
+  return warps == 1 ? flash_smem_bytes<T, D, 1>() : flash_smem_bytes<T, D, 4>();
+}
+
+// Splits the keys when the blocks without a split would not give every multiprocessor several
+// warps to hide memory latency with; each split keeps at least 4 tiles.
+template <typename T, int D>
+LaunchShape launch_shape(const FlashParams& p, int sm_count) {
+  constexpr int BN = keys_per_tile(D);
+  LaunchShape s;
+  s.warps = p.M <= 16 ? 1 : 4;
+  s.row_blocks = (p.M + 16 * s.warps - 1) / (16 * s.warps);
+  s.smem = smem_for<T, D>(s.warps);
+  const long long blocks = (long long)s.row_blocks * p.B * p.Hkv;
+  const long long want_warps = 8LL * sm_count;  // ~8 resident warps per multiprocessor
+  const long long have_warps = blocks * s.warps;
+  int splits = 1;
+  if (have_warps < want_warps) {
+    long long by_occupancy = (want_warps + have_warps - 1) / have_warps;
+    long long by_length = std::max(1, p.Skv / (4 * BN));
+    splits = int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
+  }
+  const int per_split = (p.Skv + splits - 1) / splits;
+  s.split_keys = std::max(BN, (per_split + BN - 1) / BN * BN);
+  s.splits = (p.Skv + s.split_keys - 1) / s.split_keys;
+  if (s.splits < 1) s.splits = 1;
+  return s;
+}
+
+template <typename T, int D, int NW>
+void launch_main(const FlashParams& p, const LaunchShape& s) {
+  check_cuda(cudaFuncSetAttribute(flash_mma_kernel<T, D, NW>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(s.smem)),
+             "cudaFuncSetAttribute(flash_mma_kernel)");
+  dim3 grid(unsigned(s.row_blocks), unsigned(p.B * p.Hkv), unsigned(s.splits));
+  flash_mma_kernel<T, D, NW><<<grid, NW * 32, s.smem>>>(p);
+  check_cuda(cudaGetLastError(), "flash_mma_kernel");
 }
 
 template <typename T, int D>
-void launch(const FlashParams& p) {
-  constexpr size_t smem = flash_smem_bytes<T, D>();
-  check_cuda(cudaFuncSetAttribute(flash_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem)),
-             "cudaFuncSetAttribute(flash_kernel)");
-  dim3 grid((p.Sq + kBQ - 1) / kBQ, p.Hq, p.B);
-  flash_kernel<T, D><<<grid, kThreads, smem>>>(p);
-  check_launch("flash_kernel");
+void launch(const FlashParams& p, const LaunchShape& s) {
+  if (s.warps == 1)
+    launch_main<T, D, 1>(p, s);
+  else
+    launch_main<T, D, 4>(p, s);
+  if (s.splits > 1) {
+    const size_t rows = size_t(p.B) * p.Hq * p.Sq;
+    combine_splits<T, D><<<unsigned((rows + 3) / 4), 128>>>(p);
+  }
+  check_launch("flash_attention");
 }
 
-template <typename T>
-void launch_d(int d, const FlashParams& p) {
-  switch (d) {
-    case 64: launch<T, 64>(p); return;
-    case 128: launch<T, 128>(p); return;
-    case 256: launch<T, 256>(p); return;
-    default:
-      throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
-                                  "head dim " + std::to_string(d) + " is not 64, 128 or 256");
-  }
+// Calls f(T{}, std::integral_constant<int, D>{}) for the op's dtype and head dim.
+template <typename F>
+void dispatch(sy_dtype dtype, int d, F&& f) {
+  auto with_d = [&](auto t) {
+    switch (d) {
+      case 64: f(t, std::integral_constant<int, 64>{}); return;
+      case 128: f(t, std::integral_constant<int, 128>{}); return;
+      case 256: f(t, std::integral_constant<int, 256>{}); return;
+      default:
+        throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                    "head dim " + std::to_string(d) + " is not 64, 128 or 256");
+    }
+  };
+  if (dtype == SY_DTYPE_F16)
+    with_d(__half{});
+  else
+    with_d(__nv_bfloat16{});
+}
+
+int device_attribute(cudaDeviceAttr attr, int ordinal) {
+  int v = 0;
+  check_cuda(cudaDeviceGetAttribute(&v, attr, ordinal), "cudaDeviceGetAttribute");
+  return v;
 }
 
 class FlashAttention final : public CudaKernel {
@@ -176,24 +468,47 @@ class FlashAttention final : public CudaKernel {
     const size_t operands = op.inputs.size() - (kv_len_input_ ? 1 : 0);
     sinks_ = operands > 3;
     lse_ = op.outputs.size() > 1;
-    for (int64_t x : {q[0], q[1], q[2], k[1], k[2]})
-      if (x > 65535 * 256 || x < 0)
-        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
-                                    "flash_attention: a dimension exceeds the launch grid");
-    if (q[0] > 65535 || q[2] > 65535)
+    const int64_t G = k[2] > 0 ? q[2] / k[2] : 0;
+    if (q[0] * k[2] > 65535)
       throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
-                                  "flash_attention: batch and heads are limited to 65535");
+                                  "flash_attention: batch x KV heads is limited to 65535");
+    if (q[1] * G > (int64_t(1) << 30) || k[1] > (int64_t(1) << 30))
+      throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                  "flash_attention: Sq x (Hq/Hkv) and Skv are limited to 2^30");
     p_.B = int(q[0]);
     p_.Sq = int(q[1]);
     p_.Hq = int(q[2]);
     p_.Skv = int(k[1]);
     p_.Hkv = int(k[2]);
+    p_.G = int(G);
+    p_.M = int(q[1] * G);
     double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
     p_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(d_)));
     p_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
     p_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
     int64_t w = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
     p_.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
+    if (p_.B == 0 || p_.Sq == 0 || p_.Hq == 0) return;
+
+    use_device(ctx_.ordinal);
+    const int sms = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
+    const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
+    dispatch(dtype_, d_, [&](auto t, auto dc) {
+      shape_ = launch_shape<decltype(t), decltype(dc)::value>(p_, sms);
+    });
+    if (shape_.smem > size_t(smem_max))
+      throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                  "flash_attention: needs " + std::to_string(shape_.smem) +
+                                      " bytes of shared memory per block, the device allows " +
+                                      std::to_string(smem_max));
+    p_.splits = shape_.splits;
+    p_.split_keys = shape_.split_keys;
+    if (shape_.splits > 1) {
+      const size_t rows = size_t(p_.B) * p_.Hq * p_.Sq;
+      workspace_ = std::make_unique<DeviceScratch>(rows * shape_.splits * (d_ + 1) * sizeof(float));
+      p_.part_o = workspace_->as<float>();
+      p_.part_lse = p_.part_o + rows * shape_.splits * d_;
+    }
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
@@ -207,15 +522,20 @@ class FlashAttention final : public CudaKernel {
     p.o = data_of<void>(out[0]);
     p.lse = lse_ ? data_of<float>(out[1]) : nullptr;
     if (p.B == 0 || p.Sq == 0 || p.Hq == 0) return;
-    if (dtype_ == SY_DTYPE_F16)
-      launch_d<__half>(d_, p);
-    else
-      launch_d<__nv_bfloat16>(d_, p);
+    // cp.async moves 16-byte chunks; a tensor view at an odd offset cannot be read that way.
+    for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o)})
+      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                    "flash_attention: q, k, v and o must start 16-byte aligned");
+    dispatch(dtype_, d_,
+             [&](auto t, auto dc) { launch<decltype(t), decltype(dc)::value>(p, shape_); });
   }
 
  private:
   CudaContext ctx_;
   FlashParams p_{};
+  LaunchShape shape_{};
+  std::unique_ptr<DeviceScratch> workspace_;
   sy_dtype dtype_ = SY_DTYPE_F16;
   int d_ = 0;
   bool kv_len_input_ = false, sinks_ = false, lse_ = false;

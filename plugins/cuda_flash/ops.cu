@@ -39,23 +39,6 @@ __global__ void gather_rows(const T* table, const I* ids, T* rows, int64_t n, in
   }
 }
 
-class DeviceScratch {
- public:
-  explicit DeviceScratch(size_t bytes) {
-    check_cuda(cudaMalloc(&p_, bytes), "cudaMalloc(scratch)");
-  }
-  ~DeviceScratch() { cudaFree(p_); }
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  void* p_ = nullptr;
-};
-
 class Embedding final : public CudaKernel {
  public:
   Embedding(const OpCopy& op, const CudaContext& ctx)

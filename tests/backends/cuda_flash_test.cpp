@@ -349,7 +349,8 @@ std::vector<FlashCase> flash_grid() {
   struct Lengths {
     int64_t sq, skv;
   };
-  // Sq = 1 (decode), tile multiples and not (kBQ = 16 rows, kBK = 32 keys).
+  // Sq = 1 (decode), tile multiples and not (16 packed rows per warp, 64 rows per block,
+  // 64 keys per tile, 32 for D = 256).
   const Lengths lengths[] = {{1, 1}, {1, 77}, {13, 13}, {5, 100}, {33, 65}, {130, 130}, {37, 200}};
   const int64_t heads[][2] = {{4, 4}, {8, 2}, {8, 1}};  // GQA 1, 4, 8
   std::vector<FlashCase> out;
@@ -379,6 +380,40 @@ std::vector<FlashCase> flash_grid() {
           }
           out.push_back(c);
         }
+  // Long caches with few (batch, KV head) blocks: the kernel splits the keys and merges the
+  // splits by LSE (docs/cuda_flash.md), with the sinks joining once in the merge.
+  auto long_case = [&](sy_dtype dt, int64_t d, int64_t b, int64_t sq, int64_t skv, int64_t hq,
+                       int64_t hkv) {
+    FlashCase c;
+    c.dtype = dt;
+    c.D = d;
+    c.B = b;
+    c.Sq = sq;
+    c.Skv = skv;
+    c.Hq = hq;
+    c.Hkv = hkv;
+    return c;
+  };
+  FlashCase c = long_case(SY_DTYPE_BF16, 128, 1, 1, 3000, 8, 2);
+  c.sinks = true;
+  out.push_back(c);
+  c = long_case(SY_DTYPE_F16, 64, 2, 1, 3001, 4, 4);
+  c.window = 700;
+  c.kv_len = {1500, 2999};
+  out.push_back(c);
+  c = long_case(SY_DTYPE_BF16, 256, 1, 1, 2100, 2, 1);
+  c.causal = true;
+  c.softcap = 30;
+  c.sinks = true;
+  out.push_back(c);
+  c = long_case(SY_DTYPE_BF16, 128, 1, 4, 2049, 8, 1);  // 4 query positions x 8 heads
+  c.causal = true;
+  c.kv_len = {1000};
+  out.push_back(c);
+  c = long_case(SY_DTYPE_F16, 128, 1, 300, 300, 16, 4);  // several row blocks, causal skips
+  c.causal = true;
+  c.window = 150;
+  out.push_back(c);
   return out;
 }
 
