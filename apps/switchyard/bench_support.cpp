@@ -76,24 +76,63 @@ double gemm_gflops(const Registry& reg, sy_dtype dtype, std::string& kernel_name
 
 }  // namespace
 
-BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed)
-    : desc_(desc), bytes_(nullptr, std::free) {
+BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed, const Plugin* owner,
+                         uint32_t device)
+    : desc_(desc), device_(device) {
   int64_t count = 1;
   for (int64_t d : desc_.shape) count *= d;
-  bytes_.reset(static_cast<char*>(aligned_zeroed(size_t(count) * sy_dtype_size(desc_.dtype))));
+  const size_t bytes = size_t(count) * sy_dtype_size(desc_.dtype);
+  std::unique_ptr<void, void (*)(void*)> host(aligned_zeroed(bytes), std::free);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   for (int64_t i = 0; i < count; ++i) {
     if (desc_.dtype == SY_DTYPE_F32)
-      reinterpret_cast<float*>(bytes_.get())[i] = dist(rng);
-    else if (desc_.dtype == SY_DTYPE_BF16)
-      reinterpret_cast<uint16_t*>(bytes_.get())[i] = sy_f32_to_bf16(dist(rng));
+      static_cast<float*>(host.get())[i] = dist(rng);
+    else if (desc_.dtype == SY_DTYPE_BF16 || desc_.dtype == SY_DTYPE_F16)
+      static_cast<uint16_t*>(host.get())[i] =
+          desc_.dtype == SY_DTYPE_BF16 ? sy_f32_to_bf16(dist(rng))
+                                       : uint16_t((rng() & 0x83ff) | 0x3800);  // f16 in ±[0.5, 1)
   }
-  t_.data = bytes_.get();
-  t_.device = {kDLCPU, 0};
   t_.ndim = int(desc_.shape.size());
   t_.dtype = sy_dtype_to_dl(desc_.dtype);
   t_.shape = desc_.shape.data();
+  if (desc_.memory != SY_MEMORY_DEVICE || !owner) {
+    data_ = host.release();
+    t_.data = data_;
+    t_.device = {kDLCPU, 0};
+    return;
+  }
+  sy_alloc_args a{};
+  a.struct_size = sizeof(a);
+  a.plugin = owner->instance();
+  a.device_index = device;
+  a.size_bytes = bytes;
+  ErrorText err;
+  if (int s = owner->api().alloc(&a, err.buffer()); s != SY_STATUS_OK)
+    throw std::runtime_error("allocating " + std::to_string(bytes) + " bytes on " + owner->name() +
+                             ": " + describe_status(s, err));
+  owner_ = owner;
+  data_ = a.data;
+  t_.data = data_;
+  t_.device = {owner->devices()[device].type, owner->devices()[device].id};
+  sy_copy_args c{};
+  c.struct_size = sizeof(c);
+  c.plugin = owner->instance();
+  c.device_index = device;
+  c.direction = SY_COPY_HOST_TO_DEVICE;
+  c.dst = data_;
+  c.src = host.get();
+  c.size_bytes = bytes;
+  ErrorText err2;
+  if (int s = owner->api().copy(&c, err2.buffer()); s != SY_STATUS_OK)
+    throw std::runtime_error("filling a device buffer: " + describe_status(s, err2));
+}
+
+BenchTensor::~BenchTensor() {
+  if (owner_)
+    owner_->api().free_memory(owner_->instance(), device_, data_);
+  else
+    std::free(data_);
 }
 
 Timing time_median(const std::function<void()>& fn, int warmup, int repeats) {
@@ -114,6 +153,18 @@ Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_
   for (const auto& r : reg.records()) {
     if (!r.loaded()) continue;
     const Plugin& p = *r.plugin;
+    bool has_device = false;
+    for (const auto& d : p.devices()) has_device = has_device || d.type == device_type;
+    if (!has_device) {  // a kernel that would fit but has no device to run on says why not
+      for (const Envelope& e : p.kernels())
+        if (e.op == op.op && e.device_type == device_type &&
+            (family.empty() || e.family == family)) {
+          c.reasons += "\n  " + p.name() + "/" + e.kernel + ": no device: " +
+                       (p.no_devices_reason().empty() ? "none found" : p.no_devices_reason());
+          break;
+        }
+      continue;
+    }
     for (uint32_t d = 0; d < p.devices().size(); ++d) {
       if (p.devices()[d].type != device_type) continue;
       for (size_t k = 0; k < p.kernels().size(); ++k) {
@@ -140,11 +191,11 @@ BenchRun make_run(const Choice& choice, const OpDesc& op) {
   run.kernel = std::move(prepared.kernel);
   unsigned seed = 1;
   for (const auto& t : op.inputs) {
-    run.inputs.push_back(std::make_unique<BenchTensor>(t, seed++));
+    run.inputs.push_back(std::make_unique<BenchTensor>(t, seed++, choice.plugin, choice.device));
     run.in_ptrs.push_back(run.inputs.back()->dl());
   }
   for (const auto& t : op.outputs) {
-    run.outputs.push_back(std::make_unique<BenchTensor>(t, seed++));
+    run.outputs.push_back(std::make_unique<BenchTensor>(t, seed++, choice.plugin, choice.device));
     run.out_ptrs.push_back(run.outputs.back()->dl());
   }
   return run;
@@ -170,6 +221,48 @@ MachineFigures measure_machine(const Registry& reg, int threads) {
   m.gemm_bf16_gflops = gemm_gflops(reg, SY_DTYPE_BF16, m.gemm_kernel);
   m.triad_gbps = triad_gbps(threads);
   return m;
+}
+
+DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t device) {
+  DeviceFigures f;
+  const DeviceInfo& info = owner.devices()[device];
+  f.device = owner.name() + ":" + std::to_string(device);
+  OpDesc op;
+  op.op = SY_OP_MATMUL;
+  const int64_t n = f.gemm_n;
+  op.inputs = {{SY_DTYPE_BF16, {n, n}, SY_MEMORY_DEVICE},
+               {SY_DTYPE_BF16, {n, n}, SY_MEMORY_DEVICE}};
+  op.outputs = {{SY_DTYPE_BF16, {n, n}, SY_MEMORY_DEVICE}};
+  Choice choice = choose_kernel(reg, op, info.type, "");
+  if (choice.plugin) {
+    BenchRun run = make_run(choice, op);
+    if (run.kernel) {
+      f.gemm_kernel = choice.plugin->name() + "/" + choice.plugin->kernels()[choice.kernel].kernel;
+      Timing t = time_median([&] { run.execute(); }, 2, 7);
+      f.gemm_bf16_gflops = 2.0 * n * n * n / (t.median_ms * 1e-3) / 1e9;
+    }
+  }
+  if (owner.api().copy) {
+    TensorDesc d{SY_DTYPE_BF16, {f.copy_bytes / 2}, SY_MEMORY_DEVICE};
+    BenchTensor src(d, 1, &owner, device), dst(d, 2, &owner, device);
+    sy_copy_args c{};
+    c.struct_size = sizeof(c);
+    c.plugin = owner.instance();
+    c.device_index = device;
+    c.direction = SY_COPY_DEVICE_TO_DEVICE;
+    c.dst = dst.dl()->data;
+    c.src = src.dl()->data;
+    c.size_bytes = uint64_t(f.copy_bytes);
+    Timing t = time_median(
+        [&] {
+          ErrorText err;
+          if (int s = owner.api().copy(&c, err.buffer()); s != SY_STATUS_OK)
+            throw std::runtime_error("device copy: " + describe_status(s, err));
+        },
+        2, 7);
+    f.copy_gbps = 2.0 * double(f.copy_bytes) / (t.median_ms * 1e-3) / 1e9;
+  }
+  return f;
 }
 
 }  // namespace sy::cli

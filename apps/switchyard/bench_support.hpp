@@ -17,15 +17,23 @@
 
 namespace sy::cli {
 
-// A host tensor filled with uniform random values in [-1, 1] (integers: zeros).
+// A tensor filled with uniform random values in [-1, 1] (integers: zeros). Host memory, or,
+// when the description says device memory, memory of `owner`'s device `device` through the
+// plugin's alloc and copy (filled on the host first).
 class BenchTensor {
  public:
-  BenchTensor(const TensorDesc& desc, unsigned seed);
+  BenchTensor(const TensorDesc& desc, unsigned seed, const Plugin* owner = nullptr,
+              uint32_t device = 0);
+  ~BenchTensor();
+  BenchTensor(const BenchTensor&) = delete;
+  BenchTensor& operator=(const BenchTensor&) = delete;
   const DLTensor* dl() const { return &t_; }
 
  private:
   TensorDesc desc_;
-  std::unique_ptr<char, void (*)(void*)> bytes_;
+  const Plugin* owner_ = nullptr;  // set when the data is device memory
+  uint32_t device_ = 0;
+  void* data_ = nullptr;
   DLTensor t_{};
 };
 
@@ -64,6 +72,17 @@ struct MachineFigures {
   std::string gemm_kernel;  // plugin/kernel that measured it
 };
 MachineFigures measure_machine(const Registry& reg, int threads);
+
+// The same ceilings for a device with its own memory, measured through the plugins:
+// the bf16 GEMM rate of the first matmul kernel that accepts a large square problem on a
+// device of `type`, and the copy bandwidth of `owner`'s device-to-device copy (bytes read
+// plus bytes written, as CUDA's bandwidthTest counts them).
+struct DeviceFigures {
+  double gemm_bf16_gflops = 0, copy_gbps = 0;
+  int64_t gemm_n = 8192, copy_bytes = int64_t(1) << 30;
+  std::string gemm_kernel, device;
+};
+DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t device);
 
 // Threads the CPU plugin uses: SWITCHYARD_NUM_THREADS, else this process's CPU count.
 int bench_threads();

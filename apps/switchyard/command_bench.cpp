@@ -81,6 +81,57 @@ json machine_json(const MachineFigures& m, double gemm) {
           {"threads", m.threads}};
 }
 
+// The ceilings a kernel's figures are divided by, for where it ran: the host's GEMM rate
+// and triad bandwidth, or a device's bf16 GEMM rate and copy bandwidth.
+struct Ceilings {
+  double gemm_gflops = 0, bandwidth_gbps = 0;
+  std::string where, gemm_dtype, bandwidth_kind, line;
+  json fields;
+};
+
+Ceilings measure_ceilings(const Registry& reg, const Plugin& plugin, uint32_t device, sy_dtype dt) {
+  Ceilings c;
+  if (plugin.devices()[device].memory_is_host) {
+    MachineFigures m = measure_machine(reg, bench_threads());
+    c.gemm_gflops = dt == SY_DTYPE_F32 ? m.gemm_f32_gflops : m.gemm_bf16_gflops;
+    c.bandwidth_gbps = m.triad_gbps;
+    c.where = "machine's";
+    c.gemm_dtype = dt == SY_DTYPE_F32 ? "f32" : "bf16";
+    c.bandwidth_kind = "triad";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "machine (same run, %d threads): f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s "
+                  "(%s, n=2048), triad %.1f GB/s",
+                  m.threads, m.gemm_f32_gflops, m.gemm_bf16_gflops, m.gemm_kernel.c_str(),
+                  m.triad_gbps);
+    c.line = line;
+    c.fields = machine_json(m, c.gemm_gflops);
+    return c;
+  }
+  DeviceFigures f = measure_device(reg, plugin, device);
+  c.gemm_gflops = f.gemm_bf16_gflops;
+  c.bandwidth_gbps = f.copy_gbps;
+  c.where = "device's";
+  c.gemm_dtype = "bf16";
+  c.bandwidth_kind = "copy";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "device %s (same run): bf16 GEMM %.1f GFLOP/s (%s, n=%lld), copy %.1f GB/s "
+                "(read + write, %lld MiB)",
+                f.device.c_str(), f.gemm_bf16_gflops,
+                f.gemm_kernel.empty() ? "no matmul kernel" : f.gemm_kernel.c_str(),
+                (long long)f.gemm_n, f.copy_gbps, (long long)(f.copy_bytes >> 20));
+  c.line = line;
+  c.fields = {{"machine_gemm_gflops", f.gemm_bf16_gflops},
+              {"machine_gemm_bf16_gflops", f.gemm_bf16_gflops},
+              {"machine_gemm_kernel", f.gemm_kernel},
+              {"machine_gemm_n", f.gemm_n},
+              {"machine_bandwidth_gbps", f.copy_gbps},
+              {"machine_bandwidth_kind", "device_copy"},
+              {"device", f.device}};
+  return c;
+}
+
 int bench_attention(const GlobalOptions& global, const Args& args) {
   AttentionArgs a;
   Common c;
@@ -120,26 +171,23 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
               << ":" << choice.reasons << "\n";
     return kExitNoPlan;
   }
-  if (*device != kDLCPU) {
-    std::cerr << "switchyard bench attention: timing on " << a.device
-              << " needs device buffers, which this build's bench does not allocate yet\n";
-    return kExitNoPlan;
-  }
   BenchRun run = make_run(choice, op);
   if (!run.kernel) {
     std::cerr << "switchyard bench attention: prepare failed: " << run.error << "\n";
     return kExitFailure;
   }
   Timing t = time_median([&] { run.execute(); }, c.warmup, c.repeats);
-  MachineFigures m = measure_machine(reg, bench_threads());
+  run = BenchRun{};  // a device's memory goes back before its ceilings are measured
+  Ceilings ceil = measure_ceilings(reg, *choice.plugin, choice.device, *dt);
 
   double flops = 4.0 * double(a.batch * a.heads * a.head_dim) * visible_pairs(a);
   double gflops = flops / (t.median_ms * 1e-3) / 1e9;
   double kv_bytes = 2.0 * a.batch * a.kv_len * a.kv_heads * a.head_dim * sy_dtype_size(*dt);
   double gbps = kv_bytes / (t.median_ms * 1e-3) / 1e9;
-  double gemm = *dt == SY_DTYPE_F32 ? m.gemm_f32_gflops : m.gemm_bf16_gflops;
+  const double gemm = ceil.gemm_gflops;
   bool decode = a.q_len == 1;
-  double ratio_gemm = gemm > 0 ? gflops / gemm : 0, ratio_bw = gbps / m.triad_gbps;
+  double ratio_gemm = gemm > 0 ? gflops / gemm : 0;
+  double ratio_bw = ceil.bandwidth_gbps > 0 ? gbps / ceil.bandwidth_gbps : 0;
   std::string kernel = choice.plugin->name() + "/" + choice.plugin->kernels()[choice.kernel].kernel;
   if (c.json) {
     json j = {{"bench", "attention"},
@@ -164,7 +212,7 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
               {"ratio_bandwidth", ratio_bw},
               {"ratio", decode ? ratio_bw : ratio_gemm},
               {"ratio_of", decode ? "machine_bandwidth_gbps" : "machine_gemm_gflops"}};
-    j.update(machine_json(m, gemm));
+    j.update(ceil.fields);
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -173,10 +221,11 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
               (long long)a.heads, (long long)a.kv_heads, (long long)a.head_dim, a.dtype.c_str(),
               a.causal ? " causal" : "", a.sinks ? " sinks" : "");
   std::printf("median %.3f ms over %d runs (min %.3f)\n", t.median_ms, t.repeats, t.min_ms);
-  std::printf("useful %.1f GFLOP/s = %.2f of the machine's %s GEMM rate\n", gflops, ratio_gemm,
-              a.dtype.c_str());
-  std::printf("KV read %.1f GB/s = %.2f of the machine's triad bandwidth\n", gbps, ratio_bw);
-  print_machine(m);
+  std::printf("useful %.1f GFLOP/s = %.2f of the %s %s GEMM rate\n", gflops, ratio_gemm,
+              ceil.where.c_str(), ceil.gemm_dtype.c_str());
+  std::printf("KV read %.1f GB/s = %.2f of the %s %s bandwidth\n", gbps, ratio_bw,
+              ceil.where.c_str(), ceil.bandwidth_kind.c_str());
+  std::printf("%s\n", ceil.line.c_str());
   return kExitOk;
 }
 

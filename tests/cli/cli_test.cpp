@@ -155,5 +155,51 @@ TEST(CliManifest, WritesTheSameManifestTheBuildShipped) {
   EXPECT_FALSE(std::filesystem::exists(tmp.path() / "x.json"));  // no partial write
 }
 
+// ---- bench: a kernel's time and, from the same run, the ceilings it is divided by ---------
+
+TEST(CliBench, AttentionOnCpuReportsRatiosToCeilingsMeasuredInTheSameRun) {
+  auto r = run_switchyard(
+      "bench attention --q-len 64 --kv-len 96 --heads 4 --kv-heads 2 --head-dim 64 --causal "
+      "--repeats 3 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  EXPECT_EQ(j["kernel"], "cpu_onednn/sdpa_attention");
+  EXPECT_GT(j["ms_median"].get<double>(), 0.0);
+  ASSERT_GT(j["machine_gemm_gflops"].get<double>(), 0.0);
+  ASSERT_GT(j["machine_bandwidth_gbps"].get<double>(), 0.0);
+  // The ratio is the kernel's figure over the ceiling, not a number of its own.
+  EXPECT_NEAR(j["ratio_gemm"].get<double>(),
+              j["gflops"].get<double>() / j["machine_gemm_gflops"].get<double>(), 1e-9);
+  // Useful work counts only unmasked pairs: causal, bottom-right, 64 rows over 96 keys.
+  double pairs = 0;
+  for (int i = 0; i < 64; ++i) pairs += 96 - 64 + i + 1;
+  double flops = 4.0 * 4 * 64 * pairs;
+  EXPECT_NEAR(j["gflops"].get<double>(), flops / (j["ms_median"].get<double>() * 1e-3) / 1e9,
+              1e-6 * j["gflops"].get<double>());
+}
+
+TEST(CliBench, AttentionOnCudaRunsOnTheGpuOrSaysWhyNot) {
+  if (!test::kHaveCudaPlugin) GTEST_SKIP() << "nvcc was not found at configure time";
+  json plugins = parse_stdout(run_switchyard("plugins --json"));
+  const json* cuda = by_name(plugins, "cuda_flash");
+  ASSERT_TRUE(cuda);
+  auto r = run_switchyard(
+      "bench attention --device cuda --dtype bf16 --q-len 1 --kv-len 4096 --heads 8 "
+      "--kv-heads 2 --head-dim 128 --repeats 3 --json");
+  if ((*cuda)["devices"].empty()) {
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_THAT(r.err, HasSubstr("cuda_flash/flash_attention: no device: " +
+                                 (*cuda)["devices_reason"].get<std::string>()));
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = parse_stdout(r);
+  EXPECT_EQ(j["kernel"], "cuda_flash/flash_attention");
+  EXPECT_EQ(j["machine_bandwidth_kind"], "device_copy");
+  EXPECT_GT(j["machine_gemm_gflops"].get<double>(), 0.0);
+  EXPECT_GT(j["machine_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_EQ(j["ratio_of"], "machine_bandwidth_gbps");
+}
+
 }  // namespace
 }  // namespace sy

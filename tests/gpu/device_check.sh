@@ -4,9 +4,9 @@
 #
 # Configures a separate build (build-gpu, sm_90 only, so nvcc compiles one architecture),
 # builds only the CLI, the plugins and the test binary, lists the plugins and runs the
-# CudaFlash* tests (the GPU ones skip with a reason when no device is visible). Every log
-# goes to OUTDIR. `switchyard bench attention --device cuda` is NOT run: the bench
-# allocates host buffers only so far, so it cannot drive a device kernel yet.
+# CudaFlash* tests (the GPU ones skip with a reason when no device is visible), then the
+# issue's two attention benchmarks (prefill and decode, each with the device's own bf16 GEMM
+# rate and copy bandwidth measured in the same run). Every log goes to OUTDIR.
 set -uo pipefail
 
 OUT=${1:?usage: tests/gpu/device_check.sh OUTDIR}
@@ -38,7 +38,15 @@ step build 300 cmake --build build-gpu -j "$JOBS" --target switchyard switchyard
 SY=$(find build-gpu -type f -name switchyard -perm -u+x | head -1)
 TESTS=$(find build-gpu -type f -name switchyard_tests -perm -u+x | head -1)
 step plugins 60 "$SY" plugins
-step tests 240 "$TESTS" --gtest_filter='CudaFlash*' --gtest_output="xml:$OUT/cuda_flash_tests.xml"
+step tests 180 "$TESTS" --gtest_filter='CudaFlash*' --gtest_output="xml:$OUT/cuda_flash_tests.xml"
+SHAPE=(--device cuda --dtype bf16 --batch 4 --heads 32 --kv-heads 8 --head-dim 128 --json)
+step bench_prefill 90 "$SY" bench attention "${SHAPE[@]}" --q-len 4096 --kv-len 4096 --causal
+step bench_decode 90 "$SY" bench attention "${SHAPE[@]}" --q-len 1 --kv-len 32768 --repeats 21
+for b in bench_prefill bench_decode; do
+  grep -E '"(kernel|ms_median|gflops|gbps|ratio|ratio_of|machine_gemm_gflops|machine_bandwidth_gbps)"' \
+    "$OUT/$b.log" | tr -d '\n' | sed "s/^/$b: /" | tee -a "$OUT/summary.txt"
+  echo | tee -a "$OUT/summary.txt"
+done
 
 echo "total $(($(date +%s) - START))s, status $status" | tee -a "$OUT/summary.txt"
 tail -40 "$OUT/tests.log" 2>/dev/null
