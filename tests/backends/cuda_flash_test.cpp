@@ -276,8 +276,10 @@ struct FlashCase {
     p.scale = scale;
     p.q = test::uniform(size_t(B * Sq * Hq * D), rng, -2, 2);
     p.k = test::uniform(size_t(B * Skv * Hkv * D), rng, -2, 2);
-    p.v = test::uniform(size_t(B * Skv * Hkv * D), rng);
-    if (sinks) p.sinks = test::uniform(size_t(Hq), rng, -1, 3);
+    // Values away from zero mean and sinks near the scores' scale: averaged over a long cache,
+    // zero-mean values would hide a dropped sink or a misweighted key inside the tolerance.
+    p.v = test::uniform(size_t(B * Skv * Hkv * D), rng, 0, 2);
+    if (sinks) p.sinks = test::uniform(size_t(Hq), rng, 2, 6);
     p.kv_len = kv_len;
     return p;
   }
