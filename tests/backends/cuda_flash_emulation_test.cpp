@@ -1,0 +1,196 @@
+// cuda_flash's flash kernels run on the CPU model of tests/support/cuda_emulation.hpp and are
+// compared with the double-precision reference, so their tile ranges, pack-GQA rows, masks,
+// online softmax, split-KV merge and every lane's fragment addressing are tested on machines
+// without a GPU. What the model cannot show (a missing cp.async wait, timing, the real
+// instructions' rounding) is left to the GPU tests of cuda_flash_test.cpp.
+#define SY_CUDA_EMULATION 1
+#include "support/cuda_emulation.hpp"
+// The emulation header first: it stands in for the CUDA built-ins the kernel header uses.
+#include "cuda_flash/flash_kernel.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/attention_reference.hpp"
+#include "support/host_tensor.hpp"
+
+namespace sy {
+namespace {
+
+namespace flash = sy::cuda::flash;
+
+struct EmuCase {
+  std::string name;
+  sy_dtype dtype = SY_DTYPE_BF16;
+  int B = 1, Sq = 1, Skv = 1, Hq = 1, Hkv = 1, D = 64;
+  bool causal = false;
+  int window = -1;
+  double softcap = 0;
+  bool sinks = false;
+  std::vector<int64_t> kv_len;
+  int sm_count = 132;       // a small count forces split-KV on a small problem
+  bool want_split = false;  // the case exists to cover split-KV: it must split
+};
+
+EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv, int D) {
+  EmuCase c;
+  c.name = std::move(name);
+  c.dtype = dtype;
+  c.B = B, c.Sq = Sq, c.Skv = Skv, c.Hq = Hq, c.Hkv = Hkv, c.D = D;
+  return c;
+}
+
+struct EmuResult {
+  test::AttentionResult got;
+  flash::LaunchShape shape;
+};
+
+template <typename T, int D>
+EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
+  using test::HostTensor;
+  HostTensor q(c.dtype, {c.B, c.Sq, c.Hq, D}), k(c.dtype, {c.B, c.Skv, c.Hkv, D}),
+      v(c.dtype, {c.B, c.Skv, c.Hkv, D}), o(c.dtype, {c.B, c.Sq, c.Hq, D});
+  ref.q = q.set(ref.q);
+  ref.k = k.set(ref.k);
+  ref.v = v.set(ref.v);
+  std::vector<float> sinks(ref.sinks.begin(), ref.sinks.end());
+  for (size_t h = 0; h < sinks.size(); ++h) ref.sinks[h] = sinks[h];
+  const size_t rows = size_t(c.B) * c.Hq * c.Sq;
+  std::vector<float> lse(rows, 123.0f);
+  sy_emu::forget_globals();
+  for (HostTensor* t : {&q, &k, &v}) sy_emu::register_global(t->bytes(), t->size_bytes());
+
+  flash::FlashParams p{};
+  p.q = q.bytes();
+  p.k = k.bytes();
+  p.v = v.bytes();
+  p.o = o.bytes();
+  p.sinks = c.sinks ? sinks.data() : nullptr;
+  p.kv_len = c.kv_len.empty() ? nullptr : c.kv_len.data();
+  p.lse = lse.data();
+  p.B = c.B, p.Sq = c.Sq, p.Skv = c.Skv, p.Hq = c.Hq, p.Hkv = c.Hkv;
+  p.G = c.Hq / c.Hkv;
+  p.M = c.Sq * p.G;
+  p.scale = float(1.0 / std::sqrt(double(D)));
+  p.softcap = float(c.softcap);
+  p.causal = c.causal;
+  p.window = c.window;
+
+  EmuResult r;
+  r.shape = flash::launch_shape<T, D>(p, c.sm_count);
+  p.splits = r.shape.splits;
+  p.split_keys = r.shape.split_keys;
+  std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
+      part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
+  p.part_o = part_o.data();
+  p.part_lse = part_lse.data();
+
+  const dim3 grid(unsigned(r.shape.row_blocks), unsigned(c.B * c.Hkv), unsigned(r.shape.splits));
+  if (r.shape.warps == 1)
+    sy_emu::launch(grid, dim3(32), r.shape.smem, [&] { flash::flash_mma_kernel<T, D, 1>(p); });
+  else
+    sy_emu::launch(grid, dim3(128), r.shape.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
+  if (r.shape.splits > 1)
+    sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
+                   [&] { flash::combine_splits<T, D>(p); });
+  r.got.o = o.get();
+  r.got.lse.assign(lse.begin(), lse.end());
+  return r;
+}
+
+template <typename T, int D>
+void check_case(const EmuCase& c) {
+  SCOPED_TRACE(c.name);
+  std::mt19937 rng(7);
+  test::AttentionProblem ref;
+  ref.B = c.B, ref.Sq = c.Sq, ref.Skv = c.Skv, ref.Hq = c.Hq, ref.Hkv = c.Hkv, ref.D = D;
+  ref.causal = c.causal;
+  ref.window = c.window;
+  ref.softcap = c.softcap;
+  ref.q = test::uniform(size_t(c.B) * c.Sq * c.Hq * D, rng, -2, 2);
+  ref.k = test::uniform(size_t(c.B) * c.Skv * c.Hkv * D, rng, -2, 2);
+  // Values away from zero mean and sinks near the scores' scale, so an output that drops a
+  // sink or weighs a key wrongly moves by far more than the tolerance.
+  ref.v = test::uniform(size_t(c.B) * c.Skv * c.Hkv * D, rng, 0, 2);
+  if (c.sinks) ref.sinks = test::uniform(size_t(c.Hq), rng, 2, 6);
+  ref.kv_len = c.kv_len;
+
+  EmuResult r;
+  ASSERT_NO_THROW((r = run_emulated<T, D>(c, ref)));
+  if (c.want_split) {
+    EXPECT_GT(r.shape.splits, 1) << "the case no longer covers split-KV";
+  }
+  const test::AttentionResult want = test::reference_attention(ref);
+
+  // The same tolerances as the GPU tests: f32 accumulation, P rounded to the input type, the
+  // output rounded once.
+  constexpr double kOutTol = 1.2e-2, kLseTol = 1e-4;
+  ASSERT_EQ(r.got.o.size(), want.o.size());
+  for (size_t i = 0; i < want.o.size(); ++i)
+    ASSERT_NEAR(r.got.o[i], want.o[i], kOutTol) << "o[" << i << "]";
+  for (size_t i = 0; i < want.lse.size(); ++i) {
+    if (std::isinf(want.lse[i])) {
+      EXPECT_TRUE(std::isinf(r.got.lse[i]) && r.got.lse[i] < 0) << "lse[" << i << "]";
+      continue;
+    }
+    ASSERT_NEAR(r.got.lse[i], want.lse[i], kLseTol * std::max(1.0, std::abs(want.lse[i])))
+        << "lse[" << i << "]";
+  }
+}
+
+TEST(CudaFlashEmulation, PrefillCausalGqaD64) {
+  EmuCase c = shape("bf16 D64 Sq13 Skv77 GQA 4:2 causal", SY_DTYPE_BF16, 1, 13, 77, 4, 2, 64);
+  c.causal = true;
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, WindowSinksSoftcapF16D128) {
+  EmuCase c =
+      shape("f16 D128 Sq70 Skv70 window 17 sinks softcap", SY_DTYPE_F16, 1, 70, 70, 2, 2, 128);
+  c.causal = true;
+  c.window = 17;
+  c.sinks = true;
+  c.softcap = 5.0;
+  check_case<__half, 128>(c);
+}
+
+TEST(CudaFlashEmulation, DecodeSplitKvD256) {
+  EmuCase c = shape("bf16 D256 decode MQA 8:1 kv_len 250 of 300, sinks", SY_DTYPE_BF16, 1, 1, 300,
+                    8, 1, 256);
+  c.sinks = true;
+  c.kv_len = {250};
+  c.sm_count = 4;
+  c.want_split = true;
+  check_case<__nv_bfloat16, 256>(c);
+}
+
+TEST(CudaFlashEmulation, DecodeSplitKvWindowPerBatchLengths) {
+  EmuCase c = shape("bf16 D128 decode B2 window 300 kv_len {600,1000}", SY_DTYPE_BF16, 2, 1, 1000,
+                    4, 4, 128);
+  c.window = 300;
+  c.sinks = true;
+  c.kv_len = {600, 1000};
+  c.sm_count = 4;
+  c.want_split = true;
+  check_case<__nv_bfloat16, 128>(c);
+}
+
+TEST(CudaFlashEmulation, EmptyCacheGivesZeroAndMinusInfinity) {
+  EmuCase c = shape("bf16 D64 kv_len 0", SY_DTYPE_BF16, 1, 3, 40, 2, 1, 64);
+  c.sinks = true;
+  c.kv_len = {0};
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, CausalRowsWithoutKeys) {
+  EmuCase c = shape("f16 D64 causal Sq20 > Skv8", SY_DTYPE_F16, 1, 20, 8, 2, 1, 64);
+  c.causal = true;
+  check_case<__half, 64>(c);
+}
+
+}  // namespace
+}  // namespace sy
