@@ -116,7 +116,6 @@ class FlashAttention final : public CudaKernel {
       allow_shared_memory<decltype(t), decltype(dc)::value>(shape_);
     });
     p_.splits = shape_.splits;
-    p_.split_keys = shape_.split_keys;
     if (shape_.splits > 1) {
       const size_t rows = size_t(p_.B) * p_.Hq * p_.Sq;
       workspace_ = std::make_unique<DeviceScratch>(rows * shape_.splits * (d_ + 1) * sizeof(float));

@@ -54,7 +54,7 @@ struct FlashParams {
   float* part_o;                  // splits > 1: [splits, B*Hq*Sq, D], normalised per split
   float* part_lse;                // splits > 1: [splits, B*Hq*Sq]
   int B, Sq, Skv, Hq, Hkv, G, M;  // G = Hq/Hkv, M = Sq*G packed rows per (b, hk)
-  int splits, split_keys;         // split_keys: a multiple of the tile
+  int splits;                     // key ranges per (row block, b, hk); 1: no split
   float scale, softcap;
   int causal, window;  // window < 0: none
 };
@@ -197,14 +197,18 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   }
   const int shift = L - p.Sq;
 
-  // Keys any row of the block may see, [lo, hi), then this split's share (tile-aligned).
+  // Keys any row of the block may see, [lo, hi), then this split's share of those tiles: cut
+  // from the block's own range, not the cache's capacity, so a half-full cache or a window
+  // still spreads over every split.
   const int i_first = R0 / p.G, i_last = (min(R0 + BM, p.M) - 1) / p.G;
   int lo = 0, hi = L;
   if (p.causal) hi = min(hi, i_last + shift + 1);
   if (p.window >= 0) lo = max(0, i_first + shift - p.window);
   if (p.splits > 1) {
-    lo = max(lo, split * p.split_keys);
-    hi = min(hi, (split + 1) * p.split_keys);
+    const int t_lo = lo / BN, t_hi = hi > lo ? (hi + BN - 1) / BN : t_lo;
+    const int per = (t_hi - t_lo + p.splits - 1) / p.splits;
+    lo = max(lo, (t_lo + split * per) * BN);
+    hi = min(hi, (t_lo + (split + 1) * per) * BN);
   }
   const int t_begin = lo / BN, t_end = hi > lo ? (hi + BN - 1) / BN : t_begin;
 
@@ -409,7 +413,7 @@ __global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
 struct LaunchShape {
   int warps = 4;  // 1 when a block's packed rows fit one warp (decode)
   int row_blocks = 1;
-  int splits = 1, split_keys = 0;
+  int splits = 1;
   size_t smem = 0;
 };
 
@@ -419,7 +423,7 @@ size_t smem_for(int warps) {
 }
 
 // Splits the keys when the blocks without a split would not give every multiprocessor several
-// warps to hide memory latency with; each split keeps at least 4 tiles.
+// warps to hide memory latency with; each split keeps at least 4 tiles of a full cache.
 template <typename T, int D>
 LaunchShape launch_shape(const FlashParams& p, int sm_count) {
   constexpr int BN = keys_per_tile(D);
@@ -436,10 +440,7 @@ LaunchShape launch_shape(const FlashParams& p, int sm_count) {
     long long by_length = std::max(1, p.Skv / (4 * BN));
     splits = int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
   }
-  const int per_split = (p.Skv + splits - 1) / splits;
-  s.split_keys = std::max(BN, (per_split + BN - 1) / BN * BN);
-  s.splits = (p.Skv + s.split_keys - 1) / s.split_keys;
-  if (s.splits < 1) s.splits = 1;
+  s.splits = splits;
   return s;
 }
 

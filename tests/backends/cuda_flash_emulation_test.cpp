@@ -83,7 +83,6 @@ EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
   EmuResult r;
   r.shape = flash::launch_shape<T, D>(p, c.sm_count);
   p.splits = r.shape.splits;
-  p.split_keys = r.shape.split_keys;
   std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
       part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
   p.part_o = part_o.data();
@@ -177,6 +176,25 @@ TEST(CudaFlashEmulation, DecodeSplitKvWindowPerBatchLengths) {
   c.sm_count = 4;
   c.want_split = true;
   check_case<__nv_bfloat16, 128>(c);
+}
+
+// 130 keys of a 4096-key cache over 16 splits: three get a tile, the rest none, and the merge
+// must ignore the empty ones.
+TEST(CudaFlashEmulation, DecodeShortFillOfLargeCache) {
+  EmuCase c = shape("bf16 D64 decode kv_len 130 of 4096", SY_DTYPE_BF16, 1, 1, 4096, 8, 2, 64);
+  c.sinks = true;
+  c.kv_len = {130};
+  c.sm_count = 8;
+  c.want_split = true;
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, CausalPrefillSplitKv) {
+  EmuCase c = shape("f16 D128 causal Sq24 Skv600 split", SY_DTYPE_F16, 1, 24, 600, 2, 1, 128);
+  c.causal = true;
+  c.sm_count = 2;
+  c.want_split = true;
+  check_case<__half, 128>(c);
 }
 
 TEST(CudaFlashEmulation, EmptyCacheGivesZeroAndMinusInfinity) {
