@@ -26,7 +26,7 @@ namespace flash = sy::cuda::flash;
 struct EmuCase {
   std::string name;
   sy_dtype dtype = SY_DTYPE_BF16;
-  int B = 1, Sq = 1, Skv = 1, Hq = 1, Hkv = 1, D = 64;
+  int B = 1, Sq = 1, Skv = 1, Hq = 1, Hkv = 1;  // the head dim is the template argument
   bool causal = false;
   int window = -1;
   double softcap = 0;
@@ -36,11 +36,11 @@ struct EmuCase {
   bool want_split = false;  // the case exists to cover split-KV: it must split
 };
 
-EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv, int D) {
+EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv) {
   EmuCase c;
   c.name = std::move(name);
   c.dtype = dtype;
-  c.B = B, c.Sq = Sq, c.Skv = Skv, c.Hq = Hq, c.Hkv = Hkv, c.D = D;
+  c.B = B, c.Sq = Sq, c.Skv = Skv, c.Hq = Hq, c.Hkv = Hkv;
   return c;
 }
 
@@ -142,14 +142,13 @@ void check_case(const EmuCase& c) {
 }
 
 TEST(CudaFlashEmulation, PrefillCausalGqaD64) {
-  EmuCase c = shape("bf16 D64 Sq13 Skv77 GQA 4:2 causal", SY_DTYPE_BF16, 1, 13, 77, 4, 2, 64);
+  EmuCase c = shape("bf16 D64 Sq13 Skv77 GQA 4:2 causal", SY_DTYPE_BF16, 1, 13, 77, 4, 2);
   c.causal = true;
   check_case<__nv_bfloat16, 64>(c);
 }
 
 TEST(CudaFlashEmulation, WindowSinksSoftcapF16D128) {
-  EmuCase c =
-      shape("f16 D128 Sq70 Skv70 window 17 sinks softcap", SY_DTYPE_F16, 1, 70, 70, 2, 2, 128);
+  EmuCase c = shape("f16 D128 Sq70 Skv70 window 17 sinks softcap", SY_DTYPE_F16, 1, 70, 70, 2, 2);
   c.causal = true;
   c.window = 17;
   c.sinks = true;
@@ -158,8 +157,8 @@ TEST(CudaFlashEmulation, WindowSinksSoftcapF16D128) {
 }
 
 TEST(CudaFlashEmulation, DecodeSplitKvD256) {
-  EmuCase c = shape("bf16 D256 decode MQA 8:1 kv_len 250 of 300, sinks", SY_DTYPE_BF16, 1, 1, 300,
-                    8, 1, 256);
+  EmuCase c =
+      shape("bf16 D256 decode MQA 8:1 kv_len 250 of 300, sinks", SY_DTYPE_BF16, 1, 1, 300, 8, 1);
   c.sinks = true;
   c.kv_len = {250};
   c.sm_count = 4;
@@ -168,8 +167,8 @@ TEST(CudaFlashEmulation, DecodeSplitKvD256) {
 }
 
 TEST(CudaFlashEmulation, DecodeSplitKvWindowPerBatchLengths) {
-  EmuCase c = shape("bf16 D128 decode B2 window 300 kv_len {600,1000}", SY_DTYPE_BF16, 2, 1, 1000,
-                    4, 4, 128);
+  EmuCase c =
+      shape("bf16 D128 decode B2 window 300 kv_len {600,1000}", SY_DTYPE_BF16, 2, 1, 1000, 4, 4);
   c.window = 300;
   c.sinks = true;
   c.kv_len = {600, 1000};
@@ -181,7 +180,7 @@ TEST(CudaFlashEmulation, DecodeSplitKvWindowPerBatchLengths) {
 // 130 keys of a 4096-key cache over 16 splits: three get a tile, the rest none, and the merge
 // must ignore the empty ones.
 TEST(CudaFlashEmulation, DecodeShortFillOfLargeCache) {
-  EmuCase c = shape("bf16 D64 decode kv_len 130 of 4096", SY_DTYPE_BF16, 1, 1, 4096, 8, 2, 64);
+  EmuCase c = shape("bf16 D64 decode kv_len 130 of 4096", SY_DTYPE_BF16, 1, 1, 4096, 8, 2);
   c.sinks = true;
   c.kv_len = {130};
   c.sm_count = 8;
@@ -190,7 +189,7 @@ TEST(CudaFlashEmulation, DecodeShortFillOfLargeCache) {
 }
 
 TEST(CudaFlashEmulation, CausalPrefillSplitKv) {
-  EmuCase c = shape("f16 D128 causal Sq24 Skv600 split", SY_DTYPE_F16, 1, 24, 600, 2, 1, 128);
+  EmuCase c = shape("f16 D128 causal Sq24 Skv600 split", SY_DTYPE_F16, 1, 24, 600, 2, 1);
   c.causal = true;
   c.sm_count = 2;
   c.want_split = true;
@@ -198,14 +197,14 @@ TEST(CudaFlashEmulation, CausalPrefillSplitKv) {
 }
 
 TEST(CudaFlashEmulation, EmptyCacheGivesZeroAndMinusInfinity) {
-  EmuCase c = shape("bf16 D64 kv_len 0", SY_DTYPE_BF16, 1, 3, 40, 2, 1, 64);
+  EmuCase c = shape("bf16 D64 kv_len 0", SY_DTYPE_BF16, 1, 3, 40, 2, 1);
   c.sinks = true;
   c.kv_len = {0};
   check_case<__nv_bfloat16, 64>(c);
 }
 
 TEST(CudaFlashEmulation, CausalRowsWithoutKeys) {
-  EmuCase c = shape("f16 D64 causal Sq20 > Skv8", SY_DTYPE_F16, 1, 20, 8, 2, 1, 64);
+  EmuCase c = shape("f16 D64 causal Sq20 > Skv8", SY_DTYPE_F16, 1, 20, 8, 2, 1);
   c.causal = true;
   check_case<__half, 64>(c);
 }
