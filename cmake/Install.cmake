@@ -1,11 +1,16 @@
 # Relocatable install: bin/switchyard, lib/switchyard/plugins/, include/switchyard/,
 # and a CMake package so plugin authors can `find_package(Switchyard)` and get
-# Switchyard::abi plus switchyard_add_plugin().
+# Switchyard::abi (the C headers), Switchyard::plugin_kit (the C++ edge and the operator
+# contract library) and switchyard_add_plugin().
 include(CMakePackageConfigHelpers)
 
 install(TARGETS switchyard EXPORT SwitchyardTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS switchyard_abi EXPORT SwitchyardTargets)
+install(TARGETS switchyard_abi switchyard_op_contract switchyard_plugin_kit
+        EXPORT SwitchyardTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY abi/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The plugin kit's C++ headers: #include "cxx_edge/cxx_edge.hpp" through Switchyard::plugin_kit.
+install(DIRECTORY plugins/plugin_kit/cxx_edge
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard/plugin_kit)
 install(DIRECTORY ${SWITCHYARD_PLUGIN_OUTPUT_DIR}/ DESTINATION ${SWITCHYARD_PLUGIN_SUBDIR}
         FILES_MATCHING PATTERN "*.so" PATTERN "*.json")
 

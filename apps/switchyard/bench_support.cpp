@@ -102,35 +102,21 @@ BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed, const Plugin* ow
     t_.device = {kDLCPU, 0};
     return;
   }
-  sy_alloc_args a{};
-  a.struct_size = sizeof(a);
-  a.plugin = owner->instance();
-  a.device_index = device;
-  a.size_bytes = bytes;
-  ErrorText err;
-  if (int s = owner->api().alloc(&a, err.buffer()); s != SY_STATUS_OK)
+  Expected<void*> data = owner->alloc(device, bytes);
+  if (!data)
     throw std::runtime_error("allocating " + std::to_string(bytes) + " bytes on " + owner->name() +
-                             ": " + describe_status(s, err));
+                             ": " + data.error().message);
   owner_ = owner;
-  data_ = a.data;
+  data_ = *data;
   t_.data = data_;
   t_.device = {owner->devices()[device].type, owner->devices()[device].id};
-  sy_copy_args c{};
-  c.struct_size = sizeof(c);
-  c.plugin = owner->instance();
-  c.device_index = device;
-  c.direction = SY_COPY_HOST_TO_DEVICE;
-  c.dst = data_;
-  c.src = host.get();
-  c.size_bytes = bytes;
-  ErrorText err2;
-  if (int s = owner->api().copy(&c, err2.buffer()); s != SY_STATUS_OK)
-    throw std::runtime_error("filling a device buffer: " + describe_status(s, err2));
+  if (auto e = owner->copy(device, SY_COPY_HOST_TO_DEVICE, data_, host.get(), bytes))
+    throw std::runtime_error("filling a device buffer: " + e->message);
 }
 
 BenchTensor::~BenchTensor() {
   if (owner_)
-    owner_->api().free_memory(owner_->instance(), device_, data_);
+    owner_->free(device_, data_);
   else
     std::free(data_);
 }
@@ -183,12 +169,14 @@ Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_
 
 BenchRun make_run(const Choice& choice, const OpDesc& op) {
   BenchRun run;
-  PrepareResult prepared = prepare_kernel(*choice.plugin, choice.kernel, choice.device, op);
-  if (!prepared.kernel) {
-    run.error = prepared.error;
+  Expected<std::unique_ptr<PreparedKernel>> prepared =
+      prepare_kernel(*choice.plugin, choice.kernel, choice.device, op);
+  if (!prepared) {
+    run.error = prepared.error().message;
     return run;
   }
-  run.kernel = std::move(prepared.kernel);
+  run.kernel = std::move(*prepared);
+  run.device = choice.device;
   unsigned seed = 1;
   for (const auto& t : op.inputs) {
     run.inputs.push_back(std::make_unique<BenchTensor>(t, seed++, choice.plugin, choice.device));
@@ -202,8 +190,9 @@ BenchRun make_run(const Choice& choice, const OpDesc& op) {
 }
 
 void BenchRun::execute() {
-  std::string err = kernel->execute(in_ptrs, out_ptrs);
-  if (!err.empty()) throw std::runtime_error(err);
+  if (auto e = kernel->execute(in_ptrs, out_ptrs)) throw std::runtime_error(e->message);
+  // An asynchronous plugin (ABI 1.2) has only enqueued the work: time it to its end.
+  if (auto e = kernel->plugin().synchronize(device)) throw std::runtime_error(e->message);
 }
 
 int bench_threads() {
@@ -242,22 +231,14 @@ DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t 
       f.gemm_bf16_gflops = 2.0 * n * n * n / (t.median_ms * 1e-3) / 1e9;
     }
   }
-  if (owner.api().copy) {
+  if (owner.has_device_memory()) {
     TensorDesc d{SY_DTYPE_BF16, {f.copy_bytes / 2}, SY_MEMORY_DEVICE};
     BenchTensor src(d, 1, &owner, device), dst(d, 2, &owner, device);
-    sy_copy_args c{};
-    c.struct_size = sizeof(c);
-    c.plugin = owner.instance();
-    c.device_index = device;
-    c.direction = SY_COPY_DEVICE_TO_DEVICE;
-    c.dst = dst.dl()->data;
-    c.src = src.dl()->data;
-    c.size_bytes = uint64_t(f.copy_bytes);
     Timing t = time_median(
         [&] {
-          ErrorText err;
-          if (int s = owner.api().copy(&c, err.buffer()); s != SY_STATUS_OK)
-            throw std::runtime_error("device copy: " + describe_status(s, err));
+          if (auto e = owner.copy(device, SY_COPY_DEVICE_TO_DEVICE, dst.dl()->data, src.dl()->data,
+                                  uint64_t(f.copy_bytes)))
+            throw std::runtime_error("device copy: " + e->message);
         },
         2, 7);
     f.copy_gbps = 2.0 * double(f.copy_bytes) / (t.median_ms * 1e-3) / 1e9;

@@ -60,8 +60,9 @@ struct BenchRun {
   std::unique_ptr<PreparedKernel> kernel;
   std::vector<std::unique_ptr<BenchTensor>> inputs, outputs;
   std::vector<const DLTensor*> in_ptrs, out_ptrs;
-  std::string error;
-  void execute();  // throws std::runtime_error on a kernel failure
+  uint32_t device = 0;
+  std::string error;  // why prepare failed (kernel is then null)
+  void execute();     // runs to completion; throws std::runtime_error on a kernel failure
 };
 BenchRun make_run(const Choice& choice, const OpDesc& op);
 

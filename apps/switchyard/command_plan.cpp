@@ -30,7 +30,7 @@ Graph load_model(const PlanArgs& a) {
   fs::path path = a.model;
   if (fs::is_directory(path)) path /= "config.json";
   std::ifstream in(path);
-  if (!in) throw InputError(path.string(), "cannot read the file", input_error::kBadConfig);
+  if (!in) throw Error(Errc::bad_config, "cannot read the file", path.string());
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
@@ -57,19 +57,19 @@ bool parse_prefer(const std::string& text, std::vector<DLDeviceType>& out) {
   return !out.empty();
 }
 
-int print_input_error(const InputError& e, bool json) {
-  const ErrorInfo* info = find_error(e.code);
+int print_input_error(const Error& e, bool json) {
+  const ErrorInfo& info = error_info(e.code);
   if (json) {
     nlohmann::json j{
         {"schema", "switchyard.plan/1"},
         {"status", "error"},
-        {"error", {{"code", e.code}, {"name", info ? info->name : ""}, {"message", e.what()}}}};
+        {"error", {{"code", code_text(e.code)}, {"name", info.name}, {"message", e.what()}}}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cerr << "switchyard plan: error " << e.code << " (" << (info ? info->name : "")
+    std::cerr << "switchyard plan: error " << code_text(e.code) << " (" << info.name
               << "): " << e.what() << "\n";
   }
-  return kExitBadInput;
+  return info.exit_code;
 }
 
 }  // namespace
@@ -146,9 +146,9 @@ int run_plan(const GlobalOptions& global, const Args& args) {
       std::cout << "planned in " << ms << " ms\n";
     }
     if (plan.error && !a.json)
-      std::cerr << "switchyard plan: no legal plan: " << plan.error->code << "\n";
+      std::cerr << "switchyard plan: no legal plan: " << code_text(plan.error->code) << "\n";
     return plan.ok() ? kExitOk : kExitNoPlan;
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     return print_input_error(e, a.json);
   }
 }

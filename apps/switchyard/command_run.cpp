@@ -73,7 +73,7 @@ WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
   if (!isatty(2) || total_bytes < (uint64_t(256) << 20)) return load;
   auto done = std::make_shared<uint64_t>(0);
   return [load, total_bytes, done](const Value& v, void* dst) {
-    std::string err = load(v, dst);
+    std::optional<Error> err = load(v, dst);
     *done += uint64_t(v.bytes());
     double frac = std::min(1.0, double(*done) / double(total_bytes));
     int bar = int(frac * 30);
@@ -84,17 +84,19 @@ WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
   };
 }
 
-int fail(const std::string& code, const std::string& message, bool as_json) {
-  const ErrorInfo* e = find_error(code);
-  if (as_json)
-    std::cout << json{{"status", "error"},
-                      {"error", {{"code", code}, {"name", e ? e->name : ""}, {"message", message}}}}
-                     .dump(2)
-              << "\n";
-  else
-    std::cerr << "switchyard run: error " << code << " (" << (e ? e->name : "") << "): " << message
-              << "\n";
-  return e ? e->exit_code : kExitFailure;
+int fail(const Error& e, bool as_json) {
+  const ErrorInfo& info = error_info(e.code);
+  if (as_json) {
+    json err{{"code", code_text(e.code)}, {"name", info.name}, {"message", e.what()}};
+    if (e.status)
+      err["plugin_status"] =
+          sy_status_name(sy_status(*e.status)) ? sy_status_name(sy_status(*e.status)) : "?";
+    std::cout << json{{"status", "error"}, {"error", err}}.dump(2) << "\n";
+  } else {
+    std::cerr << "switchyard run: error " << code_text(e.code) << " (" << info.name
+              << "): " << e.what() << "\n";
+  }
+  return info.exit_code;
 }
 
 }  // namespace
@@ -136,12 +138,13 @@ int run_run(const GlobalOptions& global, const Args& args) {
     auto t_load = std::chrono::steady_clock::now();
     Tokenizer tok = Tokenizer::load((dir / "tokenizer.json").string());
     std::vector<int64_t> ids = tok.encode(a.prompt);
-    if (ids.empty()) return fail("SY304", "the prompt encodes to no token", a.json);
+    if (ids.empty())
+      return fail(Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
     if (int64_t(ids.size()) + a.max_tokens > a.context)
-      return fail("SY304",
-                  "the prompt (" + std::to_string(ids.size()) + " tokens) plus --max-tokens " +
-                      std::to_string(a.max_tokens) + " exceed the context of " +
-                      std::to_string(a.context) + " (--context)",
+      return fail(Error(Errc::prompt_too_long,
+                        "the prompt (" + std::to_string(ids.size()) +
+                            " tokens) plus --max-tokens " + std::to_string(a.max_tokens) +
+                            " exceed the context of " + std::to_string(a.context) + " (--context)"),
                   a.json);
     ImportOptions opts;
     opts.prompt_len = int64_t(ids.size());
@@ -153,8 +156,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
             .value("model_type", "");
     for (int64_t id : ids)
       if (id >= graph.phases[0].value("embed_tokens")->shape[0])
-        return fail("SY303",
-                    "prompt token id " + std::to_string(id) + " is outside the model's vocabulary",
+        return fail(Error(Errc::bad_tokenizer, "prompt token id " + std::to_string(id) +
+                                                   " is outside the model's vocabulary"),
                     a.json);
     SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
 
@@ -172,7 +175,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
       policy.prefer_given = true;
     }
     Plan plan = plan_graph(graph, reg, inv, policy);
-    if (!plan.ok()) return fail(plan.error->code, plan.error->message, a.json);
+    if (!plan.ok()) return fail(*plan.error, a.json);
     Session session(graph, plan, reg, inv,
                     with_progress(safetensors_weight_loader(weights, model_type), weights.size()));
     double load_ms = ms_since(t_load);
@@ -250,10 +253,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
           std::printf("  %-36s %9.2f ms  %6lld calls\n", t.key.c_str(), t.ms, (long long)t.calls);
       }
     return kExitOk;
-  } catch (const InputError& e) {
-    return fail(e.code, e.what(), a.json);
-  } catch (const RunError& e) {
-    return fail(e.code, e.what(), a.json);
+  } catch (const Error& e) {
+    return fail(e, a.json);
   }
 }
 

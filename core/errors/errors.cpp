@@ -4,22 +4,22 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
+#include <ostream>
 #include <sstream>
+
+#include "switchyard/plugin_api.h"
 
 namespace sy {
 namespace {
 
-// CLI exit codes (apps/switchyard/exit_codes.hpp; a test checks they agree).
-constexpr int kInternal = 1;
-constexpr int kNoPlan = 3;
-constexpr int kBadInput = 4;
-constexpr int kPluginFailed = 5;
+using namespace exit_code;
 
 // The one table. Codes are stable: never renumber or reuse one.
 constexpr std::array kCatalog = {
     // ---- SY0xx: no legal plan --------------------------------------------------------------
     ErrorInfo{
-        "SY001", "no_kernel_for_op", "no plugin can serve {op}",
+        Errc::no_kernel_for_op, "SY001", "no_kernel_for_op", "no plugin can serve {op}",
         "The planner asked every kernel of every loaded plugin about this op and none accepted it. "
         "The error lists each candidate (plugin/kernel) with every reason it refused: wrong "
         "device, a dtype outside its envelope, a missing feature (sinks, LSE, sliding window, "
@@ -32,7 +32,7 @@ constexpr std::array kCatalog = {
         "or the target so that an existing kernel's envelope fits.",
         kNoPlan},
     ErrorInfo{
-        "SY002", "flash_attn_no_cpu", "no cpu support for flash-attn",
+        Errc::flash_attn_no_cpu, "SY002", "flash_attn_no_cpu", "no cpu support for flash-attn",
         "Attention was sent to a flash kernel that runs only on CUDA, but its tensors are on the "
         "CPU: only a flash-on-CUDA plugin serves attention and the target has no available CUDA "
         "device, or `--attention flash` (or a pin) asked for flash on a CPU target. Other stacks "
@@ -42,7 +42,8 @@ constexpr std::array kCatalog = {
         "lists a CUDA device as available.",
         kNoPlan},
     ErrorInfo{
-        "SY003", "flash_attn_dtype", "flash-attn is only supported for f16/bf16 (F32)",
+        Errc::flash_attn_dtype, "SY003", "flash_attn_dtype",
+        "flash-attn is only supported for f16/bf16 (F32)",
         "The attention op's dtype is outside the flash kernel's envelope: flash attention serves "
         "f16 and bf16 only. The dtype in parentheses is the one the op has, written F32/F16/BF16 "
         "as candle writes it. The op was pinned to flash, or flash was the only attention kernel "
@@ -52,7 +53,7 @@ constexpr std::array kCatalog = {
         "flash`; the DTYPES column of `switchyard caps` shows which do).",
         kNoPlan},
     ErrorInfo{
-        "SY004", "sinks_flex_cpu",
+        Errc::sinks_flex_cpu, "SY004", "sinks_flex_cpu",
         "Attention sinks cannot be run on CPU with flex attention. Please switch to a different "
         "device, e.g. CUDA",
         "The model uses attention sinks (a learnable per-head logit in the softmax, as in "
@@ -64,7 +65,7 @@ constexpr std::array kCatalog = {
         "plugin whose attention declares one of them.",
         kNoPlan},
     ErrorInfo{
-        "SY005", "expected_cpu_storage", "Expected CPU storage",
+        Errc::expected_cpu_storage, "SY005", "expected_cpu_storage", "Expected CPU storage",
         "A host-only fused kernel (its envelope says its operands must live in host memory, e.g. "
         "a fused decode that reads raw slices of the weights and the KV cache) would have read a "
         "tensor in device memory. Other stacks fail mid-forward; the planner refuses the "
@@ -75,7 +76,7 @@ constexpr std::array kCatalog = {
         "(`switchyard caps` shows `host-only operands` under LIMITS).",
         kNoPlan},
     ErrorInfo{
-        "SY006", "expected_cpu", "Expected CPU",
+        Errc::expected_cpu, "SY006", "expected_cpu", "Expected CPU",
         "A host-only KV-cache writer (a kv_cache_append kernel whose operands must live in host "
         "memory) would have met a cache tensor in device memory. Other stacks corrupt or reject "
         "the cache mid-forward; the planner refuses the placement and names the kernel and the "
@@ -85,7 +86,7 @@ constexpr std::array kCatalog = {
         "kv_cache_append kernels), or allow copies (drop `--no-transfers`).",
         kNoPlan},
     ErrorInfo{
-        "SY007", "kv_repeat", "only kv-repeat = 1 is supported",
+        Errc::kv_repeat, "SY007", "kv_repeat", "only kv-repeat = 1 is supported",
         "The model uses grouped-query attention: it has more query heads than key/value heads "
         "(Hq / Hkv > 1), and the attention kernels that could otherwise serve it do not declare "
         "`gqa`, or declare a smaller maximum ratio than the model's.",
@@ -94,7 +95,8 @@ constexpr std::array kCatalog = {
         "the K/V heads before attention (Hkv = Hq), at the cost of KV-cache memory.",
         kNoPlan},
     ErrorInfo{
-        "SY008", "device_unavailable", "pinned device {device} is unavailable",
+        Errc::device_unavailable, "SY008", "device_unavailable",
+        "pinned device {device} is unavailable",
         "Ops, or the whole model through `--target` or a target profile, are pinned to a device "
         "that no loaded plugin reports as available: the plugin that drives it failed to load, "
         "reports no devices (no driver, no hardware), or marks the device unavailable.",
@@ -103,7 +105,7 @@ constexpr std::array kCatalog = {
         "or pin to a device that is available.",
         kNoPlan},
     ErrorInfo{
-        "SY009", "transfer_forbidden",
+        Errc::transfer_forbidden, "SY009", "transfer_forbidden",
         "--no-transfers forbids the copy of {value} from {from} to {to}",
         "With `--no-transfers` the plan may not copy values between memories, but the only legal "
         "placement needs this value where it does not live: its producer and a consumer are "
@@ -115,7 +117,8 @@ constexpr std::array kCatalog = {
 
     // ---- SY1xx: plugin load failures, by stage ---------------------------------------------
     ErrorInfo{
-        "SY101", "plugin_open", "plugin {path} failed to load at stage open: {reason}",
+        Errc::plugin_open, "SY101", "plugin_open",
+        "plugin {path} failed to load at stage open: {reason}",
         "The file could not be opened as a shared object: it does not exist, it is "
         "world-writable (refused, as anyone could replace it), it is not an ELF shared object "
         "for this machine, or one of its dependencies is not on the library path. As for every "
@@ -127,7 +130,8 @@ constexpr std::array kCatalog = {
         "plugins in the plugin folders (`SWITCHYARD_PLUGIN_PATH`, `--plugin-dir`).",
         kPluginFailed},
     ErrorInfo{
-        "SY102", "plugin_entry", "plugin {path} failed to load at stage entry: {reason}",
+        Errc::plugin_entry, "SY102", "plugin_entry",
+        "plugin {path} failed to load at stage entry: {reason}",
         "The shared object opened but does not export the entry symbol `sy_plugin_entry`, or "
         "the entry returned NULL: the plugin refused this host (its log says why) or could not "
         "describe itself.",
@@ -137,7 +141,8 @@ constexpr std::array kCatalog = {
         "own log messages.",
         kPluginFailed},
     ErrorInfo{
-        "SY103", "plugin_abi", "plugin {path} failed to load at stage abi: {reason}",
+        Errc::plugin_abi, "SY103", "plugin_abi",
+        "plugin {path} failed to load at stage abi: {reason}",
         "The plugin's function table does not fit this host: its ABI major version differs, its "
         "ABI minor is older than the host accepts, its `struct_size` is too small for the "
         "negotiated minor, a required slot (init, shutdown, get_devices, get_kernels, check) is "
@@ -148,7 +153,8 @@ constexpr std::array kCatalog = {
         "name the plugin in lower case. docs/abi.md is the contract.",
         kPluginFailed},
     ErrorInfo{
-        "SY104", "plugin_init", "plugin {path} failed to load at stage init: {reason}",
+        Errc::plugin_init, "SY104", "plugin_init",
+        "plugin {path} failed to load at stage init: {reason}",
         "The plugin's `init` returned an error or no instance, or its declarations were broken: "
         "`get_devices` or `get_kernels` failed, or returned a NULL, undersized or unnamed device "
         "or kernel envelope, or a kernel of an unknown op.",
@@ -157,7 +163,8 @@ constexpr std::array kCatalog = {
         "the broken declaration; fix it in the plugin.",
         kPluginFailed},
     ErrorInfo{
-        "SY105", "plugin_manifest", "plugin {path} failed to load at stage manifest: {reason}",
+        Errc::plugin_manifest, "SY105", "plugin_manifest",
+        "plugin {path} failed to load at stage manifest: {reason}",
         "The manifest beside the plugin (PLUGIN.json, written at build time from the plugin's "
         "own declaration) is missing or unreadable, or disagrees with what the plugin declares "
         "at run time: the plugin was rebuilt and its manifest was not, or the other way round. "
@@ -166,7 +173,8 @@ constexpr std::array kCatalog = {
         "PLUGIN.json` (the build does this after linking), and install the two together.",
         kPluginFailed},
     ErrorInfo{
-        "SY106", "plugin_capability", "plugin {path} failed to load at stage capability: {reason}",
+        Errc::plugin_capability, "SY106", "plugin_capability",
+        "plugin {path} failed to load at stage capability: {reason}",
         "The plugin lies about its capability: probed with ops that its own kernel envelopes "
         "exclude (a dtype, a feature or a head dim it does not declare), its `check` accepted "
         "one. `check` may only narrow an envelope, never widen it, or the planner would send it "
@@ -178,14 +186,14 @@ constexpr std::array kCatalog = {
 
     // ---- SY2xx: bad input ------------------------------------------------------------------
     ErrorInfo{
-        "SY201", "json_syntax", "{file}:{line}:{column}: invalid JSON: {reason}",
+        Errc::json_syntax, "SY201", "json_syntax", "{file}:{line}:{column}: invalid JSON: {reason}",
         "A graph, model config or target profile is not valid JSON. The position is where the "
         "parser stopped, which is at or just after the mistake.",
         "Fix the JSON at that position (a missing comma or quote, a trailing comma, a comment: "
         "JSON allows none). `python3 -m json.tool FILE` shows the same position.",
         kBadInput},
     ErrorInfo{
-        "SY202", "schema_version",
+        Errc::schema_version, "SY202", "schema_version",
         "{file}:{json_path}: unsupported schema '{schema}', this switchyard reads '{expected}'",
         "The file's `schema` field names a format or version this switchyard does not read "
         "(graphs are `switchyard.graph/1`, target profiles `switchyard.target/1`), or the field "
@@ -193,14 +201,15 @@ constexpr std::array kCatalog = {
         "Write the file in the schema named in the message, or use the switchyard version that "
         "wrote it. A file from a newer switchyard needs that switchyard.",
         kBadInput},
-    ErrorInfo{"SY203", "unknown_op", "{file}:{json_path}: unknown op '{op}' (known: {ops})",
+    ErrorInfo{Errc::unknown_op, "SY203", "unknown_op",
+              "{file}:{json_path}: unknown op '{op}' (known: {ops})",
               "A graph node names an op that is not in the operator vocabulary, so no plugin could "
               "ever serve it. The message lists the known ops.",
               "Use one of the listed ops (docs/operators.md describes each, with its operands and "
               "attributes); check the spelling (`rms_norm`, not `rmsnorm`).",
               kBadInput},
     ErrorInfo{
-        "SY204", "shape_mismatch",
+        Errc::shape_mismatch, "SY204", "shape_mismatch",
         "{file}:{json_path}: shape mismatch: '{a}' {shape_a} vs '{b}' {shape_b}",
         "Two values connected through an op do not have the shapes the op's contract requires "
         "(e.g. a matmul whose inner dimensions differ, an add of different shapes, an op missing "
@@ -209,7 +218,7 @@ constexpr std::array kCatalog = {
         "counts, head dim). docs/operators.md gives each op's shape contract.",
         kBadInput},
     ErrorInfo{
-        "SY205", "dtype_mismatch",
+        Errc::dtype_mismatch, "SY205", "dtype_mismatch",
         "{file}:{json_path}: dtype mismatch: '{a}' is {dtype_a}, '{b}' is {dtype_b}",
         "Two operands of one op have different dtypes where the op's contract requires the same "
         "one. Ops do not convert implicitly.",
@@ -217,7 +226,8 @@ constexpr std::array kCatalog = {
         "them.",
         kBadInput},
     ErrorInfo{
-        "SY206", "graph_cycle", "{file}:{json_path}: the ops form a cycle through '{op_id}'",
+        Errc::graph_cycle, "SY206", "graph_cycle",
+        "{file}:{json_path}: the ops form a cycle through '{op_id}'",
         "A phase's ops depend on each other in a loop, so there is no order to run them in. "
         "(KV caches, written in place, are the only values allowed several producers; they do "
         "not make cycles.)",
@@ -225,7 +235,8 @@ constexpr std::array kCatalog = {
         "usually an output was given the name of one of its own inputs.",
         kBadInput},
     ErrorInfo{
-        "SY207", "bad_config", "{file}:{json_path}: invalid model config: {reason}",
+        Errc::bad_config, "SY207", "bad_config",
+        "{file}:{json_path}: invalid model config: {reason}",
         "A model's config.json lacks a field the importer needs (hidden_size, num_attention_heads, "
         "num_hidden_layers...) or has an absurd value (zero or negative sizes, a head count "
         "that does not divide the hidden size, more KV heads than query heads).",
@@ -233,7 +244,7 @@ constexpr std::array kCatalog = {
         "field. The reason names the field and the value that was found.",
         kBadInput},
     ErrorInfo{
-        "SY208", "unknown_model_type",
+        Errc::unknown_model_type, "SY208", "unknown_model_type",
         "{file}: unknown model_type '{model_type}' (supported: {types})",
         "The config's `model_type` names an architecture that Switchyard has no graph importer "
         "for. The message lists the supported ones.",
@@ -241,7 +252,7 @@ constexpr std::array kCatalog = {
         "(`switchyard.graph/1`) and pass that file instead of the config.",
         kBadInput},
     ErrorInfo{
-        "SY209", "bad_graph", "{file}:{json_path}: {reason}",
+        Errc::bad_graph, "SY209", "bad_graph", "{file}:{json_path}: {reason}",
         "A graph file is structurally wrong: a required field is missing or has the wrong type, "
         "an op names a value that is not declared, a value or op id is declared twice, a value "
         "has two producers, an activation is consumed but never produced, or a phase is empty.",
@@ -249,7 +260,8 @@ constexpr std::array kCatalog = {
         "docs/graph-format.md describes the format.",
         kBadInput},
     ErrorInfo{
-        "SY210", "bad_target", "{file}:{json_path}: invalid target profile: {reason}",
+        Errc::bad_target, "SY210", "bad_target",
+        "{file}:{json_path}: invalid target profile: {reason}",
         "A target profile (`--target FILE`, the machine to plan for) is invalid: a missing or "
         "unknown device type, a device without a name, a negative memory size or unit count, or "
         "no devices at all.",
@@ -259,7 +271,8 @@ constexpr std::array kCatalog = {
 
     // ---- SY3xx: run time ---------------------------------------------------------------------
     ErrorInfo{
-        "SY301", "kernel_failed", "kernel {plugin}/{kernel} failed on {op}: {status}",
+        Errc::kernel_failed, "SY301", "kernel_failed",
+        "kernel {plugin}/{kernel} failed on {op}: {status}",
         "A kernel that the planner chose, and whose plugin's `check` had accepted the op, failed "
         "while running it. That should not happen: either the planner sent an op outside what "
         "was checked, or the plugin's `check` accepted something its kernel cannot run.",
@@ -268,7 +281,7 @@ constexpr std::array kCatalog = {
         "(`--prefer` another plugin, or `--attention` for attention).",
         kInternal},
     ErrorInfo{
-        "SY302", "bad_weights", "weights file {file} is invalid: {reason}",
+        Errc::bad_weights, "SY302", "bad_weights", "weights file {file} is invalid: {reason}",
         "A weights file (safetensors) could not be used: it is truncated or not safetensors, a "
         "tensor the graph needs is missing, or a tensor's shape or dtype differs from what the "
         "graph declares.",
@@ -276,18 +289,62 @@ constexpr std::array kCatalog = {
         "download the file again if it is truncated (its size must match the header).",
         kBadInput},
     ErrorInfo{
-        "SY303", "bad_tokenizer", "tokenizer {file} is invalid: {reason}",
+        Errc::bad_tokenizer, "SY303", "bad_tokenizer", "tokenizer {file} is invalid: {reason}",
         "The tokenizer file is missing, is not a tokenizer.json Switchyard can read, or does not "
         "match the model (a vocabulary larger than the embedding table).",
         "Use the tokenizer.json that ships with the model's weights.", kBadInput},
     ErrorInfo{
-        "SY304", "prompt_too_long",
+        Errc::prompt_too_long, "SY304", "prompt_too_long",
         "prompt of {tokens} tokens plus {new_tokens} to generate exceeds the context of {context} "
         "tokens",
         "The prompt and the tokens to generate do not fit the model's context length (its "
         "`max_position_embeddings`), which also bounds the KV cache the plan allocated.",
         "Shorten the prompt or ask for fewer new tokens.", kBadInput},
+    ErrorInfo{Errc::device_out_of_memory, "SY305", "device_out_of_memory",
+              "out of memory on {device}: {detail}",
+              "Allocating a buffer (weights, KV caches, activations, a kernel's workspace) failed "
+              "while loading or running the plan: a plugin answered OUT_OF_MEMORY, or the host "
+              "could not allocate host memory. The message names the device, the value or op "
+              "and the plugin's own words.",
+              "Run with a shorter `--context` (the KV caches grow with it), a smaller dtype "
+              "(`--dtype bf16`), or place part of the model on another device (`--prefer`). "
+              "`switchyard devices` shows each device's memory; close other programs that hold "
+              "it.",
+              kOutOfMemory},
+    ErrorInfo{Errc::device_lost, "SY306", "device_lost",
+              "device {device} became unavailable: {detail}",
+              "A plugin answered UNAVAILABLE while the plan ran: the device, its driver or a "
+              "library the kernel needs went away or is busy (a GPU reset, a driver unloaded, a "
+              "library such as cuBLAS missing at run time). The plan itself was legal.",
+              "Check the device with `switchyard devices` and the driver (for NVIDIA, "
+              "`nvidia-smi`); install the missing library the message names. Run again, or "
+              "plan for another device (`--prefer cpu`).",
+              kDeviceLost},
+    ErrorInfo{Errc::plugin_internal, "SY307", "plugin_internal",
+              "plugin {plugin} failed internally on {op}: {detail}",
+              "A plugin answered INTERNAL (a bug of its own, or an error of the device it could "
+              "not classify), or a status outside the ABI's closed set, while running an op the "
+              "planner had legally given it.",
+              "Report it to the plugin's author with the full message and `switchyard plugins "
+              "--json`. To carry on meanwhile, steer the op to another plugin (`--prefer`, "
+              "`--attention`).",
+              kPluginBug},
 };
+static_assert(kCatalog.size() == 32);
+
+// Each entry's code text is its Errc's number, and the entries are in code order.
+constexpr bool codes_match_numbers() {
+  int previous = 0;
+  for (const auto& e : kCatalog) {
+    int n = (e.code[2] - '0') * 100 + (e.code[3] - '0') * 10 + (e.code[4] - '0');
+    if (e.code[0] != 'S' || e.code[1] != 'Y' || e.code[5] != '\0' || n != int(e.errc) ||
+        n <= previous)
+      return false;
+    previous = n;
+  }
+  return true;
+}
+static_assert(codes_match_numbers());
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -314,8 +371,9 @@ constexpr std::array kSeries = {
            "A graph, model config or target profile is invalid. The message starts with the "
            "file and the JSON path (or line and column) of the problem."},
     Series{'3', "SY3xx: at run time",
-           "Errors while running a plan: a kernel failing (a bug), or weights, tokenizer or "
-           "prompt that do not fit the model."},
+           "Errors while loading or running a plan: a kernel failing (a bug), weights, "
+           "tokenizer or prompt that do not fit the model, and what a plugin reports at run "
+           "time: memory exhausted, a device lost, an internal failure."},
 };
 
 // GitHub's heading anchor for "SY001 `name`".
@@ -351,7 +409,50 @@ const char* error_exit_code_meaning(int exit_code) {
     case kNoPlan: return "no legal plan";
     case kBadInput: return "bad input";
     case kPluginFailed: return "a plugin the user asked for failed to load";
+    case kOutOfMemory: return "out of memory";
+    case kDeviceLost: return "a device became unavailable";
+    case kPluginBug: return "a plugin failed internally";
     default: return "unknown exit code";
+  }
+}
+
+const ErrorInfo& error_info(Errc code) {
+  for (const auto& e : kCatalog)
+    if (e.errc == code) return e;
+  return kCatalog[0];  // unreachable: a test checks every Errc is catalogued
+}
+
+std::string code_text(Errc code) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%s%03d", kCodePrefix, static_cast<int>(code));
+  return buf;
+}
+
+std::ostream& operator<<(std::ostream& os, Errc code) {
+  return os << code_text(code);
+}
+
+Error::Error(Errc code_, std::string message_, std::string where_, std::string hint_)
+    : code(code_), message(std::move(message_)), where(std::move(where_)), hint(std::move(hint_)) {
+  what_ = where.empty() ? message : where + ": " + message;
+}
+
+Error& Error::with_status(int plugin_status) {
+  status = plugin_status;
+  return *this;
+}
+
+int Error::exit_code() const {
+  return error_info(code).exit_code;
+}
+
+Errc errc_for_plugin_status(int status) {
+  switch (status) {
+    case SY_STATUS_INVALID_ARGUMENT:
+    case SY_STATUS_UNSUPPORTED: return Errc::kernel_failed;
+    case SY_STATUS_OUT_OF_MEMORY: return Errc::device_out_of_memory;
+    case SY_STATUS_UNAVAILABLE: return Errc::device_lost;
+    default: return Errc::plugin_internal;
   }
 }
 
@@ -391,7 +492,10 @@ std::string render_errors_markdown() {
      << "| 3 | no legal plan (SY0xx) |\n"
      << "| 4 | bad input: a graph, config, target, weights, tokenizer or prompt (SY2xx, "
         "SY302-SY304) |\n"
-     << "| 5 | a plugin the user asked for failed to load (SY1xx) |\n";
+     << "| 5 | a plugin the user asked for failed to load (SY1xx) |\n"
+     << "| 6 | out of memory (SY305) |\n"
+     << "| 7 | a device, its driver or a library it needs became unavailable (SY306) |\n"
+     << "| 8 | a plugin failed internally (SY307: a plugin bug) |\n";
   return md.str();
 }
 

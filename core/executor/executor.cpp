@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "core/capability/vocabulary.hpp"
 
@@ -11,7 +12,6 @@ namespace sy {
 namespace {
 
 constexpr const char* kHost = "host";
-constexpr const char* kSinksViaLse = "sinks applied from the kernel's LSE";
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -25,6 +25,22 @@ float to_float(const void* p, sy_dtype dt, int64_t i) {
 // Which values live once for the whole session (weights, caches) and which per phase.
 std::string scope_of(const Value& v, const std::string& phase) {
   return v.kind == ValueKind::weight || v.kind == ValueKind::kv_cache ? "" : phase;
+}
+
+sy_memory_kind memory_of(const std::string& location) {
+  return location == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
+}
+
+// `e` with the op it happened in put in front of its message.
+Error in_op(const Error& e, const std::string& op, const std::string& what) {
+  Error out(e.code, what + ": " + e.message, "op " + op, e.hint);
+  if (e.status) out.with_status(*e.status);
+  return out;
+}
+
+// A plan that names something this session does not have: the planner's fault.
+Error plan_bug(const std::string& what) {
+  return Error(Errc::kernel_failed, "the plan " + what);
 }
 
 }  // namespace
@@ -41,6 +57,7 @@ struct Session::Impl {
     Buffer *src, *dst;
     int64_t bytes;
   };
+  // One kernel call of a step. An op the planner adapted takes more than one.
   struct PreparedOp {
     std::string id, timing_key;
     std::unique_ptr<PreparedKernel> kernel;
@@ -56,39 +73,56 @@ struct Session::Impl {
     StepProfile profile;
     std::map<std::string, std::pair<double, int64_t>> per_kind;
   };
+  // What one kernel call reads and writes, and with which kernel.
+  struct Call {
+    std::string plugin, kernel, device;
+    OpDesc op;
+    std::vector<std::string> inputs, outputs;                    // value names
+    std::vector<std::string> input_locations, output_locations;  // where they are
+  };
 
   const Graph& graph;
   const Registry& registry;
   const Inventory& inventory;
   std::map<std::string, Buffer> buffers;  // scope|name@location
   std::map<std::string, PhaseRun> phases;
+  std::map<std::string, Value> added_values;  // phase|name: values the plan's adaptations add
+  std::set<std::pair<const Plugin*, uint32_t>> devices;  // every (plugin, device) that runs work
   std::string logits_location;
 
   Impl(const Graph& g, const Registry& r, const Inventory& i)
       : graph(g), registry(r), inventory(i) {}
 
   ~Impl() {
+    synchronize_all(true);
     phases.clear();  // kernels are released before the memory they may reference
     for (auto& [key, b] : buffers) {
-      if (b.plugin && b.plugin->api().free_memory)
-        b.plugin->api().free_memory(b.plugin->instance(), b.device_index, b.data);
+      if (b.plugin)
+        b.plugin->free(b.device_index, b.data);
       else
         std::free(b.data);
     }
   }
 
+  const Value& value(const Phase& phase, const std::string& name) const {
+    if (const Value* v = phase.value(name)) return *v;
+    auto it = added_values.find(phase.name + "|" + name);
+    if (it == added_values.end()) throw plan_bug("names value " + name + ", not in the graph");
+    return it->second;
+  }
+
   // The plugin and its device index that own inventory device `id`, for allocation/copies.
   std::pair<const Plugin*, uint32_t> device_owner(const std::string& id) const {
     const InventoryDevice* dev = inventory.find(id);
-    if (!dev) throw RunError("SY301", "the plan names device " + id + ", which this machine lacks");
+    if (!dev) throw plan_bug("names device " + id + ", which this machine lacks");
     for (const auto& name : dev->plugins) {
       const Plugin* p = registry.find(name);
-      if (!p || !p->api().alloc || !p->api().copy) continue;
+      if (!p || !p->has_device_memory()) continue;
       for (uint32_t k = 0; k < p->devices().size(); ++k)
         if (p->devices()[k].type == dev->info.type && p->devices()[k].id == dev->info.id)
           return {p, k};
     }
-    throw RunError("SY301", "no plugin can allocate memory on " + id);
+    throw plan_bug("puts a value on " + id + ", but no plugin can allocate memory there");
   }
 
   Buffer& buffer(const std::string& scope, const Value& v, const std::string& location) {
@@ -101,21 +135,17 @@ struct Session::Impl {
     size_t rounded = (size_t(b.bytes) + 63) / 64 * 64 + 64;
     if (location == kHost) {
       b.data = std::aligned_alloc(64, rounded);
-      if (!b.data) throw RunError("SY301", "out of host memory for " + v.name);
+      if (!b.data)
+        throw Error(Errc::device_out_of_memory,
+                    "out of memory on host: " + std::to_string(rounded) + " bytes for " + v.name);
       std::memset(b.data, 0, rounded);
     } else {
       auto [plugin, index] = device_owner(location);
-      sy_alloc_args args{};
-      args.struct_size = sizeof(args);
-      args.plugin = plugin->instance();
-      args.device_index = index;
-      args.size_bytes = rounded;
-      ErrorText err;
-      int status = plugin->api().alloc(&args, err.buffer());
-      if (status != SY_STATUS_OK)
-        throw RunError("SY301", "allocating " + v.name + " on " + location + ": " +
-                                    describe_status(status, err));
-      b.data = args.data;
+      Expected<void*> data = plugin->alloc(index, rounded);
+      if (!data)
+        throw in_op(data.error(), v.name,
+                    "allocating " + std::to_string(rounded) + " bytes on " + location);
+      b.data = *data;
       b.plugin = plugin;
       b.device_index = index;
     }
@@ -128,21 +158,19 @@ struct Session::Impl {
       return;
     }
     const Buffer& dev = src.location == kHost ? dst : src;
-    sy_copy_args args{};
-    args.struct_size = sizeof(args);
-    args.plugin = dev.plugin->instance();
-    args.device_index = dev.device_index;
-    args.direction = src.location == kHost   ? SY_COPY_HOST_TO_DEVICE
-                     : dst.location == kHost ? SY_COPY_DEVICE_TO_HOST
-                                             : SY_COPY_DEVICE_TO_DEVICE;
-    args.dst = dst.data;
-    args.src = src.data;
-    args.size_bytes = uint64_t(bytes);
-    ErrorText err;
-    int status = dev.plugin->api().copy(&args, err.buffer());
-    if (status != SY_STATUS_OK)
-      throw RunError("SY301", "copy " + src.location + " -> " + dst.location +
-                                  " failed: " + describe_status(status, err));
+    sy_copy_direction direction = src.location == kHost   ? SY_COPY_HOST_TO_DEVICE
+                                  : dst.location == kHost ? SY_COPY_DEVICE_TO_HOST
+                                                          : SY_COPY_DEVICE_TO_DEVICE;
+    if (auto e = dev.plugin->copy(dev.device_index, direction, dst.data, src.data, uint64_t(bytes)))
+      throw Error(e->code, "copy " + src.location + " -> " + dst.location + ": " + e->message)
+          .with_status(e->status.value_or(SY_STATUS_INTERNAL));
+  }
+
+  // Waits for the enqueued work of every device (ABI 1.2 synchronize; a no-op for plugins whose
+  // execute completes its work). `quiet` drops errors, for the destructor.
+  void synchronize_all(bool quiet = false) {
+    for (const auto& [plugin, index] : devices)
+      if (auto e = plugin->synchronize(index); e && !quiet) throw *e;
   }
 
   DLDevice dl_device(const std::string& location) const {
@@ -158,61 +186,116 @@ struct Session::Impl {
     return nullptr;
   }
 
-  PreparedOp prepare(const Phase& phase, const PhasePlan& pp, const PlannedOp& planned) {
-    const Node* node = node_of(phase, planned.id);
-    if (!node) throw RunError("SY301", "the plan names op " + planned.id + ", not in the graph");
-    if (planned.rule.find(kSinksViaLse) != std::string::npos)
-      throw RunError("SY301", "op " + planned.id + ": " + planned.plugin + "/" + planned.kernel +
-                                  " serves sinks through LSE, which this executor cannot "
-                                  "apply yet; plan with a kernel that has native sinks");
-    const Plugin* plugin = registry.find(planned.plugin);
-    if (!plugin) throw RunError("SY301", "plugin " + planned.plugin + " is not loaded");
+  // The plugin, kernel index and device index a call names.
+  struct Target {
+    const Plugin* plugin;
+    size_t kernel;
+    uint32_t device;
+  };
+  Target target(const Call& c) const {
+    const Plugin* plugin = registry.find(c.plugin);
+    if (!plugin) throw plan_bug("names plugin " + c.plugin + ", which is not loaded");
     size_t kernel = 0;
-    while (kernel < plugin->kernels().size() && plugin->kernels()[kernel].kernel != planned.kernel)
+    while (kernel < plugin->kernels().size() && plugin->kernels()[kernel].kernel != c.kernel)
       ++kernel;
-    const InventoryDevice* dev = inventory.find(planned.device);
-    uint32_t device_index = 0;
-    while (dev && device_index < plugin->devices().size() &&
-           !(plugin->devices()[device_index].type == dev->info.type &&
-             plugin->devices()[device_index].id == dev->info.id))
-      ++device_index;
-    OpDesc op = op_desc(phase, *node);
-    for (size_t i = 0; i < op.inputs.size(); ++i)
-      op.inputs[i].memory = planned.input_locations[i] == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
-    for (size_t i = 0; i < op.outputs.size(); ++i)
-      op.outputs[i].memory =
-          planned.output_locations[i] == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
-    PrepareResult r = prepare_kernel(*plugin, kernel, device_index, op);
-    if (!r.kernel)
-      throw RunError("SY301", "kernel " + planned.plugin + "/" + planned.kernel + " failed on " +
-                                  planned.id + " (prepare): " + r.error);
+    if (kernel == plugin->kernels().size())
+      throw plan_bug("names kernel " + c.plugin + "/" + c.kernel + ", which the plugin lacks");
+    const InventoryDevice* dev = inventory.find(c.device);
+    if (!dev) throw plan_bug("names device " + c.device + ", which this machine lacks");
+    uint32_t device = 0;
+    while (device < plugin->devices().size() &&
+           !(plugin->devices()[device].type == dev->info.type &&
+             plugin->devices()[device].id == dev->info.id))
+      ++device;
+    return {plugin, kernel, device};
+  }
+
+  // Prepares one kernel call and binds its operands' buffers.
+  PreparedOp prepare_call(const Phase& phase, const std::string& id, const Call& c) {
+    Target t = target(c);
+    Expected<std::unique_ptr<PreparedKernel>> r =
+        prepare_kernel(*t.plugin, t.kernel, t.device, c.op);
+    if (!r) throw in_op(r.error(), id, "prepare " + c.plugin + "/" + c.kernel);
+    devices.insert({t.plugin, t.device});
     PreparedOp out;
-    out.id = planned.id;
-    out.timing_key = std::string(sy_op_kind_name(node->op)) + " @ " + planned.plugin;
-    out.kernel = std::move(r.kernel);
-    std::vector<std::pair<const std::string*, const std::string*>> operands;
-    for (size_t i = 0; i < node->inputs.size(); ++i)
-      operands.emplace_back(&node->inputs[i], &planned.input_locations[i]);
-    for (size_t i = 0; i < node->outputs.size(); ++i)
-      operands.emplace_back(&node->outputs[i], &planned.output_locations[i]);
-    out.tensors.reserve(operands.size());
-    for (const auto& [name, loc] : operands) {
-      const Value* v = phase.value(*name);
-      DLTensor t{};
-      t.data = buffer(scope_of(*v, phase.name), *v, *loc).data;
-      t.device = dl_device(*loc);
-      t.ndim = int(v->shape.size());
-      t.dtype = sy_dtype_to_dl(v->dtype);
-      t.shape = const_cast<int64_t*>(v->shape.data());
-      out.tensors.push_back(t);
+    out.id = id;
+    out.timing_key = std::string(sy_op_kind_name(c.op.op)) + " @ " + c.plugin;
+    out.kernel = std::move(*r);
+    const size_t n_in = c.inputs.size(), n = n_in + c.outputs.size();
+    out.tensors.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Value& v = value(phase, i < n_in ? c.inputs[i] : c.outputs[i - n_in]);
+      const std::string& loc = i < n_in ? c.input_locations[i] : c.output_locations[i - n_in];
+      DLTensor tensor{};
+      tensor.data = buffer(scope_of(v, phase.name), v, loc).data;
+      tensor.device = dl_device(loc);
+      tensor.ndim = int(v.shape.size());
+      tensor.dtype = sy_dtype_to_dl(v.dtype);
+      tensor.shape = const_cast<int64_t*>(v.shape.data());
+      out.tensors.push_back(tensor);
     }
-    for (size_t i = 0; i < out.tensors.size(); ++i)
-      (i < node->inputs.size() ? out.inputs : out.outputs).push_back(&out.tensors[i]);
-    for (const auto& c : pp.copies) {
+    for (size_t i = 0; i < n; ++i) (i < n_in ? out.inputs : out.outputs).push_back(&out.tensors[i]);
+    return out;
+  }
+
+  static void set_memory(OpDesc& op, const std::vector<std::string>& in,
+                         const std::vector<std::string>& out) {
+    for (size_t i = 0; i < op.inputs.size(); ++i) op.inputs[i].memory = memory_of(in[i]);
+    for (size_t i = 0; i < op.outputs.size(); ++i) op.outputs[i].memory = memory_of(out[i]);
+  }
+
+  // The calls of one planned op: the op itself, or its adapted kernel and the kernels that
+  // complete it (adaptation.hpp), in order.
+  std::vector<Call> calls_of(const Phase& phase, const PlannedOp& planned, const Node& node) {
+    OpDesc op = op_desc(phase, node);
+    set_memory(op, planned.input_locations, planned.output_locations);
+    std::vector<Call> calls{{planned.plugin, planned.kernel, planned.device, op, node.inputs,
+                             node.outputs, planned.input_locations, planned.output_locations}};
+    for (const auto& a : planned.adaptations) {
+      for (const auto& v : adaptation_values(a, phase, node))
+        added_values.emplace(phase.name + "|" + v.name, v);
+      switch (a.kind) {
+        case AdaptationKind::sinks_via_lse: {
+          AdaptedOperands run =
+              adapted_operands(a, node, planned.input_locations, planned.output_locations);
+          Call& first = calls.front();
+          first.op = adapted_op(a.kind, op);
+          first.inputs = run.inputs;
+          first.outputs = run.outputs;
+          first.input_locations = run.input_locations;
+          first.output_locations = run.output_locations;
+          set_memory(first.op, first.input_locations, first.output_locations);
+          AdaptedOperands done = completing_operands(a, node);
+          Call complete{a.plugin,
+                        a.kernel,
+                        a.device,
+                        completing_op(a.kind, op),
+                        done.inputs,
+                        done.outputs,
+                        done.input_locations,
+                        done.output_locations};
+          set_memory(complete.op, complete.input_locations, complete.output_locations);
+          calls.push_back(std::move(complete));
+          break;
+        }
+      }
+    }
+    return calls;
+  }
+
+  std::vector<PreparedOp> prepare(const Phase& phase, const PhasePlan& pp,
+                                  const PlannedOp& planned) {
+    const Node* node = node_of(phase, planned.id);
+    if (!node) throw plan_bug("names op " + planned.id + ", not in the graph");
+    std::vector<PreparedOp> out;
+    for (const Call& c : calls_of(phase, planned, *node))
+      out.push_back(prepare_call(phase, planned.id, c));
+    for (const auto& c : pp.copies) {  // the plan's copies come before the op's first call
       if (c.before_op != planned.id) continue;
-      const Value* v = phase.value(c.value);
-      std::string scope = scope_of(*v, phase.name);
-      out.copies_before.push_back({&buffer(scope, *v, c.from), &buffer(scope, *v, c.to), c.bytes});
+      const Value& v = value(phase, c.value);
+      std::string scope = scope_of(v, phase.name);
+      out.front().copies_before.push_back(
+          {&buffer(scope, v, c.from), &buffer(scope, v, c.to), c.bytes});
     }
     return out;
   }
@@ -230,11 +313,11 @@ struct Session::Impl {
       if (it == weights.end()) continue;
       const Value& v = *it->second;
       if (b.location == kHost) {
-        if (std::string err = load(v, b.data); !err.empty()) throw RunError("SY302", err);
+        if (auto e = load(v, b.data)) throw *e;
         continue;
       }
       std::vector<char> staging(static_cast<size_t>(v.bytes()));
-      if (std::string err = load(v, staging.data()); !err.empty()) throw RunError("SY302", err);
+      if (auto e = load(v, staging.data())) throw *e;
       Buffer host{staging.data(), v.bytes(), kHost, nullptr, 0};
       copy(host, b, v.bytes());
     }
@@ -248,21 +331,27 @@ struct Session::Impl {
       for (const auto& c : op.copies_before) copy(*c.src, *c.dst, c.bytes);
       copies += ms_since(c0);
       auto k0 = std::chrono::steady_clock::now();
-      std::string err = op.kernel->execute(op.inputs, op.outputs);
+      std::optional<Error> err = op.kernel->execute(op.inputs, op.outputs);
       double ms = ms_since(k0);
-      if (!err.empty())
-        throw RunError("SY301", "kernel failed on " + op.id + " (" + op.timing_key + "): " + err +
-                                    " — a bug of the planner or of the plugin's check; please "
-                                    "report it");
+      if (err) throw failed(*err, op);
       kernels += ms;
       auto& slot = run.per_kind[op.timing_key];
       slot.first += ms;
       slot.second += 1;
     }
+    synchronize_all();
     StepProfile& p = run.profile;
     p.total_ms += ms_since(t0);
     p.kernels_ms += kernels;
     p.copies_ms += copies;
+  }
+
+  static Error failed(const Error& e, const PreparedOp& op) {
+    std::string what = "kernel failed on " + op.id + " (" + op.timing_key + ")";
+    Error out = in_op(e, op.id, what);
+    if (e.code == Errc::kernel_failed)
+      out.message += " — a bug of the planner or of the plugin's check; please report it";
+    return out;
   }
 
   // Finds, once, the buffers a step writes its inputs into and reads its logits from, so a
@@ -287,7 +376,7 @@ struct Session::Impl {
   }
 
   const std::vector<float>& last_logits(PhaseRun& run) {
-    if (!run.logits) throw RunError("SY301", "the graph has no 'logits' value");
+    if (!run.logits) throw plan_bug("runs a graph that has no 'logits' value");
     const Value* v = run.phase->value("logits");
     Buffer host{staging.data(), v->bytes(), kHost, nullptr, 0};
     copy(*run.logits, host, v->bytes());
@@ -304,13 +393,14 @@ struct Session::Impl {
 Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
                  const Inventory& inventory, const WeightLoader& load)
     : impl_(std::make_unique<Impl>(graph, registry, inventory)) {
-  if (!plan.ok()) throw RunError(plan.error->code, plan.error->message);
+  if (!plan.ok()) throw *plan.error;
   for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
     const Phase& phase = graph.phases[i];
     Impl::PhaseRun& run = impl_->phases[phase.name];
     run.phase = &phase;
     for (const auto& planned : plan.phases[i].ops) {
-      run.ops.push_back(impl_->prepare(phase, plan.phases[i], planned));
+      for (auto& op : impl_->prepare(phase, plan.phases[i], planned))
+        run.ops.push_back(std::move(op));
       for (size_t o = 0; o < planned.output_locations.size(); ++o)
         if (const Node* n = Impl::node_of(phase, planned.id); n && n->outputs[o] == "logits")
           impl_->logits_location = planned.output_locations[o];
@@ -340,7 +430,8 @@ const std::vector<float>& Session::prefill(const std::vector<int64_t>& tokens) {
 
 const std::vector<float>& Session::decode(int64_t token) {
   if (position_ >= context_)
-    throw RunError("SY304", "the context of " + std::to_string(context_) + " tokens is full");
+    throw Error(Errc::prompt_too_long,
+                "the context of " + std::to_string(context_) + " tokens is full");
   Impl::PhaseRun& run = impl_->phases.at("decode");  // short key: no allocation
   const int64_t kv_len = position_ + 1;
   impl_->set_input(run, "tokens", &token, 1);

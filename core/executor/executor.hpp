@@ -1,32 +1,31 @@
 // executor/ — runs a plan. Offers Session: buffers for every value where the plan put it
 // (allocated once, reused by every step), every op's kernel prepared once through its plugin,
-// the plan's copies between memories, the prefill phase then decode steps, and per-op timings.
-// A kernel failure at run time is a RunError naming the op, plugin and status: it means the
-// planner or a plugin's `check` let through something the kernel cannot do.
+// every adaptation the plan made performed (adaptation.hpp), the plan's copies between
+// memories, the prefill phase then decode steps, and per-op timings.
+//
+// Failures are Errors naming the op, plugin and status: SY305 out of memory, SY306 a device or
+// library gone, SY307 a plugin's internal failure, SY301 for a kernel that refuses what the
+// plan gave it (the planner or a plugin's `check` let through something it cannot do), SY302
+// for weights, SY304 for a full context.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
-#include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/errors/error.hpp"
 #include "core/graph/graph.hpp"
 #include "core/planner/planner.hpp"
 #include "core/plugin/kernel.hpp"
 
 namespace sy {
 
-struct RunError : std::runtime_error {
-  RunError(std::string code_, const std::string& what)
-      : std::runtime_error(what), code(std::move(code_)) {}
-  std::string code;  // catalog code, e.g. SY301
-};
-
-// Fills `dst` (host memory, value.bytes() bytes, value.dtype) with weight `value`; returns an
-// error text, empty on success.
-using WeightLoader = std::function<std::string(const Value& value, void* dst)>;
+// Fills `dst` (host memory, value.bytes() bytes, value.dtype) with weight `value`, or returns
+// the Error (SY302) that prevented it.
+using WeightLoader = std::function<std::optional<Error>(const Value& value, void* dst)>;
 
 struct OpTiming {
   std::string key;  // "matmul @ cpu_onednn"
@@ -41,7 +40,7 @@ struct StepProfile {
 
 class Session {
  public:
-  // Prepares every op of every phase and loads every weight. Throws RunError.
+  // Prepares every op of every phase and loads every weight. Throws Error.
   Session(const Graph& graph, const Plan& plan, const Registry& registry,
           const Inventory& inventory, const WeightLoader& load);
   ~Session();

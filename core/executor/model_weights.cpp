@@ -14,17 +14,20 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }  // namespace
 
 WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::string& model_type) {
-  return [&file, model_type](const Value& v, void* dst) -> std::string {
+  return [&file, model_type](const Value& v, void* dst) -> std::optional<Error> {
+    auto bad = [&](const std::string& what) {
+      return Error(Errc::bad_weights, "weights file is invalid: " + what, file.path());
+    };
     std::optional<std::string> name = hf_tensor_name(model_type, v.name);
-    if (!name) return file.path() + ": no checkpoint name for weight '" + v.name + "'";
+    if (!name) return bad("no checkpoint name for weight '" + v.name + "'");
     const TensorInfo* t = file.find(*name);
-    if (!t) return file.path() + ": tensor '" + *name + "' is missing";
+    if (!t) return bad("tensor '" + *name + "' is missing");
     int64_t want = 1, have = 1;
     for (int64_t d : v.shape) want *= d;
     for (int64_t d : t->shape) have *= d;
     if (want != have)
-      return file.path() + ": tensor '" + *name + "' has shape " + shape_text(t->shape) +
-             ", the config makes it " + shape_text(v.shape);
+      return bad("tensor '" + *name + "' has shape " + shape_text(t->shape) +
+                 ", the config makes it " + shape_text(v.shape));
     const void* src = file.data(*t);
     if (t->dtype == v.dtype) {
       std::memcpy(dst, src, size_t(v.bytes()));
@@ -35,10 +38,10 @@ WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::s
       for (int64_t i = 0; i < want; ++i)
         static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(static_cast<const float*>(src)[i]);
     } else {
-      return file.path() + ": tensor '" + *name + "' is " + safetensors_dtype_name(t->dtype) +
-             ", the run needs " + sy_dtype_name(v.dtype);
+      return bad("tensor '" + *name + "' is " + safetensors_dtype_name(t->dtype) +
+                 ", the run needs " + sy_dtype_name(v.dtype));
     }
-    return "";
+    return std::nullopt;
   };
 }
 

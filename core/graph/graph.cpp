@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/capability/vocabulary.hpp"
+#include "switchyard/op_contract.h"
 
 namespace sy {
 namespace {
@@ -20,8 +21,8 @@ class Reader {
   Reader(const json& j, std::string file, std::string path)
       : j_(j), file_(std::move(file)), path_(std::move(path)) {}
 
-  [[noreturn]] void fail(const std::string& what, const char* code = input_error::kBadGraph) const {
-    throw InputError(file_ + ":" + (path_.empty() ? "$" : path_), what, code);
+  [[noreturn]] void fail(const std::string& what, Errc code = Errc::bad_graph) const {
+    throw Error(code, what, file_ + ":" + (path_.empty() ? "$" : path_));
   }
   Reader at(const char* key) const {
     if (!j_.is_object()) fail("expected an object");
@@ -98,7 +99,7 @@ Node parse_node(const Reader& r) {
     std::string known;
     for (int i = 0; i < SY_OP_COUNT; ++i)
       known += std::string(i ? ", " : "") + sy_op_kind_name(static_cast<sy_op_kind>(i));
-    r.at("op").fail("unknown op '" + op + "' (known: " + known + ")", input_error::kUnknownOp);
+    r.at("op").fail("unknown op '" + op + "' (known: " + known + ")", Errc::unknown_op);
   }
   n.op = *kind;
   n.inputs = names(r.at("inputs"));
@@ -139,24 +140,6 @@ Phase parse_phase(const Reader& r) {
     }
   }
   return p;
-}
-
-// Line and column of byte `offset` in `text`, for JSON syntax errors.
-std::string line_column(const std::string& text, size_t offset) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n')
-      ++line, col = 1;
-    else
-      ++col;
-  }
-  return std::to_string(line) + ":" + std::to_string(col);
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 }  // namespace
@@ -216,17 +199,6 @@ const Node* Phase::node(const std::string& id) const {
   return nullptr;
 }
 
-json parse_json_text(const std::string& text, const std::string& file) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(file + ":" + line_column(text, e.byte == 0 ? 0 : e.byte - 1),
-                     std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
-  } catch (const json::exception& e) {  // e.g. a number too large for any JSON number type
-    throw InputError(file, std::string("invalid JSON: ") + e.what(), input_error::kJsonSyntax);
-  }
-}
-
 Graph parse_graph(const std::string& text, const std::string& file) {
   json j = parse_json_text(text, file);
   Reader root(j, file, "");
@@ -234,7 +206,7 @@ Graph parse_graph(const std::string& text, const std::string& file) {
   if (schema != kGraphSchema)
     root.at("schema").fail(
         "unsupported schema '" + schema + "', this switchyard reads '" + kGraphSchema + "'",
-        input_error::kSchema);
+        Errc::schema_version);
   Graph g;
   g.name = root.has("name") ? root.at("name").str() : file;
   g.source = file;
@@ -249,7 +221,7 @@ Graph parse_graph(const std::string& text, const std::string& file) {
 
 Graph load_graph_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot read the file");
+  if (!in) throw Error(Errc::bad_graph, "cannot read the file", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_graph(ss.str(), path);
@@ -270,80 +242,27 @@ OpDesc op_desc(const Phase& phase, const Node& node, sy_memory_kind memory) {
   return op;
 }
 
-// Contract checks that connect ops: what one op produces must be what the next expects.
-void check_node_shapes(const Phase& p, const Node& n, const std::string& where) {
-  auto fail = [&](const std::string& what, const char* code = input_error::kShapeMismatch) {
-    throw InputError(where + ".ops['" + n.id + "']", what, code);
+// The operator contract (switchyard/op_contract.h, the same code every built-in plugin's check
+// runs) of one node over the values it connects: SY205 when only dtypes disagree, else SY204,
+// with every violation named.
+void check_node_contract(const Phase& p, const Node& n, const std::string& where) {
+  OpDesc op = op_desc(p, n);
+  AbiOpView view(op);
+  struct Found {
+    std::string text;
+    bool only_dtypes = true;
+  } found;
+  auto collect = [](void* ctx, const sy_refusal* r) {
+    auto* f = static_cast<Found*>(ctx);
+    f->text += (f->text.empty() ? "" : "; ") + std::string(r->text ? r->text : r->constraint);
+    f->only_dtypes = f->only_dtypes && sy_contract_is_dtype_constraint(r->constraint);
   };
-  auto in = [&](size_t i) -> const Value& {
-    if (i >= n.inputs.size())
-      fail(std::string(sy_op_kind_name(n.op)) + " needs input " + std::to_string(i));
-    return *p.value(n.inputs[i]);
-  };
-  auto out = [&](size_t i) -> const Value& {
-    if (i >= n.outputs.size())
-      fail(std::string(sy_op_kind_name(n.op)) + " needs output " + std::to_string(i));
-    return *p.value(n.outputs[i]);
-  };
-  auto same = [&](const Value& a, const Value& b) {
-    if (a.shape != b.shape)
-      fail("shape mismatch: '" + a.name + "' " + shape_text(a.shape) + " vs '" + b.name + "' " +
-           shape_text(b.shape));
-  };
-  auto same_dtype = [&](const Value& a, const Value& b) {
-    if (a.dtype != b.dtype)
-      fail(std::string("dtype mismatch: '") + a.name + "' is " + sy_dtype_name(a.dtype) + ", '" +
-               b.name + "' is " + sy_dtype_name(b.dtype),
-           input_error::kDtypeMismatch);
-  };
-  switch (n.op) {
-    case SY_OP_MATMUL: {
-      // a and c are views: a is [M, K] and c is [M, N] whatever their shapes, K and N from b.
-      const Value &a = in(0), &b = in(1), &c = out(0);
-      same_dtype(a, b);
-      bool tb = false;
-      for (const auto& at : n.attrs)
-        if (at.name == SY_ATTR_TRANSPOSE_B && std::holds_alternative<int64_t>(at.value))
-          tb = std::get<int64_t>(at.value) != 0;
-      if (b.shape.size() != 2) fail("matmul needs b of rank 2, got " + shape_text(b.shape));
-      int64_t k = tb ? b.shape[1] : b.shape[0], nn = tb ? b.shape[0] : b.shape[1];
-      int64_t na = 1, nc = 1;
-      for (int64_t d : a.shape) na *= d;
-      for (int64_t d : c.shape) nc *= d;
-      if (na % k != 0 || nc != na / k * nn)
-        fail("shape mismatch: matmul a " + shape_text(a.shape) + ", b " + shape_text(b.shape) +
-             (tb ? " (transposed)" : "") + ", c " + shape_text(c.shape) +
-             " do not form [M,K]x[K,N]=[M,N]");
-      break;
-    }
-    case SY_OP_ADD:
-    case SY_OP_MUL:
-    case SY_OP_SILU_MUL:
-    case SY_OP_GELU_MUL:
-      same_dtype(in(0), in(1));
-      same(in(0), out(0));
-      break;
-    case SY_OP_RMS_NORM:
-    case SY_OP_SILU:
-    case SY_OP_GELU:
-    case SY_OP_SOFTMAX:
-    case SY_OP_ROPE:
-      same(in(0), out(0));
-      same_dtype(in(0), out(0));
-      break;
-    case SY_OP_ATTENTION: {
-      const Value &q = in(0), &k = in(1), &v = in(2), &o = out(0);
-      same_dtype(q, k);
-      same_dtype(q, v);
-      if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape != k.shape || o.shape != q.shape ||
-          q.shape[3] != k.shape[3] || q.shape[0] != k.shape[0])
-        fail("shape mismatch: attention needs q, o [B,Sq,Hq,D] and k, v [B,Skv,Hkv,D], got q " +
-             shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " + shape_text(v.shape) +
-             ", o " + shape_text(o.shape));
-      break;
-    }
-    default: break;
-  }
+  if (sy_op_contract_check(view.get(), collect, &found) == 0) return;
+  const bool dtype = found.only_dtypes;
+  throw Error(dtype ? Errc::dtype_mismatch : Errc::shape_mismatch,
+              std::string(dtype ? "dtype mismatch: " : "shape mismatch: ") + sy_op_kind_name(n.op) +
+                  ": " + found.text,
+              where + ".ops['" + n.id + "']");
 }
 
 void validate(Phase& p, const std::string& where) {
@@ -351,27 +270,28 @@ void validate(Phase& p, const std::string& where) {
   std::set<std::string> value_names, ids;
   for (size_t i = 0; i < p.values.size(); ++i)
     if (!value_names.insert(p.values[i].name).second)
-      throw InputError(where + ".values[" + std::to_string(i) + "]",
-                       "duplicate value '" + p.values[i].name + "'");
+      throw Error(Errc::bad_graph, "duplicate value '" + p.values[i].name + "'",
+                  where + ".values[" + std::to_string(i) + "]");
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const Node& n = p.nodes[i];
     std::string at = where + ".ops[" + std::to_string(i) + "]";
-    if (!ids.insert(n.id).second) throw InputError(at, "duplicate op id '" + n.id + "'");
+    if (!ids.insert(n.id).second)
+      throw Error(Errc::bad_graph, "duplicate op id '" + n.id + "'", at);
     for (const auto& v : n.inputs)
-      if (!p.value(v)) throw InputError(at + ".inputs", "unknown value '" + v + "'");
+      if (!p.value(v)) throw Error(Errc::bad_graph, "unknown value '" + v + "'", at + ".inputs");
     for (const auto& v : n.outputs) {
-      if (!p.value(v)) throw InputError(at + ".outputs", "unknown value '" + v + "'");
+      if (!p.value(v)) throw Error(Errc::bad_graph, "unknown value '" + v + "'", at + ".outputs");
       // KV caches are written in place by several ops; every other value has one producer.
       if (p.value(v)->kind != ValueKind::kv_cache && !producer.emplace(v, i).second)
-        throw InputError(at + ".outputs", "value '" + v + "' has two producers");
+        throw Error(Errc::bad_graph, "value '" + v + "' has two producers", at + ".outputs");
     }
   }
-  for (const auto& n : p.nodes) check_node_shapes(p, n, where);
+  for (const auto& n : p.nodes) check_node_contract(p, n, where);
   for (const auto& n : p.nodes)
     for (const auto& v : n.inputs)
       if (p.value(v)->kind == ValueKind::activation && !producer.count(v))
-        throw InputError(where + ".ops['" + n.id + "']",
-                         "activation '" + v + "' is consumed but never produced");
+        throw Error(Errc::bad_graph, "activation '" + v + "' is consumed but never produced",
+                    where + ".ops['" + n.id + "']");
   // Kahn's algorithm: a stable topological order, or the cycle named.
   std::vector<int> pending(p.nodes.size(), 0);
   std::vector<std::vector<size_t>> users(p.nodes.size());
@@ -428,8 +348,8 @@ void validate(Phase& p, const std::string& where) {
   if (order.size() != p.nodes.size()) {
     for (size_t i = 0; i < p.nodes.size(); ++i)
       if (pending[i])
-        throw InputError(where, "the ops form a cycle through '" + p.nodes[i].id + "'",
-                         input_error::kCycle);
+        throw Error(Errc::graph_cycle, "the ops form a cycle through '" + p.nodes[i].id + "'",
+                    where);
   }
   std::vector<Node> sorted;
   for (size_t i : order) sorted.push_back(std::move(p.nodes[i]));

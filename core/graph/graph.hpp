@@ -2,19 +2,21 @@
 // values, read from and written to the versioned Switchyard graph JSON (docs/graph-format.md).
 //
 // Offers: Graph/Phase/Node/Value, parse_graph() with errors that name the file, the JSON path
-// and what was expected, to_json(), and validate() (unknown ops, dangling values, shape and
-// dtype mismatches between connected ops, cycles). Depends on capability/.
+// and what was expected, to_json(), and validate() (unknown ops, dangling values, every op's
+// operator contract — switchyard/op_contract.h, the same code the plugins' checks run —, cycles).
+// Depends on capability/, json/, errors/ and the ABI's op_contract.
 #pragma once
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/capability/op.hpp"
+#include "core/errors/error.hpp"
+#include "core/json/json_text.hpp"
 
 namespace sy {
 
@@ -72,44 +74,14 @@ struct Graph {
   std::vector<Phase> phases;
 };
 
-// Error codes of bad input, from the error catalog (docs/errors.md).
-namespace input_error {
-inline constexpr const char* kJsonSyntax = "SY201";
-inline constexpr const char* kSchema = "SY202";
-inline constexpr const char* kUnknownOp = "SY203";
-inline constexpr const char* kShapeMismatch = "SY204";
-inline constexpr const char* kDtypeMismatch = "SY205";
-inline constexpr const char* kCycle = "SY206";
-inline constexpr const char* kBadConfig = "SY207";
-inline constexpr const char* kUnknownModelType = "SY208";
-inline constexpr const char* kBadGraph = "SY209";  // missing field, unknown value, duplicates
-inline constexpr const char* kBadTarget = "SY210";
-inline constexpr const char* kBadWeights = "SY302";    // safetensors file unreadable or invalid
-inline constexpr const char* kBadTokenizer = "SY303";  // tokenizer.json unreadable or unsupported
-}  // namespace input_error
-
-// A graph file, config or target that is not what it should be. `where` is "file:JSON-path"
-// or "file:line:column" for syntax errors; `code` is its catalog code.
-struct InputError : std::runtime_error {
-  InputError(std::string where_, const std::string& what,
-             const char* code_ = input_error::kBadGraph)
-      : std::runtime_error(where_ + ": " + what), where(std::move(where_)), code(code_) {}
-  std::string where;
-  std::string code;
-};
-
-// Parses JSON text, turning every parser failure (syntax, number overflow, bad UTF-8) into an
-// InputError with code SY201 at "file:line:column".
-nlohmann::json parse_json_text(const std::string& text, const std::string& file);
-
-// Reads a graph JSON file; throws InputError.
+// Reads a graph JSON file; throws Error.
 Graph load_graph_file(const std::string& path);
-// Parses graph JSON text (`file` names it in errors); throws InputError.
+// Parses graph JSON text (`file` names it in errors); throws Error.
 Graph parse_graph(const std::string& text, const std::string& file);
 nlohmann::json to_json(const Graph& g);
 
 // Checks a phase: known values, one producer per value, matching shapes and dtypes where
-// an op's contract fixes them, no cycles; sorts nodes topologically. Throws InputError.
+// an op's contract fixes them, no cycles; sorts nodes topologically. Throws Error.
 void validate(Phase& phase, const std::string& file);
 
 // The OpDesc of a node, with every tensor in `memory` (the planner then adjusts residency).

@@ -23,8 +23,8 @@ std::string ConfigReader::where(const std::string& field) const {
 }
 
 void ConfigReader::fail(const std::string& field, const std::string& what) const {
-  throw InputError(where(field), "invalid model config: field '" + prefix_ + field + "': " + what,
-                   input_error::kBadConfig);
+  throw Error(Errc::bad_config, "invalid model config: field '" + prefix_ + field + "': " + what,
+              where(field));
 }
 
 const json* ConfigReader::find(const char* field) const {

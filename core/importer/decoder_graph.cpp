@@ -48,11 +48,11 @@ class PhaseBuilder {
     int64_t elements = 1;
     for (int64_t d : shape)
       if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxElements)
-        throw InputError(file_,
-                         "invalid model config: value '" + name + "' " + shape_text(shape) +
-                             " would hold more than 2^50 elements: the config's sizes or the "
-                             "import options (batch, prompt_len, context) are too large",
-                         input_error::kBadConfig);
+        throw Error(Errc::bad_config,
+                    "invalid model config: value '" + name + "' " + shape_text(shape) +
+                        " would hold more than 2^50 elements: the config's sizes or the "
+                        "import options (batch, prompt_len, context) are too large",
+                    file_);
     p_.values.push_back({name, dtype, shape, kind});
     return name;
   }

@@ -28,7 +28,7 @@ constexpr Family kFamilies[] = {
 };
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
-  throw InputError(where, "invalid model config: " + what, input_error::kBadConfig);
+  throw Error(Errc::bad_config, "invalid model config: " + what, where);
 }
 
 void check_option(const std::string& file, const char* name, int64_t v, int64_t hi) {
@@ -87,9 +87,9 @@ Graph import_hf_config_json(const json& config, const std::string& file,
   for (const auto& f : kFamilies)
     if (model_type == f.model_type) family = &f;
   if (!family)
-    throw InputError(
-        file, "unknown model_type '" + model_type + "' (supported: " + supported_list() + ")",
-        input_error::kUnknownModelType);
+    throw Error(Errc::unknown_model_type,
+                "unknown model_type '" + model_type + "' (supported: " + supported_list() + ")",
+                file);
 
   ModelSpec m;
   if (model_type == "gemma3") {

@@ -9,9 +9,9 @@
 // docs/graph-format.md ("Imported graphs"), which the executor relies on.
 //
 // Every config is checked before anything is sized: missing or mistyped fields, absurd sizes
-// and element counts that would overflow are InputError kBadConfig (SY207) naming the file and
-// the field; an unsupported model_type is kUnknownModelType (SY208) listing the supported ones.
-// Depends on graph/.
+// and element counts that would overflow are Error Errc::bad_config (SY207) naming the file and
+// the field; an unsupported model_type is Errc::unknown_model_type (SY208) listing the supported
+// ones. Depends on graph/.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ struct ImportOptions {
   std::string dtype_override;
 };
 
-// Reads and imports `config_path`; throws InputError (SY201 for JSON syntax, with line:column;
+// Reads and imports `config_path`; throws Error (SY201 for JSON syntax, with line:column;
 // SY207 bad config; SY208 unknown model_type).
 Graph import_hf_config(const std::string& config_path, const ImportOptions& options = {});
 // Imports an already parsed config; `file` names it in errors and in Graph::source.

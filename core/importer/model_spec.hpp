@@ -15,7 +15,7 @@
 namespace sy::importer {
 
 // Reads fields of one config object with a path for errors ("config.json:text_config.head_dim").
-// Every failure is InputError kBadConfig naming the file and the field. `defaults` (an object)
+// Every failure is Error Errc::bad_config naming the file and the field. `defaults` (an object)
 // supplies values the Hugging Face config class would default to when the field is absent.
 class ConfigReader {
  public:
@@ -93,7 +93,7 @@ bool read_layer_types(const ConfigReader& r, ModelSpec& m);
 // The MLP activation from `field` (hidden_act / hidden_activation): silu, or a gelu variant.
 void read_activation(const ConfigReader& r, const char* field, const char* fallback, ModelSpec& m);
 
-// Builds both phases and validates them; throws InputError.
+// Builds both phases and validates them; throws Error.
 Graph build_graph(const ModelSpec& m, const ImportOptions& o, const std::string& file);
 
 }  // namespace sy::importer

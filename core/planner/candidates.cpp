@@ -1,11 +1,10 @@
 #include "core/planner/candidates.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "core/capability/vocabulary.hpp"
-#include "core/errors/errors.hpp"
 
 namespace sy {
 namespace {
@@ -57,13 +56,6 @@ std::string operand_location(const Value& v, sy_residency r, const InventoryDevi
   return natural;
 }
 
-bool has_refusal(const CandidateReport& c, const std::string& constraint,
-                 const std::string& required = "") {
-  for (const auto& r : c.reasons)
-    if (r.constraint == constraint && (required.empty() || r.required == required)) return true;
-  return false;
-}
-
 bool only_sinks_refused(const CheckResult& r) {
   if (r.refusals.empty()) return false;
   for (const auto& x : r.refusals)
@@ -71,16 +63,14 @@ bool only_sinks_refused(const CheckResult& r) {
   return true;
 }
 
-// The same attention without the sinks operand and with an LSE output, from which the
-// sinks are applied: o' = o · exp(lse − logaddexp(lse, s)).
-OpDesc without_sinks_with_lse(const OpDesc& op) {
-  OpDesc v = op;
-  v.inputs.erase(v.inputs.begin() + 3);
-  if (v.outputs.size() < 2) {
-    const auto& q = op.inputs[0].shape;
-    v.outputs.push_back({SY_DTYPE_F32, {q[0], q[2], q[1]}, op.outputs[0].memory});
-  }
-  return v;
+sy_memory_kind memory_of(const std::string& location) {
+  return location == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
+}
+
+std::string joined_texts(const std::vector<Refusal>& rs) {
+  std::string out;
+  for (const auto& r : rs) out += (out.empty() ? "" : "; ") + r.text;
+  return out;
 }
 
 }  // namespace
@@ -99,182 +89,153 @@ std::vector<Candidate> Candidates::evaluate(const Phase& phase, const Node& n,
     if (!rec.loaded()) continue;
     const Plugin& p = *rec.plugin;
     for (size_t k = 0; k < p.kernels().size(); ++k) {
-      const Envelope& env = p.kernels()[k];
-      if (env.op != n.op) continue;
-      for (const auto& dev : inv_.devices) {
-        Candidate c;
-        c.report = {p.name(), env.kernel, env.family, dev.id, false, {}};
-        c.device_type = dev.info.type;
-        auto rank = std::find(pol_.prefer.begin(), pol_.prefer.end(), dev.info.type);
-        c.pref_rank = int(rank - pol_.prefer.begin());
-        if (env.device_type != dev.info.type) {
-          c.report.reasons.push_back({"device_type", device_type_name(dev.info.type),
-                                      device_type_name(env.device_type),
-                                      "kernel runs on " + device_type_name(env.device_type) +
-                                          " devices only, not " + device_type_name(dev.info.type)});
-          out.push_back(std::move(c));
-          continue;
-        }
-        if (!inv_.described && !owns(dev, p.name())) {
-          std::string why = p.devices().empty() ? p.no_devices_reason() : "not one of its devices";
-          c.report.reasons.push_back(
-              {"device", dev.id, "plugin devices: " + std::to_string(p.devices().size()),
-               "plugin '" + p.name() + "' cannot use " + dev.id + ": " + why});
-          out.push_back(std::move(c));
-          continue;
-        }
-        OpDesc op = op_desc(phase, n);
-        double copy_bytes = 0;
-        bool missing_device = false;
-        auto locate = [&](const std::string& name, TensorDesc& t, size_t operand, bool input) {
-          const Value& v = *phase.value(name);
-          std::string loc = operand_location(v, env.residency_of(operand), dev, where);
-          if (loc.rfind("missing:", 0) == 0) missing_device = true;
-          t.memory = loc == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
-          if (input && where.available.count(name) && !where.available.at(name).empty() &&
-              !where.available.at(name).count(loc))
-            copy_bytes += double(v.bytes());
-          return loc;
-        };
-        for (size_t i = 0; i < n.inputs.size(); ++i)
-          c.in_locs.push_back(locate(n.inputs[i], op.inputs[i], i, true));
-        for (size_t i = 0; i < n.outputs.size(); ++i)
-          c.out_locs.push_back(locate(n.outputs[i], op.outputs[i], n.inputs.size() + i, false));
-        if (missing_device) {
-          c.report.reasons.push_back(
-              {"device_available", "a " + device_type_name(*pol_.kv_cache_device) + " device",
-               "none in the inventory",
-               "--kv-cache-device names a device type this inventory lacks"});
-          out.push_back(std::move(c));
-          continue;
-        }
-        CheckResult r = p.check(k, dev.info, op);
-        if (!r.error.empty()) r.refusals.push_back({"check", "", "", "check failed: " + r.error});
-        if (r.accepted && !envelope_refusals(env, op, dev.info).empty()) {
-          r.accepted = false;  // a check that accepts outside its own envelope is not believed
-          r.refusals.push_back({"capability_lie", "", "", "check accepted outside the envelope"});
-        }
-        if (!r.accepted && n.op == SY_OP_ATTENTION &&
-            (op.required_features() & SY_FEATURE_BIT(SY_FEATURE_SINKS)) &&
-            (env.features & SY_FEATURE_BIT(SY_FEATURE_LSE)) && only_sinks_refused(r)) {
-          CheckResult via = p.check(k, dev.info, without_sinks_with_lse(op));
-          if (via.accepted) {
-            r = via;
-            c.rule_extra = "sinks applied from the kernel's LSE: o·exp(lse − logaddexp(lse, s))";
-          }
-        }
-        c.report.accepted = r.accepted;
-        c.report.reasons = r.refusals;
-        c.cost = env.cost_hint * work(op) + kCostPerByte * copy_bytes;
-        out.push_back(std::move(c));
-      }
+      if (p.kernels()[k].op != n.op) continue;
+      for (const auto& dev : inv_.devices) out.push_back(one(phase, n, where, p, k, dev));
     }
   }
   return out;
 }
 
-namespace {
-
-bool on_cpu(const CandidateReport& c) {
-  return c.device.rfind("cpu", 0) == 0;
-}
-
-std::string upper(std::string s) {
-  for (auto& ch : s) ch = char(std::toupper(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-std::string pick_code(const Phase& phase, const Node& n, const std::vector<CandidateReport>& cands,
-                      const std::string& pinned, bool transfers, std::string& dtype_seen) {
+Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& where,
+                          const Plugin& p, size_t kernel, const InventoryDevice& dev) const {
+  const Envelope& env = p.kernels()[kernel];
+  Candidate c;
+  c.report = {p.name(), env.kernel, env.family, dev.id, dev.info.type, false, {}};
+  auto rank = std::find(pol_.prefer.begin(), pol_.prefer.end(), dev.info.type);
+  c.pref_rank = int(rank - pol_.prefer.begin());
+  if (auto refusal = usable(p, env, dev)) {
+    c.report.reasons.push_back(*refusal);
+    return c;
+  }
   OpDesc op = op_desc(phase, n);
-  bool sinks = op.required_features() & SY_FEATURE_BIT(SY_FEATURE_SINKS);
-  bool flash_only = !cands.empty() && std::all_of(cands.begin(), cands.end(), [](const auto& c) {
-    return c.family == "flash";
-  });
-  if (n.op == SY_OP_ATTENTION && (pinned == "flash" || flash_only)) {
-    for (const auto& c : cands)
-      if (c.family == "flash" && !on_cpu(c) && has_refusal(c, "dtype")) {
-        for (const auto& r : c.reasons)
-          if (r.constraint == "dtype") dtype_seen = upper(r.required);
-        return "SY003";
+  bool missing_device = false;
+  double copy_bytes = locate(phase, n, where, env, dev, op, c, missing_device);
+  if (missing_device) {
+    c.report.reasons.push_back(
+        {"device_available", "a " + device_type_name(*pol_.kv_cache_device) + " device",
+         "none in the inventory", "--kv-cache-device names a device type this inventory lacks"});
+    return c;
+  }
+  CheckResult r = judge(phase, n, where, p, kernel, dev, op, c);
+  c.report.accepted = r.accepted;
+  c.report.reasons = r.refusals;
+  c.cost = env.cost_hint * work(op) + kCostPerByte * copy_bytes;
+  return c;
+}
+
+std::optional<Refusal> Candidates::usable(const Plugin& p, const Envelope& env,
+                                          const InventoryDevice& dev) const {
+  if (env.device_type != dev.info.type)
+    return Refusal{"device_type", device_type_name(dev.info.type),
+                   device_type_name(env.device_type),
+                   "kernel runs on " + device_type_name(env.device_type) + " devices only, not " +
+                       device_type_name(dev.info.type)};
+  if (inv_.described || owns(dev, p.name())) return std::nullopt;
+  std::string why = p.devices().empty() ? p.no_devices_reason() : "not one of its devices";
+  return Refusal{"device", dev.id, "plugin devices: " + std::to_string(p.devices().size()),
+                 "plugin '" + p.name() + "' cannot use " + dev.id + ": " + why};
+}
+
+double Candidates::locate(const Phase& phase, const Node& n, const Placement& where,
+                          const Envelope& env, const InventoryDevice& dev, OpDesc& op, Candidate& c,
+                          bool& missing) const {
+  double copy_bytes = 0;
+  auto place = [&](const std::string& name, TensorDesc& t, size_t operand, bool input) {
+    const Value& v = *phase.value(name);
+    std::string loc = operand_location(v, env.residency_of(operand), dev, where);
+    if (loc.rfind("missing:", 0) == 0) missing = true;
+    t.memory = memory_of(loc);
+    auto have = where.available.find(name);
+    if (input && have != where.available.end() && !have->second.empty() && !have->second.count(loc))
+      copy_bytes += double(v.bytes());
+    return loc;
+  };
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    c.in_locs.push_back(place(n.inputs[i], op.inputs[i], i, true));
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    c.out_locs.push_back(place(n.outputs[i], op.outputs[i], n.inputs.size() + i, false));
+  return copy_bytes;
+}
+
+CheckResult Candidates::judge(const Phase& phase, const Node& n, const Placement& where,
+                              const Plugin& p, size_t kernel, const InventoryDevice& dev,
+                              const OpDesc& op, Candidate& c) const {
+  const Envelope& env = p.kernels()[kernel];
+  CheckResult r = p.check(kernel, dev.info, op);
+  if (r.error) r.refusals.push_back({"check", "", "", "check failed: " + r.error->message});
+  if (r.accepted && !envelope_refusals(env, op, dev.info).empty()) {
+    r.accepted = false;  // a check that accepts outside its own envelope is not believed
+    r.refusals.push_back({"capability_lie", "", "", "check accepted outside the envelope"});
+  }
+  const bool sinks = n.op == SY_OP_ATTENTION &&
+                     (op.required_features() & SY_FEATURE_BIT(SY_FEATURE_SINKS)) &&
+                     (env.features & SY_FEATURE_BIT(SY_FEATURE_LSE));
+  if (r.accepted || !sinks || !only_sinks_refused(r)) return r;
+  const OpDesc adapted = adapted_op(AdaptationKind::sinks_via_lse, op);
+  CheckResult via = p.check(kernel, dev.info, adapted);
+  if (!via.accepted || !envelope_refusals(env, adapted, dev.info).empty()) return r;
+  std::string why_not;
+  auto done = sinks_completion(phase, n, where, dev, op, c, why_not);
+  if (!done) {
+    r.refusals.push_back({"sinks_via_lse", "a sinks_from_lse kernel on " + dev.id, "none accepts",
+                          "the kernel returns LSE, but no sinks_from_lse kernel on " + dev.id +
+                              " can apply the sinks: " + why_not});
+    return r;
+  }
+  c.in_locs[3] = done->input_locations[1];  // the sinks weight, where the completion reads it
+  c.adaptations.push_back(*done);
+  c.rule_extra = "sinks applied from the kernel's LSE by " + done->plugin + "/" + done->kernel +
+                 ": o·exp(lse − logaddexp(lse, s))";
+  return via;
+}
+
+std::optional<Adaptation> Candidates::sinks_completion(const Phase& phase, const Node& n,
+                                                       const Placement& where,
+                                                       const InventoryDevice& dev, const OpDesc& op,
+                                                       const Candidate& c,
+                                                       std::string& why_not) const {
+  Adaptation a;
+  a.kind = AdaptationKind::sinks_via_lse;
+  a.lse_added = n.outputs.size() < 2;
+  a.lse = a.lse_added ? added_lse_name(n) : n.outputs[1];
+  const std::string& o_loc = c.out_locs[0];
+  const std::string& lse_loc = a.lse_added ? o_loc : c.out_locs[1];
+  const Value& sinks = *phase.value(n.inputs[3]);
+  std::optional<Adaptation> best;
+  double best_cost = 0;
+  for (const auto& rec : reg_.records()) {
+    if (!rec.loaded()) continue;
+    const Plugin& p = *rec.plugin;
+    for (size_t k = 0; k < p.kernels().size(); ++k) {
+      const Envelope& env = p.kernels()[k];
+      if (env.op != SY_OP_SINKS_FROM_LSE) continue;
+      std::string label = p.name() + "/" + env.kernel;
+      if (auto refusal = usable(p, env, dev)) {
+        why_not += (why_not.empty() ? "" : " | ") + label + ": " + refusal->text;
+        continue;
       }
-    for (const auto& c : cands)
-      if (c.family == "flash" && has_refusal(c, "device_type", "cpu")) return "SY002";
+      std::string sinks_loc = operand_location(sinks, env.residency_of(1), dev, where);
+      OpDesc done = completing_op(AdaptationKind::sinks_via_lse, op);
+      done.inputs[0].memory = memory_of(lse_loc);
+      done.inputs[1].memory = memory_of(sinks_loc);
+      done.outputs[0].memory = memory_of(o_loc);
+      CheckResult r = p.check(k, dev.info, done);
+      if (!r.accepted || !envelope_refusals(env, done, dev.info).empty()) {
+        why_not += (why_not.empty() ? "" : " | ") + label + ": " + joined_texts(r.refusals);
+        continue;
+      }
+      if (best && env.cost_hint >= best_cost) continue;
+      best = a;
+      best->plugin = p.name();
+      best->kernel = env.kernel;
+      best->device = dev.id;
+      best->input_locations = {lse_loc, sinks_loc};
+      best->output_locations = {o_loc};
+      best_cost = env.cost_hint;
+    }
   }
-  if (n.op == SY_OP_ATTENTION && sinks)
-    for (const auto& c : cands)
-      if (c.family == "flex" && on_cpu(c) && has_refusal(c, "feature", "sinks")) return "SY004";
-  for (const auto& c : cands)
-    if (c.family == "fused_decode" && has_refusal(c, "residency")) return "SY005";
-  if (n.op == SY_OP_KV_CACHE_APPEND)
-    for (const auto& c : cands)
-      if (has_refusal(c, "residency")) return "SY006";
-  for (const auto& c : cands) {
-    bool gqa_only =
-        !c.reasons.empty() && std::all_of(c.reasons.begin(), c.reasons.end(), [](const Refusal& r) {
-          return (r.constraint == "feature" && r.required == "gqa") || r.constraint == "gqa_ratio";
-        });
-    if (gqa_only) return "SY007";
-  }
-  for (const auto& c : cands)
-    if (has_refusal(c, "device_available")) return "SY008";
-  // Without transfers, a candidate that only failed on where its operands are would have
-  // been legal with a copy.
-  if (!transfers)
-    for (const auto& c : cands)
-      if (!c.reasons.empty() &&
-          std::all_of(c.reasons.begin(), c.reasons.end(),
-                      [](const Refusal& r) { return r.constraint == "residency"; }))
-        return "SY009";
-  return "SY001";
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-}
-
-}  // namespace
-
-PlanError select_error(const Phase& phase, const Node& n,
-                       const std::vector<CandidateReport>& candidates, const std::string& pinned,
-                       const std::string& missing_device, bool transfers) {
-  std::string dtype_seen = "F32";
-  std::string code = missing_device.empty()
-                         ? pick_code(phase, n, candidates, pinned, transfers, dtype_seen)
-                         : "SY008";
-  const ErrorInfo* e = find_error(code);
-  PlanError err;
-  err.code = code;
-  err.name = e ? e->name : "";
-  std::string message = e ? e->message : code;
-  replace_all(message, "{op}", n.id + " (" + sy_op_kind_name(n.op) + ")");
-  replace_all(message, "{device}", missing_device);
-  if (code == "SY009")
-    for (const auto& c : candidates)
-      for (const auto& r : c.reasons)
-        if (r.constraint == "residency") {
-          replace_all(message, "{value}", "an operand of " + n.id);
-          replace_all(message, "{from}", r.required);
-          replace_all(message, "{to}", r.offered);
-        }
-  if (code == "SY003") replace_all(message, "(F32)", "(" + dtype_seen + ")");
-  std::string detail =
-      "\n  while planning op '" + n.id + "' (" + sy_op_kind_name(n.op) + ") of phase " +
-      phase.name + (pinned.empty() ? "" : ", attention pinned to " + pinned) + "\n  candidates:";
-  if (candidates.empty()) detail += "\n    none: no loaded plugin declares a kernel for this op";
-  for (const auto& c : candidates) {
-    detail += "\n    " + c.plugin + "/" + c.kernel + " [" + c.family + "] on " + c.device + ": ";
-    std::string reasons;
-    for (const auto& r : c.reasons) reasons += (reasons.empty() ? "" : "; ") + r.text;
-    detail += c.accepted ? "accepted (not allowed by the policy)" : reasons;
-  }
-  if (e) detail += "\n  fix: " + std::string(e->fix);
-  err.message = message + detail;
-  err.phase = phase.name;
-  err.op = n.id;
-  err.candidates = candidates;
-  return err;
+  if (!best && why_not.empty()) why_not = "no loaded plugin declares one";
+  return best;
 }
 
 std::string plan_hash(const Plan& plan) {
@@ -288,11 +249,16 @@ std::string plan_hash(const Plan& plan) {
   mix(plan.target);
   for (const auto& p : plan.phases) {
     mix(p.name);
-    for (const auto& o : p.ops) mix(o.id + "|" + o.plugin + "|" + o.kernel + "|" + o.device);
+    for (const auto& o : p.ops) {
+      mix(o.id + "|" + o.plugin + "|" + o.kernel + "|" + o.device);
+      for (const auto& a : o.adaptations)
+        mix(std::string(adaptation_kind_name(a.kind)) + "|" + a.plugin + "|" + a.kernel + "|" +
+            a.device);
+    }
     for (const auto& c : p.copies) mix(c.value + "|" + c.from + "|" + c.to + "|" + c.before_op);
     for (const auto& [v, d] : p.kv_caches) mix(v + "|" + d);
   }
-  if (plan.error) mix(plan.error->code + "|" + plan.error->op);
+  if (plan.error) mix(code_text(plan.error->code) + "|" + plan.failure.op);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

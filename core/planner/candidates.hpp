@@ -1,9 +1,10 @@
 // Every (plugin, kernel, device) that could serve one op, each asked through its plugin's
-// `check` with the operands where this candidate would need them; and the documented error
-// that fits when none is legal.
+// `check` with the operands where this candidate would need them (plan_error.hpp turns the
+// refusals into the documented error when none is legal).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,28 +27,46 @@ struct Placement {
 
 struct Candidate {
   CandidateReport report;
-  DLDeviceType device_type = kDLCPU;
   int pref_rank = 0;                           // index of the device type in the policy's order
   double cost = 0;                             // cost hint × work + bytes copied
   std::vector<std::string> in_locs, out_locs;  // memory location of each operand
-  std::string rule_extra;                      // e.g. sinks served through LSE
+  std::vector<Adaptation> adaptations;         // what serving the op through it takes
+  std::string rule_extra;                      // the adaptations, for a person
 };
 
 class Candidates {
  public:
   Candidates(const Registry& reg, const Inventory& inv, const Policy& pol)
       : reg_(reg), inv_(inv), pol_(pol) {}
+  // Every candidate for `n`, accepted or refused with all its reasons.
   std::vector<Candidate> evaluate(const Phase& phase, const Node& n, const Placement& where) const;
 
  private:
+  // One kernel on one device: which device it could use, where its operands would be, and its
+  // plugin's answer.
+  Candidate one(const Phase& phase, const Node& n, const Placement& where, const Plugin& p,
+                size_t kernel, const InventoryDevice& dev) const;
+  // Whether `p` may run on `dev` at all; the refusal when not.
+  std::optional<Refusal> usable(const Plugin& p, const Envelope& env,
+                                const InventoryDevice& dev) const;
+  // Fills in_locs/out_locs and the operands' memory in `op`; the bytes that would be copied.
+  double locate(const Phase& phase, const Node& n, const Placement& where, const Envelope& env,
+                const InventoryDevice& dev, OpDesc& op, Candidate& c, bool& missing) const;
+  // The plugin's check, believed only inside the envelope; an adaptation when the op's only
+  // obstacle is one an adaptation removes.
+  CheckResult judge(const Phase& phase, const Node& n, const Placement& where, const Plugin& p,
+                    size_t kernel, const InventoryDevice& dev, const OpDesc& op,
+                    Candidate& c) const;
+  // sinks_via_lse: the sinks_from_lse kernel on `dev` that completes the op, if one accepts.
+  std::optional<Adaptation> sinks_completion(const Phase& phase, const Node& n,
+                                             const Placement& where, const InventoryDevice& dev,
+                                             const OpDesc& op, const Candidate& c,
+                                             std::string& why_not) const;
+
   const Registry& reg_;
   const Inventory& inv_;
   const Policy& pol_;
 };
-
-PlanError select_error(const Phase& phase, const Node& n,
-                       const std::vector<CandidateReport>& candidates, const std::string& pinned,
-                       const std::string& missing_device, bool transfers);
 
 std::string plan_hash(const Plan& plan);
 

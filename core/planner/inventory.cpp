@@ -50,8 +50,7 @@ Inventory load_target(const std::string& path) {
   try {
     return read_target(path);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
-    throw InputError(path, std::string("invalid target profile: ") + e.what(),
-                     input_error::kBadTarget);
+    throw Error(Errc::bad_target, std::string("invalid target profile: ") + e.what(), path);
   }
 }
 
@@ -59,15 +58,15 @@ namespace {
 
 Inventory read_target(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot read the target profile", input_error::kBadTarget);
+  if (!in) throw Error(Errc::bad_target, "cannot read the target profile", path);
   json j;
   try {
     j = json::parse(in);
   } catch (const json::parse_error& e) {
-    throw InputError(path, std::string("invalid JSON: ") + e.what(), input_error::kBadTarget);
+    throw Error(Errc::bad_target, std::string("invalid JSON: ") + e.what(), path);
   }
   auto fail = [&](const std::string& where, const std::string& what) {
-    throw InputError(path + ":" + where, what, input_error::kBadTarget);
+    throw Error(Errc::bad_target, what, path + ":" + where);
   };
   if (!j.is_object() || j.value("schema", "") != "switchyard.target/1")
     fail("schema", "expected \"schema\": \"switchyard.target/1\"");

@@ -24,7 +24,7 @@ struct Inventory {
 
 // Devices of the loaded plugins, one entry per (type, device id), owners listed.
 Inventory live_inventory(const Registry& registry);
-// Reads a target profile (schema switchyard.target/1); throws InputError (code SY210).
+// Reads a target profile (schema switchyard.target/1); throws Error (Errc::bad_target, SY210).
 Inventory load_target(const std::string& path);
 
 }  // namespace sy

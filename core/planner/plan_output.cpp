@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/capability/vocabulary.hpp"
+#include "core/errors/errors.hpp"
 #include "core/planner/planner.hpp"
 
 namespace sy {
@@ -19,6 +20,18 @@ json reasons_json(const std::vector<Refusal>& rs) {
 json candidate_json(const CandidateReport& c) {
   return {{"plugin", c.plugin}, {"kernel", c.kernel},     {"family", c.family},
           {"device", c.device}, {"accepted", c.accepted}, {"reasons", reasons_json(c.reasons)}};
+}
+
+json adaptation_json(const Adaptation& a) {
+  json j{{"kind", adaptation_kind_name(a.kind)},
+         {"apply", {{"plugin", a.plugin}, {"kernel", a.kernel}, {"device", a.device}}},
+         {"input_locations", a.input_locations},
+         {"output_locations", a.output_locations}};
+  if (a.kind == AdaptationKind::sinks_via_lse) {
+    j["lse"] = a.lse;
+    j["lse_added"] = a.lse_added;
+  }
+  return j;
 }
 
 json policy_json(const Policy& p) {
@@ -70,6 +83,9 @@ json to_json(const Plan& plan) {
       j["output_locations"] = o.output_locations;
       if (o.layer >= 0) j["layer"] = o.layer;
       if (!o.fused_group.empty()) j["fused_group"] = o.fused_group;
+      json adaptations = json::array();
+      for (const auto& a : o.adaptations) adaptations.push_back(adaptation_json(a));
+      j["adaptations"] = adaptations;
       ops.push_back(j);
     }
     for (const auto& c : p.copies)
@@ -99,10 +115,13 @@ json to_json(const Plan& plan) {
          {"plan_hash", plan.hash}};
   if (plan.error) {
     json cands = json::array();
-    for (const auto& c : plan.error->candidates) cands.push_back(candidate_json(c));
-    j["error"] = {{"code", plan.error->code},       {"name", plan.error->name},
-                  {"message", plan.error->message}, {"phase", plan.error->phase},
-                  {"op", plan.error->op},           {"candidates", cands}};
+    for (const auto& c : plan.failure.candidates) cands.push_back(candidate_json(c));
+    j["error"] = {{"code", code_text(plan.error->code)},
+                  {"name", error_info(plan.error->code).name},
+                  {"message", plan.error->message},
+                  {"phase", plan.failure.phase},
+                  {"op", plan.failure.op},
+                  {"candidates", cands}};
   }
   return j;
 }
@@ -163,7 +182,7 @@ std::string render_plan(const Plan& plan) {
       out << "  ... " << p.fallbacks.size() - 5 << " more fallbacks (--json)\n";
   }
   if (plan.error)
-    out << "\nerror " << plan.error->code << " (" << plan.error->name
+    out << "\nerror " << code_text(plan.error->code) << " (" << error_info(plan.error->code).name
         << "): " << plan.error->message << "\n";
   return out.str();
 }
@@ -184,15 +203,19 @@ std::string render_explain(const Plan& plan, const std::string& id) {
       found = true;
       out << "phase " << p.name << ", op " << o.id << " (" << sy_op_kind_name(o.op) << ")\n"
           << "  chosen: " << o.plugin << "/" << o.kernel << " on " << o.device << " — " << o.rule
-          << "\n  other candidates:\n";
+          << "\n";
+      for (const auto& a : o.adaptations)
+        out << "  adaptation " << adaptation_kind_name(a.kind) << ": completed by " << a.plugin
+            << "/" << a.kernel << " on " << a.device << "\n";
+      out << "  other candidates:\n";
       for (const auto& c : o.rejected)
         out << "    " << c.plugin << "/" << c.kernel << " [" << c.family << "] on " << c.device
             << (c.accepted ? ": legal, not chosen" : ": refused") << reasons(c) << "\n";
     }
-  if (plan.error && plan.error->op == id) {
+  if (plan.error && plan.failure.op == id) {
     found = true;
-    out << "op " << id << " has no legal candidate (" << plan.error->code << "):\n";
-    for (const auto& c : plan.error->candidates)
+    out << "op " << id << " has no legal candidate (" << code_text(plan.error->code) << "):\n";
+    for (const auto& c : plan.failure.candidates)
       out << "    " << c.plugin << "/" << c.kernel << " [" << c.family << "] on " << c.device
           << reasons(c) << "\n";
   }

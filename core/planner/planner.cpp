@@ -13,6 +13,7 @@
 
 #include "core/capability/vocabulary.hpp"
 #include "core/planner/candidates.hpp"
+#include "core/planner/plan_error.hpp"
 
 namespace sy {
 namespace {
@@ -46,39 +47,34 @@ class PhasePlanner {
       : phase_(phase), cands_(reg, inv, pol), inv_(inv), pol_(pol) {}
 
   // Pass 1: plans with the KV caches unplaced and records where each cache would live: where
-  // an attention reads it (`from_attention`), else where it was written (`from_writer`).
+  // an attention reads it (`from_attention`), else where it was written (`from_writer`). A
+  // failure here is found again, and reported, by run().
   void learn_caches(std::map<std::string, std::string>& from_attention,
                     std::map<std::string, std::string>& from_writer) {
     PhaseState free_state = initial_state();
-    std::vector<Decision> first = place_all(phase_.nodes, free_state, nullptr);
+    std::vector<Decision> first;
+    (void)place_all(phase_.nodes, free_state, nullptr, &first);
     fix_caches(first, free_state, from_attention, from_writer);
-    first_error_.reset();
   }
 
   // Passes 2 and 3 with the caches where `caches` says (one place for every phase: the decode
-  // phase reads what the prefill phase wrote). Returns the plan, or sets `error`.
-  PhasePlan run(const std::map<std::string, std::string>& caches, std::optional<PlanError>& error) {
+  // phase reads what the prefill phase wrote). The plan, or the error with `failure` filled.
+  Expected<PhasePlan> run(const std::map<std::string, std::string>& caches, PlanFailure& failure) {
     for (const auto& v : phase_.values)
       if (v.kind == ValueKind::kv_cache && caches.count(v.name))
         cache_fix_[v.name] = caches.at(v.name);
     PhaseState state = initial_state();
     state.fixed = cache_fix_;
-    std::vector<Decision> second = place_all(phase_.nodes, state, nullptr);
-    if (first_error_) {
-      error = first_error_;
-      return {};
-    }
-    // Pass 3: fusion.
-    std::vector<Node> nodes = apply_fusions(second, state, error);
-    if (error) return {};
+    std::vector<Decision> second;
+    if (auto e = place_all(phase_.nodes, state, nullptr, &second)) return fail_with(*e, failure);
+    Expected<std::vector<Node>> nodes = apply_fusions(second, state);
+    if (!nodes) return fail_with(nodes.error(), failure);
     PhaseState final_state = initial_state();
     final_state.fixed = cache_fix_;
     plan_.copies.clear();
-    std::vector<Decision> decisions = place_all(nodes, final_state, &plan_.copies);
-    if (first_error_) {
-      error = first_error_;
-      return {};
-    }
+    std::vector<Decision> decisions;
+    if (auto e = place_all(*nodes, final_state, &plan_.copies, &decisions))
+      return fail_with(*e, failure);
     plan_.name = phase_.name;
     for (const auto& d : decisions) plan_.ops.push_back(d.planned);
     for (const auto& [value, loc] : cache_fix_) plan_.kv_caches.emplace_back(value, loc);
@@ -91,6 +87,17 @@ class PhasePlanner {
     std::vector<std::string> in_locs, out_locs;
   };
 
+  // The candidates a policy step kept, and what it said about them.
+  struct Choice {
+    std::vector<const Candidate*> accepted;
+    std::string rule, wanted, fallback_reason;
+  };
+
+  Error fail_with(const Error& e, PlanFailure& failure) const {
+    failure = failure_;
+    return e;
+  }
+
   PhaseState initial_state() const {
     PhaseState s;
     for (const auto& v : phase_.values)
@@ -98,121 +105,140 @@ class PhasePlanner {
     return s;
   }
 
-  std::vector<Decision> place_all(const std::vector<Node>& nodes, PhaseState& state,
-                                  std::vector<Copy>* copies) {
-    std::vector<Decision> out;
+  std::optional<Error> place_all(const std::vector<Node>& nodes, PhaseState& state,
+                                 std::vector<Copy>* copies, std::vector<Decision>* out) {
     for (const auto& n : nodes) {
-      std::optional<Decision> d = place(n, state, copies);
-      if (!d) return out;
-      out.push_back(std::move(*d));
+      Expected<Decision> d = place(n, state, copies);
+      if (!d) return d.error();
+      out->push_back(std::move(*d));
     }
-    return out;
+    return std::nullopt;
   }
 
-  std::optional<Decision> place(const Node& n, PhaseState& state, std::vector<Copy>* copies) {
+  // One op: every candidate, the policy's filters in order (attention pin, strict device
+  // preference), the best of what is left, and the decision made true in `state`.
+  Expected<Decision> place(const Node& n, PhaseState& state, std::vector<Copy>* copies) {
     Placement where{state.available, state.home, state.fixed, pol_.transfers};
     std::vector<Candidate> all = cands_.evaluate(phase_, n, where);
-    std::vector<const Candidate*> accepted;
-    for (const auto& c : all)
-      if (c.report.accepted) accepted.push_back(&c);
     std::vector<CandidateReport> reports;
-    for (const auto& c : all) reports.push_back(c.report);
-
-    std::string rule, fallback_reason, wanted;
-    // The attention family pin.
-    if (is_attention_family_pinned(pol_, n)) {
-      std::vector<const Candidate*> pinned;
-      std::vector<CandidateReport> pinned_reports;
-      for (const auto& c : all)
-        if (c.report.family == pol_.attention) {
-          pinned_reports.push_back(c.report);
-          if (c.report.accepted) pinned.push_back(&c);
-        }
-      if (!pinned.empty()) {
-        accepted = pinned;
-        rule = "pinned --attention " + pol_.attention;
-      } else if (pol_.strict || accepted.empty()) {
-        fail(n, reports, pol_.attention);
-        return std::nullopt;
-      } else {
-        wanted = "family " + pol_.attention;
-        fallback_reason = pinned_reports.empty()
-                              ? "no plugin has a " + pol_.attention + " kernel for this op"
-                              : summarize(pinned_reports);
-      }
+    Choice choice;
+    for (const auto& c : all) {
+      reports.push_back(c.report);
+      if (c.report.accepted) choice.accepted.push_back(&c);
     }
-    if (accepted.empty()) {
-      fail(n, reports, "");
+    if (auto e = apply_attention_pin(n, all, reports, choice)) return *e;
+    if (choice.accepted.empty()) return fail(n, reports, reports, "");
+    if (auto e = apply_strict_preference(n, all, reports, choice)) return *e;
+    const Candidate& best = best_of(choice);
+    explain(best, all, choice);
+    if (!choice.wanted.empty())
+      plan_fallback(n.id, choice.wanted,
+                    best.report.plugin + "/" + best.report.kernel + "@" + best.report.device,
+                    choice.fallback_reason, copies != nullptr);
+    Decision d = decide(n, best, reports, choice.rule);
+    commit(n, d, state, copies);
+    return d;
+  }
+
+  // --attention FAMILY: only that family's kernels, or (auto) a fallback that says why.
+  std::optional<Error> apply_attention_pin(const Node& n, const std::vector<Candidate>& all,
+                                           const std::vector<CandidateReport>& reports,
+                                           Choice& choice) {
+    if (!is_attention_family_pinned(pol_, n)) return std::nullopt;
+    std::vector<const Candidate*> pinned;
+    std::vector<CandidateReport> pinned_reports;
+    for (const auto& c : all)
+      if (c.report.family == pol_.attention) {
+        pinned_reports.push_back(c.report);
+        if (c.report.accepted) pinned.push_back(&c);
+      }
+    if (!pinned.empty()) {
+      choice.accepted = pinned;
+      choice.rule = "pinned --attention " + pol_.attention;
       return std::nullopt;
     }
-    // Device preference: strict holds the first preferred type.
-    if (pol_.strict && pol_.prefer_given) {
-      std::vector<const Candidate*> first_type;
-      std::vector<CandidateReport> first_reports;
-      for (const auto& c : all)
-        if (c.device_type == pol_.prefer.front()) {
-          first_reports.push_back(c.report);
-          if (c.report.accepted) first_type.push_back(&c);
-        }
-      if (first_type.empty()) {
-        fail(n, first_reports.empty() ? reports : first_reports, "",
-             first_reports.empty() ? device_type_name(pol_.prefer.front()) : "");
-        return std::nullopt;
+    if (pol_.strict || choice.accepted.empty())
+      return fail(n, reports, pinned_reports.empty() ? reports : pinned_reports, pol_.attention);
+    choice.wanted = "family " + pol_.attention;
+    choice.fallback_reason = pinned_reports.empty()
+                                 ? "no plugin has a " + pol_.attention + " kernel for this op"
+                                 : summarize(pinned_reports);
+    return std::nullopt;
+  }
+
+  // --strict with --prefer: only the first preferred device type.
+  std::optional<Error> apply_strict_preference(const Node& n, const std::vector<Candidate>& all,
+                                               const std::vector<CandidateReport>& reports,
+                                               Choice& choice) {
+    if (!pol_.strict || !pol_.prefer_given) return std::nullopt;
+    std::vector<const Candidate*> first_type;
+    std::vector<CandidateReport> first_reports;
+    for (const auto& c : all)
+      if (c.report.device_type == pol_.prefer.front()) {
+        first_reports.push_back(c.report);
+        if (c.report.accepted) first_type.push_back(&c);
       }
-      accepted = first_type;
-    }
-    std::sort(accepted.begin(), accepted.end(), [](const Candidate* a, const Candidate* b) {
-      return std::tie(a->pref_rank, a->cost, a->report.plugin, a->report.kernel, a->report.device) <
-             std::tie(b->pref_rank, b->cost, b->report.plugin, b->report.kernel, b->report.device);
-    });
-    const Candidate& best = *accepted.front();
+    if (first_type.empty())
+      return fail(n, first_reports.empty() ? reports : first_reports,
+                  first_reports.empty() ? reports : first_reports, "",
+                  first_reports.empty() ? device_type_name(pol_.prefer.front()) : "");
+    choice.accepted = first_type;
+    return std::nullopt;
+  }
+
+  // Preferred device type first, then the lowest cost; names break ties, so plans are stable.
+  static const Candidate& best_of(Choice& choice) {
+    std::sort(
+        choice.accepted.begin(), choice.accepted.end(), [](const Candidate* a, const Candidate* b) {
+          return std::tie(a->pref_rank, a->cost, a->report.plugin, a->report.kernel,
+                          a->report.device) < std::tie(b->pref_rank, b->cost, b->report.plugin,
+                                                       b->report.kernel, b->report.device);
+        });
+    return *choice.accepted.front();
+  }
+
+  // The rule text, and the fallback when a more preferred device type refused the op.
+  void explain(const Candidate& best, const std::vector<Candidate>& all, Choice& choice) const {
     // The best rank any device of this inventory has: "first preferred" is relative to it.
     int top_rank = int(pol_.prefer.size());
     for (const auto& c : all) top_rank = std::min(top_rank, c.pref_rank);
-    if (rule.empty())
-      rule = best.pref_rank == top_rank
-                 ? "first preferred device type present (" + device_type_name(best.device_type) +
-                       ")" +
-                       (accepted.size() > 1 ? ", lowest cost of " + std::to_string(accepted.size())
-                                            : "")
-                 : "the preferred device type refused it; next in --prefer order";
-    if (!best.rule_extra.empty()) rule += "; " + best.rule_extra;
-    // A candidate on a more preferred device type that refused: a fallback to record.
-    if (wanted.empty() && best.pref_rank > top_rank) {
-      std::vector<CandidateReport> better;
-      for (const auto& c : all)
-        if (c.pref_rank < best.pref_rank && !c.report.accepted) better.push_back(c.report);
-      wanted = device_type_name(pol_.prefer.at(size_t(top_rank)));
-      fallback_reason = summarize(better);
-    }
-    if (!wanted.empty())
-      plan_fallback(n.id, wanted,
-                    best.report.plugin + "/" + best.report.kernel + "@" + best.report.device,
-                    fallback_reason, copies != nullptr);
+    if (choice.rule.empty())
+      choice.rule = best.pref_rank == top_rank
+                        ? "first preferred device type present (" +
+                              device_type_name(best.report.device_type) + ")" +
+                              (choice.accepted.size() > 1
+                                   ? ", lowest cost of " + std::to_string(choice.accepted.size())
+                                   : "")
+                        : "the preferred device type refused it; next in --prefer order";
+    if (!best.rule_extra.empty()) choice.rule += "; " + best.rule_extra;
+    if (!choice.wanted.empty() || best.pref_rank <= top_rank) return;
+    std::vector<CandidateReport> better;
+    for (const auto& c : all)
+      if (c.pref_rank < best.pref_rank && !c.report.accepted) better.push_back(c.report);
+    choice.wanted = device_type_name(pol_.prefer.at(size_t(top_rank)));
+    choice.fallback_reason = summarize(better);
+  }
 
+  Decision decide(const Node& n, const Candidate& best, const std::vector<CandidateReport>& reports,
+                  const std::string& rule) const {
     Decision d;
-    d.planned = {n.id,
-                 n.op,
-                 n.layer,
-                 best.report.plugin,
-                 best.report.kernel,
-                 best.report.family,
-                 best.report.device,
-                 rule,
-                 "",
-                 {}};
+    PlannedOp& p = d.planned;
+    p.id = n.id;
+    p.op = n.op;
+    p.layer = n.layer;
+    p.plugin = best.report.plugin;
+    p.kernel = best.report.kernel;
+    p.family = best.report.family;
+    p.device = best.report.device;
+    p.rule = rule;
+    p.adaptations = best.adaptations;
     for (const auto& f : phase_.fusions)
-      if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id)
-        d.planned.fused_group = f.group;
+      if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id) p.fused_group = f.group;
     for (const auto& r : reports)
-      if (!(r.plugin == best.report.plugin && r.kernel == best.report.kernel &&
-            r.device == best.report.device))
-        d.planned.rejected.push_back(r);
-    d.in_locs = best.in_locs;
-    d.out_locs = best.out_locs;
-    d.planned.input_locations = best.in_locs;
-    d.planned.output_locations = best.out_locs;
-    commit(n, d, state, copies);
+      if (!(r.plugin == p.plugin && r.kernel == p.kernel && r.device == p.device))
+        p.rejected.push_back(r);
+    d.in_locs = p.input_locations = best.in_locs;
+    d.out_locs = p.output_locations = best.out_locs;
     return d;
   }
 
@@ -268,8 +294,8 @@ class PhasePlanner {
     }
   }
 
-  std::vector<Node> apply_fusions(const std::vector<Decision>& unfused, const PhaseState& state,
-                                  std::optional<PlanError>& error) {
+  Expected<std::vector<Node>> apply_fusions(const std::vector<Decision>& unfused,
+                                            const PhaseState& state) {
     std::set<std::string> replaced;
     std::map<std::string, Node> fused_at;  // first replaced op id -> fused node
     bool wanted = pol_.attention == "any" || pol_.attention == "fused_decode";
@@ -280,37 +306,25 @@ class PhasePlanner {
       Placement where{state.available, state.home, state.fixed, false};
       // A fused kernel takes its operands exactly where the unfused plan put them: weights
       // where their projections ran, activations where produced, caches where placed.
-      std::map<std::string, std::string> pinned_locs;
-      for (const auto& id : f.replaces)
-        if (auto it = by_id.find(id); it != by_id.end()) {
-          const Decision& d = *it->second;
-          const Node* n = phase_.node(d.planned.id);
-          for (size_t i = 0; i < n->inputs.size(); ++i)
-            if (phase_.value(n->inputs[i])->kind == ValueKind::weight)
-              pinned_locs[n->inputs[i]] = d.in_locs[i];
-        }
+      std::map<std::string, std::string> pinned_locs = weight_locations(f, by_id);
       where.pinned = &pinned_locs;
       std::vector<Candidate> cands = cands_.evaluate(phase_, f.fused, where);
-      std::vector<const Candidate*> ok;
       std::vector<CandidateReport> reports;
+      bool ok = false;
       for (const auto& c : cands) {
         reports.push_back(c.report);
-        if (c.report.accepted) ok.push_back(&c);
+        ok = ok || c.report.accepted;
       }
-      if (!ok.empty()) {
+      if (ok) {
         for (const auto& id : f.replaces) replaced.insert(id);
-        Node fused = f.fused;
-        fused_at[f.replaces.front()] = fused;
+        fused_at[f.replaces.front()] = f.fused;
         plan_.fusions_used.push_back(f.group);
         continue;
       }
       std::string why =
           reports.empty() ? "no plugin has a fused_decode_attention kernel" : summarize(reports);
-      if (pol_.attention == "fused_decode" && pol_.strict) {
-        fail(f.fused, reports, "fused_decode");
-        error = first_error_;
-        return {};
-      }
+      if (pol_.attention == "fused_decode" && pol_.strict)
+        return fail(f.fused, reports, reports, "fused_decode");
       plan_.fusions_refused.push_back(f.group + ": " + why);
       if (pol_.attention == "fused_decode")
         plan_.fallbacks.push_back({f.group, "fused_decode", "unfused ops", why});
@@ -326,15 +340,31 @@ class PhasePlanner {
     return nodes;
   }
 
+  // Where the unfused plan put the weights of a fusion group's ops.
+  std::map<std::string, std::string> weight_locations(
+      const Fusion& f, const std::map<std::string, const Decision*>& by_id) const {
+    std::map<std::string, std::string> out;
+    for (const auto& id : f.replaces)
+      if (auto it = by_id.find(id); it != by_id.end()) {
+        const Decision& d = *it->second;
+        const Node* n = phase_.node(d.planned.id);
+        for (size_t i = 0; i < n->inputs.size(); ++i)
+          if (phase_.value(n->inputs[i])->kind == ValueKind::weight)
+            out[n->inputs[i]] = d.in_locs[i];
+      }
+    return out;
+  }
+
   void plan_fallback(const std::string& op, const std::string& wanted, const std::string& chosen,
                      const std::string& reason, bool final_pass) {
     if (final_pass) plan_.fallbacks.push_back({op, wanted, chosen, reason});
   }
 
-  void fail(const Node& n, const std::vector<CandidateReport>& cands, const std::string& pinned,
-            const std::string& missing_device = "") {
-    if (first_error_) return;
-    first_error_ = select_error(phase_, n, cands, pinned, missing_device, pol_.transfers);
+  Error fail(const Node& n, const std::vector<CandidateReport>& all,
+             const std::vector<CandidateReport>& considered, const std::string& pinned,
+             const std::string& missing_device = "") {
+    return plan_error({phase_, n, all, considered, pinned, missing_device, pol_.transfers},
+                      failure_);
   }
 
   const Phase& phase_;
@@ -343,7 +373,7 @@ class PhasePlanner {
   const Policy& pol_;
   PhasePlan plan_;
   std::map<std::string, std::string> cache_fix_;
-  std::optional<PlanError> first_error_;
+  PlanFailure failure_;  // the op of the last error returned
 };
 
 }  // namespace
@@ -360,13 +390,13 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   std::map<std::string, std::string> caches = from_writer;
   for (const auto& [v, loc] : from_attention) caches[v] = loc;
   for (const auto& phase : graph.phases) {
-    std::optional<PlanError> error;
-    PhasePlan p = PhasePlanner(phase, registry, inventory, policy).run(caches, error);
-    if (error) {
-      plan.error = error;
+    Expected<PhasePlan> p =
+        PhasePlanner(phase, registry, inventory, policy).run(caches, plan.failure);
+    if (!p) {
+      plan.error = p.error();
       break;
     }
-    plan.phases.push_back(std::move(p));
+    plan.phases.push_back(std::move(*p));
   }
   plan.hash = plan_hash(plan);
   return plan;

@@ -4,8 +4,8 @@
 // have; inventory.hpp), the policy (device preference, attention family pin, strict/auto
 // fallback, KV-cache device, transfers), plan_graph() which decides for every op the plugin,
 // kernel and device, the copies between memories and where each KV cache lives, recording
-// every rejected candidate with all its reasons, and the plan's JSON form and hash.
-// Depends on graph/, registry/, capability/, errors/.
+// every rejected candidate with all its reasons, the adaptations it made (adaptation.hpp), and
+// the plan's JSON form and hash. Depends on graph/, registry/, capability/, errors/.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/errors/error.hpp"
 #include "core/graph/graph.hpp"
+#include "core/planner/adaptation.hpp"
 #include "core/planner/inventory.hpp"
 #include "core/registry/registry.hpp"
 
@@ -30,6 +32,7 @@ struct Policy {
 
 struct CandidateReport {
   std::string plugin, kernel, family, device;
+  DLDeviceType device_type = kDLCPU;
   bool accepted = false;
   std::vector<Refusal> reasons;
 };
@@ -39,8 +42,10 @@ struct PlannedOp {
   sy_op_kind op = SY_OP_COPY;
   int layer = -1;
   std::string plugin, kernel, family, device;  // device: inventory id, e.g. "cuda:0"
-  std::string rule;                            // why this candidate
-  std::string fused_group;                     // set when this op is a fusion of a group
+  std::string rule;         // why this candidate: the human explanation, never parsed
+  std::string fused_group;  // set when this op is a fusion of a group
+  // What the planner changed so the kernel can serve the op; the executor performs each.
+  std::vector<Adaptation> adaptations;
   std::vector<CandidateReport> rejected;
   // Memory location of each operand ("host" or a device id), inputs then outputs: where the
   // executor finds and puts them (after the plan's copies).
@@ -65,8 +70,8 @@ struct PhasePlan {
   std::vector<std::string> fusions_used, fusions_refused;
 };
 
-struct PlanError {
-  std::string code, name, message;
+// The op no candidate could legally serve, with every candidate and all its reasons.
+struct PlanFailure {
   std::string phase, op;
   std::vector<CandidateReport> candidates;
 };
@@ -75,13 +80,14 @@ struct Plan {
   std::string model, target;
   Policy policy;
   std::vector<PhasePlan> phases;
-  std::optional<PlanError> error;
+  std::optional<Error> error;  // the documented SY0xx error when no legal plan exists
+  PlanFailure failure;         // the op it is about (when error is set)
   std::string hash;
   bool ok() const { return !error; }
 };
 
 // Plans every phase of `graph` for `inventory` under `policy`. Never throws for a model that
-// cannot be served: the Plan then carries the documented error.
+// cannot be served: the Plan then carries the documented error and the failing op.
 Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
                 const Policy& policy);
 

@@ -3,8 +3,8 @@
 #include "switchyard/tensor_check.h"
 
 namespace sy {
-std::string validate_tensor(const DLTensor& t, const TensorDesc& desc, const DeviceInfo& device,
-                            const std::string& label) {
+std::optional<std::string> tensor_mismatch(const DLTensor& t, const TensorDesc& desc,
+                                           const DeviceInfo& device, const std::string& label) {
   sy_tensor_desc d{};
   d.struct_size = sizeof(d);
   d.dtype = desc.dtype;
@@ -17,7 +17,7 @@ std::string validate_tensor(const DLTensor& t, const TensorDesc& desc, const Dev
   if (t.device.device_type != want)
     return label + ": lives on device type " + std::to_string(t.device.device_type) +
            ", the kernel reads it from " + (host ? "host memory" : "device memory");
-  return "";
+  return std::nullopt;
 }
 
 PreparedKernel::PreparedKernel(const Plugin& plugin, sy_kernel* kernel, OpDesc op,
@@ -25,24 +25,27 @@ PreparedKernel::PreparedKernel(const Plugin& plugin, sy_kernel* kernel, OpDesc o
     : plugin_(plugin), kernel_(kernel), op_(std::move(op)), device_(std::move(device)) {}
 
 PreparedKernel::~PreparedKernel() {
-  if (plugin_.api().release) plugin_.api().release(plugin_.instance(), kernel_);
+  plugin_.release(kernel_);
 }
 
-std::string PreparedKernel::execute(std::span<const DLTensor* const> inputs,
-                                    std::span<const DLTensor* const> outputs) {
+std::optional<Error> PreparedKernel::execute(std::span<const DLTensor* const> inputs,
+                                             std::span<const DLTensor* const> outputs) {
+  // The host's own verdict, in the plugin's words: INVALID_ARGUMENT, never reaching it.
+  auto refuse = [&](const std::string& what) {
+    return Error(Errc::kernel_failed, "INVALID_ARGUMENT: " + what, plugin_.name())
+        .with_status(SY_STATUS_INVALID_ARGUMENT);
+  };
   if (inputs.size() != op_.inputs.size() || outputs.size() != op_.outputs.size())
-    return "INVALID_ARGUMENT: " + std::to_string(inputs.size()) + " inputs and " +
-           std::to_string(outputs.size()) + " outputs, prepared for " +
-           std::to_string(op_.inputs.size()) + " and " + std::to_string(op_.outputs.size());
+    return refuse(std::to_string(inputs.size()) + " inputs and " + std::to_string(outputs.size()) +
+                  " outputs, prepared for " + std::to_string(op_.inputs.size()) + " and " +
+                  std::to_string(op_.outputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (auto e = validate_tensor(*inputs[i], op_.inputs[i], device_, "input " + std::to_string(i));
-        !e.empty())
-      return "INVALID_ARGUMENT: " + e;
+    if (auto e = tensor_mismatch(*inputs[i], op_.inputs[i], device_, "input " + std::to_string(i)))
+      return refuse(*e);
   for (size_t i = 0; i < outputs.size(); ++i)
     if (auto e =
-            validate_tensor(*outputs[i], op_.outputs[i], device_, "output " + std::to_string(i));
-        !e.empty())
-      return "INVALID_ARGUMENT: " + e;
+            tensor_mismatch(*outputs[i], op_.outputs[i], device_, "output " + std::to_string(i)))
+      return refuse(*e);
   sy_execute_args args{};
   args.struct_size = sizeof(args);
   args.plugin = plugin_.instance();
@@ -53,18 +56,21 @@ std::string PreparedKernel::execute(std::span<const DLTensor* const> inputs,
   args.num_outputs = outputs.size();
   ErrorText err;
   int status = plugin_.api().execute(&args, err.buffer());
-  return status == SY_STATUS_OK ? "" : describe_status(status, err);
+  if (status == SY_STATUS_OK) return std::nullopt;
+  return plugin_error(plugin_, status, err);
 }
 
-PrepareResult prepare_kernel(const Plugin& plugin, size_t kernel_index, uint32_t device_index,
-                             const OpDesc& op) {
+Expected<std::unique_ptr<PreparedKernel>> prepare_kernel(const Plugin& plugin, size_t kernel_index,
+                                                         uint32_t device_index, const OpDesc& op) {
   const sy_plugin_api& api = plugin.api();
   if (!api.prepare || !api.execute || !api.release)
-    return {nullptr,
-            "UNSUPPORTED: plugin '" + plugin.name() + "' declares kernels but cannot run them"};
+    return Error(Errc::kernel_failed,
+                 "UNSUPPORTED: the plugin declares kernels but cannot run them", plugin.name())
+        .with_status(SY_STATUS_UNSUPPORTED);
   if (device_index >= plugin.devices().size())
-    return {nullptr, "INVALID_ARGUMENT: plugin '" + plugin.name() + "' has no device " +
-                         std::to_string(device_index)};
+    return Error(Errc::kernel_failed, "INVALID_ARGUMENT: no device " + std::to_string(device_index),
+                 plugin.name())
+        .with_status(SY_STATUS_INVALID_ARGUMENT);
   AbiOpView view(op);
   sy_prepare_args args{};
   args.struct_size = sizeof(args);
@@ -74,10 +80,12 @@ PrepareResult prepare_kernel(const Plugin& plugin, size_t kernel_index, uint32_t
   args.op = view.get();
   ErrorText err;
   int status = api.prepare(&args, err.buffer());
-  if (status != SY_STATUS_OK) return {nullptr, describe_status(status, err)};
-  if (!args.kernel) return {nullptr, "INTERNAL: prepare returned OK without a kernel"};
-  return {std::make_unique<PreparedKernel>(plugin, args.kernel, op, plugin.devices()[device_index]),
-          ""};
+  if (status != SY_STATUS_OK) return plugin_error(plugin, status, err);
+  if (!args.kernel)
+    return Error(Errc::plugin_internal, "INTERNAL: prepare returned OK without a kernel",
+                 plugin.name())
+        .with_status(SY_STATUS_INTERNAL);
+  return std::make_unique<PreparedKernel>(plugin, args.kernel, op, plugin.devices()[device_index]);
 }
 
 }  // namespace sy

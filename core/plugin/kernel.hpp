@@ -5,19 +5,21 @@
 #include <dlpack/dlpack.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/errors/error.hpp"
 #include "core/plugin/plugin.hpp"
 
 namespace sy {
 
 // Checks `t` against the description the kernel was prepared with: non-NULL data,
 // dtype, rank, shape, compact row-major strides (or NULL), and the memory it lives in.
-// Returns an empty string when valid, else what is wrong (naming `label`).
-std::string validate_tensor(const DLTensor& t, const TensorDesc& desc, const DeviceInfo& device,
-                            const std::string& label);
+// Returns what is wrong (naming `label`), nullopt when valid.
+std::optional<std::string> tensor_mismatch(const DLTensor& t, const TensorDesc& desc,
+                                           const DeviceInfo& device, const std::string& label);
 
 class PreparedKernel {
  public:
@@ -26,11 +28,13 @@ class PreparedKernel {
   PreparedKernel(const PreparedKernel&) = delete;
   PreparedKernel& operator=(const PreparedKernel&) = delete;
 
-  // Validates every tensor, then runs the kernel. Returns "" on success, else the
-  // status and message (validation failures never reach the plugin).
-  std::string execute(std::span<const DLTensor* const> inputs,
-                      std::span<const DLTensor* const> outputs);
+  // Validates every tensor, then runs the kernel. nullopt on success, else the Error: SY301
+  // for a tensor that does not match (it never reaches the plugin) or an INVALID_ARGUMENT /
+  // UNSUPPORTED answer, SY305-SY307 for OUT_OF_MEMORY, UNAVAILABLE and INTERNAL (status set).
+  std::optional<Error> execute(std::span<const DLTensor* const> inputs,
+                               std::span<const DLTensor* const> outputs);
   const OpDesc& op() const { return op_; }
+  const Plugin& plugin() const { return plugin_; }
 
  private:
   const Plugin& plugin_;
@@ -39,13 +43,9 @@ class PreparedKernel {
   DeviceInfo device_;
 };
 
-struct PrepareResult {
-  std::unique_ptr<PreparedKernel> kernel;
-  std::string error;  // set on failure: status and message
-};
-
-// Prepares kernel `kernel_index` of `plugin` for `op` on its device `device_index`.
-PrepareResult prepare_kernel(const Plugin& plugin, size_t kernel_index, uint32_t device_index,
-                             const OpDesc& op);
+// Prepares kernel `kernel_index` of `plugin` for `op` on its device `device_index`, or the
+// Error the plugin answered (codes as for execute; the message starts with the status name).
+Expected<std::unique_ptr<PreparedKernel>> prepare_kernel(const Plugin& plugin, size_t kernel_index,
+                                                         uint32_t device_index, const OpDesc& op);
 
 }  // namespace sy

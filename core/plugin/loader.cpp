@@ -44,13 +44,16 @@ HostBinding* new_host_binding() {
   return &bindings.emplace_back();
 }
 
-struct StageError {
-  LoadStage stage;
-  std::string reason;
-  std::string hint;
-};
+// The catalog code of a failure at `stage` (SY101..SY106, in stage order).
+Errc stage_code(LoadStage stage) {
+  return static_cast<Errc>(static_cast<int>(Errc::plugin_open) + static_cast<int>(stage));
+}
 
 }  // namespace
+
+Errc LoadDiagnostic::code() const {
+  return stage_code(stage);
+}
 
 // Friend of Plugin: fills its private state stage by stage.
 class PluginLoader {
@@ -65,7 +68,7 @@ class PluginLoader {
     auto fail = run_stages();
     out.name = plugin_->name_;
     if (fail) {
-      out.diagnostic = LoadDiagnostic{path_, fail->stage, fail->reason, fail->hint};
+      out.diagnostic = LoadDiagnostic{path_, stage_of(*fail), fail->message, fail->hint};
       return out;
     }
     out.plugin = std::move(plugin_);
@@ -73,10 +76,11 @@ class PluginLoader {
   }
 
  private:
-  std::optional<StageError> run_stages() {
+  std::optional<Error> run_stages() {
     if (auto e = open()) return e;
     if (auto e = entry()) return e;
     if (auto e = abi()) return e;
+    if (auto e = unique_name()) return e;
     if (auto e = init()) return e;
     if (auto e = declarations()) return e;
     if (options_.require_manifest)
@@ -86,13 +90,13 @@ class PluginLoader {
     return std::nullopt;
   }
 
-  std::optional<StageError> open() {
+  std::optional<Error> open() {
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0)
-      return StageError{LoadStage::open, "no such file", "check the path"};
+      return stage_error(LoadStage::open, "no such file", "check the path");
     if (st.st_mode & S_IWOTH)
-      return StageError{LoadStage::open, "refused: the file is world-writable",
-                        "chmod o-w " + path_.string()};
+      return stage_error(LoadStage::open, "refused: the file is world-writable",
+                         "chmod o-w " + path_.string());
     // RTLD_NODELETE: plugins carry static runtimes (CUDA, OpenMP) whose exit handlers
     // must still be mapped when the process ends, so a plugin is never unmapped.
     auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -104,18 +108,18 @@ class PluginLoader {
       void* h = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
       std::string reason = h ? ec.message() : std::string(::dlerror());
       if (h) ::dlclose(h);
-      return StageError{LoadStage::open, reason,
-                        "is it a shared object built for this machine, with its dependencies "
-                        "on the library path?"};
+      return stage_error(LoadStage::open, reason,
+                         "is it a shared object built for this machine, with its dependencies "
+                         "on the library path?");
     }
     return std::nullopt;
   }
 
-  std::optional<StageError> entry() {
+  std::optional<Error> entry() {
     if (!plugin_->library_.has(SY_PLUGIN_ENTRY_SYMBOL))
-      return StageError{LoadStage::entry,
-                        std::string("no symbol '") + SY_PLUGIN_ENTRY_SYMBOL + "' exported",
-                        "export it with C linkage and default visibility (SY_EXPORT)"};
+      return stage_error(LoadStage::entry,
+                         std::string("no symbol '") + SY_PLUGIN_ENTRY_SYMBOL + "' exported",
+                         "export it with C linkage and default visibility (SY_EXPORT)");
     auto fn =
         plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(SY_PLUGIN_ENTRY_SYMBOL);
     HostBinding* binding = new_host_binding();
@@ -131,41 +135,43 @@ class PluginLoader {
     plugin_->host_binding_ = binding;
     plugin_->api_ = fn(&binding->info);
     if (!plugin_->api_)
-      return StageError{LoadStage::entry, "sy_plugin_entry returned NULL",
-                        "the plugin refused this host; see its log messages"};
+      return stage_error(LoadStage::entry, "sy_plugin_entry returned NULL",
+                         "the plugin refused this host; see its log messages");
     return std::nullopt;
   }
 
-  std::optional<StageError> abi() {
+  std::optional<Error> abi() {
     const sy_plugin_api* api = plugin_->api_;
     std::string host = std::to_string(kHostAbiMajor) + "." + std::to_string(kHostAbiMinorMin) +
                        ".." + std::to_string(kHostAbiMinor);
     if (api->struct_size < SY_STRUCT_SIZE_MIN(sy_plugin_api, plugin_version))
-      return StageError{LoadStage::abi,
-                        "function table struct_size " + std::to_string(api->struct_size) +
-                            " is too small to hold even the version fields",
-                        "set struct_size = sizeof(sy_plugin_api)"};
+      return stage_error(LoadStage::abi,
+                         "function table struct_size " + std::to_string(api->struct_size) +
+                             " is too small to hold even the version fields",
+                         "set struct_size = sizeof(sy_plugin_api)");
     std::string plugin_ver = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
     if (api->abi_major != kHostAbiMajor)
-      return StageError{LoadStage::abi, "plugin ABI " + plugin_ver + ", host accepts ABI " + host,
-                        api->abi_major > kHostAbiMajor
-                            ? "upgrade switchyard, or rebuild the plugin against ABI " +
-                                  std::to_string(kHostAbiMajor) + ".x headers"
-                            : "rebuild the plugin against the ABI " +
-                                  std::to_string(kHostAbiMajor) + ".x headers"};
+      return stage_error(LoadStage::abi, "plugin ABI " + plugin_ver + ", host accepts ABI " + host,
+                         api->abi_major > kHostAbiMajor
+                             ? "upgrade switchyard, or rebuild the plugin against ABI " +
+                                   std::to_string(kHostAbiMajor) + ".x headers"
+                             : "rebuild the plugin against the ABI " +
+                                   std::to_string(kHostAbiMajor) + ".x headers");
     if (api->abi_minor < kHostAbiMinorMin)
-      return StageError{LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
-                        "rebuild the plugin"};
+      return stage_error(LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
+                         "rebuild the plugin");
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
-    size_t need =
-        plugin_->negotiated_minor_ >= 1 ? SY_PLUGIN_API_SIZE_MINOR1 : SY_PLUGIN_API_SIZE_MINOR0;
+    constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
+                                     SY_PLUGIN_API_SIZE_MINOR_2};
+    static_assert(std::size(kTableSize) == kHostAbiMinor + 1, "one table size per minor");
+    const size_t need = kTableSize[plugin_->negotiated_minor_];
     if (api->struct_size < need)
-      return StageError{LoadStage::abi,
-                        "function table struct_size " + std::to_string(api->struct_size) +
-                            " is smaller than " + std::to_string(need) + " required for ABI " +
-                            std::to_string(kHostAbiMajor) + "." +
-                            std::to_string(plugin_->negotiated_minor_),
-                        "set struct_size = sizeof(sy_plugin_api) from the headers you build with"};
+      return stage_error(LoadStage::abi,
+                         "function table struct_size " + std::to_string(api->struct_size) +
+                             " is smaller than " + std::to_string(need) + " required for ABI " +
+                             std::to_string(kHostAbiMajor) + "." +
+                             std::to_string(plugin_->negotiated_minor_),
+                         "set struct_size = sizeof(sy_plugin_api) from the headers you build with");
     const char* missing = !api->init          ? "init"
                           : !api->shutdown    ? "shutdown"
                           : !api->get_devices ? "get_devices"
@@ -173,19 +179,31 @@ class PluginLoader {
                           : !api->check       ? "check"
                                               : nullptr;
     if (missing)
-      return StageError{LoadStage::abi, std::string("required slot '") + missing + "' is NULL",
-                        "every minor-0 required slot must be set"};
+      return stage_error(LoadStage::abi, std::string("required slot '") + missing + "' is NULL",
+                         "every minor-0 required slot must be set");
     static const std::regex kName("[a-z0-9_]+");
     if (!api->plugin_name || !std::regex_match(api->plugin_name, kName))
-      return StageError{LoadStage::abi, "plugin_name is missing or not [a-z0-9_]+",
-                        "name the plugin in lower case"};
+      return stage_error(LoadStage::abi, "plugin_name is missing or not [a-z0-9_]+",
+                         "name the plugin in lower case");
     plugin_->name_ = api->plugin_name;
     plugin_->version_ = api->plugin_version ? api->plugin_version : "";
     plugin_->host_binding_->context.plugin_label = plugin_->name_;
     return std::nullopt;
   }
 
-  std::optional<StageError> init() {
+  // A second plugin of a name already loaded is refused before its init runs: two instances
+  // of one plugin would fight over its devices.
+  std::optional<Error> unique_name() {
+    if (!options_.loaded_from) return std::nullopt;
+    std::optional<std::filesystem::path> first = options_.loaded_from(plugin_->name_);
+    if (!first) return std::nullopt;
+    return stage_error(
+        LoadStage::entry,
+        "duplicate plugin name '" + plugin_->name_ + "', already loaded from " + first->string(),
+        "remove one copy or reorder the search path");
+  }
+
+  std::optional<Error> init() {
     std::vector<const char*> keys, values;
     for (const auto& [k, v] : options_.init_options) {
       keys.push_back(k.c_str());
@@ -196,21 +214,22 @@ class PluginLoader {
     args.option_keys = keys.data();
     args.option_values = values.data();
     args.num_options = keys.size();
+    args.host = &plugin_->host_binding_->info;
     ErrorText err;
     int status = plugin_->api_->init(&args, err.buffer());
     if (status != SY_STATUS_OK)
-      return StageError{LoadStage::init, "init failed: " + describe_status(status, err),
-                        "see the plugin's log messages (--log-level debug)"};
+      return stage_error(LoadStage::init, "init failed: " + describe_status(status, err),
+                         "see the plugin's log messages (--log-level debug)");
     if (!args.plugin)
-      return StageError{LoadStage::init, "init returned OK but no instance", "set args->plugin"};
+      return stage_error(LoadStage::init, "init returned OK but no instance", "set args->plugin");
     plugin_->instance_ = args.plugin;
     return std::nullopt;
   }
 
   // Reads devices and kernel envelopes into host values, validating every struct.
-  std::optional<StageError> declarations() {
-    auto fail = [](std::string why) {
-      return StageError{LoadStage::init, std::move(why), "fix the plugin's declarations"};
+  std::optional<Error> declarations() {
+    auto fail = [this](std::string why) {
+      return stage_error(LoadStage::init, std::move(why), "fix the plugin's declarations");
     };
     sy_get_devices_args dev{};
     dev.struct_size = sizeof(dev);
@@ -220,7 +239,7 @@ class PluginLoader {
     if (status != SY_STATUS_OK) return fail("get_devices failed: " + describe_status(status, err));
     for (size_t i = 0; i < dev.num_devices; ++i) {
       const sy_device_desc* d = dev.devices ? dev.devices[i] : nullptr;
-      if (!d || d->struct_size < SY_STRUCT_SIZE_MIN(sy_device_desc, memory_is_host) || !d->name)
+      if (!d || d->struct_size < SY_DEVICE_DESC_SIZE_MINOR_0 || !d->name)
         return fail("device #" + std::to_string(i) + " is NULL, unnamed or undersized");
       plugin_->devices_.push_back(DeviceInfo::from_abi(*d));
     }
@@ -235,8 +254,8 @@ class PluginLoader {
     if (status != SY_STATUS_OK) return fail("get_kernels failed: " + describe_status(status, err));
     for (size_t i = 0; i < ker.num_kernels; ++i) {
       const sy_kernel_envelope* e = ker.kernels ? ker.kernels[i] : nullptr;
-      if (!e || e->struct_size < SY_STRUCT_SIZE_MIN(sy_kernel_envelope, cost_hint) || !e->kernel ||
-          !e->family || !sy_op_kind_name(e->op))
+      if (!e || e->struct_size < SY_KERNEL_ENVELOPE_SIZE_MINOR_0 || !e->kernel || !e->family ||
+          !sy_op_kind_name(e->op))
         return fail("kernel envelope #" + std::to_string(i) +
                     " is NULL, undersized, unnamed or of an unknown op");
       plugin_->kernels_.push_back(Envelope::from_abi(*e));
@@ -244,31 +263,38 @@ class PluginLoader {
     return std::nullopt;
   }
 
-  std::optional<StageError> manifest() {
+  std::optional<Error> manifest() {
     fs::path file = manifest_path_for(path_);
     auto on_disk = read_manifest(file);
     if (!on_disk.error.empty())
-      return StageError{
+      return stage_error(
           LoadStage::manifest, on_disk.error,
-          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string()};
+          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string());
     auto diffs = manifest_differences(on_disk.json, manifest_json(*plugin_));
     if (!diffs.empty()) {
       std::string reason = "manifest " + file.filename().string() +
                            " disagrees with the plugin's runtime declaration: " + diffs[0];
       if (diffs.size() > 1) reason += " (and " + std::to_string(diffs.size() - 1) + " more)";
-      return StageError{
+      return stage_error(
           LoadStage::manifest, reason,
-          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string()};
+          "regenerate it: switchyard manifest " + path_.string() + " --output " + file.string());
     }
     return std::nullopt;
   }
 
-  std::optional<StageError> probe() {
+  std::optional<Error> probe() {
     auto lie = find_capability_lie(*plugin_);
     if (!lie) return std::nullopt;
-    return StageError{LoadStage::capability, *lie,
-                      "check() may only narrow the envelope; make it refuse what the envelope "
-                      "excludes"};
+    return stage_error(LoadStage::capability, *lie,
+                       "check() may only narrow the envelope; make it refuse what the envelope "
+                       "excludes");
+  }
+
+  Error stage_error(LoadStage stage, std::string reason, std::string hint) const {
+    return Error(stage_code(stage), std::move(reason), path_.string(), std::move(hint));
+  }
+  static LoadStage stage_of(const Error& e) {
+    return static_cast<LoadStage>(static_cast<int>(e.code) - static_cast<int>(Errc::plugin_open));
   }
 
   fs::path path_;

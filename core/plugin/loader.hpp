@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,9 @@ struct LoadOptions {
   bool probe_capabilities = true;
   // Passed to the plugin's init as key/value options (e.g. num_threads).
   std::vector<std::pair<std::string, std::string>> init_options;
+  // The file a plugin of this name was already loaded from, if any: a second one is refused
+  // right after the abi stage, before its init (the registry supplies it).
+  std::function<std::optional<std::filesystem::path>(const std::string& name)> loaded_from;
 };
 
 struct LoadOutcome {
@@ -33,6 +37,6 @@ LoadOutcome load_plugin(const std::filesystem::path& path, const LoadOptions& op
 // The ABI range this host speaks.
 inline constexpr uint32_t kHostAbiMajor = SY_ABI_VERSION_MAJOR;
 inline constexpr uint32_t kHostAbiMinor = SY_ABI_VERSION_MINOR;
-inline constexpr uint32_t kHostAbiMinorMin = 0;
+inline constexpr uint32_t kHostAbiMinorMin = 0;  // ABI 1.0 plugins still load
 
 }  // namespace sy

@@ -5,7 +5,7 @@ namespace {
 
 void collect_refusal(void* context, const sy_refusal* r) {
   auto* out = static_cast<std::vector<Refusal>*>(context);
-  if (!r || r->struct_size < SY_STRUCT_SIZE_MIN(sy_refusal, text)) {
+  if (!r || r->struct_size < SY_REFUSAL_SIZE_MINOR_0) {
     out->push_back({"abi", "sy_refusal", "undersized struct", "plugin sent a malformed refusal"});
     return;
   }
@@ -27,6 +27,11 @@ const char* load_stage_name(LoadStage stage) {
   return "?";
 }
 
+Error plugin_error(const Plugin& plugin, int status, const ErrorText& err) {
+  return Error(errc_for_plugin_status(status), describe_status(status, err), plugin.name())
+      .with_status(status);
+}
+
 std::string describe_status(int status, const ErrorText& err) {
   const char* name = sy_status_name(static_cast<sy_status>(status));
   std::string out = name ? name : "status " + std::to_string(status) + " (outside the ABI's set)";
@@ -36,7 +41,17 @@ std::string describe_status(int status, const ErrorText& err) {
 }
 
 Plugin::~Plugin() {
-  if (api_ && instance_) api_->shutdown(instance_);
+  if (!api_ || !instance_) return;
+#if SY_ABI_COMPAT_MINOR >= 2
+  if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, destroy)) && api_->destroy) {
+    sy_destroy_args args{};
+    args.struct_size = sizeof(args);
+    args.plugin = instance_;
+    api_->destroy(&args);
+    return;
+  }
+#endif
+  api_->shutdown(instance_);
 }
 
 CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const OpDesc& op) const {
@@ -54,7 +69,7 @@ CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const O
   ErrorText err;
   int status = api_->check(&args, err.buffer());
   if (status != SY_STATUS_OK) {
-    result.error = describe_status(status, err);
+    result.error = plugin_error(*this, status, err);
     return result;
   }
   result.accepted = args.accepted != 0;
@@ -63,8 +78,7 @@ CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const O
 
 std::optional<Plugin::MemoryInfo> Plugin::memory_info(uint32_t device_index) const {
   // The three conditions of ABI rule 2: never read a field the plugin's table lacks.
-  if (negotiated_minor_ < 1 || api_->struct_size < SY_PLUGIN_API_SIZE_MINOR1 || !api_->memory_info)
-    return std::nullopt;
+  if (!slot_in_table(1, SY_PLUGIN_API_SIZE_MINOR_1) || !api_->memory_info) return std::nullopt;
   sy_memory_info_args args{};
   args.struct_size = sizeof(args);
   args.plugin = instance_;
@@ -72,6 +86,91 @@ std::optional<Plugin::MemoryInfo> Plugin::memory_info(uint32_t device_index) con
   ErrorText err;
   if (api_->memory_info(&args, err.buffer()) != SY_STATUS_OK) return std::nullopt;
   return MemoryInfo{args.free_bytes, args.total_bytes};
+}
+
+Expected<void*> Plugin::alloc(uint32_t device_index, uint64_t bytes, uint64_t alignment) const {
+  if (!has_device_memory())
+    return Error(Errc::kernel_failed, "UNSUPPORTED: the plugin has no device memory", name_)
+        .with_status(SY_STATUS_UNSUPPORTED);
+  sy_alloc_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = instance_;
+  args.device_index = device_index;
+  args.size_bytes = bytes;
+  args.alignment = alignment;
+  ErrorText err;
+  int status = api_->alloc(&args, err.buffer());
+  if (status != SY_STATUS_OK) return plugin_error(*this, status, err);
+  if (!args.data && bytes > 0)
+    return Error(Errc::plugin_internal, "INTERNAL: alloc returned OK without memory", name_)
+        .with_status(SY_STATUS_INTERNAL);
+  return args.data;
+}
+
+std::optional<Error> Plugin::copy(uint32_t device_index, sy_copy_direction direction, void* dst,
+                                  const void* src, uint64_t bytes) const {
+  if (!has_device_memory())
+    return Error(Errc::kernel_failed, "UNSUPPORTED: the plugin has no device memory", name_)
+        .with_status(SY_STATUS_UNSUPPORTED);
+  sy_copy_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = instance_;
+  args.device_index = device_index;
+  args.direction = direction;
+  args.dst = dst;
+  args.src = src;
+  args.size_bytes = bytes;
+  ErrorText err;
+  int status = api_->copy(&args, err.buffer());
+  if (status != SY_STATUS_OK) return plugin_error(*this, status, err);
+  return std::nullopt;
+}
+
+void Plugin::free(uint32_t device_index, void* data) const {
+  if (!data) return;
+#if SY_ABI_COMPAT_MINOR >= 2
+  if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, free_device_memory)) &&
+      api_->free_device_memory) {
+    sy_free_memory_args args{};
+    args.struct_size = sizeof(args);
+    args.plugin = instance_;
+    args.device_index = device_index;
+    args.data = data;
+    api_->free_device_memory(&args);
+    return;
+  }
+#endif
+  if (api_->free_memory) api_->free_memory(instance_, device_index, data);
+}
+
+std::optional<Error> Plugin::synchronize(uint32_t device_index) const {
+#if SY_ABI_COMPAT_MINOR >= 2
+  if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, synchronize)) && api_->synchronize) {
+    sy_synchronize_args args{};
+    args.struct_size = sizeof(args);
+    args.plugin = instance_;
+    args.device_index = device_index;
+    ErrorText err;
+    int status = api_->synchronize(&args, err.buffer());
+    if (status != SY_STATUS_OK) return plugin_error(*this, status, err);
+  }
+#endif
+  (void)device_index;
+  return std::nullopt;
+}
+
+void Plugin::release(sy_kernel* kernel) const {
+#if SY_ABI_COMPAT_MINOR >= 2
+  if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, release_kernel)) && api_->release_kernel) {
+    sy_release_kernel_args args{};
+    args.struct_size = sizeof(args);
+    args.plugin = instance_;
+    args.kernel = kernel;
+    api_->release_kernel(&args);
+    return;
+  }
+#endif
+  if (api_->release) api_->release(instance_, kernel);
 }
 
 }  // namespace sy

@@ -2,8 +2,9 @@
 //
 // Offers: load_plugin() (loader.hpp), which walks the stages open → entry → abi → init →
 // manifest → capability and returns either a Plugin or a LoadDiagnostic naming the
-// stage and the reason; the Plugin handle (this file) through which the rest of the core
-// calls a plugin; the manifest's JSON form (manifest.hpp). Depends on capability/.
+// stage and the reason; the Plugin handle (this file), the only way the rest of the core calls
+// a plugin: check, prepare/execute/release (kernel.hpp), device memory, synchronize; the
+// manifest's JSON form (manifest.hpp). Depends on capability/ and errors/.
 #pragma once
 
 #include <boost/dll/shared_library.hpp>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/capability/capability.hpp"
+#include "core/errors/error.hpp"
 #include "switchyard/plugin_api.h"
 
 namespace sy {
@@ -28,12 +30,13 @@ struct LoadDiagnostic {
   LoadStage stage = LoadStage::open;
   std::string reason;
   std::string hint;
+  Errc code() const;  // SY101..SY106, by stage
 };
 
 struct CheckResult {
   bool accepted = false;
   std::vector<Refusal> refusals;  // every failing constraint the plugin reported
-  std::string error;              // set when check itself failed (status != OK)
+  std::optional<Error> error;     // set when check itself failed (status != OK)
 };
 
 // Per-plugin state the host hands to the plugin's log callback.
@@ -78,6 +81,26 @@ class Plugin {
   };
   std::optional<MemoryInfo> memory_info(uint32_t device_index) const;
 
+  // Device memory through the plugin's alloc / copy / free slots (the 1.2 struct form of free
+  // when the plugin has it). Errors carry the plugin's status: SY305 for OUT_OF_MEMORY, SY306
+  // for UNAVAILABLE, SY307 for INTERNAL, SY301 otherwise. A plugin without the slots (every
+  // device of it is host memory) answers alloc and copy with SY301 UNSUPPORTED.
+  bool has_device_memory() const { return api_->alloc && api_->copy && api_->free_memory; }
+  Expected<void*> alloc(uint32_t device_index, uint64_t bytes, uint64_t alignment = 0) const;
+  std::optional<Error> copy(uint32_t device_index, sy_copy_direction direction, void* dst,
+                            const void* src, uint64_t bytes) const;
+  void free(uint32_t device_index, void* data) const;
+  // Waits for the device's enqueued work (1.2 `synchronize`); nullopt at once for a plugin
+  // whose execute completes its work before returning (no slot).
+  std::optional<Error> synchronize(uint32_t device_index) const;
+  // Releases a kernel from prepare (the 1.2 struct form when the plugin has it).
+  void release(sy_kernel* kernel) const;
+  // Whether optional slot `field_end` (its table offset + size) is callable: the negotiated
+  // minor reaches `minor`, the table covers it, and (checked by the caller) it is non-NULL.
+  bool slot_in_table(uint32_t minor, size_t field_end) const {
+    return negotiated_minor_ >= minor && api_->struct_size >= field_end;
+  }
+
   const sy_plugin_api& api() const { return *api_; }
   sy_plugin* instance() const { return instance_; }
 
@@ -115,5 +138,9 @@ class ErrorText {
 
 // "UNSUPPORTED: message" for a status a plugin returned, robust to values outside the set.
 std::string describe_status(int status, const ErrorText& err);
+
+// The Error of a plugin's non-OK answer at run time: the catalog code its status maps to
+// (errc_for_plugin_status), the status, "STATUS: message", where = the plugin's name.
+Error plugin_error(const Plugin& plugin, int status, const ErrorText& err);
 
 }  // namespace sy

@@ -61,16 +61,14 @@ void Registry::scan_directory(const fs::path& dir, const LoadOptions& options) {
 }
 
 void Registry::add(const fs::path& file, const LoadOptions& options) {
-  LoadOutcome out = load_plugin(file, options);
+  LoadOptions with_names = options;
+  with_names.loaded_from = [this](const std::string& name) -> std::optional<fs::path> {
+    for (const auto& r : records_)
+      if (r.loaded() && r.name == name) return r.path;
+    return std::nullopt;
+  };
+  LoadOutcome out = load_plugin(file, with_names);
   PluginRecord rec{file, out.name, std::move(out.plugin), std::move(out.diagnostic)};
-  if (rec.loaded() && find(rec.name)) {
-    rec.diagnostic =
-        LoadDiagnostic{file, LoadStage::entry,
-                       "duplicate plugin name '" + rec.name + "', already loaded from " +
-                           find_record(rec.name)->path.string(),
-                       "remove one copy or reorder the search path"};
-    rec.plugin.reset();
-  }
   if (rec.diagnostic)
     spdlog::warn("plugin {} failed at stage {}: {}", file.string(),
                  load_stage_name(rec.diagnostic->stage), rec.diagnostic->reason);

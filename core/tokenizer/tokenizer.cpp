@@ -11,7 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/graph/graph.hpp"
+#include "core/errors/error.hpp"
+#include "core/json/json_text.hpp"
 
 namespace sy {
 
@@ -325,10 +326,10 @@ class Loader {
   explicit Loader(std::string file) : file_(std::move(file)) {}
 
   [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
-    throw InputError(field.empty() ? file_ : file_ + ":" + field,
-                     "tokenizer " + file_ + " is invalid: " +
-                         (field.empty() ? reason : "field '" + field + "': " + reason),
-                     input_error::kBadTokenizer);
+    throw Error(Errc::bad_tokenizer,
+                "tokenizer " + file_ +
+                    " is invalid: " + (field.empty() ? reason : "field '" + field + "': " + reason),
+                field.empty() ? file_ : file_ + ":" + field);
   }
 
   const json& need(const json& obj, const char* key, const std::string& path) const {
@@ -594,11 +595,8 @@ Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file
   json root;
   try {
     root = parse_json_text(json_text, file);
-  } catch (const InputError& e) {
-    std::string what = e.what();
-    if (what.rfind(e.where + ": ", 0) == 0) what = what.substr(e.where.size() + 2);
-    throw InputError(e.where, "tokenizer " + file + " is invalid: " + what,
-                     input_error::kBadTokenizer);
+  } catch (const Error& e) {
+    throw Error(Errc::bad_tokenizer, "tokenizer " + file + " is invalid: " + e.message, e.where);
   }
   if (!root.is_object()) L.fail("", "not a tokenizer.json: the top level must be an object");
   auto t = std::make_shared<Impl>();
@@ -629,8 +627,8 @@ Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file
 Tokenizer Tokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw InputError(path, "tokenizer " + path + " is invalid: cannot read the file",
-                     input_error::kBadTokenizer);
+    throw Error(Errc::bad_tokenizer, "tokenizer " + path + " is invalid: cannot read the file",
+                path);
   std::stringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path);
@@ -792,11 +790,11 @@ void Tokenizer::Impl::bpe_uncached(const std::string& piece, std::vector<int64_t
 }
 
 void Tokenizer::Impl::unknown_id(int64_t id) const {
-  throw InputError(file,
-                   "tokenizer " + file + " is invalid: no token has id " + std::to_string(id) +
-                       " (ids run from 0 to " + std::to_string(int64_t(token_text.size()) - 1) +
-                       "); do the model and the tokenizer belong together?",
-                   input_error::kBadTokenizer);
+  throw Error(Errc::bad_tokenizer,
+              "tokenizer " + file + " is invalid: no token has id " + std::to_string(id) +
+                  " (ids run from 0 to " + std::to_string(int64_t(token_text.size()) - 1) +
+                  "); do the model and the tokenizer belong together?",
+              file);
 }
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {

@@ -1,7 +1,7 @@
 // tokenizer/ — text to token ids and back, from a Hugging Face `tokenizer.json`: the byte-level
 // BPE (GPT-2 style) that SmolLM, Llama 3 and Qwen ship. No dependency beyond nlohmann-json.
 //
-// Offers: Tokenizer::load() (every unsupported or malformed part is an InputError SY303 that
+// Offers: Tokenizer::load() (every unsupported or malformed part is an Error SY303 that
 // names the file and the JSON field), encode(), decode(), decode_token() for streaming,
 // vocab_size(), token_id().
 //
@@ -46,7 +46,7 @@ namespace sy {
 
 class Tokenizer {
  public:
-  // Reads and checks a tokenizer.json; throws InputError SY303 naming the file and the field.
+  // Reads and checks a tokenizer.json; throws Error SY303 naming the file and the field.
   static Tokenizer load(const std::string& tokenizer_json_path);
   // The same from JSON text; `file` names it in errors.
   static Tokenizer parse(const std::string& json_text, const std::string& file);
@@ -55,7 +55,7 @@ class Tokenizer {
   // BOS/EOS. Thread-safe (the per-word cache is locked).
   std::vector<int64_t> encode(std::string_view text) const;
   // The text of `ids`, special tokens included as their content; byte sequences that are not
-  // valid UTF-8 become U+FFFD, as in the reference. An id with no token throws InputError SY303.
+  // valid UTF-8 become U+FFFD, as in the reference. An id with no token throws Error SY303.
   std::string decode(const std::vector<int64_t>& ids) const;
   // The raw bytes of one token, for streaming: concatenating the pieces of a sequence gives
   // its exact bytes (a multi-byte character may be split across tokens, so a caller that

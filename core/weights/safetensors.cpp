@@ -22,7 +22,7 @@ using nlohmann::json;
 constexpr const char* kSupportedDtypes = "F32, BF16, F16, I64, I32";
 
 [[noreturn]] void bad(const std::string& path, const std::string& reason) {
-  throw InputError(path, "weights file is invalid: " + reason, input_error::kBadWeights);
+  throw Error(Errc::bad_weights, "weights file is invalid: " + reason, path);
 }
 
 std::string quoted(const std::string& name) {

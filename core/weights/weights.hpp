@@ -6,16 +6,15 @@
 // before any tensor is handed out, so no later access can read past the end of the file),
 // write_safetensors() (atomic: temporary file + rename), hf_tensor_name().
 //
-// Every problem with a file being read is an InputError with code input_error::kBadWeights
-// (SY302) whose `where` is the file and whose message names the tensor or field and what is
-// wrong: file shorter than 8 bytes; header length past the end of the file or above 100 MiB;
-// header not JSON or not an object; a tensor entry that is not an object, lacks or mistypes
-// dtype/shape/data_offsets; a dtype other than F32, BF16, F16, I64, I32; a negative dimension or
-// an element/byte count that overflows 64 bits; data_offsets [begin, end) with end < begin, end
-// past the data section, or end - begin not the tensor's byte size; two tensors whose bytes
-// overlap; "__metadata__" that is not an object of strings. Gaps between tensors are accepted.
-// A file truncated by someone else while it is mapped is not detected (the OS raises SIGBUS).
-// Depends on graph/ (InputError) and the ABI's dtype vocabulary.
+// Every problem with a file being read is an Error with code Errc::bad_weights (SY302) whose
+// `where` is the file and whose message names the tensor or field and what is wrong: file shorter
+// than 8 bytes; header length past the end of the file or above 100 MiB; header not JSON or not an
+// object; a tensor entry that is not an object, lacks or mistypes dtype/shape/data_offsets; a dtype
+// other than F32, BF16, F16, I64, I32; a negative dimension or an element/byte count that overflows
+// 64 bits; data_offsets [begin, end) with end < begin, end past the data section, or end - begin
+// not the tensor's byte size; two tensors whose bytes overlap; "__metadata__" that is not an object
+// of strings. Gaps between tensors are accepted. A file truncated by someone else while it is
+// mapped is not detected (the OS raises SIGBUS). Depends on errors/ and the ABI's dtype vocabulary.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/graph/graph.hpp"
+#include "core/errors/error.hpp"
 #include "switchyard/vocabulary.h"
 
 namespace sy {
@@ -51,7 +50,7 @@ const char* safetensors_dtype_name(sy_dtype dtype);
 
 class SafetensorsFile {
  public:
-  // Maps and validates `path`; throws InputError (SY302) naming the file and what is wrong
+  // Maps and validates `path`; throws Error (SY302) naming the file and what is wrong
   // (also when the file cannot be opened or mapped).
   static SafetensorsFile open(const std::string& path);
 

@@ -11,6 +11,11 @@
 
 namespace sy::cpu {
 
+// Head dims the attention blocks serve: a multiple of 16 up to 256 (the envelopes of the sdpa
+// and fused decode kernels declare them).
+inline constexpr int kAttentionHeadDimMultiple = 16;
+inline constexpr int kAttentionHeadDimMax = 256;
+
 struct CpuContext {
   int num_threads = 1;  // our loops and oneDNN use the same count
 };
@@ -22,10 +27,6 @@ class CpuKernel {
   // sy::edge::StatusError for bad values only known at run time (e.g. cache overflow).
   virtual void run(const DLTensor* const* inputs, const DLTensor* const* outputs) = 0;
 };
-
-// Builds a kernel for an operator the kernel's check accepted. May throw.
-using KernelFactory = std::unique_ptr<CpuKernel> (*)(const sy::edge::OpCopy& op,
-                                                     const CpuContext& ctx);
 
 template <typename T>
 T* data_of(const DLTensor* t) {

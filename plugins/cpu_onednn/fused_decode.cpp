@@ -18,8 +18,6 @@
 #include <vector>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/attention_check.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 #include "rope_math.hpp"
 
@@ -104,8 +102,7 @@ std::unique_ptr<CpuKernel> make_inner_attention(const FusedShape& s, const sy::e
   d.num_attrs = 4;
   d.required_features = features;
   sy::edge::OpCopy op(d);
-  contracts::enforce(contracts::narrow_attention, op,
-                     "sdpa_attention (inside fused_decode_attention)");
+  sy::edge::enforce_contract(op, "sdpa_attention (inside fused_decode_attention)");
   return make_attention(op, ctx);
 }
 
@@ -205,14 +202,14 @@ class FusedDecodeKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_fused_decode(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_fused_decode, op, "fused_decode_attention");
+  sy::edge::enforce_contract(op, "fused_decode_attention");
   FusedShape s{};
   s.H = op.inputs[0].shape[2];
   s.Hq = op.outputs[0].shape[2];
   s.D = op.outputs[0].shape[3];
   s.C = op.outputs[1].shape[1];
   s.Hkv = op.outputs[1].shape[2];
-  s.rope = op.int_attr(contracts::kFusedDecodeRopeAttr, 1) != 0;
+  s.rope = op.int_attr(SY_ATTR_ROPE, 1) != 0;
   s.rotary = op.int_attr(SY_ATTR_ROTARY_DIM, s.D);
   const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
   return std::make_unique<FusedDecodeKernel>(s, theta, make_inner_attention(s, op, ctx), ctx);

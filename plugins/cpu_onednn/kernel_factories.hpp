@@ -18,5 +18,6 @@ std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuCont
 std::unique_ptr<CpuKernel> make_softmax(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_argmax(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContext& ctx);
+std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
 }  // namespace sy::cpu

@@ -1,10 +1,10 @@
-// The envelopes are the contract `switchyard caps`, the manifest and the planner read;
-// `check` and (from the kernels issue on) `prepare` apply exactly these plus `narrow`.
+// The envelopes are the capability `switchyard caps`, the manifest and the planner read;
+// `check` and `prepare` apply exactly these, the operator contract and the limits below.
 #include "kernel_table.hpp"
 
+#include <cstdio>
+
 #include "kernel_factories.hpp"
-#include "op_contracts/attention_check.hpp"
-#include "op_contracts/op_checks.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -38,8 +38,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 constexpr sy_kernel_envelope attention_envelope() {
   sy_kernel_envelope e =
       envelope("sdpa_attention", SY_OP_ATTENTION, "sdpa", F32 | BF16, kAttentionFeatures);
-  e.head_dim_multiple = contracts::kAttentionHeadDimMultiple;
-  e.head_dim_max = contracts::kAttentionHeadDimMax;
+  e.head_dim_multiple = kAttentionHeadDimMultiple;
+  e.head_dim_max = kAttentionHeadDimMax;
   return e;
 }
 
@@ -49,8 +49,8 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
       feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
                     SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
-  e.head_dim_multiple = contracts::kAttentionHeadDimMultiple;
-  e.head_dim_max = contracts::kAttentionHeadDimMax;
+  e.head_dim_multiple = kAttentionHeadDimMultiple;
+  e.head_dim_max = kAttentionHeadDimMax;
   e.default_residency = SY_RESIDENCY_HOST;
   e.cost_hint = 0.5;
   return e;
@@ -77,66 +77,76 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("softmax", SY_OP_SOFTMAX, "generic", F32 | BF16),
     envelope("argmax", SY_OP_ARGMAX, "generic", F32 | BF16),
     envelope("copy", SY_OP_COPY, "generic", F32 | BF16 | I32 | I64),
+    // The dtype of the op is its first input's: lse, always f32; o may be f32 or bf16.
+    envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
 
-// Index-aligned with kEnvelopes.
-const KernelFactory kFactories[] = {
-    make_attention, make_fused_decode, make_kv_cache_append, make_matmul,
-    make_embedding, make_rms_norm,     make_layer_norm,      make_rope,
-    make_unary,     make_unary,        make_binary,          make_binary,
-    make_binary,    make_binary,       make_softmax,         make_argmax,
-    make_copy,
-};
-static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
-
-struct Table : sy::edge::KernelTable<kCount> {
-  Table() : KernelTable(kEnvelopes, nullptr) {
-    entries[0].narrow = contracts::narrow_attention;
-    entries[1].narrow = contracts::narrow_fused_decode;
-    // Index-aligned with kEnvelopes, as kFactories is.
-    const sy::edge::NarrowFn ops[] = {
-        contracts::narrow_kv_cache_append,
-        contracts::narrow_matmul,
-        contracts::narrow_embedding,
-        contracts::narrow_rms_norm,
-        contracts::narrow_layer_norm,
-        contracts::narrow_rope,
-        contracts::narrow_unary,
-        contracts::narrow_unary,
-        contracts::narrow_binary,
-        contracts::narrow_binary,
-        contracts::narrow_binary,
-        contracts::narrow_binary,
-        contracts::narrow_softmax,
-        contracts::narrow_argmax,
-        contracts::narrow_copy,
-    };
-    static_assert(sizeof(ops) / sizeof(ops[0]) == kCount - 2);
-    for (size_t i = 0; i < kCount - 2; ++i) entries[i + 2].narrow = ops[i];
-  }
-};
-
-const Table& table() {
-  static const Table t;
-  return t;
+// The head dims the attention blocks serve, for the fused block whose D the envelope filters
+// cannot see (it is o's last extent, not q's).
+int limit_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  const int64_t d = sy_fused_decode_head_dim(op);
+  if (d == 0 || sy_envelope_accepts_head_dim(&kEnvelopes[1], d)) return 0;
+  char need[32], have[64], text[160];
+  std::snprintf(need, sizeof need, "%lld", (long long)d);
+  std::snprintf(have, sizeof have, "multiple of %d up to %d", kAttentionHeadDimMultiple,
+                kAttentionHeadDimMax);
+  std::snprintf(text, sizeof text, "head dim %lld is outside the kernel's set (%s)", (long long)d,
+                have);
+  return sy_refuse(add, ctx, "head_dim", need, have, text);
 }
+
+// copy converts between f32 and bf16 only; the contract also allows f16, which this plugin
+// does not store.
+int limit_copy(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  if (op->num_inputs != 1 || op->num_outputs != 1 || !op->inputs[0] || !op->outputs[0]) return 0;
+  const sy_dtype from = op->inputs[0]->dtype, to = op->outputs[0]->dtype;
+  if (from == to || (from != SY_DTYPE_F16 && to != SY_DTYPE_F16)) return 0;
+  char need[48], text[128];
+  std::snprintf(need, sizeof need, "%s -> %s", sy_dtype_name(from) ? sy_dtype_name(from) : "?",
+                sy_dtype_name(to) ? sy_dtype_name(to) : "?");
+  std::snprintf(text, sizeof text, "copy converts only between f32 and bf16, not %s", need);
+  return sy_refuse(add, ctx, "dtype_match", need, "the same dtype, or f32 <-> bf16", text);
+}
+
+// o in f32 or bf16 (the contract allows f16 too).
+int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add,
+                         void* ctx) {
+  if (op->num_outputs != 1 || !op->outputs[0] || op->outputs[0]->dtype != SY_DTYPE_F16) return 0;
+  return sy_refuse(add, ctx, "dtype_match", "o f16", "o f32|bf16",
+                   "sinks_from_lse rescales f32 and bf16 outputs, not f16");
+}
+
+// Index-aligned with kEnvelopes: the limits beyond the operator contract, and the factories.
+const sy::edge::NarrowFn kLimits[] = {
+    nullptr,    limit_fused_decode,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    nullptr,    nullptr,
+    limit_copy, limit_sinks_from_lse,
+};
+const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
+    make_attention, make_fused_decode,   make_kv_cache_append, make_matmul,
+    make_embedding, make_rms_norm,       make_layer_norm,      make_rope,
+    make_unary,     make_unary,          make_binary,          make_binary,
+    make_binary,    make_binary,         make_softmax,         make_argmax,
+    make_copy,      make_sinks_from_lse,
+};
+static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
+static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
 }  // namespace
 
-const sy::edge::KernelEntry* kernel_table(size_t* count) {
-  *count = kCount;
-  return table().entries;
-}
-
-KernelFactory kernel_factory(size_t index) {
-  return index < kCount ? kFactories[index] : nullptr;
-}
-
-const sy_kernel_envelope* const* kernel_envelopes(size_t* count) {
-  *count = kCount;
-  return table().pointers;
+const Kernels& kernels() {
+  static const sy::edge::KernelSet<CpuKernel, CpuContext, kCount> set(kEnvelopes, kLimits,
+                                                                      kFactories);
+  static const Kernels list = set.list();
+  return list;
 }
 
 }  // namespace sy::cpu

@@ -1,15 +1,13 @@
-// Every kernel this plugin declares: its ABI envelope and its narrowing filters.
+// Every kernel this plugin declares: its ABI envelope, its limits beyond the operator
+// contract, and its factory (the plugin kit's KernelList).
 #pragma once
 
-#include <cstddef>
-
 #include "cpu_kernel.hpp"
-#include "cxx_edge/cxx_edge.hpp"
+#include "cxx_edge/plugin_edge.hpp"
 
 namespace sy::cpu {
 
-const sy::edge::KernelEntry* kernel_table(size_t* count);
-const sy_kernel_envelope* const* kernel_envelopes(size_t* count);
-KernelFactory kernel_factory(size_t index);
+using Kernels = sy::edge::KernelList<CpuKernel, CpuContext>;
+const Kernels& kernels();
 
 }  // namespace sy::cpu

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 
 namespace sy::cpu {
@@ -207,7 +206,7 @@ std::unique_ptr<CpuKernel> binary_for(Bin op, int64_t n, int64_t nb, const CpuCo
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_unary(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_unary, op, op.op == SY_OP_SILU ? "silu" : "gelu");
+  sy::edge::enforce_contract(op, op.op == SY_OP_SILU ? "silu" : "gelu");
   int64_t n = op.inputs[0].elements();
   if (op.inputs[0].dtype == SY_DTYPE_BF16) return unary_for<bf16_bits>(activation(op), n, ctx);
   return unary_for<float>(activation(op), n, ctx);
@@ -215,7 +214,7 @@ std::unique_ptr<CpuKernel> make_unary(const sy::edge::OpCopy& op, const CpuConte
 
 std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   const char* name = sy_op_kind_name(op.op);
-  contracts::enforce(contracts::narrow_binary, op, name ? name : "binary");
+  sy::edge::enforce_contract(op, name ? name : "binary");
   Bin kind = Bin::add;
   switch (op.op) {
     case SY_OP_ADD: kind = Bin::add; break;
@@ -234,7 +233,7 @@ std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuCont
 }
 
 std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_copy, op, "copy");
+  sy::edge::enforce_contract(op, "copy");
   sy_dtype from = op.inputs[0].dtype, to = op.outputs[0].dtype;
   int64_t n = op.inputs[0].elements();
   if (from == SY_DTYPE_F32 && to == SY_DTYPE_BF16)
@@ -245,14 +244,14 @@ std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContex
 }
 
 std::unique_ptr<CpuKernel> make_softmax(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_softmax, op, "softmax");
+  sy::edge::enforce_contract(op, "softmax");
   const auto& shape = op.inputs[0].shape;
   int64_t n = shape.back();
   return make_for_dtype<SoftmaxKernel>(op.inputs[0].dtype, op.inputs[0].elements() / n, n, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_argmax(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_argmax, op, "argmax");
+  sy::edge::enforce_contract(op, "argmax");
   const auto& shape = op.inputs[0].shape;
   int64_t n = shape.back();
   return make_for_dtype<ArgmaxKernel>(op.inputs[0].dtype, op.inputs[0].elements() / n, n, ctx);

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 
 namespace sy::cpu {
@@ -48,7 +47,7 @@ class EmbeddingKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_embedding, op, "embedding");
+  sy::edge::enforce_contract(op, "embedding");
   const auto& table = op.inputs[0];
   int64_t row_bytes = table.shape[1] * static_cast<int64_t>(sy_dtype_size(table.dtype));
   return std::make_unique<EmbeddingKernel>(table.shape[0], row_bytes, op.inputs[1].elements(),

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 
 namespace sy::cpu {
@@ -48,7 +47,7 @@ class KvCacheAppendKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_kv_cache_append(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_kv_cache_append, op, "kv_cache_append");
+  sy::edge::enforce_contract(op, "kv_cache_append");
   const auto& rows = op.inputs[0];
   int64_t row_bytes =
       rows.shape[2] * rows.shape[3] * static_cast<int64_t>(sy_dtype_size(rows.dtype));

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 
 namespace sy::cpu {
@@ -123,7 +122,7 @@ class MatmulKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_matmul, op, "matmul");
+  sy::edge::enforce_contract(op, "matmul");
   const auto& b = op.inputs[1].shape;
   bool transpose_b = op.int_attr(SY_ATTR_TRANSPOSE_B, 0) == 1;
   int64_t k = transpose_b ? b[1] : b[0];

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 
 namespace sy::cpu {
@@ -92,13 +91,13 @@ class LayerNormKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_rms_norm(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_rms_norm, op, "rms_norm");
+  sy::edge::enforce_contract(op, "rms_norm");
   float offset = static_cast<float>(op.float_attr(SY_ATTR_WEIGHT_OFFSET, 0.0));
   return make_for_dtype<RmsNormKernel>(op.inputs[0].dtype, norm_shape(op, 1e-6), offset, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_layer_norm(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_layer_norm, op, "layer_norm");
+  sy::edge::enforce_contract(op, "layer_norm");
   return make_for_dtype<LayerNormKernel>(op.inputs[0].dtype, norm_shape(op, 1e-5), ctx);
 }
 

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "kernel_factories.hpp"
-#include "op_contracts/op_checks.hpp"
 #include "ops_common.hpp"
 #include "rope_math.hpp"
 
@@ -56,7 +55,7 @@ class RopeKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_rope(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  contracts::enforce(contracts::narrow_rope, op, "rope");
+  sy::edge::enforce_contract(op, "rope");
   const auto& x = op.inputs[0].shape;
   RopeShape s{};
   s.rows = x[0] * x[1];

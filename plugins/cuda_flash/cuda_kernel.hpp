@@ -24,12 +24,10 @@ class CudaKernel {
  public:
   virtual ~CudaKernel() = default;
   // Inputs and outputs in the ABI's operand order. Launches on the legacy default stream and
-  // waits for completion (this first form is synchronous). Throws sy::edge::StatusError.
+  // returns without waiting (the plugin has `synchronize`; work stays in stream order). Throws
+  // sy::edge::StatusError.
   virtual void run(const DLTensor* const* inputs, const DLTensor* const* outputs) = 0;
 };
-
-using KernelFactory = std::unique_ptr<CudaKernel> (*)(const sy::edge::OpCopy& op,
-                                                      const CudaContext& ctx);
 
 template <typename T>
 T* data_of(const DLTensor* t) {
@@ -38,7 +36,8 @@ T* data_of(const DLTensor* t) {
 
 // Throws StatusError(INTERNAL) naming the call when `code` (a cudaError_t) is not success.
 void check_cuda(int code, const char* call);
-// After a launch: the launch error, then (synchronously) any error of the kernel itself.
+// After a launch: the launch's own error (a kernel's fault surfaces at the next copy or
+// synchronize).
 void check_launch(const char* kernel);
 // Makes `ordinal` current for this thread.
 void use_device(int ordinal);

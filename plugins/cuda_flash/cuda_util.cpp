@@ -15,9 +15,9 @@ void check_cuda(int code, const char* call) {
 }
 
 void check_launch(const char* kernel) {
+  // The launch itself only: the kernel runs on, in stream order, and a fault of its own
+  // surfaces at the next copy or synchronize (ABI 1.2 execute semantics, plugin_api.h).
   check_cuda(cudaGetLastError(), kernel);
-  // Synchronous first form: the host sees a kernel's fault in the call that launched it.
-  check_cuda(cudaDeviceSynchronize(), kernel);
 }
 
 void use_device(int ordinal) {

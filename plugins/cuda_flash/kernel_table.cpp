@@ -2,12 +2,9 @@
 #include "kernel_table.hpp"
 
 #include <cstdio>
-#include <string>
 
 #include "cuda_devices.hpp"
 #include "cuda_kernel.hpp"
-#include "op_contracts/attention_check.hpp"
-#include "op_contracts/op_checks.hpp"
 
 namespace sy::cuda {
 namespace {
@@ -79,61 +76,15 @@ int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn a
   return sy_refuse(add, ctx, "arch", device->arch ? device->arch : "?", ">=sm_80", text);
 }
 
-// copy: the same dtype, or a conversion between two float dtypes (f32, f16, bf16).
-int narrow_copy_float(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add,
-                      void* ctx) {
-  // The shared filter checks operands and shapes; it allows only f32 <-> bf16, so hand it
-  // the output with the input's dtype and judge the conversion here.
-  if (op->num_inputs != 1 || op->num_outputs != 1 || !op->inputs || !op->outputs ||
-      !op->inputs[0] || !op->outputs[0])
-    return sy::contracts::narrow_copy(device, op, add, ctx);
-  sy_tensor_desc y = *op->outputs[0];
-  const sy_tensor_desc* outs[1] = {&y};
-  sy_op_desc same = *op;
-  same.outputs = outs;
-  sy_dtype from = op->inputs[0]->dtype, to = y.dtype;
-  y.dtype = from;
-  int n = sy::contracts::narrow_copy(device, &same, add, ctx);
-  auto is_float = [](sy_dtype d) {
-    return d == SY_DTYPE_F32 || d == SY_DTYPE_F16 || d == SY_DTYPE_BF16;
-  };
-  if (from != to && !(is_float(from) && is_float(to))) {
-    const char* a = sy_dtype_name(from) ? sy_dtype_name(from) : "?";
-    const char* b = sy_dtype_name(to) ? sy_dtype_name(to) : "?";
-    std::string req = std::string(a) + " -> " + b;
-    std::string text =
-        std::string("copy converts only between f32, f16 and bf16, not ") + a + " to " + b;
-    n += sy_refuse(add, ctx, "dtype_match", req.c_str(), "the same dtype, or f32/f16/bf16",
-                   text.c_str());
-  }
-  return n;
-}
-
-// The architecture first, then the operator's own filter (docs/operators.md), shared with
-// cpu_onednn so that both plugins judge operands alike.
-template <sy::edge::NarrowFn Op>
-int narrow_both(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
-  return narrow_arch(device, op, add, ctx) + Op(device, op, add, ctx);
-}
-
-// Index-aligned with kEnvelopes.
-const sy::edge::NarrowFn kNarrow[] = {
-    narrow_both<sy::contracts::narrow_attention>,
-    narrow_both<sy::contracts::narrow_kv_cache_append>,
-    narrow_both<sy::contracts::narrow_matmul>,
-    narrow_both<sy::contracts::narrow_embedding>,
-    narrow_both<sy::contracts::narrow_rms_norm>,
-    narrow_both<sy::contracts::narrow_rope>,
-    narrow_both<sy::contracts::narrow_binary>,
-    narrow_both<sy::contracts::narrow_binary>,
-    narrow_both<sy::contracts::narrow_binary>,
-    narrow_both<sy::contracts::narrow_softmax>,
-    narrow_both<sy::contracts::narrow_argmax>,
-    narrow_both<narrow_copy_float>,
+// Index-aligned with kEnvelopes: every kernel's one limit beyond the operator contract is the
+// architecture; the factories.
+const sy::edge::NarrowFn kLimits[] = {
+    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
+    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
 };
-static_assert(sizeof(kNarrow) / sizeof(kNarrow[0]) == kCount);
+static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 
-const KernelFactory kFactories[] = {
+const sy::edge::Factory<CudaKernel, CudaContext> kFactories[] = {
     make_flash_attention, make_kv_cache_append, make_matmul,
     make_embedding,       make_rms_norm,        make_rope,
     make_gated,           make_gated,           make_add,
@@ -141,31 +92,13 @@ const KernelFactory kFactories[] = {
 };
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
-struct Table : sy::edge::KernelTable<kCount> {
-  Table() : KernelTable(kEnvelopes, nullptr) {
-    for (size_t i = 0; i < kCount; ++i) entries[i].narrow = kNarrow[i];
-  }
-};
-
-const Table& table() {
-  static const Table t;
-  return t;
-}
-
 }  // namespace
 
-const sy::edge::KernelEntry* kernel_table(size_t* count) {
-  *count = kCount;
-  return table().entries;
-}
-
-KernelFactory kernel_factory(size_t index) {
-  return index < kCount ? kFactories[index] : nullptr;
-}
-
-const sy_kernel_envelope* const* kernel_envelopes(size_t* count) {
-  *count = kCount;
-  return table().pointers;
+const Kernels& kernels() {
+  static const sy::edge::KernelSet<CudaKernel, CudaContext, kCount> set(kEnvelopes, kLimits,
+                                                                        kFactories);
+  static const Kernels list = set.list();
+  return list;
 }
 
 }  // namespace sy::cuda

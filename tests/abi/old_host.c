@@ -1,7 +1,9 @@
 /*
- * A host written against ABI minor 0 (SY_ABI_COMPAT_MINOR=0): it knows nothing of the
- * minor-1 fields. Loading a plugin built for minor 1 (newer plugin, older host) or for
- * minor 0 must work end to end: negotiate, init, enumerate, check, prepare, execute.
+ * A host written against an older ABI minor (built twice: SY_ABI_COMPAT_MINOR=0 and =1, hosts
+ * of ABI 1.0 and 1.1): it knows nothing of the later fields, so its structs are the old, smaller
+ * ones. Loading a plugin built for any minor (older, same or newer) must work end to end:
+ * negotiate, init (a 1.2 plugin then finds no host info in init's arguments), enumerate, check,
+ * prepare, execute, and, at minor 1, memory_info when the plugin has it.
  * Exit 0 on success; otherwise prints what failed and exits 1.
  */
 #include <dlfcn.h>
@@ -10,8 +12,8 @@
 
 #include "switchyard/envelope_check.h"
 
-#if SY_ABI_COMPAT_MINOR != 0
-#error "old_host must be compiled with SY_ABI_COMPAT_MINOR=0"
+#if SY_ABI_COMPAT_MINOR > 1
+#error "old_host must be compiled with SY_ABI_COMPAT_MINOR=0 or 1"
 #endif
 
 static int failures = 0;
@@ -67,15 +69,15 @@ int main(int argc, char** argv) {
   memset(&host, 0, sizeof host);
   host.struct_size = sizeof host;
   host.abi_major = SY_ABI_VERSION_MAJOR;
-  host.abi_minor = 0;
+  host.abi_minor = SY_ABI_COMPAT_MINOR;
   host.abi_minor_min = 0;
   host.log = host_log;
   api = entry(&host);
   EXPECT(api != NULL, "entry returned a table");
   if (!api) return 1;
   EXPECT(api->abi_major == SY_ABI_VERSION_MAJOR, "same major");
-  /* The old host reads only the minor-0 prefix of a possibly larger table. */
-  EXPECT(api->struct_size >= SY_PLUGIN_API_SIZE_MINOR0, "table covers minor 0");
+  /* The old host reads only the prefix it knows of a possibly larger table. */
+  EXPECT(api->struct_size >= SY_PLUGIN_API_SIZE_MINOR_0, "table covers minor 0");
 
   memset(&init, 0, sizeof init);
   init.struct_size = sizeof init;
@@ -133,8 +135,21 @@ int main(int argc, char** argv) {
   exec.num_outputs = 1;
   EXPECT(api->execute(&exec, &err) == SY_STATUS_OK, "execute");
   EXPECT(c[0] == 11 && c[3] == 44, "add computed a + b");
+#if SY_ABI_COMPAT_MINOR >= 1
+  /* The negotiated minor is the smaller of the two; the slot is used only if both reach 1. */
+  if (api->abi_minor >= 1 && api->struct_size >= SY_PLUGIN_API_SIZE_MINOR_1 && api->memory_info) {
+    sy_memory_info_args mem;
+    memset(&mem, 0, sizeof mem);
+    mem.struct_size = sizeof mem;
+    mem.plugin = init.plugin;
+    EXPECT(api->memory_info(&mem, &err) == SY_STATUS_OK && mem.total_bytes == 4096,
+           "memory_info of a minor-1+ plugin");
+  }
+#endif
   api->release(init.plugin, prep.kernel);
   api->shutdown(init.plugin);
-  if (failures == 0) printf("old_host: %s works with an ABI 1.0 host\n", argv[1]);
+  if (failures == 0)
+    printf("old_host: %s (ABI 1.%u) works with an ABI 1.%d host\n", argv[1], api->abi_minor,
+           SY_ABI_COMPAT_MINOR);
   return failures ? 1 : 0;
 }

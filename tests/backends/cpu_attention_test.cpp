@@ -9,6 +9,7 @@
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "support/attention_reference.hpp"
+#include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/test_paths.hpp"
 
@@ -81,8 +82,8 @@ class CpuAttention : public ::testing::Test {
     OpDesc op = op_for(c);
     size_t kernel = 0;
     auto prepared = prepare_kernel(*plugin_, kernel, 0, op);
-    EXPECT_TRUE(prepared.kernel) << prepared.error;
-    if (!prepared.kernel) return {};
+    EXPECT_TRUE(prepared) << test::why(prepared);
+    if (!prepared) return {};
     HostTensor q(c.dtype, op.inputs[0].shape), k(c.dtype, op.inputs[1].shape),
         v(c.dtype, op.inputs[2].shape), sinks(SY_DTYPE_F32, {c.Hq}), kv(SY_DTYPE_I64, {c.B}),
         o(c.dtype, op.outputs[0].shape), lse(SY_DTYPE_F32, {c.B, c.Hq, c.Sq});
@@ -99,8 +100,8 @@ class CpuAttention : public ::testing::Test {
       ins.push_back(kv.dl());
     }
     if (c.lse) outs.push_back(lse.dl());
-    std::string err = prepared.kernel->execute(ins, outs);
-    EXPECT_EQ(err, "");
+    auto err = (*prepared)->execute(ins, outs);
+    EXPECT_FALSE(err) << test::why(err);
     return {o.get(), c.lse ? lse.get() : std::vector<double>{}};
   }
 
@@ -245,15 +246,17 @@ TEST_F(CpuAttention, KvLenBeyondTheCacheIsInvalidArgument) {
   c.kv_len = {9};
   OpDesc op = op_for(c);
   auto prepared = prepare_kernel(*plugin_, 0, 0, op);
-  ASSERT_TRUE(prepared.kernel) << prepared.error;
+  ASSERT_TRUE(prepared) << test::why(prepared);
   HostTensor q(c.dtype, op.inputs[0].shape), k(c.dtype, op.inputs[1].shape),
       v(c.dtype, op.inputs[2].shape), kv(SY_DTYPE_I64, {1}), o(c.dtype, op.outputs[0].shape),
       lse(SY_DTYPE_F32, op.outputs[1].shape);
   kv.set({9});
   std::vector<const DLTensor*> ins = {q.dl(), k.dl(), v.dl(), kv.dl()}, outs = {o.dl(), lse.dl()};
-  std::string err = prepared.kernel->execute(ins, outs);
-  EXPECT_EQ(err.rfind("INVALID_ARGUMENT", 0), 0u) << err;
-  EXPECT_NE(err.find("kv_len[0] = 9"), std::string::npos) << err;
+  auto err = (*prepared)->execute(ins, outs);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->status, SY_STATUS_INVALID_ARGUMENT) << err->what();
+  EXPECT_EQ(err->message.rfind("INVALID_ARGUMENT", 0), 0u) << err->what();
+  EXPECT_NE(err->message.find("kv_len[0] = 9"), std::string::npos) << err->what();
 }
 
 // LSE is what lets two halves of the KV range be merged into the whole.

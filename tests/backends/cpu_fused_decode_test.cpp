@@ -28,6 +28,7 @@
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "support/attention_reference.hpp"
+#include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/test_paths.hpp"
 
@@ -190,9 +191,9 @@ class CpuFusedDecode : public ::testing::Test {
           kc(SY_DTYPE_F32, {1, cs.C, cs.Hkv, cs.D}),
           vc(SY_DTYPE_F32, {1, cs.C, cs.Hkv, cs.D}),
           rng(seed) {
-      PrepareResult r = prepare_kernel(*plugin_, CpuFusedDecode::kernel(), 0, fused_op(c));
-      EXPECT_TRUE(r.kernel) << c.name() << ": " << r.error;
-      kernel = std::move(r.kernel);
+      auto r = prepare_kernel(*plugin_, CpuFusedDecode::kernel(), 0, fused_op(c));
+      EXPECT_TRUE(r) << c.name() << ": " << test::why(r);
+      if (r) kernel = std::move(*r);
       // |w| <= 3/√H and |x| <= 1 make q and k entries O(1), so the softmax is not flat.
       const double a = 3.0 / std::sqrt(double(c.H));
       s.wq = wq.set(test::uniform(size_t(wq.elements()), rng, -a, a));
@@ -207,7 +208,7 @@ class CpuFusedDecode : public ::testing::Test {
       pos.set({double(position)});
       std::vector<const DLTensor*> ins = {x.dl(), wq.dl(), wk.dl(), wv.dl(), pos.dl()},
                                    outs = {o.dl(), kc.dl(), vc.dl()};
-      return kernel->execute(ins, outs);
+      return test::why(kernel->execute(ins, outs));
     }
 
     // A new token at `position`: runs the plugin and the reference, compares o and both
@@ -370,10 +371,13 @@ std::vector<Refused> refused_ops() {
     for (auto* list : {&op.inputs, &op.outputs})
       for (auto& t : *list)
         if (t.dtype == SY_DTYPE_F32) t.dtype = SY_DTYPE_BF16;
-    out.push_back({"bf16",
-                   op,
-                   {"dtype", "dtype", "dtype", "dtype", "dtype", "dtype", "dtype"},
-                   "dtype bf16 is outside the kernel's dtypes (f32)"});
+    out.push_back({"bf16", op, {"dtype"}, "dtype bf16 is outside the kernel's dtypes (f32)"});
+  }
+  {
+    OpDesc op = fused_op(c);
+    op.inputs[1].dtype = SY_DTYPE_BF16;  // wq of another dtype than x: the operator contract
+    op.outputs[2].dtype = SY_DTYPE_BF16;
+    out.push_back({"mixed dtypes", op, {"dtype_match", "dtype_match"}, "wq is bf16 but x is f32"});
   }
   {
     OpDesc op = fused_op(c);
@@ -425,7 +429,7 @@ TEST_F(CpuFusedDecode, CheckRefusesWhatPrepareRefusesWithEveryReason) {
   for (const Refused& r : refused_ops()) {
     SCOPED_TRACE(r.what);
     CheckResult c = check(r.op);
-    EXPECT_EQ(c.error, "");
+    EXPECT_FALSE(c.error) << test::why(c.error);
     EXPECT_FALSE(c.accepted);
     std::vector<std::string> names;
     bool has_text = false;
@@ -438,10 +442,11 @@ TEST_F(CpuFusedDecode, CheckRefusesWhatPrepareRefusesWithEveryReason) {
     EXPECT_TRUE(has_text) << "no refusal says \"" << r.text
                           << "\"; first: " << (c.refusals.empty() ? "" : c.refusals[0].text);
 
-    PrepareResult p = prepare_kernel(*plugin_, kernel(), 0, r.op);
-    EXPECT_FALSE(p.kernel);
-    EXPECT_EQ(p.error.rfind("UNSUPPORTED", 0), 0u) << p.error;
-    EXPECT_TRUE(contains(p.error, r.text)) << p.error;
+    auto p = prepare_kernel(*plugin_, kernel(), 0, r.op);
+    ASSERT_FALSE(p);
+    EXPECT_EQ(p.error().status, SY_STATUS_UNSUPPORTED);
+    EXPECT_EQ(p.error().message.rfind("UNSUPPORTED", 0), 0u) << p.error().message;
+    EXPECT_TRUE(contains(p.error().message, r.text)) << p.error().message;
   }
 }
 
@@ -468,9 +473,9 @@ TEST_F(CpuFusedDecode, CheckAcceptsWhatPrepareServes) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     CheckResult r = check(fused_op(c));
-    EXPECT_TRUE(r.accepted) << (r.refusals.empty() ? r.error : r.refusals[0].text);
-    PrepareResult p = prepare_kernel(*plugin_, kernel(), 0, fused_op(c));
-    EXPECT_TRUE(p.kernel) << p.error;
+    EXPECT_TRUE(r.accepted) << (r.refusals.empty() ? test::why(r.error) : r.refusals[0].text);
+    auto p = prepare_kernel(*plugin_, kernel(), 0, fused_op(c));
+    EXPECT_TRUE(p) << test::why(p);
   }
 }
 

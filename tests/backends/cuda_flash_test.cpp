@@ -13,6 +13,7 @@
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "support/attention_reference.hpp"
+#include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/ops.hpp"
 #include "support/test_paths.hpp"
@@ -109,8 +110,8 @@ TEST_F(CudaFlash, PrepareWithoutADeviceIsUnavailableWithTheReason) {
   EXPECT_THAT(err.str(), ::testing::HasSubstr(plugin_->no_devices_reason()));
   // Through the host, too: no device 0, not a crash.
   auto prepared = prepare_kernel(*plugin_, 0, 0, op);
-  EXPECT_FALSE(prepared.kernel);
-  EXPECT_FALSE(prepared.error.empty());
+  ASSERT_FALSE(prepared);
+  EXPECT_EQ(prepared.error().status, SY_STATUS_INVALID_ARGUMENT) << prepared.error().message;
 }
 
 TEST_F(CudaFlash, AllocAndCopyWithoutADeviceAreUnavailable) {
@@ -145,8 +146,8 @@ TEST_F(CudaFlash, PrepareRefusesExactlyWhatCheckRefuses) {
   OpDesc op = attention_op(s);
   EXPECT_FALSE(plugin_->check(0, plugin_->devices()[0], op).accepted);
   auto prepared = prepare_kernel(*plugin_, 0, 0, op);
-  EXPECT_FALSE(prepared.kernel);
-  EXPECT_THAT(prepared.error, ::testing::StartsWith("UNSUPPORTED"));
+  ASSERT_FALSE(prepared);
+  EXPECT_THAT(prepared.error().message, ::testing::StartsWith("UNSUPPORTED"));
 }
 
 // ---- with a device -----------------------------------------------------------------------
@@ -202,13 +203,13 @@ class DeviceTensor {
 
 // Runs `op` (every operand in device memory) on kernel `kernel` of cuda_flash: uploads
 // `ins`, runs, downloads into `outs` (which may hold initial values, e.g. a cache). Returns
-// the execute error ("" on success).
+// the error of execute or of the enqueued work ("" on success).
 std::string run_on_gpu(const Plugin& p, size_t kernel, OpDesc op,
                        std::vector<test::HostTensor*> ins, std::vector<test::HostTensor*> outs) {
   for (auto& t : op.inputs) t.memory = SY_MEMORY_DEVICE;
   for (auto& t : op.outputs) t.memory = SY_MEMORY_DEVICE;
   auto prepared = prepare_kernel(p, kernel, 0, op);
-  if (!prepared.kernel) return "prepare: " + prepared.error;
+  if (!prepared) return "prepare: " + prepared.error().message;
   std::vector<std::unique_ptr<DeviceTensor>> din, dout;
   std::vector<const DLTensor*> in_ptrs, out_ptrs;
   for (auto* h : ins) {
@@ -221,9 +222,10 @@ std::string run_on_gpu(const Plugin& p, size_t kernel, OpDesc op,
     dout.back()->upload(*h);
     out_ptrs.push_back(dout.back()->dl());
   }
-  std::string err = prepared.kernel->execute(in_ptrs, out_ptrs);
+  std::optional<Error> err = (*prepared)->execute(in_ptrs, out_ptrs);
+  if (!err) err = p.synchronize(0);  // execute only enqueued the work (ABI 1.2)
   for (size_t i = 0; i < outs.size(); ++i) dout[i]->download(*outs[i]);
-  return err;
+  return test::why(err);
 }
 
 size_t kernel_named(const Plugin& p, const std::string& name) {
@@ -311,14 +313,14 @@ test::AttentionResult run_flash(const Plugin& plugin, size_t kernel, bool device
     *error = run_on_gpu(plugin, kernel, op, ins, outs);
   } else {
     auto prepared = prepare_kernel(plugin, kernel, 0, op);
-    if (!prepared.kernel) {
-      *error = prepared.error;
+    if (!prepared) {
+      *error = prepared.error().message;
       return {};
     }
     std::vector<const DLTensor*> i, o2;
     for (auto* h : ins) i.push_back(h->dl());
     for (auto* h : outs) o2.push_back(h->dl());
-    *error = prepared.kernel->execute(i, o2);
+    *error = test::why((*prepared)->execute(i, o2));
   }
   return {o.get(), c.lse ? lse.get() : std::vector<double>{}};
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/errors/error.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -47,21 +48,21 @@ TEST_F(RunCli, GeneratesTextAndReportsSpeeds) {
 TEST_F(RunCli, PromptLongerThanTheContextIsExitFour) {
   auto r = run("--prompt 'a long prompt here' --max-tokens 4 --context 8");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_THAT(r.err, HasSubstr("SY304"));
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::prompt_too_long)));
 }
 
 TEST_F(RunCli, MissingWeightsIsExitFour) {
   fs::remove(model_ / "model.safetensors");
   auto r = run("--prompt hi --max-tokens 2");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_THAT(r.err, HasSubstr("SY302"));
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::bad_weights)));
 }
 
 TEST_F(RunCli, TruncatedWeightsIsExitFour) {
   fs::resize_file(model_ / "model.safetensors", fs::file_size(model_ / "model.safetensors") / 2);
   auto r = run("--prompt hi --max-tokens 2");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_THAT(r.err, HasSubstr("SY302"));
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::bad_weights)));
 }
 
 TEST_F(RunCli, ConfigThatDisagreesWithTheWeightsIsExitFour) {
@@ -77,7 +78,7 @@ TEST_F(RunCli, CorruptTokenizerIsExitFour) {
   std::ofstream(model_ / "tokenizer.json") << "{\"model\": 3}";
   auto r = run("--prompt hi --max-tokens 2");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_THAT(r.err, HasSubstr("SY303"));
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::bad_tokenizer)));
 }
 
 TEST_F(RunCli, TokenIdOutsideTheModelsVocabularyIsExitFour) {

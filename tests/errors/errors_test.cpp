@@ -29,30 +29,79 @@ bool empty(const char* s) {
 
 TEST(ErrorCatalog, CodesAndNamesAreUniqueAndWellFormed) {
   std::set<std::string> codes, names;
+  const std::regex code_form(std::string(kCodePrefix) + "[0-3][0-9][0-9]");
   for (const auto& e : error_catalog()) {
     ASSERT_FALSE(empty(e.code));
     ASSERT_FALSE(empty(e.name)) << e.code;
-    EXPECT_TRUE(std::regex_match(e.code, std::regex("SY[0-3][0-9][0-9]"))) << e.code;
+    EXPECT_TRUE(std::regex_match(e.code, code_form)) << e.code;
+    EXPECT_EQ(code_text(e.errc), e.code) << "the code text is the Errc's number";
     EXPECT_TRUE(std::regex_match(e.name, std::regex("[a-z0-9_]+"))) << e.name;
     EXPECT_TRUE(codes.insert(e.code).second) << "duplicate code " << e.code;
     EXPECT_TRUE(names.insert(e.name).second) << "duplicate name " << e.name;
+    EXPECT_EQ(&error_info(e.errc), &e);
   }
 }
 
-// The documented series: SY001-009, SY101-106 (one per load stage), SY201-210, SY301-304.
+// Codes are stable: every Errc keeps its number forever (users search for the codes).
+TEST(ErrorCatalog, CodeNumbersNeverChange) {
+  const std::pair<Errc, int> pinned[] = {
+      {Errc::no_kernel_for_op, 1},
+      {Errc::flash_attn_no_cpu, 2},
+      {Errc::flash_attn_dtype, 3},
+      {Errc::sinks_flex_cpu, 4},
+      {Errc::expected_cpu_storage, 5},
+      {Errc::expected_cpu, 6},
+      {Errc::kv_repeat, 7},
+      {Errc::device_unavailable, 8},
+      {Errc::transfer_forbidden, 9},
+      {Errc::plugin_open, 101},
+      {Errc::plugin_entry, 102},
+      {Errc::plugin_abi, 103},
+      {Errc::plugin_init, 104},
+      {Errc::plugin_manifest, 105},
+      {Errc::plugin_capability, 106},
+      {Errc::json_syntax, 201},
+      {Errc::schema_version, 202},
+      {Errc::unknown_op, 203},
+      {Errc::shape_mismatch, 204},
+      {Errc::dtype_mismatch, 205},
+      {Errc::graph_cycle, 206},
+      {Errc::bad_config, 207},
+      {Errc::unknown_model_type, 208},
+      {Errc::bad_graph, 209},
+      {Errc::bad_target, 210},
+      {Errc::kernel_failed, 301},
+      {Errc::bad_weights, 302},
+      {Errc::bad_tokenizer, 303},
+      {Errc::prompt_too_long, 304},
+      {Errc::device_out_of_memory, 305},
+      {Errc::device_lost, 306},
+      {Errc::plugin_internal, 307},
+  };
+  ASSERT_EQ(std::size(pinned), error_catalog().size()) << "a new code needs pinning here";
+  for (const auto& [errc, number] : pinned) {
+    EXPECT_EQ(static_cast<int>(errc), number);
+    char text[8];
+    std::snprintf(text, sizeof text, "%s%03d", kCodePrefix, number);
+    EXPECT_EQ(code_text(errc), text);
+    EXPECT_STREQ(error_info(errc).code, text);
+  }
+}
+
+// The documented series: 001-009, 101-106 (one per load stage), 201-210, 301-307.
 TEST(ErrorCatalog, EverySeriesIsComplete) {
-  auto expect_range = [](const char* prefix, int first, int last) {
+  auto expect_range = [](int first, int last) {
     for (int i = first; i <= last; ++i) {
-      std::string code = prefix + std::to_string(i);
-      EXPECT_TRUE(find_error(code)) << code;
+      std::string code = code_text(static_cast<Errc>(i));
+      ASSERT_TRUE(find_error(code)) << code;
+      EXPECT_EQ(static_cast<int>(find_error(code)->errc), i);
     }
   };
-  expect_range("SY00", 1, 9);
-  expect_range("SY10", 1, 6);
-  expect_range("SY20", 1, 9);
-  expect_range("SY2", 10, 10);
-  expect_range("SY30", 1, 4);
-  EXPECT_EQ(error_catalog().size(), 29u);
+  expect_range(1, 9);
+  expect_range(101, 106);
+  expect_range(201, 210);
+  expect_range(301, 307);
+  EXPECT_EQ(error_catalog().size(), 32u);
   for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }
@@ -75,58 +124,73 @@ TEST(ErrorCatalog, CodesAreInOrder) {
 
 // Users search for the messages of other stacks: each appears verbatim as one code's message.
 TEST(ErrorCatalog, SeedMessagesAreVerbatim) {
-  const std::pair<const char*, const char*> seeds[] = {
-      {"SY002", "no cpu support for flash-attn"},
-      {"SY003", "flash-attn is only supported for f16/bf16 (F32)"},
-      {"SY004",
+  const std::pair<Errc, const char*> seeds[] = {
+      {Errc::flash_attn_no_cpu, "no cpu support for flash-attn"},
+      {Errc::flash_attn_dtype, "flash-attn is only supported for f16/bf16 (F32)"},
+      {Errc::sinks_flex_cpu,
        "Attention sinks cannot be run on CPU with flex attention. Please switch to a different "
        "device, e.g. CUDA"},
-      {"SY005", "Expected CPU storage"},
-      {"SY006", "Expected CPU"},
-      {"SY007", "only kv-repeat = 1 is supported"},
+      {Errc::expected_cpu_storage, "Expected CPU storage"},
+      {Errc::expected_cpu, "Expected CPU"},
+      {Errc::kv_repeat, "only kv-repeat = 1 is supported"},
   };
-  for (const auto& [code, message] : seeds) {
-    const ErrorInfo* e = find_error(code);
-    ASSERT_TRUE(e) << code;
-    EXPECT_STREQ(e->message, message) << code;
-  }
+  for (const auto& [code, message] : seeds) EXPECT_STREQ(error_info(code).message, message);
 }
 
-// SY0xx no legal plan, SY1xx plugin load, SY2xx and SY302-304 bad input, SY301 a bug.
+// SY0xx no legal plan, SY1xx plugin load, SY2xx and SY302-304 bad input, SY301 a bug, and a
+// code of its own for each of a plugin's run-time answers OUT_OF_MEMORY, UNAVAILABLE, INTERNAL.
 TEST(ErrorCatalog, ExitCodesFollowTheSeries) {
   for (const auto& e : error_catalog()) {
-    std::string code = e.code;
-    int expected = code == "SY301"  ? cli::kExitFailure
-                   : code[2] == '0' ? cli::kExitNoPlan
-                   : code[2] == '1' ? cli::kExitPluginError
-                                    : cli::kExitBadInput;
-    EXPECT_EQ(e.exit_code, expected) << code;
+    const int n = static_cast<int>(e.errc);
+    int expected = e.errc == Errc::kernel_failed          ? cli::kExitFailure
+                   : e.errc == Errc::device_out_of_memory ? cli::kExitOutOfMemory
+                   : e.errc == Errc::device_lost          ? cli::kExitDeviceLost
+                   : e.errc == Errc::plugin_internal      ? cli::kExitPluginBug
+                   : n < 100                              ? cli::kExitNoPlan
+                   : n < 200                              ? cli::kExitPluginError
+                                                          : cli::kExitBadInput;
+    EXPECT_EQ(e.exit_code, expected) << e.code;
     // The catalog's words for the exit code are the CLI's own (`switchyard --help`).
     EXPECT_THAT(cli::kExitCodeHelp,
                 HasSubstr(std::to_string(e.exit_code) + " " + error_exit_code_meaning(e.exit_code)))
-        << code;
+        << e.code;
   }
+  std::set<int> run_time = {cli::kExitFailure, cli::kExitOutOfMemory, cli::kExitDeviceLost,
+                            cli::kExitPluginBug};
+  EXPECT_EQ(run_time.size(), 4u) << "each run-time failure has an exit code of its own";
+}
+
+// A plugin's status at run time picks the code: its own for OUT_OF_MEMORY, UNAVAILABLE and
+// INTERNAL (and anything outside the closed set), SY301 for a refusal of what was planned.
+TEST(ErrorCatalog, PluginStatusesMapToTheirOwnCodes) {
+  EXPECT_EQ(errc_for_plugin_status(SY_STATUS_OUT_OF_MEMORY), Errc::device_out_of_memory);
+  EXPECT_EQ(errc_for_plugin_status(SY_STATUS_UNAVAILABLE), Errc::device_lost);
+  EXPECT_EQ(errc_for_plugin_status(SY_STATUS_INTERNAL), Errc::plugin_internal);
+  EXPECT_EQ(errc_for_plugin_status(77), Errc::plugin_internal);
+  EXPECT_EQ(errc_for_plugin_status(SY_STATUS_INVALID_ARGUMENT), Errc::kernel_failed);
+  EXPECT_EQ(errc_for_plugin_status(SY_STATUS_UNSUPPORTED), Errc::kernel_failed);
 }
 
 TEST(ErrorCatalog, FindsByCodeOrName) {
-  ASSERT_TRUE(find_error("SY004"));
-  EXPECT_STREQ(find_error("SY004")->name, "sinks_flex_cpu");
-  EXPECT_EQ(find_error("sy004"), find_error("SY004"));
-  EXPECT_EQ(find_error("sinks_flex_cpu"), find_error("SY004"));
+  const std::string code = code_text(Errc::sinks_flex_cpu);
+  std::string lower = code;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  ASSERT_TRUE(find_error(code));
+  EXPECT_STREQ(find_error(code)->name, "sinks_flex_cpu");
+  EXPECT_EQ(find_error(lower), find_error(code));
+  EXPECT_EQ(find_error("sinks_flex_cpu"), find_error(code));
   EXPECT_EQ(find_error("NOPE"), nullptr);
   EXPECT_EQ(find_error(""), nullptr);
 }
 
-// The codes the graph reader throws are in the catalog, as bad input.
+// The codes bad input is reported with are in the catalog, as bad input.
 TEST(ErrorCatalog, InputErrorCodesAreCatalogued) {
-  for (const char* code :
-       {input_error::kJsonSyntax, input_error::kSchema, input_error::kUnknownOp,
-        input_error::kShapeMismatch, input_error::kDtypeMismatch, input_error::kCycle,
-        input_error::kBadConfig, input_error::kUnknownModelType, input_error::kBadGraph,
-        input_error::kBadTarget}) {
-    const ErrorInfo* e = find_error(code);
-    ASSERT_TRUE(e) << code;
-    EXPECT_EQ(e->exit_code, cli::kExitBadInput) << code;
+  for (Errc code :
+       {Errc::json_syntax, Errc::schema_version, Errc::unknown_op, Errc::shape_mismatch,
+        Errc::dtype_mismatch, Errc::graph_cycle, Errc::bad_config, Errc::unknown_model_type,
+        Errc::bad_graph, Errc::bad_target, Errc::bad_weights, Errc::bad_tokenizer}) {
+    EXPECT_EQ(error_info(code).exit_code, cli::kExitBadInput) << code_text(code);
+    EXPECT_EQ(Error(code, "x").exit_code(), cli::kExitBadInput);
   }
 }
 
@@ -151,22 +215,22 @@ TEST(ErrorCatalog, MarkdownHasEveryEntry) {
 }
 
 TEST(ErrorCli, OneEntryAsJson) {
-  auto r = test::run_switchyard("errors SY004 --json");
+  auto r = test::run_switchyard("errors " + code_text(Errc::sinks_flex_cpu) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
   for (const char* key : {"code", "name", "message", "meaning", "fix", "exit_code"})
     EXPECT_TRUE(j.contains(key)) << key;
-  EXPECT_EQ(j["code"], "SY004");
+  EXPECT_EQ(j["code"], code_text(Errc::sinks_flex_cpu));
   EXPECT_EQ(j["name"], "sinks_flex_cpu");
-  EXPECT_EQ(j["message"], find_error("SY004")->message);
+  EXPECT_EQ(j["message"], error_info(Errc::sinks_flex_cpu).message);
   EXPECT_EQ(j["exit_code"], cli::kExitNoPlan);
 }
 
 TEST(ErrorCli, ByNameInText) {
   auto r = test::run_switchyard("errors kv_repeat");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("SY007 kv_repeat"));
+  EXPECT_THAT(r.out, HasSubstr(code_text(Errc::kv_repeat) + " kv_repeat"));
   EXPECT_THAT(r.out, HasSubstr("only kv-repeat = 1 is supported"));
   EXPECT_THAT(r.out, HasSubstr("How to fix it"));
   EXPECT_THAT(r.out, HasSubstr("Exit code: 3"));

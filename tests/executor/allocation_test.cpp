@@ -70,9 +70,9 @@ TEST(DecodeAllocations, SteadyStateDecodeStepsAllocateNothing) {
   policy.prefer = {kDLCPU};
   Plan plan = plan_graph(graph, reg, inv, policy);
   ASSERT_TRUE(plan.ok()) << plan.error->message;
-  Session session(graph, plan, reg, inv, [](const Value& v, void* dst) {
+  Session session(graph, plan, reg, inv, [](const Value& v, void* dst) -> std::optional<Error> {
     std::memset(dst, 0, size_t(v.bytes()));
-    return std::string();
+    return std::nullopt;
   });
   session.prefill({1, 2, 3, 4});
   for (int i = 0; i < 3; ++i) session.decode(5);  // warm-up: first calls may set things up

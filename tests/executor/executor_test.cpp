@@ -46,11 +46,11 @@ double weight(const std::string& name, int64_t i) {
   return norm ? 1.0 + 0.2 * u : 0.35 * u;
 }
 
-std::string load(const Value& v, void* dst) {
-  if (v.dtype != SY_DTYPE_F32) return "test weights are f32";
+std::optional<Error> load(const Value& v, void* dst) {
+  if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
   auto* out = static_cast<float*>(dst);
   for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(weight(v.name, i));
-  return "";
+  return std::nullopt;
 }
 
 using Mat = std::vector<double>;
@@ -235,8 +235,8 @@ TEST_F(Executor, DecodePastTheContextIsAnError) {
   try {
     m->session->decode(3);
     FAIL() << "decoded past the context";
-  } catch (const RunError& e) {
-    EXPECT_EQ(e.code, "SY304");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, Errc::prompt_too_long);
   }
 }
 

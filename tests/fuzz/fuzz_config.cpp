@@ -1,5 +1,5 @@
 // libFuzzer target: the Hugging Face config importer must answer any JSON with two valid
-// phases or an InputError, never a crash, a hang or another exception.
+// phases or an Error, never a crash, a hang or another exception.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.context = 64;
   try {
     (void)sy::import_hf_config_json(j, "fuzz.json", opts);
-  } catch (const sy::InputError&) {
+  } catch (const sy::Error&) {
   }
   return 0;
 }

@@ -1,5 +1,5 @@
 // libFuzzer target: the graph JSON parser must answer any input with a graph or an
-// InputError, never a crash, a hang or another exception.
+// Error, never a crash, a hang or another exception.
 #include <cstdint>
 #include <string>
 
@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     sy::Graph g = sy::parse_graph(text, "fuzz.json");
     (void)sy::to_json(g).dump();
-  } catch (const sy::InputError&) {
+  } catch (const sy::Error&) {
   }
   return 0;
 }

@@ -9,7 +9,8 @@ work=$2
 seconds=${3:-20}
 mkdir -p "$work"
 core=(core/graph/graph.cpp core/capability/op.cpp core/capability/vocabulary.cpp
-      core/capability/envelope.cpp core/capability/envelope_json.cpp)
+      core/capability/envelope.cpp core/capability/envelope_json.cpp core/json/json_text.cpp
+      core/errors/errors.cpp "$work/op_contract.o")
 importer=($(cd "$src" && ls core/importer/*.cpp))
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$src" -I"$src/abi/include")
@@ -19,6 +20,10 @@ build() {  # name, sources...
   shift
   (cd "$src" && clang++ "${flags[@]}" "$@" -o "$work/$name")
 }
+# The operator contract is C99: compiled as C, linked into both targets.
+(cd "$src" && clang -std=c99 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+   -fno-sanitize-recover=undefined -I"$src/abi/include" -c abi/src/op_contract.c \
+   -o "$work/op_contract.o")
 build fuzz_graph tests/fuzz/fuzz_graph.cpp "${core[@]}"
 build fuzz_config tests/fuzz/fuzz_config.cpp "${core[@]}" "${importer[@]}"
 

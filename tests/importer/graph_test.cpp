@@ -1,4 +1,4 @@
-// The graph parser on bad input: every malformed graph is an InputError with its catalog code
+// The graph parser on bad input: every malformed graph is an Error with its catalog code
 // and a location (line:column for JSON syntax, the JSON path or op otherwise). And the order
 // validate() gives in-place KV cache accesses.
 #include <gtest/gtest.h>
@@ -36,18 +36,18 @@ json& ops_of(json& g) {
 }
 
 // Parses `text` and returns the error (fails the test when it parses).
-InputError parse_error(const std::string& text) {
+Error parse_error(const std::string& text) {
   try {
     parse_graph(text, "g.json");
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     return e;
   }
   ADD_FAILURE() << "parsed: " << text;
-  return InputError("", "");
+  return Error(Errc::bad_graph, "");
 }
 
-void expect_error(const json& g, const char* code, const std::string& words) {
-  InputError e = parse_error(g.dump());
+void expect_error(const json& g, Errc code, const std::string& words) {
+  Error e = parse_error(g.dump());
   EXPECT_EQ(e.code, code) << e.what();
   EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
   EXPECT_EQ(e.where.rfind("g.json", 0), 0u) << e.where;
@@ -61,41 +61,41 @@ TEST(GraphParse, TheSmallGraphParses) {
 }
 
 TEST(GraphParse, MalformedJsonNamesLineAndColumn) {
-  InputError e = parse_error("{\n  \"schema\": \"switchyard.graph/1\",\n  \"phases\": [,]\n}");
-  EXPECT_EQ(e.code, input_error::kJsonSyntax);
+  Error e = parse_error("{\n  \"schema\": \"switchyard.graph/1\",\n  \"phases\": [,]\n}");
+  EXPECT_EQ(e.code, Errc::json_syntax);
   EXPECT_EQ(e.where, "g.json:3:14") << e.what();
-  EXPECT_EQ(parse_error("").code, input_error::kJsonSyntax);
-  EXPECT_EQ(parse_error("{\"schema\": ").code, input_error::kJsonSyntax);
+  EXPECT_EQ(parse_error("").code, Errc::json_syntax);
+  EXPECT_EQ(parse_error("{\"schema\": ").code, Errc::json_syntax);
 }
 
 TEST(GraphParse, WrongSchemaVersion) {
   json g = small_graph();
   g["schema"] = "switchyard.graph/2";
-  expect_error(g, input_error::kSchema, "switchyard.graph/2");
+  expect_error(g, Errc::schema_version, "switchyard.graph/2");
   g.erase("schema");
-  expect_error(g, input_error::kBadGraph, "schema");
+  expect_error(g, Errc::bad_graph, "schema");
 }
 
 TEST(GraphParse, UnknownOpListsTheKnownOnes) {
   json g = small_graph();
   ops_of(g)[1]["op"] = "swiglu";
-  expect_error(g, input_error::kUnknownOp, "swiglu");
-  expect_error(g, input_error::kUnknownOp, "silu_mul");
+  expect_error(g, Errc::unknown_op, "swiglu");
+  expect_error(g, Errc::unknown_op, "silu_mul");
 }
 
 TEST(GraphParse, ShapeMismatchBetweenConnectedOps) {
   json g = small_graph();
   values_of(g)[3]["shape"] = {3, 2};  // silu keeps its input's shape
-  expect_error(g, input_error::kShapeMismatch, "act");
+  expect_error(g, Errc::shape_mismatch, "act");
   g = small_graph();
   values_of(g)[1]["shape"] = {5, 3};  // matmul K does not divide x
-  expect_error(g, input_error::kShapeMismatch, "matmul");
+  expect_error(g, Errc::shape_mismatch, "matmul");
 }
 
 TEST(GraphParse, DtypeMismatch) {
   json g = small_graph();
   values_of(g)[1]["dtype"] = "bf16";
-  expect_error(g, input_error::kDtypeMismatch, "bf16");
+  expect_error(g, Errc::dtype_mismatch, "bf16");
 }
 
 TEST(GraphParse, Cycle) {
@@ -105,41 +105,41 @@ TEST(GraphParse, Cycle) {
   values_of(g)[3]["shape"] = {2, 3};
   values_of(g)[1]["shape"] = {3, 3};
   values_of(g)[0]["shape"] = {2, 3};
-  expect_error(g, input_error::kCycle, "cycle");
+  expect_error(g, Errc::graph_cycle, "cycle");
 }
 
 TEST(GraphParse, DuplicateAndUnknownValues) {
   json g = small_graph();
   values_of(g).push_back(values_of(g)[2]);
-  expect_error(g, input_error::kBadGraph, "duplicate value 'y'");
+  expect_error(g, Errc::bad_graph, "duplicate value 'y'");
   g = small_graph();
   ops_of(g)[1]["inputs"] = {"nowhere"};
-  expect_error(g, input_error::kBadGraph, "unknown value 'nowhere'");
+  expect_error(g, Errc::bad_graph, "unknown value 'nowhere'");
   g = small_graph();
   ops_of(g)[1]["id"] = "mm";
-  expect_error(g, input_error::kBadGraph, "duplicate op id 'mm'");
+  expect_error(g, Errc::bad_graph, "duplicate op id 'mm'");
   g = small_graph();
   ops_of(g)[1]["outputs"] = {"y"};
-  expect_error(g, input_error::kBadGraph, "two producers");
+  expect_error(g, Errc::bad_graph, "two producers");
 }
 
 TEST(GraphParse, BadFieldsNameTheirPath) {
   json g = small_graph();
   values_of(g)[0]["shape"] = {2, -4};
-  expect_error(g, input_error::kBadGraph, "dimension");
+  expect_error(g, Errc::bad_graph, "dimension");
   g = small_graph();
   values_of(g)[0]["dtype"] = "f8";
-  expect_error(g, input_error::kBadGraph, "f8");
+  expect_error(g, Errc::bad_graph, "f8");
   g = small_graph();
   values_of(g)[0]["kind"] = "constant";
-  expect_error(g, input_error::kBadGraph, "constant");
+  expect_error(g, Errc::bad_graph, "constant");
   g = small_graph();
   ops_of(g)[0].erase("inputs");
-  expect_error(g, input_error::kBadGraph, "inputs");
+  expect_error(g, Errc::bad_graph, "inputs");
   g = small_graph();
   g["phases"] = json::array();
-  expect_error(g, input_error::kBadGraph, "at least one phase");
-  expect_error(json::array(), input_error::kBadGraph, "object");
+  expect_error(g, Errc::bad_graph, "at least one phase");
+  expect_error(json::array(), Errc::bad_graph, "object");
 }
 
 // Decode's attention reads the caches its step appended to. With no value linking them, the

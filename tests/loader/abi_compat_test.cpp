@@ -1,7 +1,12 @@
-// ABI versioning from both sides, and struct_size growth in both directions.
-// (The old-host half lives in abi/old_host.c, a C host built against minor 0.)
+// ABI versioning from both sides, and struct_size growth in both directions: this new host
+// (1.2) with plugins built for 1.0, 1.1 and 1.2. (The old-host half is abi/old_host.c, C hosts
+// built against minors 0 and 1.)
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
+#include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "core/registry/registry.hpp"
 #include "support/ops.hpp"
@@ -14,6 +19,14 @@ std::unique_ptr<Plugin> load(const std::filesystem::path& p) {
   auto out = load_plugin(p, LoadOptions{});
   EXPECT_TRUE(out.plugin) << p << ": " << (out.diagnostic ? out.diagnostic->reason : "");
   return std::move(out.plugin);
+}
+
+OpDesc add_op(sy_dtype dt = SY_DTYPE_F32) {
+  OpDesc op;
+  op.op = SY_OP_ADD;
+  op.inputs = {{dt, {4}, SY_MEMORY_HOST}, {dt, {4}, SY_MEMORY_HOST}};
+  op.outputs = {{dt, {4}, SY_MEMORY_HOST}};
+  return op;
 }
 
 TEST(AbiVersions, NewHostLoadsMinor0PluginAndNeverReadsMinor1Slots) {
@@ -31,18 +44,85 @@ TEST(AbiVersions, NewHostLoadsMinor0PluginAndNeverReadsMinor1Slots) {
 TEST(AbiVersions, NewHostUsesMinor1SlotOfMinor1Plugin) {
   auto p = load(test::kGoodDir / "good_minor1.so");
   ASSERT_TRUE(p);
+  EXPECT_EQ(p->abi_minor(), 1u);
   EXPECT_EQ(p->negotiated_minor(), 1u);
+  EXPECT_EQ(p->api().struct_size, SY_PLUGIN_API_SIZE_MINOR_1);
   auto info = p->memory_info(0);
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->total_bytes, 4096u);
+  EXPECT_FALSE(p->synchronize(0));  // no minor-2 slot: execute is synchronous, nothing to wait
 }
 
-OpDesc add_op(sy_dtype dt = SY_DTYPE_F32) {
-  OpDesc op;
-  op.op = SY_OP_ADD;
-  op.inputs = {{dt, {4}, SY_MEMORY_HOST}, {dt, {4}, SY_MEMORY_HOST}};
-  op.outputs = {{dt, {4}, SY_MEMORY_HOST}};
-  return op;
+// What a test plugin counts of the host's calls (tests/plugins/test_plugin.c).
+struct Counters {
+  int init, shutdown, destroy, release, release_kernel, synchronize;
+};
+Counters* counters_of(const std::filesystem::path& so) {
+  // The loader keeps the library mapped (RTLD_NODELETE): this finds the same copy.
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return nullptr;
+  auto fn = reinterpret_cast<Counters* (*)()>(::dlsym(h, "sy_test_counters"));
+  return fn ? fn() : nullptr;
+}
+
+// The minor-2 slots are the ones used with a minor-2 plugin: synchronize, and the struct forms
+// of release and shutdown instead of the old ones.
+TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {
+  const auto so = test::kGoodDir / "good_minor2.so";
+  auto p = load(so);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->abi_minor(), 2u);
+  EXPECT_EQ(p->negotiated_minor(), 2u);
+  EXPECT_EQ(p->api().struct_size, SY_PLUGIN_API_SIZE_MINOR_2);
+  Counters* c = counters_of(so);
+  ASSERT_TRUE(c);
+  const Counters before = *c;
+  {
+    auto k = prepare_kernel(*p, 0, 0, add_op());
+    ASSERT_TRUE(k);
+  }
+  EXPECT_EQ(c->release_kernel, before.release_kernel + 1);
+  EXPECT_EQ(c->release, before.release);
+  EXPECT_FALSE(p->synchronize(0));
+  EXPECT_EQ(c->synchronize, before.synchronize + 1);
+  p.reset();
+  EXPECT_EQ(c->destroy, before.destroy + 1);
+  EXPECT_EQ(c->shutdown, before.shutdown);
+}
+
+// An older plugin on this host: its release and shutdown are the minor-0 slots.
+TEST(AbiVersions, NewHostUsesMinor0SlotsOfOlderPlugins) {
+  for (const char* name : {"good_minor0.so", "good_minor1.so"}) {
+    const auto so = test::kGoodDir / name;
+    auto p = load(so);
+    ASSERT_TRUE(p);
+    Counters* c = counters_of(so);
+    ASSERT_TRUE(c) << name;
+    const Counters before = *c;
+    {
+      auto k = prepare_kernel(*p, 0, 0, add_op());
+      ASSERT_TRUE(k);
+    }
+    EXPECT_EQ(c->release, before.release + 1) << name;
+    p.reset();
+    EXPECT_EQ(c->shutdown, before.shutdown + 1) << name;
+  }
+}
+
+// A 1.2 plugin logs from init through the host info init's arguments carry (no global needed).
+TEST(AbiVersions, InitReceivesTheHostInfo) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>("capture", sink);
+  logger->set_level(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  auto p = load(test::kGoodDir / "good_minor2.so");
+  spdlog::set_default_logger(previous);
+  ASSERT_TRUE(p);
+  int inits = 0;
+  for (const auto& line : sink->last_formatted())
+    if (line.find("[good_minor2] test plugin good_minor2 init") != std::string::npos) ++inits;
+  EXPECT_EQ(inits, 1);
 }
 
 // A caller from the future passes a larger struct: the plugin uses the prefix it knows.
@@ -67,7 +147,7 @@ TEST(StructSize, CalleeAcceptsLargerStructFromNewerCaller) {
 }
 
 TEST(StructSize, CalleeRejectsSmallerStructWithClearStatus) {
-  for (const char* name : {"good_minor1.so"}) {
+  for (const char* name : {"good_minor1.so", "good_minor2.so"}) {
     auto p = load(test::kGoodDir / name);
     ASSERT_TRUE(p);
     sy_check_args args{};

@@ -1,5 +1,6 @@
 // Discovery over a folder of real, deliberately broken shared objects: each yields its
 // diagnostic at the right stage, the good ones still load, nothing crashes.
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -66,10 +67,10 @@ TEST_F(BrokenPlugins, NoEntrySymbol) {
   expect_failure("no_entry", LoadStage::entry, "sy_plugin_entry");
 }
 TEST_F(BrokenPlugins, AbiMajorTooNew) {
-  expect_failure("abi_major_new", LoadStage::abi, "plugin ABI 2.1, host accepts ABI 1.0..1");
+  expect_failure("abi_major_new", LoadStage::abi, "plugin ABI 2.2, host accepts ABI 1.0..2");
 }
 TEST_F(BrokenPlugins, AbiMajorTooOld) {
-  expect_failure("abi_major_old", LoadStage::abi, "plugin ABI 0.1, host accepts ABI 1.0..1");
+  expect_failure("abi_major_old", LoadStage::abi, "plugin ABI 0.2, host accepts ABI 1.0..2");
 }
 TEST_F(BrokenPlugins, UndersizedFunctionTable) {
   expect_failure("small_table", LoadStage::abi, "smaller than");
@@ -132,13 +133,23 @@ TEST(PluginDiscovery, MissingDirectoryIsReportedNotIgnored) {
   EXPECT_THAT(reg.records()[0].diagnostic->reason, HasSubstr("does not exist"));
 }
 
-TEST(PluginDiscovery, DuplicateNameLoadsFirstAndReportsSecond) {
+// The second copy is refused right after its abi stage: its init never runs.
+TEST(PluginDiscovery, DuplicateNameLoadsFirstAndReportsSecondBeforeItsInit) {
   PluginFolder a, b;
   Registry reg = Registry::discover({{a.path(), b.path()}, "test"}, LoadOptions{});
   ASSERT_EQ(reg.records().size(), 2u);
   EXPECT_TRUE(reg.records()[0].loaded());
   EXPECT_FALSE(reg.records()[1].loaded());
   EXPECT_THAT(reg.records()[1].diagnostic->reason, HasSubstr("duplicate plugin name"));
+  EXPECT_EQ(reg.records()[1].diagnostic->code(), Errc::plugin_entry);
+  auto init_count = [](const fs::path& so) {
+    void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_NOLOAD);  // the loader's copy, still mapped
+    EXPECT_TRUE(h) << so;
+    auto fn = h ? reinterpret_cast<int* (*)()>(::dlsym(h, "sy_test_counters")) : nullptr;
+    return fn ? *fn() : -1;  // the counters start with init
+  };
+  EXPECT_EQ(init_count(a.path() / "good_minor1.so"), 1);
+  EXPECT_EQ(init_count(b.path() / "good_minor1.so"), 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/errors/error.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -63,7 +64,8 @@ bool has_fallback(const json& plan, const std::string& wanted) {
 
 TEST(SeedFailures, FlashOnACpuOnlyMachine) {
   std::string model = kModels + "llama-3.2-1b/config.json --attention flash";
-  expect_error(plan(model + " --strict"), "SY002", "no cpu support for flash-attn");
+  expect_error(plan(model + " --strict"), code_text(Errc::flash_attn_no_cpu),
+               "no cpu support for flash-attn");
   Outcome o = plan(model);
   ASSERT_EQ(o.exit_code, 0);
   const json& attn = first_op(o.plan, "prefill", "attention");
@@ -75,14 +77,15 @@ TEST(SeedFailures, FlashOnACpuOnlyMachine) {
 TEST(SeedFailures, CandleShapedFlashOnACpuOnlyMachine) {
   std::string model = kModels + "llama-3.2-1b/config.json --plugin-dir " + kSets +
                       "/candle_flash --attention flash --strict";
-  expect_error(plan(model), "SY002", "no cpu support for flash-attn");
+  expect_error(plan(model), code_text(Errc::flash_attn_no_cpu), "no cpu support for flash-attn");
 }
 
 TEST(SeedFailures, FlashWithAnF32ModelOnTheH200) {
   std::string model =
       kModels + "llama-3.2-1b/config.json --dtype f32 --target " + kH200 + " --attention flash";
   Outcome strict = plan(model + " --strict");
-  expect_error(strict, "SY003", "flash-attn is only supported for f16/bf16 (F32)");
+  expect_error(strict, code_text(Errc::flash_attn_dtype),
+               "flash-attn is only supported for f16/bf16 (F32)");
   Outcome o = plan(model);
   ASSERT_EQ(o.exit_code, 0);
   EXPECT_EQ(first_op(o.plan, "prefill", "attention")["family"], "sdpa");
@@ -94,10 +97,10 @@ TEST(SeedFailures, FlashWithAnF32ModelOnTheH200) {
 
 TEST(SeedFailures, SinksOnCpuWithFlexOnly) {
   std::string model = kModels + "gpt-oss-20b/config.json --plugin-dir " + kSets + "/flex_like";
-  expect_error(plan(model + " --strict"), "SY004",
+  expect_error(plan(model + " --strict"), code_text(Errc::sinks_flex_cpu),
                "Attention sinks cannot be run on CPU with flex attention. Please switch to a "
                "different device, e.g. CUDA");
-  expect_error(plan(model), "SY004",
+  expect_error(plan(model), code_text(Errc::sinks_flex_cpu),
                "Attention sinks cannot be run on CPU");  // auto: no legal kernel
 }
 
@@ -128,7 +131,7 @@ TEST(SeedFailures, HostOnlyFusedDecodeWithProjectionsOnCuda) {
   std::string model = kModels + "smollm3-3b/config.json --target " + kH200 +
                       " --attention fused_decode --prefer cuda,cpu";
   Outcome strict = plan(model + " --strict");
-  expect_error(strict, "SY005", "Expected CPU storage");
+  expect_error(strict, code_text(Errc::expected_cpu_storage), "Expected CPU storage");
   // Every reason, not only the first: the dtype and each device-resident operand.
   int residency = 0;
   for (const auto& c : strict.plan["error"]["candidates"])
@@ -152,21 +155,22 @@ TEST(SeedFailures, FusedDecodeUsedWhenEverythingIsOnTheHost) {
 TEST(SeedFailures, KvCacheOnCudaWithAHostOnlyWriter) {
   Outcome o = plan(kModels + "llama-3.2-1b/config.json --target " + kH200 + " --plugin-dir " +
                    kSets + "/cpu_only --kv-cache-device cuda");
-  expect_error(o, "SY006", "Expected CPU");
+  expect_error(o, code_text(Errc::expected_cpu), "Expected CPU");
   EXPECT_EQ(o.plan["error"]["op"], "l0.k_append");
 }
 
 TEST(SeedFailures, GqaModelOnAKernelWithoutGqa) {
   std::string model = kModels + "llama-3.2-1b/config.json --plugin-dir " + kSets + "/no_gqa";
-  expect_error(plan(model + " --strict"), "SY007", "only kv-repeat = 1 is supported");
-  expect_error(plan(model), "SY007", "only kv-repeat = 1 is supported");
+  expect_error(plan(model + " --strict"), code_text(Errc::kv_repeat),
+               "only kv-repeat = 1 is supported");
+  expect_error(plan(model), code_text(Errc::kv_repeat), "only kv-repeat = 1 is supported");
 }
 
 TEST(SeedFailures, HumanOutputAndExplain) {
   auto r = test::run_switchyard("plan " + kModels +
                                 "llama-3.2-1b/config.json --attention flash --strict");
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_THAT(r.out, HasSubstr("error SY002"));
+  EXPECT_THAT(r.out, HasSubstr("error " + code_text(Errc::flash_attn_no_cpu)));
   auto e = test::run_switchyard("plan " + kModels + "llama-3.2-1b/config.json --explain l0.attn");
   EXPECT_EQ(e.exit_code, 0);
   EXPECT_THAT(e.out, HasSubstr("cuda_flash/flash_attention"));

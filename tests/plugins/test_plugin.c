@@ -6,11 +6,16 @@
  *   (none)                 a good plugin: one host-memory device, an f32 "add" kernel
  *   TEST_NO_ENTRY          exports no sy_plugin_entry
  *   TEST_ABI_MAJOR=N       claims ABI major N
- *   TEST_SMALL_TABLE       claims minor 1 with a minor-0-sized function table
+ *   TEST_SMALL_TABLE       claims its minor with a table smaller than even minor 0's
  *   TEST_INIT_FAILS        init returns UNAVAILABLE with a message
  *   TEST_ZERO_DEVICES      no devices, with a reason
  *   TEST_LYING_CHECK       check accepts everything, whatever the envelope says
  *   TEST_MISSING_DEP       calls into a library that is not installed beside it
+ *
+ * Built at ABI minors 0, 1 and 2 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
+ * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
+ * logs from init through the host info init received. sy_test_counters() (exported for the
+ * tests only) counts which slots the host called.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +41,22 @@ struct sy_kernel {
 
 static const sy_host_info* g_host;
 
+/* How often the host called each slot whose use the versioning tests check. */
+typedef struct sy_test_counters_t {
+  int init, shutdown, destroy, release, release_kernel, synchronize;
+} sy_test_counters_t;
+static sy_test_counters_t g_counters;
+SY_EXPORT sy_test_counters_t* sy_test_counters(void) {
+  return &g_counters;
+}
+
+static void log_to(const sy_host_info* host, sy_log_level level, const char* message) {
+  if (host && host->struct_size >= SY_HOST_INFO_SIZE_MINOR_0 && host->log)
+    host->log(host->host_context, level, message);
+}
+
 static void plugin_log(sy_log_level level, const char* message) {
-  if (g_host && g_host->log) g_host->log(g_host->host_context, level, message);
+  log_to(g_host, level, message);
 }
 
 static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
@@ -60,7 +79,7 @@ static const sy_kernel_envelope* const kKernels[] = {&kAdd};
 
 static sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
   struct sy_plugin* p;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+  if (!args || args->struct_size < SY_INIT_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
 #ifdef TEST_INIT_FAILS
   plugin_log(SY_LOG_ERROR, "test plugin refuses to initialise");
@@ -71,6 +90,14 @@ static sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
 #endif
   p = (struct sy_plugin*)calloc(1, sizeof *p);
   if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+  ++g_counters.init;
+#if SY_ABI_COMPAT_MINOR >= 2
+  /* A host of minor 2 passes its info to init; an older one does not, and the entry's serves. */
+  log_to(args->struct_size >= SY_INIT_ARGS_SIZE_MINOR_2 && args->host ? args->host : g_host,
+         SY_LOG_DEBUG, "test plugin " TEST_PLUGIN_NAME " init");
+#else
+  plugin_log(SY_LOG_DEBUG, "test plugin " TEST_PLUGIN_NAME " init");
+#endif
   p->device.struct_size = sizeof p->device;
   p->device.name = "test host device";
   p->device.device_type = kDLCPU;
@@ -83,11 +110,12 @@ static sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
 }
 
 static void plugin_shutdown(sy_plugin* p) {
+  ++g_counters.shutdown;
   free(p);
 }
 
 static sy_status plugin_get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+  if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_devices_args undersized");
 #ifdef TEST_ZERO_DEVICES
   args->devices = NULL;
@@ -102,7 +130,7 @@ static sy_status plugin_get_devices(sy_get_devices_args* args, sy_error_buffer* 
 }
 
 static sy_status plugin_get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+  if (!args || args->struct_size < SY_GET_KERNELS_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_kernels_args undersized");
   args->kernels = kKernels;
   args->num_kernels = 1;
@@ -132,8 +160,7 @@ static int check_op(const sy_device_desc* device, const sy_op_desc* op, sy_refus
 }
 
 static sy_status plugin_check(sy_check_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
-      !args->device)
+  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op || !args->device)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_check_args undersized or incomplete");
   if (args->kernel_index != 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range",
@@ -150,7 +177,7 @@ static sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
   struct sy_kernel* k;
   int64_t n = 1;
   int i;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op)
+  if (!args || args->struct_size < SY_PREPARE_ARGS_SIZE_MINOR_0 || !args->op)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args undersized");
   if (check_op(&args->plugin->device, args->op, NULL, NULL) != 0)
     return sy_fail(err, SY_STATUS_UNSUPPORTED, "add_f32 refuses this operator (see check)");
@@ -166,8 +193,8 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   const float *a, *b;
   float* c;
   int64_t i;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
-      args->num_inputs != 2 || args->num_outputs != 1)
+  if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || args->num_inputs != 2 ||
+      args->num_outputs != 1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "add_f32 takes 2 inputs and 1 output");
   a = (const float*)args->inputs[0]->data;
   b = (const float*)args->inputs[1]->data;
@@ -179,12 +206,35 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
 
 static void plugin_release(sy_plugin* p, sy_kernel* k) {
   (void)p;
+  ++g_counters.release;
   free(k);
 }
 
+#if SY_ABI_COMPAT_MINOR >= 2
+static void plugin_destroy(sy_destroy_args* args) {
+  if (!args || args->struct_size < SY_DESTROY_ARGS_SIZE_MINOR_2) return;
+  ++g_counters.destroy;
+  free(args->plugin);
+}
+
+static void plugin_release_kernel(sy_release_kernel_args* args) {
+  if (!args || args->struct_size < SY_RELEASE_KERNEL_ARGS_SIZE_MINOR_2) return;
+  ++g_counters.release_kernel;
+  free(args->kernel);
+}
+
+/* execute completes its work, so there is nothing to wait for; counted all the same. */
+static sy_status plugin_synchronize(sy_synchronize_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_SYNCHRONIZE_ARGS_SIZE_MINOR_2)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_synchronize_args undersized");
+  ++g_counters.synchronize;
+  return SY_STATUS_OK;
+}
+#endif
+
 #if SY_ABI_COMPAT_MINOR >= 1
 static sy_status plugin_memory_info(sy_memory_info_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_memory_info_args, total_bytes))
+  if (!args || args->struct_size < SY_MEMORY_INFO_ARGS_SIZE_MINOR_1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_memory_info_args undersized");
   args->free_bytes = 1024;
   args->total_bytes = 4096;
@@ -215,8 +265,14 @@ static sy_plugin_api make_api(void) {
 #if SY_ABI_COMPAT_MINOR >= 1
   api.memory_info = plugin_memory_info;
 #endif
+#if SY_ABI_COMPAT_MINOR >= 2
+  api.synchronize = plugin_synchronize;
+  api.destroy = plugin_destroy;
+  api.release_kernel = plugin_release_kernel;
+  api.extensions = NULL;
+#endif
 #ifdef TEST_SMALL_TABLE
-  api.struct_size = SY_PLUGIN_API_SIZE_MINOR0 - sizeof(void*);
+  api.struct_size = SY_PLUGIN_API_SIZE_MINOR_0 - sizeof(void*);
 #endif
   return api;
 }

@@ -11,12 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/errors/error.hpp"
 #include "core/graph/graph.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace {
 
-using sy::InputError;
+using sy::Errc;
+using sy::Error;
 using sy::Tokenizer;
 
 struct Case {
@@ -141,20 +143,20 @@ void expect_reference_ids(const std::string& file, const std::vector<Case>& case
 }
 
 template <typename F>
-InputError expect_input_error(F&& f) {
+Error expect_input_error(F&& f) {
   try {
     f();
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.code, "SY303") << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, Errc::bad_tokenizer) << e.what();
     return e;
   }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "");
+  ADD_FAILURE() << "no Error";
+  return Error(Errc::bad_graph, "");
 }
 
 // The Llama 3 fixture with `edit` applied, parsed; the error it must raise.
 template <typename Edit>
-InputError refused(Edit&& edit) {
+Error refused(Edit&& edit) {
   nlohmann::json j = fixture_json("llama3_style.json");
   edit(j);
   return expect_input_error([&] { Tokenizer::parse(j.dump(), "edited.json"); });
@@ -215,7 +217,7 @@ TEST(Tokenizer, InvalidUtf8InputStillRoundTripsByteForByte) {
 
 TEST(Tokenizer, DecodeOfUnknownIdIsSY303NamingTheId) {
   Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
-  InputError e = expect_input_error([&] { t.decode({366, 99999}); });
+  Error e = expect_input_error([&] { t.decode({366, 99999}); });
   EXPECT_NE(std::string(e.what()).find("99999"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("llama3_style.json"), std::string::npos) << e.what();
   expect_input_error([&] { t.decode_token(-1); });
@@ -248,7 +250,7 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
 }
 
 TEST(Tokenizer, UnreadableFilesAreSY303) {
-  InputError e = expect_input_error([] { Tokenizer::load(fixture("no_such_tokenizer.json")); });
+  Error e = expect_input_error([] { Tokenizer::load(fixture("no_such_tokenizer.json")); });
   EXPECT_NE(std::string(e.what()).find("no_such_tokenizer.json"), std::string::npos);
   e = expect_input_error([] { Tokenizer::parse("{\"model\": ", "broken.json"); });
   EXPECT_EQ(e.where.rfind("broken.json:1:", 0), 0u) << e.where;  // file:line:column
@@ -313,7 +315,7 @@ TEST(Tokenizer, MalformedTokenizerJsonIsSY303NamingTheField) {
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.name);
-    InputError e = refused(b.edit);
+    Error e = refused(b.edit);
     EXPECT_EQ(e.where, "edited.json:" + b.field);
     std::string what = e.what();
     EXPECT_NE(what.find("tokenizer edited.json is invalid: field '" + b.field + "'"),

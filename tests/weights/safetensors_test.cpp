@@ -1,6 +1,6 @@
 // The safetensors reader and writer: a round trip keeps every tensor, dtype, shape and the
 // metadata, in a layout the format's reference reader accepts; every corrupt file (written for
-// real) is an InputError SY302 naming the file and the tensor or field, never a crash or a read
+// real) is an Error SY302 naming the file and the tensor or field, never a crash or a read
 // past the end; and importer weight names map to Hugging Face checkpoint names.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -57,13 +57,13 @@ std::string file_bytes(const std::string& header, size_t data_bytes) {
   return le64(header.size()) + header + std::string(data_bytes, '\x5a');
 }
 
-// Opening `path` throws InputError SY302 at `path` whose message contains every `needle`.
+// Opening `path` throws Error SY302 at `path` whose message contains every `needle`.
 void expect_bad(const fs::path& path, const std::vector<std::string>& needles) {
   try {
     SafetensorsFile::open(path.string());
     ADD_FAILURE() << path << " opened, expected SY302 with '" << needles.front() << "'";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.code, input_error::kBadWeights) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, Errc::bad_weights) << e.what();
     EXPECT_EQ(e.where, path.string());
     std::string msg = e.what();
     EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;

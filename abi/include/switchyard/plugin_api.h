@@ -16,7 +16,8 @@
  *   Structs only grow at the end. A callee that receives a struct larger than
  *   it knows (newer caller) uses the prefix it knows; one that receives a
  *   struct smaller than the minimum for the negotiated version returns
- *   SY_STATUS_INVALID_ARGUMENT naming the struct. Use SY_STRUCT_SIZE_MIN().
+ *   SY_STATUS_INVALID_ARGUMENT naming the struct. Compare with the
+ *   SY_<STRUCT>_SIZE_MINOR_<n> constant declared after each struct.
  * - Arrays of structs cross as arrays of POINTERS, so each element carries
  *   its own struct_size and a newer element type does not change the stride.
  * - Ownership: memory is freed by the side that allocated it. Strings and
@@ -57,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 1
+#define SY_ABI_VERSION_MINOR 2
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
@@ -70,6 +71,15 @@ extern "C" {
 
 /* Minimum struct_size a struct must have to contain `field`. */
 #define SY_STRUCT_SIZE_MIN(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* Declares NAME_SIZE_MINOR_<minor>: the struct_size `type` has at ABI minor `minor`, i.e. up
+ * to and including `last_field`, the last field that minor defines (as PJRT's
+ * PJRT_DEFINE_STRUCT_TRAITS does). Every struct below has one constant per minor that grew it,
+ * declared right after it, so no side picks its own "last field": a callee requires
+ * NAME_SIZE_MINOR_0 (or the minor that added a field it cannot do without) and reads a field of
+ * a later minor only when struct_size >= that minor's constant. */
+#define SY_DEFINE_STRUCT_SIZE(NAME, type, minor, last_field) \
+  enum { NAME##_SIZE_MINOR_##minor = SY_STRUCT_SIZE_MIN(type, last_field) }
 
 /* The exported entry symbol's name. */
 #define SY_PLUGIN_ENTRY_SYMBOL "sy_plugin_entry"
@@ -120,6 +130,7 @@ typedef struct sy_error_buffer {
   char* text;      /* host-allocated, `capacity` bytes */
   size_t capacity; /* including the terminating NUL */
 } sy_error_buffer;
+SY_DEFINE_STRUCT_SIZE(SY_ERROR_BUFFER, sy_error_buffer, 0, capacity);
 
 /* Writes a formatted message into `err` (if any) and returns `status`, so a
  * plugin can write `return sy_fail(err, SY_STATUS_UNSUPPORTED, "...", ...)`. */
@@ -208,6 +219,7 @@ typedef struct sy_host_info {
    * NULL. */
   void (*log)(void* host_context, sy_log_level level, const char* message);
 } sy_host_info;
+SY_DEFINE_STRUCT_SIZE(SY_HOST_INFO, sy_host_info, 0, log);
 
 /* ------------------------------------------------------------------------ */
 /* Plugin side: what the plugin declares                                     */
@@ -235,6 +247,7 @@ typedef struct sy_device_desc {
    * no copy to or from the host. */
   int32_t memory_is_host;
 } sy_device_desc;
+SY_DEFINE_STRUCT_SIZE(SY_DEVICE_DESC, sy_device_desc, 0, memory_is_host);
 
 /* A kernel's declared capability: the set of operators it can serve, as
  * data. `check` may only narrow it. Plugin-owned. */
@@ -262,9 +275,13 @@ typedef struct sy_kernel_envelope {
   const sy_residency* operand_residency;
   size_t num_operand_residency;
   /* Relative cost of this kernel against peers serving the same op; lower
-   * is preferred. 1.0 is a plain well-tuned kernel. */
+   * is preferred. 1.0 is a plain well-tuned kernel. The planner multiplies it by
+   * the op's work (flops, or elements for elementwise ops) and adds the bytes
+   * the candidate would copy, to rank the legal candidates of one op on
+   * devices of equal preference; it never compares costs across ops. */
   double cost_hint;
 } sy_kernel_envelope;
+SY_DEFINE_STRUCT_SIZE(SY_KERNEL_ENVELOPE, sy_kernel_envelope, 0, cost_hint);
 
 /* One attribute of an operator. Host-owned for the call. */
 typedef enum sy_attr_type { SY_ATTR_INT = 0, SY_ATTR_FLOAT = 1, SY_ATTR_STRING = 2 } sy_attr_type;
@@ -277,6 +294,7 @@ typedef struct sy_attr {
   double f;
   const char* s;
 } sy_attr;
+SY_DEFINE_STRUCT_SIZE(SY_ATTR, sy_attr, 0, s);
 
 /* A tensor as the planner knows it before any data exists. */
 typedef struct sy_tensor_desc {
@@ -286,6 +304,7 @@ typedef struct sy_tensor_desc {
   const int64_t* shape;  /* `ndim` extents */
   sy_memory_kind memory; /* where it will live when the kernel runs */
 } sy_tensor_desc;
+SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 0, memory);
 
 /* An operator to check or prepare. Host-owned for the call. */
 typedef struct sy_op_desc {
@@ -302,6 +321,7 @@ typedef struct sy_op_desc {
    * an operator that uses a feature it lacks. */
   uint64_t required_features;
 } sy_op_desc;
+SY_DEFINE_STRUCT_SIZE(SY_OP_DESC, sy_op_desc, 0, required_features);
 
 /* One reason a kernel refuses an operator. Plugin-owned for the call of
  * `add_refusal` only: the host copies it. */
@@ -313,6 +333,7 @@ typedef struct sy_refusal {
   const char* offered;    /* what the kernel offers, e.g. "f16,bf16" */
   const char* text;       /* one sentence for a person; may be NULL */
 } sy_refusal;
+SY_DEFINE_STRUCT_SIZE(SY_REFUSAL, sy_refusal, 0, text);
 
 /* ------------------------------------------------------------------------ */
 /* Call arguments (host-allocated, PJRT style)                               */
@@ -327,7 +348,17 @@ typedef struct sy_init_args {
   const char* const* option_values;
   size_t num_options;
   sy_plugin* plugin; /* out: the instance */
+#if SY_ABI_COMPAT_MINOR >= 2
+  /* Since minor 2: the same host info sy_plugin_entry received, so an instance can keep
+   * the logger (and whatever later minors add) instead of a global. Host-owned, valid for
+   * the life of the process. Read it only when struct_size >= SY_INIT_ARGS_SIZE_MINOR_2. */
+  const sy_host_info* host;
+#endif
 } sy_init_args;
+SY_DEFINE_STRUCT_SIZE(SY_INIT_ARGS, sy_init_args, 0, plugin);
+#if SY_ABI_COMPAT_MINOR >= 2
+SY_DEFINE_STRUCT_SIZE(SY_INIT_ARGS, sy_init_args, 2, host);
+#endif
 
 typedef struct sy_get_devices_args {
   size_t struct_size;
@@ -340,6 +371,7 @@ typedef struct sy_get_devices_args {
    * normal answer, not an error. */
   const char* no_devices_reason;
 } sy_get_devices_args;
+SY_DEFINE_STRUCT_SIZE(SY_GET_DEVICES_ARGS, sy_get_devices_args, 0, no_devices_reason);
 
 typedef struct sy_get_kernels_args {
   size_t struct_size;
@@ -347,6 +379,7 @@ typedef struct sy_get_kernels_args {
   const sy_kernel_envelope* const* kernels; /* out, plugin-owned */
   size_t num_kernels;                       /* out */
 } sy_get_kernels_args;
+SY_DEFINE_STRUCT_SIZE(SY_GET_KERNELS_ARGS, sy_get_kernels_args, 0, num_kernels);
 
 typedef struct sy_check_args {
   size_t struct_size;
@@ -364,6 +397,7 @@ typedef struct sy_check_args {
   void (*add_refusal)(void* refusal_context, const sy_refusal* refusal);
   int32_t accepted; /* out: 1 accepted, 0 refused */
 } sy_check_args;
+SY_DEFINE_STRUCT_SIZE(SY_CHECK_ARGS, sy_check_args, 0, accepted);
 
 typedef struct sy_prepare_args {
   size_t struct_size;
@@ -373,6 +407,7 @@ typedef struct sy_prepare_args {
   const sy_op_desc* op;
   sy_kernel* kernel; /* out; freed with release */
 } sy_prepare_args;
+SY_DEFINE_STRUCT_SIZE(SY_PREPARE_ARGS, sy_prepare_args, 0, kernel);
 
 typedef struct sy_execute_args {
   size_t struct_size;
@@ -386,6 +421,7 @@ typedef struct sy_execute_args {
   const DLTensor* const* outputs;
   size_t num_outputs;
 } sy_execute_args;
+SY_DEFINE_STRUCT_SIZE(SY_EXECUTE_ARGS, sy_execute_args, 0, num_outputs);
 
 typedef struct sy_alloc_args {
   size_t struct_size;
@@ -395,6 +431,7 @@ typedef struct sy_alloc_args {
   uint64_t alignment; /* power of two; 0 = the plugin's default (>= 64) */
   void* data;         /* out; freed with free_memory by the same plugin */
 } sy_alloc_args;
+SY_DEFINE_STRUCT_SIZE(SY_ALLOC_ARGS, sy_alloc_args, 0, data);
 
 typedef enum sy_copy_direction {
   SY_COPY_HOST_TO_DEVICE = 0,
@@ -411,6 +448,7 @@ typedef struct sy_copy_args {
   const void* src;
   uint64_t size_bytes;
 } sy_copy_args;
+SY_DEFINE_STRUCT_SIZE(SY_COPY_ARGS, sy_copy_args, 0, size_bytes);
 
 #if SY_ABI_COMPAT_MINOR >= 1
 /* Since minor 1. */
@@ -421,6 +459,56 @@ typedef struct sy_memory_info_args {
   uint64_t free_bytes;  /* out */
   uint64_t total_bytes; /* out */
 } sy_memory_info_args;
+SY_DEFINE_STRUCT_SIZE(SY_MEMORY_INFO_ARGS, sy_memory_info_args, 1, total_bytes);
+#endif
+
+#if SY_ABI_COMPAT_MINOR >= 2
+/* Since minor 2. Arguments of `synchronize`. */
+typedef struct sy_synchronize_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+} sy_synchronize_args;
+SY_DEFINE_STRUCT_SIZE(SY_SYNCHRONIZE_ARGS, sy_synchronize_args, 2, device_index);
+
+/* Since minor 2. Arguments of `destroy` (the struct form of `shutdown`). */
+typedef struct sy_destroy_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+} sy_destroy_args;
+SY_DEFINE_STRUCT_SIZE(SY_DESTROY_ARGS, sy_destroy_args, 2, plugin);
+
+/* Since minor 2. Arguments of `release_kernel` (the struct form of `release`). */
+typedef struct sy_release_kernel_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  sy_kernel* kernel;
+} sy_release_kernel_args;
+SY_DEFINE_STRUCT_SIZE(SY_RELEASE_KERNEL_ARGS, sy_release_kernel_args, 2, kernel);
+
+/* Since minor 2. Arguments of `free_device_memory` (the struct form of `free_memory`). */
+typedef struct sy_free_memory_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  void* data;
+} sy_free_memory_args;
+SY_DEFINE_STRUCT_SIZE(SY_FREE_MEMORY_ARGS, sy_free_memory_args, 2, data);
+
+/* Since minor 2. The head of every extension a plugin chains from
+ * sy_plugin_api.extensions, as PJRT's PJRT_Extension_Base: later features that are not
+ * worth a minor bump of the table, or that only some plugins offer, arrive as extensions.
+ * `type` says which struct this header begins (types are assigned in this header; none is
+ * defined yet, so the host walks the list and skips every type it does not know). Plugin-owned,
+ * valid until the library is unloaded. */
+typedef enum sy_extension_type { SY_EXTENSION_TYPE_NONE = 0 } sy_extension_type;
+
+typedef struct sy_extension_header {
+  size_t struct_size;
+  uint32_t type;                          /* sy_extension_type */
+  const struct sy_extension_header* next; /* NULL ends the list */
+} sy_extension_header;
+SY_DEFINE_STRUCT_SIZE(SY_EXTENSION_HEADER, sy_extension_header, 2, next);
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -462,15 +550,32 @@ typedef struct sy_plugin_api {
    * would refuse. */
   sy_status (*prepare)(sy_prepare_args* args, sy_error_buffer* err);
   /* Runs a prepared kernel. May be called many times, from one thread at a
-   * time per kernel. */
+   * time per kernel; separate kernels may run on separate threads at once.
+   *
+   * Completion. A plugin WITHOUT a `synchronize` slot (every plugin of minors 0
+   * and 1) completes the work before execute returns: the host may then read
+   * the outputs, overwrite the inputs and reuse every buffer. A plugin WITH
+   * `synchronize` (minor 2) may return once the work is enqueued on the
+   * device; then
+   *   - work it enqueues for one device runs in the order it was submitted,
+   *     execute after execute, and before any later `copy` on that device
+   *     (a copy therefore sees the outputs of every earlier execute);
+   *   - the host keeps every operand buffer alive and unchanged by anything
+   *     but this plugin until `synchronize` of that device returned;
+   *   - an error of enqueued work may be reported by a later execute, copy or
+   *     synchronize of that device, as its status.
+   * The return status always covers at least the arguments and the launch. */
   sy_status (*execute)(sy_execute_args* args, sy_error_buffer* err);
+  /* Frees a prepared kernel (waits for its enqueued work first). Never fails. */
   void (*release)(sy_plugin* plugin, sy_kernel* kernel);
 
   /* Device memory. NULL for plugins whose devices all use host memory. */
   sy_status (*alloc)(sy_alloc_args* args, sy_error_buffer* err);
+  /* Frees memory from alloc (waits for enqueued work that uses it). Never fails. */
   void (*free_memory)(sy_plugin* plugin, uint32_t device_index, void* data);
-  /* Copies size_bytes from src to dst in the given direction; the copy is
-   * complete when this returns, so the host may read or reuse either buffer. */
+  /* Copies size_bytes from src to dst in the given direction, after every
+   * execute enqueued earlier on that device; the copy is complete when this
+   * returns, so the host may read or reuse either buffer. */
   sy_status (*copy)(sy_copy_args* args, sy_error_buffer* err);
 
 #if SY_ABI_COMPAT_MINOR >= 1
@@ -479,12 +584,41 @@ typedef struct sy_plugin_api {
   /* Current free and total memory of a device. */
   sy_status (*memory_info)(sy_memory_info_args* args, sy_error_buffer* err);
 #endif
+
+#if SY_ABI_COMPAT_MINOR >= 2
+  /* --- minor 2, optional --------------------------------------------------- */
+
+  /* Waits until every execute and copy enqueued on the device has completed,
+   * and returns the first error among them. Present means "execute may be
+   * asynchronous" (see execute); NULL means execute completes its work before
+   * it returns. The host calls it at the end of every step it times and before
+   * it frees or rewrites buffers the device may still be using. */
+  sy_status (*synchronize)(sy_synchronize_args* args, sy_error_buffer* err);
+  /* The struct forms of shutdown, release and free_memory: same meaning,
+   * arguments that can grow. The host calls these instead of the minor-0 slots
+   * when they are non-NULL (and the negotiated minor is >= 2); a plugin sets both
+   * forms so an older host still finds the minor-0 ones. Never fail. */
+  void (*destroy)(sy_destroy_args* args);
+  void (*release_kernel)(sy_release_kernel_args* args);
+  void (*free_device_memory)(sy_free_memory_args* args);
+  /* The first extension of a NULL-terminated list, or NULL (see
+   * sy_extension_header). */
+  const sy_extension_header* extensions;
+#endif
 } sy_plugin_api;
 
 /* struct_size a plugin table must at least have at each minor. */
-#define SY_PLUGIN_API_SIZE_MINOR0 SY_STRUCT_SIZE_MIN(sy_plugin_api, copy)
+SY_DEFINE_STRUCT_SIZE(SY_PLUGIN_API, sy_plugin_api, 0, copy);
 #if SY_ABI_COMPAT_MINOR >= 1
-#define SY_PLUGIN_API_SIZE_MINOR1 SY_STRUCT_SIZE_MIN(sy_plugin_api, memory_info)
+SY_DEFINE_STRUCT_SIZE(SY_PLUGIN_API, sy_plugin_api, 1, memory_info);
+#endif
+#if SY_ABI_COMPAT_MINOR >= 2
+SY_DEFINE_STRUCT_SIZE(SY_PLUGIN_API, sy_plugin_api, 2, extensions);
+#endif
+/* The names of ABI 1.0 and 1.1, kept for plugins written against them. */
+#define SY_PLUGIN_API_SIZE_MINOR0 SY_PLUGIN_API_SIZE_MINOR_0
+#if SY_ABI_COMPAT_MINOR >= 1
+#define SY_PLUGIN_API_SIZE_MINOR1 SY_PLUGIN_API_SIZE_MINOR_1
 #endif
 
 /* The entry point every plugin exports, with C linkage:

@@ -94,10 +94,14 @@ typedef enum sy_op_kind {
   SY_OP_MUL = 10,                    /* in: a, b; out: a * b */
   SY_OP_SOFTMAX = 11,                /* in: x; out: y (last axis) */
   SY_OP_KV_CACHE_APPEND = 12,        /* in: rows, position; out: cache, written in place */
-  SY_OP_ATTENTION = 13,              /* in: q, k, v[, sinks]; out: o[, lse] */
+  SY_OP_ATTENTION = 13,              /* in: q, k, v[, sinks][, kv_len]; out: o[, lse] */
   SY_OP_ARGMAX = 14,                 /* in: x; out: index (last axis) */
   SY_OP_COPY = 15,                   /* in: x; out: y, possibly other memory */
   SY_OP_FUSED_DECODE_ATTENTION = 16, /* q/k/v proj + rope + append + attn */
+  /* Since ABI 1.2. in: lse f32 [B,Hq,Sq], sinks f32 [Hq]; out: o [B,Sq,Hq,D], rescaled in
+   * place: o *= exp(lse - logaddexp(lse, sink)). Applies attention sinks to the output of
+   * an attention that ran without them and returned its LSE. */
+  SY_OP_SINKS_FROM_LSE = 17,
   SY_OP_COUNT
 } sy_op_kind;
 
@@ -120,6 +124,7 @@ static inline const char* sy_op_kind_name(sy_op_kind k) {
     case SY_OP_ARGMAX: return "argmax";
     case SY_OP_COPY: return "copy";
     case SY_OP_FUSED_DECODE_ATTENTION: return "fused_decode_attention";
+    case SY_OP_SINKS_FROM_LSE: return "sinks_from_lse";
     default: return 0;
   }
 }
@@ -235,6 +240,7 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 #define SY_ATTR_GELU_APPROX "approximate"     /* string "none"|"tanh" */
 #define SY_ATTR_WEIGHT_OFFSET "weight_offset" /* float, rms_norm: y = x^ * (w + offset) */
 #define SY_ATTR_KV_LEN_INPUT "kv_len_input"   /* int 0/1: last input is kv_len i64 [B] */
+#define SY_ATTR_ROPE "rope"                   /* int 0/1, fused_decode_attention: rotary on */
 
 #ifdef __cplusplus
 } /* extern "C" */

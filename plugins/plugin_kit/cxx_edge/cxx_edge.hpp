@@ -1,10 +1,13 @@
 // cxx_edge — header-only helpers for plugins written in C++, at the ABI's edge.
 //
-// Offers: guarded(), which turns any C++ exception into a status and message so none
-// crosses the ABI (StatusError picks the status); KernelEntry tables and check_against_table(), the
-// standard `check` (the shared envelope filters, then the kernel's own narrowing filters); and a
-// logger bound to the host's callback; OpCopy (op_copy.hpp), an owned copy of an operator. Depends
-// on abi/ only; a plugin never links the core.
+// Part of the plugin kit (Switchyard::plugin_kit), installed for third-party plugins.
+//
+// Offers: guarded(), which turns any C++ exception into a status and message so none crosses
+// the ABI (StatusError picks the status); KernelEntry and check_against_table(), the standard
+// `check` (the envelope filters, the operator contract, then the kernel's own limits); a logger
+// bound to the host's callback; OpCopy (op_copy.hpp), an owned copy of an operator; and the
+// whole C++ edge of a plugin (plugin_edge.hpp). Depends on abi/ only (and the operator contract
+// library); a plugin never links the core.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include <string>
 
 #include "switchyard/envelope_check.h"
+#include "switchyard/op_contract.h"
 
 namespace sy::edge {
 
@@ -40,10 +44,11 @@ sy_status guarded(const char* plugin, sy_error_buffer* err, Fn&& fn) noexcept {
   }
 }
 
-// A kernel's declared envelope and the filters it adds on top (NULL when none).
+// A kernel's declared envelope and the limits of its own it adds on top of the envelope and the
+// operator contract (NULL when none).
 struct KernelEntry {
   const sy_kernel_envelope* envelope;
-  int (*narrow)(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx);
+  int (*limits)(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 };
 
 using NarrowFn = int (*)(const sy_device_desc*, const sy_op_desc*, sy_refusal_fn, void*);
@@ -54,25 +59,14 @@ constexpr uint64_t feature_mask(std::initializer_list<sy_feature> features) {
   return m;
 }
 
-// A plugin's kernels: entries for check, and the pointer array get_kernels returns.
-template <size_t N>
-struct KernelTable {
-  KernelEntry entries[N];
-  const sy_kernel_envelope* pointers[N];
-  KernelTable(const sy_kernel_envelope (&envelopes)[N], NarrowFn narrow_all) {
-    for (size_t i = 0; i < N; ++i) {
-      entries[i] = {&envelopes[i], narrow_all};
-      pointers[i] = &envelopes[i];
-    }
-  }
-};
-
-// The envelope filters, then the kernel's narrowing filters: the one test `check` and
-// `prepare` both apply. Returns the number of refusals reported.
+// The envelope filters, the operator contract (switchyard/op_contract.h) and the kernel's own
+// limits: the one test `check` and `prepare` both apply. Returns the number of refusals.
 inline int apply_entry(const KernelEntry& k, const sy_device_desc* device, const sy_op_desc* op,
                        sy_refusal_fn add, void* ctx) {
   int n = sy_envelope_check(k.envelope, device, op, add, ctx);
-  if (k.narrow && op->op == k.envelope->op) n += k.narrow(device, op, add, ctx);
+  if (op->op != k.envelope->op) return n;
+  n += sy_op_contract_check(op, add, ctx);
+  if (k.limits) n += k.limits(device, op, add, ctx);
   return n;
 }
 
@@ -88,13 +82,12 @@ inline sy_status refuse_unless_accepted(const KernelEntry& k, const sy_device_de
   return sy_fail(err, SY_STATUS_UNSUPPORTED, "%s refuses: %s", k.envelope->kernel, reasons.c_str());
 }
 
-// The standard `check`: validates the arguments, then applies the envelope and the
-// kernel's narrowing filters, reporting every refusal. `prepare` must call the same.
+// The standard `check`: validates the arguments, then applies apply_entry, reporting every
+// refusal. `prepare` must apply the same (refuse_unless_accepted).
 inline sy_status check_against_table(const char* plugin, const KernelEntry* table, size_t count,
                                      sy_check_args* args, sy_error_buffer* err) {
   return guarded(plugin, err, [&] {
-    if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
-        !args->device)
+    if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op || !args->device)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: sy_check_args is NULL or undersized",
                      plugin);
     if (args->kernel_index >= count)
@@ -106,14 +99,27 @@ inline sy_status check_against_table(const char* plugin, const KernelEntry* tabl
   });
 }
 
-// Logging through the host; silent until the host gave a callback.
+// Logging through the host; silent until the host gave a callback. A plugin keeps one per
+// instance, bound from sy_init_args.host (ABI 1.2) or, under an older host, from the host info
+// its entry received.
 class HostLog {
  public:
   void bind(const sy_host_info* host) {
-    if (host && host->struct_size >= SY_STRUCT_SIZE_MIN(sy_host_info, log)) host_ = host;
+    if (host && host->struct_size >= SY_HOST_INFO_SIZE_MINOR_0 && host->log) host_ = host;
+  }
+  // The host of init's arguments when they carry one, else `entry_host`.
+  void bind(const sy_init_args* args, const sy_host_info* entry_host) {
+#if SY_ABI_COMPAT_MINOR >= 2
+    if (args && args->struct_size >= SY_INIT_ARGS_SIZE_MINOR_2 && args->host) {
+      bind(args->host);
+      return;
+    }
+#endif
+    (void)args;
+    bind(entry_host);
   }
   void operator()(sy_log_level level, const std::string& message) const {
-    if (host_ && host_->log) host_->log(host_->host_context, level, message.c_str());
+    if (host_) host_->log(host_->host_context, level, message.c_str());
   }
 
  private:

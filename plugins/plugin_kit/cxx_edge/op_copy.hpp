@@ -2,12 +2,14 @@
 // attribute look-ups every kernel needs.
 #pragma once
 
+#include <cstdio>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <cstdio>
-
+#include "cxx_edge/cxx_edge.hpp"
+#include "switchyard/op_contract.h"
 #include "switchyard/tensor_check.h"
 
 namespace sy::edge {
@@ -90,6 +92,52 @@ struct OpCopy {
  private:
   std::vector<std::string> strings_;
 };
+
+// The sy_op_desc view of an OpCopy (pointing into it), for filters that take the C form.
+class OpView {
+ public:
+  explicit OpView(const OpCopy& op) {
+    for (const auto& t : op.inputs) inputs_.push_back(&t.desc);
+    for (const auto& t : op.outputs) outputs_.push_back(&t.desc);
+    for (const auto& [name, a] : op.attrs) {
+      attrs_.push_back(a);
+      attrs_.back().name = name.c_str();  // the copy's own name, not the caller's
+    }
+    for (const auto& a : attrs_) attr_ptrs_.push_back(&a);
+    desc_.struct_size = sizeof(desc_);
+    desc_.op = op.op;
+    desc_.inputs = inputs_.data();
+    desc_.num_inputs = inputs_.size();
+    desc_.outputs = outputs_.data();
+    desc_.num_outputs = outputs_.size();
+    desc_.attrs = attr_ptrs_.data();
+    desc_.num_attrs = attr_ptrs_.size();
+    desc_.required_features = op.features;
+  }
+  OpView(const OpView&) = delete;
+  OpView& operator=(const OpView&) = delete;
+  const sy_op_desc* get() const { return &desc_; }
+
+ private:
+  std::vector<const sy_tensor_desc*> inputs_, outputs_;
+  std::vector<sy_attr> attrs_;
+  std::vector<const sy_attr*> attr_ptrs_;
+  sy_op_desc desc_{};
+};
+
+// Runs the operator contract on a prepared operator: a factory's guard, so no kernel is ever
+// built for an operator its contract refuses. Throws StatusError(INVALID_ARGUMENT) naming every
+// refusal.
+inline void enforce_contract(const OpCopy& op, const char* kernel) {
+  std::string text;
+  auto collect = [](void* ctx, const sy_refusal* r) {
+    auto* t = static_cast<std::string*>(ctx);
+    *t += std::string(t->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
+  };
+  OpView view(op);
+  if (sy_op_contract_check(view.get(), collect, &text) > 0)
+    throw StatusError(SY_STATUS_INVALID_ARGUMENT, std::string(kernel) + " refuses: " + text);
+}
 
 // Validates `execute`'s tensors against the operator a kernel was prepared for: the host does
 // too, but any caller of the ABI must get INVALID_ARGUMENT rather than a crash.

@@ -1,0 +1,99 @@
+#include "core/planner/adaptation.hpp"
+
+#include <array>
+
+namespace sy {
+namespace {
+
+constexpr std::array kKinds = {AdaptationKind::sinks_via_lse};
+constexpr size_t kSinksInput = 3;  // attention: q, k, v, sinks[, kv_len]
+
+}  // namespace
+
+std::span<const AdaptationKind> all_adaptation_kinds() {
+  return kKinds;
+}
+
+const char* adaptation_kind_name(AdaptationKind kind) {
+  switch (kind) {
+    case AdaptationKind::sinks_via_lse: return "sinks_via_lse";
+  }
+  return "?";
+}
+
+std::string added_lse_name(const Node& node) {
+  return node.id + ".lse";
+}
+
+OpDesc adapted_op(AdaptationKind kind, const OpDesc& op) {
+  switch (kind) {
+    case AdaptationKind::sinks_via_lse: {
+      OpDesc v = op;
+      v.inputs.erase(v.inputs.begin() + kSinksInput);
+      if (v.outputs.size() < 2) {
+        const auto& q = op.inputs[0].shape;
+        v.outputs.push_back({SY_DTYPE_F32, {q[0], q[2], q[1]}, op.outputs[0].memory});
+      }
+      return v;
+    }
+  }
+  return op;
+}
+
+OpDesc completing_op(AdaptationKind kind, const OpDesc& op) {
+  switch (kind) {
+    case AdaptationKind::sinks_via_lse: {
+      const auto& q = op.inputs[0].shape;
+      OpDesc c;
+      c.op = SY_OP_SINKS_FROM_LSE;
+      TensorDesc lse = op.outputs.size() > 1
+                           ? op.outputs[1]
+                           : TensorDesc{SY_DTYPE_F32, {q[0], q[2], q[1]}, op.outputs[0].memory};
+      c.inputs = {lse, op.inputs[kSinksInput]};
+      c.outputs = {op.outputs[0]};
+      return c;
+    }
+  }
+  return op;
+}
+
+std::vector<Value> adaptation_values(const Adaptation& a, const Phase& phase, const Node& node) {
+  switch (a.kind) {
+    case AdaptationKind::sinks_via_lse: {
+      if (!a.lse_added) return {};
+      const auto& q = phase.value(node.inputs[0])->shape;
+      return {Value{a.lse, SY_DTYPE_F32, {q[0], q[2], q[1]}, ValueKind::activation}};
+    }
+  }
+  return {};
+}
+
+AdaptedOperands adapted_operands(const Adaptation& a, const Node& node,
+                                 const std::vector<std::string>& in_locs,
+                                 const std::vector<std::string>& out_locs) {
+  AdaptedOperands out{node.inputs, node.outputs, in_locs, out_locs};
+  switch (a.kind) {
+    case AdaptationKind::sinks_via_lse:
+      out.inputs.erase(out.inputs.begin() + kSinksInput);
+      out.input_locations.erase(out.input_locations.begin() + kSinksInput);
+      if (a.lse_added) {
+        out.outputs.push_back(a.lse);
+        out.output_locations.push_back(out_locs.at(0));
+      }
+      break;
+  }
+  return out;
+}
+
+AdaptedOperands completing_operands(const Adaptation& a, const Node& node) {
+  switch (a.kind) {
+    case AdaptationKind::sinks_via_lse:
+      return {{a.lse, node.inputs[kSinksInput]},
+              {node.outputs[0]},
+              a.input_locations,
+              a.output_locations};
+  }
+  return {};
+}
+
+}  // namespace sy

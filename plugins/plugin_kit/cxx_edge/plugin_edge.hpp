@@ -1,0 +1,164 @@
+// The ABI edge of a plugin written in C++, once: get_devices, get_kernels, check, prepare,
+// execute, release and destroy, each guarded (no exception crosses), each validating its
+// arguments, prepare applying exactly check's test. A plugin supplies its own `init`, its
+// devices and kernels, and gets the rest from Edge<sy_plugin>::fill(api).
+//
+// The plugin's `struct sy_plugin` provides:
+//
+//   using Impl = ...;     // its kernel interface; Impl::run(inputs, outputs) may throw
+//   using Context = ...;  // what a factory needs besides the operator
+//   static constexpr const char* kName;
+//   static const KernelList<Impl, Context>& kernels();
+//   // Its devices, and why there are none when the list is empty (NULL otherwise).
+//   const sy_device_desc* const* device_list(size_t* count, const char** no_devices_reason) const;
+//   // OK when device `index` can run kernels now; INVALID_ARGUMENT / UNAVAILABLE otherwise.
+//   sy_status ready(uint32_t index, sy_error_buffer* err) const;
+//   // Fills the factory's context for kernel `kernel` on device `index` (may load a library).
+//   sy_status context(size_t kernel, uint32_t index, Context& ctx, sy_error_buffer* err);
+//
+// Part of the plugin kit (Switchyard::plugin_kit).
+#pragma once
+
+#include <memory>
+
+#include "cxx_edge/cxx_edge.hpp"
+#include "cxx_edge/op_copy.hpp"
+
+namespace sy::edge {
+
+// Builds a kernel for an operator that passed the kernel's check. May throw.
+template <class Impl, class Context>
+using Factory = std::unique_ptr<Impl> (*)(const OpCopy& op, const Context& ctx);
+
+// A plugin's kernels, index-aligned: the entries check uses, the envelope pointers get_kernels
+// returns, and one factory each.
+template <class Impl, class Context>
+struct KernelList {
+  const KernelEntry* entries;
+  const sy_kernel_envelope* const* envelopes;
+  const Factory<Impl, Context>* factories;
+  size_t count;
+};
+
+// Storage for a KernelList of N kernels, built from three index-aligned arrays.
+template <class Impl, class Context, size_t N>
+struct KernelSet {
+  KernelEntry entries[N];
+  const sy_kernel_envelope* envelopes[N];
+  Factory<Impl, Context> factories[N];
+
+  KernelSet(const sy_kernel_envelope (&env)[N], const NarrowFn (&limits)[N],
+            const Factory<Impl, Context> (&make)[N]) {
+    for (size_t i = 0; i < N; ++i) {
+      entries[i] = {&env[i], limits[i]};
+      envelopes[i] = &env[i];
+      factories[i] = make[i];
+    }
+  }
+  KernelList<Impl, Context> list() const { return {entries, envelopes, factories, N}; }
+};
+
+template <class P>
+class Edge {
+  using Impl = typename P::Impl;
+  using Context = typename P::Context;
+
+  // What a sy_kernel* stands for: the operator it was prepared for and its implementation.
+  struct Prepared {
+    std::unique_ptr<OpCopy> op;
+    std::unique_ptr<Impl> impl;
+  };
+  static Prepared* prepared(sy_kernel* k) { return reinterpret_cast<Prepared*>(k); }
+
+ public:
+  static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
+    if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0 || !args->plugin)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                     "%s: sy_get_devices_args is NULL or undersized", P::kName);
+    args->devices =
+        static_cast<P*>(args->plugin)->device_list(&args->num_devices, &args->no_devices_reason);
+    return SY_STATUS_OK;
+  }
+
+  static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
+    if (!args || args->struct_size < SY_GET_KERNELS_ARGS_SIZE_MINOR_0)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                     "%s: sy_get_kernels_args is NULL or undersized", P::kName);
+    args->kernels = P::kernels().envelopes;
+    args->num_kernels = P::kernels().count;
+    return SY_STATUS_OK;
+  }
+
+  static sy_status check(sy_check_args* args, sy_error_buffer* err) {
+    return check_against_table(P::kName, P::kernels().entries, P::kernels().count, args, err);
+  }
+
+  static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
+    return guarded(P::kName, err, [&] {
+      if (!args || args->struct_size < SY_PREPARE_ARGS_SIZE_MINOR_0 || !args->op || !args->plugin)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args is NULL or undersized");
+      P& p = *static_cast<P*>(args->plugin);
+      if (sy_status s = p.ready(args->device_index, err); s != SY_STATUS_OK) return s;
+      const auto& kernels = P::kernels();
+      if (args->kernel_index >= kernels.count)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range (%zu)",
+                       args->kernel_index, kernels.count);
+      size_t n = 0;
+      const char* reason = nullptr;
+      const sy_device_desc* device = p.device_list(&n, &reason)[args->device_index];
+      // The same test `check` runs: the dispatcher cannot drift from the declaration.
+      const KernelEntry& k = kernels.entries[args->kernel_index];
+      if (sy_status s = refuse_unless_accepted(k, device, args->op, err); s != SY_STATUS_OK)
+        return s;
+      Context ctx{};
+      if (sy_status s = p.context(args->kernel_index, args->device_index, ctx, err);
+          s != SY_STATUS_OK)
+        return s;
+      auto kernel = std::make_unique<Prepared>();
+      kernel->op = std::make_unique<OpCopy>(*args->op);
+      kernel->impl = kernels.factories[args->kernel_index](*kernel->op, ctx);
+      args->kernel = reinterpret_cast<sy_kernel*>(kernel.release());
+      return SY_STATUS_OK;
+    });
+  }
+
+  static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
+    return guarded(P::kName, err, [&] {
+      if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || !args->kernel)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_execute_args is NULL or undersized");
+      Prepared* k = prepared(args->kernel);
+      if (sy_status s = validate_execute_args(*k->op, *args, err); s != SY_STATUS_OK) return s;
+      k->impl->run(args->inputs, args->outputs);
+      return SY_STATUS_OK;
+    });
+  }
+
+  static void release(sy_plugin*, sy_kernel* kernel) { delete prepared(kernel); }
+  static void shutdown(sy_plugin* plugin) { delete plugin; }
+#if SY_ABI_COMPAT_MINOR >= 2
+  static void release_kernel(sy_release_kernel_args* args) {
+    if (args && args->struct_size >= SY_RELEASE_KERNEL_ARGS_SIZE_MINOR_2)
+      release(args->plugin, args->kernel);
+  }
+  static void destroy(sy_destroy_args* args) {
+    if (args && args->struct_size >= SY_DESTROY_ARGS_SIZE_MINOR_2) shutdown(args->plugin);
+  }
+#endif
+
+  // Every slot above, into a table whose header and init the plugin fills.
+  static constexpr void fill(sy_plugin_api& api) {
+    api.shutdown = shutdown;
+    api.get_devices = get_devices;
+    api.get_kernels = get_kernels;
+    api.check = check;
+    api.prepare = prepare;
+    api.execute = execute;
+    api.release = release;
+#if SY_ABI_COMPAT_MINOR >= 2
+    api.destroy = destroy;
+    api.release_kernel = release_kernel;
+#endif
+  }
+};
+
+}  // namespace sy::edge
