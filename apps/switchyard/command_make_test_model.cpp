@@ -1,6 +1,8 @@
 // `make-test-model DIR`: writes a small llama-architecture model — config.json,
 // model.safetensors with seeded random weights, tokenizer.json (byte-level BPE) — so tests and
-// `make demo` run a real model end to end without downloading one.
+// `make demo` run a real model end to end without downloading one. `--shape tiny-sinks` is the
+// same tiny llama with gpt-oss-style attention sinks and alternating sliding-window layers
+// (model_type switchyard_sinks_test, docs/graph-format.md).
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +104,12 @@ json config_for(const std::string& shape, int64_t tokenizer_vocab, const std::st
             {"torch_dtype", dtype == "bf16" ? "bfloat16" : "float32"},
             {"bos_token_id", tokenizer_vocab - 1},
             {"eos_token_id", tokenizer_vocab - 1}};
+  if (shape == "tiny-sinks") {
+    c["architectures"] = {"SwitchyardSinksTestForCausalLM"};
+    c["model_type"] = "switchyard_sinks_test";
+    c["layer_types"] = {"sliding_attention", "full_attention"};
+    c["sliding_window"] = 8;
+  }
   if (shape == "smollm2-135m") {  // SmolLM2-135M's shape (hidden 576, 30 layers, 9/3 heads)
     c.update({{"hidden_size", 576},
               {"num_hidden_layers", 30},
@@ -129,7 +137,7 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   unsigned seed = 1;
   po::options_description desc("switchyard make-test-model options");
   desc.add_options()("help,h", "show this help")("dir", po::value(&dir), "folder to write")(
-      "shape", po::value(&shape)->default_value("tiny"), "tiny | smollm2-135m")(
+      "shape", po::value(&shape)->default_value("tiny"), "tiny | tiny-sinks | smollm2-135m")(
       "dtype", po::value(&dtype)->default_value("f32"), "f32 | bf16")(
       "seed", po::value(&seed)->default_value(1), "random seed of the weights");
   po::positional_options_description pos;
@@ -139,8 +147,10 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
     std::cout << "Usage: switchyard make-test-model DIR [options]\n" << desc;
     return vm.count("help") ? kExitOk : kExitUsage;
   }
-  if ((shape != "tiny" && shape != "smollm2-135m") || (dtype != "f32" && dtype != "bf16")) {
-    std::cerr << "switchyard make-test-model: --shape tiny|smollm2-135m, --dtype f32|bf16\n";
+  if ((shape != "tiny" && shape != "tiny-sinks" && shape != "smollm2-135m") ||
+      (dtype != "f32" && dtype != "bf16")) {
+    std::cerr
+        << "switchyard make-test-model: --shape tiny|tiny-sinks|smollm2-135m, --dtype f32|bf16\n";
     return kExitUsage;
   }
   fs::create_directories(dir);
@@ -158,16 +168,17 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   std::vector<std::pair<TensorInfo, const void*>> tensors;
   for (const auto& v : g.phases.front().values) {
     if (v.kind != ValueKind::weight) continue;
-    auto name = hf_tensor_name("llama", v.name);
+    auto name = hf_tensor_name(config["model_type"].get<std::string>(), v.name);
     if (!name) continue;
     bool norm = v.name.find("norm") != std::string::npos;
+    bool sinks = v.name.ends_with(".sinks");  // logits in [0, 2]: above the scores' scale
     double fan_in = double(v.shape.back());
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    float scale = norm ? 0.1f : float(1.0 / std::sqrt(fan_in));
+    float scale = norm ? 0.1f : sinks ? 1.f : float(1.0 / std::sqrt(fan_in));
     int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
     storage.emplace_back(size_t(v.bytes()));
     for (int64_t i = 0; i < n; ++i) {
-      float x = (norm ? 1.f : 0.f) + scale * dist(rng);
+      float x = (norm || sinks ? 1.f : 0.f) + scale * dist(rng);
       if (v.dtype == SY_DTYPE_F32) {
         std::memcpy(storage.back().data() + 4 * i, &x, 4);
       } else {
@@ -180,7 +191,8 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   }
   write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"generator", "switchyard make-test-model"}});
-  std::cout << "wrote " << dir << ": " << shape << " llama, " << tensors.size() << " tensors, "
+  std::cout << "wrote " << dir << ": " << shape << " " << config["model_type"].get<std::string>()
+            << ", " << tensors.size() << " tensors, "
             << dtype << ", vocab " << config["vocab_size"] << ", seed " << seed << "\n";
   return kExitOk;
 }

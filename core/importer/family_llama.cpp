@@ -1,6 +1,9 @@
 // Llama-shaped decoders: llama, qwen3 (q_norm/k_norm over the head dimension) and smollm3
 // (NoPE: no rotary embedding on every fourth layer). Defaults are those of the transformers
-// config classes (LlamaConfig, Qwen3Config, SmolLM3Config).
+// config classes (LlamaConfig, Qwen3Config, SmolLM3Config). And Switchyard's own test
+// architecture switchyard_sinks_test: a llama with gpt-oss's learnable attention sinks (one f32
+// logit per query head, "model.layers.N.self_attn.sinks") and a dense MLP, which no Hugging Face
+// class has: `make-test-model --shape tiny-sinks` writes one, so sinks run end to end.
 #include <string>
 
 #include "core/importer/model_spec.hpp"
@@ -55,6 +58,7 @@ ModelSpec read_llama_family(const ConfigReader& r, const std::string& model_type
     read_layer_types(r, m);
   }
   if (model_type == "smollm3") read_nope_layers(r, m);
+  m.sinks = model_type == "switchyard_sinks_test";
   return m;
 }
 

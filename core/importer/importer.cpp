@@ -25,6 +25,7 @@ constexpr Family kFamilies[] = {
     {"llama", importer::read_llama_family},   {"qwen3", importer::read_llama_family},
     {"smollm3", importer::read_llama_family}, {"gemma3", importer::read_gemma3},
     {"gemma3_text", importer::read_gemma3},   {"gpt_oss", importer::read_gpt_oss},
+    {"switchyard_sinks_test", importer::read_llama_family},
 };
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {

@@ -14,7 +14,7 @@ struct Family {
 };
 
 std::optional<Family> family(const std::string& model_type) {
-  if (model_type == "llama" || model_type == "smollm3")
+  if (model_type == "llama" || model_type == "smollm3" || model_type == "switchyard_sinks_test")
     return Family{"model.", "lm_head.weight", false, false};
   if (model_type == "qwen3") return Family{"model.", "lm_head.weight", true, false};
   if (model_type == "gemma3_text") return Family{"model.", "lm_head.weight", true, true};
@@ -64,6 +64,8 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
     return base + std::string(what) + ".weight";
   if (one_of(what, kAttn) || (f->qk_norm && one_of(what, {"q_norm", "k_norm"})))
     return base + "self_attn." + std::string(what) + ".weight";
+  if (what == "sinks" && model_type == "switchyard_sinks_test")  // gpt-oss's name, no suffix
+    return base + "self_attn.sinks";
   if (one_of(what, kMlp)) return base + "mlp." + std::string(what) + ".weight";
   constexpr std::string_view kBias = "_bias";
   if (what.size() > kBias.size() && what.substr(what.size() - kBias.size()) == kBias) {

@@ -95,6 +95,8 @@ class SafetensorsFile {
 // "model.layers.{i}.mlp.<same>.weight", "l{i}.<proj>_bias" -> the same module's ".bias" (the
 // importer's per-head [Hq,D] view of a [Hq·D] vector: same elements). Only qwen3 and Gemma have
 // "l{i}.{q,k}_norm" (self_attn); only Gemma "l{i}.{pre,post}_feedforward_layernorm".
+// switchyard_sinks_test (the test architecture of make-test-model) is llama's, plus
+// "l{i}.sinks" -> "model.layers.{i}.self_attn.sinks" as gpt-oss names them.
 // nullopt for an unknown model_type (gpt_oss included: its experts are stored differently), for
 // values that are not in a checkpoint (Gemma's computed "embed_scale", caches, activations,
 // inputs) and for any other name, including layer numbers with a sign or leading zeros.

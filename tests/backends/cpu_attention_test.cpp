@@ -315,6 +315,61 @@ TEST_F(CpuAttention, SinkFromLseEqualsNativeSinks) {
     }
 }
 
+// The planner's sinks_via_lse adaptation, on the kernels it uses: attention without sinks but
+// with LSE, then the plugin's sinks_from_lse kernel rescaling o in place, equals the same
+// attention with native sinks and the double reference with sinks — f32 and bf16 outputs, GQA,
+// a window, a batch whose second sequence has rows with no key (o stays 0, lse = -inf).
+TEST_F(CpuAttention, SinksFromLseKernelEqualsNativeSinks) {
+  size_t sinks_kernel = 0;
+  while (plugin_->kernels()[sinks_kernel].op != SY_OP_SINKS_FROM_LSE) ++sinks_kernel;
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16}) {
+    Case plain;
+    plain.dtype = dt;
+    plain.B = 2, plain.Sq = 9, plain.Skv = 31, plain.Hq = 8, plain.Hkv = 2;
+    plain.causal = true;
+    plain.window = 12;
+    plain.kv_len = {31, 5};
+    Case native = plain;
+    native.sinks = true;
+    SCOPED_TRACE(native.name());
+    AttentionProblem p = problem(native, 5);
+    test::AttentionResult with_sinks = run(native, p);  // stores p's inputs as the kernel saw them
+    test::AttentionResult want = test::reference_attention(p);
+    test::AttentionResult without = run(plain, p);
+
+    HostTensor o(dt, {plain.B, plain.Sq, plain.Hq, plain.D}), sinks(SY_DTYPE_F32, {plain.Hq}),
+        lse(SY_DTYPE_F32, {plain.B, plain.Hq, plain.Sq});
+    o.set(without.o);
+    lse.set(without.lse);
+    sinks.set(p.sinks);
+    OpDesc op;
+    op.op = SY_OP_SINKS_FROM_LSE;
+    op.inputs = {lse.desc(), sinks.desc()};
+    op.outputs = {o.desc()};
+    auto k = prepare_kernel(*plugin_, sinks_kernel, 0, op);
+    ASSERT_TRUE(k) << test::why(k);
+    std::vector<const DLTensor*> ins = {lse.dl(), sinks.dl()}, outs = {o.dl()};
+    auto err = (*k)->execute(ins, outs);
+    ASSERT_FALSE(err) << test::why(err);
+
+    const Tolerance tol = dt == SY_DTYPE_F32 ? kF32Tol : kBf16Tol;
+    std::vector<double> got = o.get();
+    double worst_native = 0, worst_reference = 0, sink_effect = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst_native = std::max(worst_native, std::abs(got[i] - with_sinks.o[i]));
+      worst_reference = std::max(worst_reference, std::abs(got[i] - want.o[i]));
+      sink_effect = std::max(sink_effect, std::abs(without.o[i] - want.o[i]));
+    }
+    EXPECT_LE(worst_native, tol.out);
+    EXPECT_LE(worst_reference, tol.out);
+    EXPECT_GT(sink_effect, 20 * tol.out) << "the sinks must change o for this test to mean much";
+    // Rows of sequence 1 before its first key: nothing to attend to, o stays exactly 0.
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t x = 0; x < plain.Hq * plain.D; ++x)
+        ASSERT_EQ(got[size_t(((plain.Sq + i) * plain.Hq) * plain.D + x)], 0.0) << i;
+  }
+}
+
 // The portable kernels (CPUs without AVX-512) meet the same reference.
 TEST_F(CpuAttention, PortableKernelsMatchToo) {
   ::setenv("SWITCHYARD_CPU_GENERIC", "1", 1);

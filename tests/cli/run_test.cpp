@@ -90,5 +90,73 @@ TEST_F(RunCli, TokenIdOutsideTheModelsVocabularyIsExitFour) {
   EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary"));
 }
 
+// A plugin's run-time answer reaches the user as its own documented code and exit code: the
+// `failing` set's rms_norm (chosen over cpu_onednn's, it is cheaper) answers OUT_OF_MEMORY,
+// UNAVAILABLE or INTERNAL.
+TEST_F(RunCli, PluginFailuresAtRunTimeHaveTheirOwnCodesAndExitCodes) {
+  const std::string set = std::string(SY_TEST_SETS_DIR) + "/failing";
+  struct Expect {
+    const char* status;
+    Errc code;
+    int exit_code;
+    const char* words;
+  };
+  for (const Expect& e : {Expect{"out_of_memory", Errc::device_out_of_memory, 6, "no scratch memory"},
+                          Expect{"unavailable", Errc::device_lost, 7, "went away"},
+                          Expect{"internal", Errc::plugin_internal, 8, "a simulated bug"}}) {
+    SCOPED_TRACE(e.status);
+    auto r = test::run_switchyard(
+        "--plugin-dir " + set + " run " + model_.string() + " --prompt hi --max-tokens 2",
+        std::string("SY_TEST_FAIL_STATUS=") + e.status);
+    EXPECT_EQ(r.exit_code, e.exit_code) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error " + code_text(e.code)));
+    EXPECT_THAT(r.err, HasSubstr(e.words));
+    EXPECT_THAT(r.err, HasSubstr("failing_norm"));  // the plugin is named
+    auto j = test::run_switchyard("--plugin-dir " + set + " run " + model_.string() +
+                                      " --prompt hi --max-tokens 2 --json",
+                                  std::string("SY_TEST_FAIL_STATUS=") + e.status);
+    json out = json::parse(j.out, nullptr, false);
+    ASSERT_TRUE(out.is_object()) << j.out;
+    EXPECT_EQ(out["error"]["code"], code_text(e.code));
+    EXPECT_EQ(out["error"]["plugin_status"], std::string(e.status) == "out_of_memory" ? "OUT_OF_MEMORY"
+                                             : std::string(e.status) == "unavailable"
+                                                 ? "UNAVAILABLE"
+                                                 : "INTERNAL");
+  }
+}
+
+// Sinks through LSE, end to end from the CLI: a plugin set whose only attention kernel has LSE
+// and no sinks gives the tokens cpu_onednn's native sinks give, and the plan says how.
+TEST(RunSinks, SinksViaLseGiveTheTokensOfNativeSinks) {
+  test::TempDir dir;
+  const std::string model = (dir.path() / "sinks").string();
+  auto made = test::run_switchyard("make-test-model " + model + " --shape tiny-sinks");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string lse_only = "--plugin-dir " + std::string(SY_TEST_SETS_DIR) + "/lse_only ";
+  const std::string prompt = " --prompt 'The quick brown fox' --max-tokens 24 --json";
+  auto via = test::run_switchyard(lse_only + "run " + model + " --attention flex" + prompt);
+  ASSERT_EQ(via.exit_code, 0) << via.err;
+  auto native = test::run_switchyard("run " + model + prompt);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  json a = json::parse(via.out), b = json::parse(native.out);
+  EXPECT_EQ(a["generated_ids"].size(), 24u);
+  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+  EXPECT_NE(a["plan_hash"], b["plan_hash"]);
+
+  auto plan = test::run_switchyard(lse_only + "plan " + model + " --attention flex --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  json p = json::parse(plan.out);
+  int adapted = 0;
+  for (const auto& phase : p["phases"])
+    for (const auto& op : phase["ops"])
+      if (op["op"] == "attention") {
+        ASSERT_EQ(op["adaptations"].size(), 1u) << op.dump(2);
+        EXPECT_EQ(op["adaptations"][0]["kind"], "sinks_via_lse");
+        EXPECT_EQ(op["adaptations"][0]["apply"]["kernel"], "sinks_from_lse");
+        ++adapted;
+      }
+  EXPECT_EQ(adapted, 4);
+}
+
 }  // namespace
 }  // namespace sy

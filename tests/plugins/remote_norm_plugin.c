@@ -3,10 +3,28 @@
  * is host memory underneath, but declared as device memory), and one kernel: f32 rms_norm.
  * A plan that puts rms_norm there must copy activations in and out through alloc/copy, which
  * is how the test suite proves mixed plans and the executor's copies without a GPU.
+ *
+ * Built a second time with FAILING_NORM as "failing_norm": the same kernel on a host-memory CPU
+ * device, cheaper than any other rms_norm so the planner picks it, whose execute fails with the
+ * status SY_TEST_FAIL_STATUS names (out_of_memory, unavailable, internal; default
+ * out_of_memory): how the suite proves that a plugin's run-time answer reaches the user as its
+ * own documented code and exit code.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef FAILING_NORM
+#define NORM_NAME "failing_norm"
+#define NORM_KERNEL "rms_norm_failing"
+#define NORM_DEVICE kDLCPU
+#define NORM_COST 0.01
+#else
+#define NORM_NAME "remote_norm"
+#define NORM_KERNEL "rms_norm_remote"
+#define NORM_DEVICE kDLExtDev
+#define NORM_COST 0.5
+#endif
 
 #include "switchyard/envelope_check.h"
 #include "switchyard/tensor_check.h"
@@ -22,10 +40,10 @@ struct sy_kernel {
 };
 
 static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
-                                         "rms_norm_remote",
+                                         NORM_KERNEL,
                                          SY_OP_RMS_NORM,
                                          "generic",
-                                         kDLExtDev,
+                                         NORM_DEVICE,
                                          SY_DTYPE_BIT(SY_DTYPE_F32),
                                          0,
                                          NULL,
@@ -36,7 +54,7 @@ static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
                                          SY_RESIDENCY_DEVICE,
                                          NULL,
                                          0,
-                                         0.5};
+                                         NORM_COST};
 static const sy_kernel_envelope* const kKernels[] = {&kNorm};
 
 static double attr_float(const sy_op_desc* op, const char* name, double fallback) {
@@ -67,16 +85,16 @@ static int check_op(const sy_device_desc* dev, const sy_op_desc* op, sy_refusal_
 
 static sy_status init(sy_init_args* args, sy_error_buffer* err) {
   struct sy_plugin* p;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+  if (!args || args->struct_size < SY_INIT_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
   p = (struct sy_plugin*)calloc(1, sizeof *p);
   if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
   p->device.struct_size = sizeof p->device;
-  p->device.name = "remote norm unit";
-  p->device.device_type = kDLExtDev;
+  p->device.name = NORM_NAME " unit";
+  p->device.device_type = NORM_DEVICE;
   p->device.arch = "test";
   p->device.available = 1;
-  p->device.memory_is_host = 0;
+  p->device.memory_is_host = NORM_DEVICE == kDLCPU;
   p->devices[0] = &p->device;
   args->plugin = p;
   return SY_STATUS_OK;
@@ -87,7 +105,7 @@ static void shutdown_plugin(sy_plugin* p) {
 }
 
 static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+  if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "undersized");
   args->devices = args->plugin->devices;
   args->num_devices = 1;
@@ -95,7 +113,7 @@ static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
 }
 
 static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+  if (!args || args->struct_size < SY_GET_KERNELS_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "undersized");
   args->kernels = kKernels;
   args->num_kernels = 1;
@@ -103,7 +121,7 @@ static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
 }
 
 static sy_status check(sy_check_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
+  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op ||
       !args->device || args->kernel_index != 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
   args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
@@ -113,7 +131,7 @@ static sy_status check(sy_check_args* args, sy_error_buffer* err) {
 static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
   struct sy_kernel* k;
   int i;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_prepare_args, kernel) || !args->op)
+  if (!args || args->struct_size < SY_PREPARE_ARGS_SIZE_MINOR_0 || !args->op)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args undersized");
   if (check_op(&args->plugin->device, args->op, NULL, NULL))
     return sy_fail(err, SY_STATUS_UNSUPPORTED, "rms_norm_remote refuses this operator");
@@ -133,7 +151,7 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
   const float *x, *w;
   float* y;
   int64_t r, c;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_execute_args, num_outputs) ||
+  if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 ||
       args->num_inputs != 2 || args->num_outputs != 1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "rms_norm takes 2 inputs, 1 output");
   k = args->kernel;
@@ -141,8 +159,18 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
   w = (const float*)args->inputs[1]->data;
   y = (float*)args->outputs[0]->data;
   if (!x || !w || !y) return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
-  if (args->inputs[0]->device.device_type != kDLExtDev)
+  if (args->inputs[0]->device.device_type != NORM_DEVICE)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "x is not in this device's memory");
+#ifdef FAILING_NORM
+  {
+    const char* want = getenv("SY_TEST_FAIL_STATUS");
+    if (want && strcmp(want, "unavailable") == 0)
+      return sy_fail(err, SY_STATUS_UNAVAILABLE, "failing_norm: the test device went away");
+    if (want && strcmp(want, "internal") == 0)
+      return sy_fail(err, SY_STATUS_INTERNAL, "failing_norm: a simulated bug");
+    return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "failing_norm: no scratch memory left (test)");
+  }
+#endif
   for (r = 0; r < k->rows; ++r) {
     double ss = 0;
     for (c = 0; c < k->cols; ++c) ss += (double)x[r * k->cols + c] * x[r * k->cols + c];
@@ -158,8 +186,9 @@ static void release(sy_plugin* p, sy_kernel* k) {
   free(k);
 }
 
+#ifndef FAILING_NORM
 static sy_status alloc_memory(sy_alloc_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_alloc_args, data))
+  if (!args || args->struct_size < SY_ALLOC_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_alloc_args undersized");
   args->data = calloc(1, (size_t)args->size_bytes + 64);
   return args->data ? SY_STATUS_OK : sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
@@ -172,12 +201,13 @@ static void free_memory(sy_plugin* p, uint32_t device, void* data) {
 }
 
 static sy_status copy(sy_copy_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_copy_args, size_bytes) || !args->dst ||
+  if (!args || args->struct_size < SY_COPY_ARGS_SIZE_MINOR_0 || !args->dst ||
       !args->src)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_copy_args");
   memcpy(args->dst, args->src, (size_t)args->size_bytes);
   return SY_STATUS_OK;
 }
+#endif
 
 SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
   static sy_plugin_api api;
@@ -186,7 +216,7 @@ SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
   api.struct_size = sizeof api;
   api.abi_major = SY_ABI_VERSION_MAJOR;
   api.abi_minor = SY_ABI_COMPAT_MINOR;
-  api.plugin_name = "remote_norm";
+  api.plugin_name = NORM_NAME;
   api.plugin_version = "1.0.0";
   api.init = init;
   api.shutdown = shutdown_plugin;
@@ -196,8 +226,10 @@ SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
   api.prepare = prepare;
   api.execute = execute;
   api.release = release;
+#ifndef FAILING_NORM
   api.alloc = alloc_memory;
   api.free_memory = free_memory;
   api.copy = copy;
+#endif
   return &api;
 }
