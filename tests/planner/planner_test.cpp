@@ -132,5 +132,57 @@ TEST(PlannerTargets, BadTargetProfilesAreInputErrors) {
   }
 }
 
+
+// One attention op with sinks over graph inputs and a sinks weight.
+Graph sinks_attention_graph() {
+  Phase p;
+  p.name = "prefill";
+  p.values = {{"q", SY_DTYPE_F32, {1, 4, 2, 16}, ValueKind::input},
+              {"k", SY_DTYPE_F32, {1, 4, 2, 16}, ValueKind::input},
+              {"v", SY_DTYPE_F32, {1, 4, 2, 16}, ValueKind::input},
+              {"sinks", SY_DTYPE_F32, {2}, ValueKind::weight},
+              {"o", SY_DTYPE_F32, {1, 4, 2, 16}, ValueKind::activation}};
+  p.nodes = {{"attn", SY_OP_ATTENTION, {"q", "k", "v", "sinks"}, {"o"}, {}, 0}};
+  validate(p, "sinks.json");
+  Graph g;
+  g.name = "sinks";
+  g.phases.push_back(p);
+  return g;
+}
+
+// A kernel with LSE is no use for sinks when no plugin can complete them on its device: the
+// candidate is refused with that reason, not planned into a run that would fail.
+TEST(PlannerAdaptations, SinksViaLseNeedACompletingKernelOnTheSameDevice) {
+  test::TempDir dir;
+  for (const char* f : {"lse_attention.so", "lse_attention.json"})
+    std::filesystem::copy_file(std::filesystem::path(SY_TEST_SETS_DIR) / "lse_only" / f,
+                               dir.path() / f);
+  Registry alone = Registry::discover({{dir.path()}, "test"}, LoadOptions{});
+  ASSERT_TRUE(alone.find("lse_attention"));
+  Policy policy;
+  policy.prefer = {kDLCPU};
+  Plan p = plan_graph(sinks_attention_graph(), alone, live_inventory(alone), policy);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error->code, Errc::no_kernel_for_op);
+  EXPECT_EQ(p.failure.op, "attn");
+  ASSERT_EQ(p.failure.candidates.size(), 1u);
+  std::vector<std::string> constraints;
+  for (const auto& r : p.failure.candidates[0].reasons) constraints.push_back(r.constraint);
+  EXPECT_EQ(constraints, (std::vector<std::string>{"feature", "sinks_via_lse"}));
+  EXPECT_THAT(p.error->message, ::testing::HasSubstr("no sinks_from_lse kernel on cpu:0"));
+
+  // With cpu_onednn beside it, the same kernel serves the op, completed by cpu_onednn.
+  Registry both = Registry::discover({{std::filesystem::path(SY_TEST_SETS_DIR) / "lse_only"}, "test"},
+                                     LoadOptions{});
+  policy.attention = "flex";
+  Plan q = plan_graph(sinks_attention_graph(), both, live_inventory(both), policy);
+  ASSERT_TRUE(q.ok()) << q.error->message;
+  const PlannedOp& op = q.phases[0].ops[0];
+  EXPECT_EQ(op.plugin, "lse_attention");
+  ASSERT_EQ(op.adaptations.size(), 1u);
+  EXPECT_EQ(op.adaptations[0].plugin, "cpu_onednn");
+  EXPECT_EQ(op.adaptations[0].input_locations, (std::vector<std::string>{"host", "host"}));
+}
+
 }  // namespace
 }  // namespace sy

@@ -125,6 +125,15 @@ TEST(SeedFailures, SinksServedOnCudaThroughLse) {
   EXPECT_EQ(attn["device"], "cuda:0");
   EXPECT_EQ(attn["kernel"], "flex_attention_cuda");
   EXPECT_THAT(attn["rule"].get<std::string>(), HasSubstr("LSE"));
+  // The adaptation is data: completed on the same device by a sinks_from_lse kernel.
+  ASSERT_EQ(attn["adaptations"].size(), 1u) << attn.dump(2);
+  const json& a = attn["adaptations"][0];
+  EXPECT_EQ(a["kind"], "sinks_via_lse");
+  EXPECT_EQ(a["apply"]["device"], "cuda:0");
+  EXPECT_EQ(a["apply"]["plugin"], "flex_like");
+  EXPECT_EQ(a["apply"]["kernel"], "sinks_from_lse_cuda");
+  EXPECT_EQ(a["lse_added"], true);
+  EXPECT_EQ(a["output_locations"], json::array({"cuda:0"}));
 }
 
 TEST(SeedFailures, HostOnlyFusedDecodeWithProjectionsOnCuda) {
