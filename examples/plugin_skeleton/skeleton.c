@@ -1,11 +1,13 @@
 /*
- * The smallest useful Switchyard plugin: one CPU device, one declared kernel (f32
- * elementwise mul), a check built from the shared envelope filters. It declares only:
- * prepare/execute are NULL, which the host reads as "cannot run", never as a crash.
+ * The smallest useful Switchyard plugin, in C: one CPU device, one declared kernel (f32
+ * elementwise mul), a check built from the envelope filters and the operator contract that the
+ * plugin kit installs (switchyard/op_contract.h, linked through Switchyard::plugin_kit). It
+ * declares only: prepare/execute are NULL, which the host reads as "cannot run", never as a
+ * crash. skeleton_cxx.cpp is the same plugin in C++ on the kit's shared edge, and it runs.
  */
 #include <stdlib.h>
 
-#include "switchyard/envelope_check.h"
+#include "switchyard/op_contract.h"
 
 struct sy_plugin {
   sy_device_desc device;
@@ -32,7 +34,7 @@ static const sy_kernel_envelope* const kKernels[] = {&kMul};
 
 static sy_status init(sy_init_args* args, sy_error_buffer* err) {
   struct sy_plugin* p;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+  if (!args || args->struct_size < SY_INIT_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
   p = (struct sy_plugin*)calloc(1, sizeof *p);
   if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -52,7 +54,7 @@ static void shutdown(sy_plugin* p) {
 }
 
 static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+  if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_devices_args undersized");
   args->devices = args->plugin->devices;
   args->num_devices = 1;
@@ -60,7 +62,7 @@ static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
 }
 
 static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+  if (!args || args->struct_size < SY_GET_KERNELS_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_kernels_args undersized");
   args->kernels = kKernels;
   args->num_kernels = 1;
@@ -68,11 +70,16 @@ static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
 }
 
 static sy_status check(sy_check_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
-      !args->device || args->kernel_index != 0)
+  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op || !args->device ||
+      args->kernel_index != 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
-  args->accepted = sy_envelope_check(&kMul, args->device, args->op, args->add_refusal,
-                                     args->refusal_context) == 0;
+  /* Every refusal counts: the envelope's, then the operator contract's (shapes, dtypes). */
+  args->accepted =
+      sy_envelope_check(&kMul, args->device, args->op, args->add_refusal, args->refusal_context) +
+          (args->op->op == SY_OP_MUL
+               ? sy_op_contract_check(args->op, args->add_refusal, args->refusal_context)
+               : 0) ==
+      0;
   return SY_STATUS_OK;
 }
 

@@ -101,9 +101,10 @@ TEST_F(RunCli, PluginFailuresAtRunTimeHaveTheirOwnCodesAndExitCodes) {
     int exit_code;
     const char* words;
   };
-  for (const Expect& e : {Expect{"out_of_memory", Errc::device_out_of_memory, 6, "no scratch memory"},
-                          Expect{"unavailable", Errc::device_lost, 7, "went away"},
-                          Expect{"internal", Errc::plugin_internal, 8, "a simulated bug"}}) {
+  for (const Expect& e :
+       {Expect{"out_of_memory", Errc::device_out_of_memory, 6, "no scratch memory"},
+        Expect{"unavailable", Errc::device_lost, 7, "went away"},
+        Expect{"internal", Errc::plugin_internal, 8, "a simulated bug"}}) {
     SCOPED_TRACE(e.status);
     auto r = test::run_switchyard(
         "--plugin-dir " + set + " run " + model_.string() + " --prompt hi --max-tokens 2",
@@ -112,16 +113,16 @@ TEST_F(RunCli, PluginFailuresAtRunTimeHaveTheirOwnCodesAndExitCodes) {
     EXPECT_THAT(r.err, HasSubstr("error " + code_text(e.code)));
     EXPECT_THAT(r.err, HasSubstr(e.words));
     EXPECT_THAT(r.err, HasSubstr("failing_norm"));  // the plugin is named
-    auto j = test::run_switchyard("--plugin-dir " + set + " run " + model_.string() +
-                                      " --prompt hi --max-tokens 2 --json",
-                                  std::string("SY_TEST_FAIL_STATUS=") + e.status);
+    auto j = test::run_switchyard(
+        "--plugin-dir " + set + " run " + model_.string() + " --prompt hi --max-tokens 2 --json",
+        std::string("SY_TEST_FAIL_STATUS=") + e.status);
     json out = json::parse(j.out, nullptr, false);
     ASSERT_TRUE(out.is_object()) << j.out;
     EXPECT_EQ(out["error"]["code"], code_text(e.code));
-    EXPECT_EQ(out["error"]["plugin_status"], std::string(e.status) == "out_of_memory" ? "OUT_OF_MEMORY"
-                                             : std::string(e.status) == "unavailable"
-                                                 ? "UNAVAILABLE"
-                                                 : "INTERNAL");
+    EXPECT_EQ(out["error"]["plugin_status"],
+              std::string(e.status) == "out_of_memory" ? "OUT_OF_MEMORY"
+              : std::string(e.status) == "unavailable" ? "UNAVAILABLE"
+                                                       : "INTERNAL");
   }
 }
 

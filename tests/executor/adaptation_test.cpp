@@ -32,8 +32,8 @@ struct Run {
   Plan plan;
 };
 
-Run plan_for(const fs::path& model, const Registry& reg, const Inventory& inv,
-             const Policy& policy, int64_t prompt_len) {
+Run plan_for(const fs::path& model, const Registry& reg, const Inventory& inv, const Policy& policy,
+             int64_t prompt_len) {
   ImportOptions opts;
   opts.prompt_len = prompt_len;
   opts.context = 64;

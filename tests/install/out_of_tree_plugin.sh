@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a prefix, MOVES the prefix (the tree must be relocatable),
-# builds examples/plugin_skeleton against the installed package only, and loads it.
+# builds examples/plugin_skeleton (a C plugin and a C++ one, on the installed plugin kit)
+# against the installed package only, and loads both.
 set -euo pipefail
 build=$1
 plugin_src=$2
@@ -14,12 +15,16 @@ sy="$work/moved/bin/switchyard"
 # The relocated CLI finds its own plugins relative to itself.
 "$sy" plugins --plugin cpu_onednn >/dev/null
 test -f "$work/moved/include/switchyard/plugin_api.h"
+test -f "$work/moved/include/switchyard/op_contract.h"
+test -f "$work/moved/include/switchyard/plugin_kit/cxx_edge/plugin_edge.hpp"
 
 cmake -S "$plugin_src" -B "$work/ext" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$work/moved" >/dev/null
 cmake --build "$work/ext" >/dev/null
 test -f "$work/ext/plugins/skeleton.json"
+test -f "$work/ext/plugins/skeleton_cxx.json"
 
 # Exit 5 would mean the named plugin failed to load.
 "$sy" plugins --plugin skeleton --plugin-dir "$work/ext/plugins"
-echo "out-of-tree plugin built against the installed headers loads"
+"$sy" plugins --plugin skeleton_cxx --plugin-dir "$work/ext/plugins"
+echo "out-of-tree plugins built against the installed plugin kit load"

@@ -132,7 +132,6 @@ TEST(PlannerTargets, BadTargetProfilesAreInputErrors) {
   }
 }
 
-
 // One attention op with sinks over graph inputs and a sinks weight.
 Graph sinks_attention_graph() {
   Phase p;
@@ -172,8 +171,8 @@ TEST(PlannerAdaptations, SinksViaLseNeedACompletingKernelOnTheSameDevice) {
   EXPECT_THAT(p.error->message, ::testing::HasSubstr("no sinks_from_lse kernel on cpu:0"));
 
   // With cpu_onednn beside it, the same kernel serves the op, completed by cpu_onednn.
-  Registry both = Registry::discover({{std::filesystem::path(SY_TEST_SETS_DIR) / "lse_only"}, "test"},
-                                     LoadOptions{});
+  Registry both = Registry::discover(
+      {{std::filesystem::path(SY_TEST_SETS_DIR) / "lse_only"}, "test"}, LoadOptions{});
   policy.attention = "flex";
   Plan q = plan_graph(sinks_attention_graph(), both, live_inventory(both), policy);
   ASSERT_TRUE(q.ok()) << q.error->message;

@@ -21,15 +21,15 @@ struct sy_plugin {
 struct sy_kernel {
   int64_t B, Sq, Skv, Hq, Hkv, D;
   int causal, kv_len_input;
-  int64_t window;  /* keys before the query; < 0 = none */
-  double softcap;  /* 0 = none */
+  int64_t window; /* keys before the query; < 0 = none */
+  double softcap; /* 0 = none */
   double scale;
 };
 
-#define FEATURES                                                                           \
-  (SY_FEATURE_BIT(SY_FEATURE_CAUSAL) | SY_FEATURE_BIT(SY_FEATURE_SLIDING_WINDOW) |         \
-   SY_FEATURE_BIT(SY_FEATURE_GQA) | SY_FEATURE_BIT(SY_FEATURE_LSE) |                       \
-   SY_FEATURE_BIT(SY_FEATURE_SOFTCAP) | SY_FEATURE_BIT(SY_FEATURE_DECODE) |                \
+#define FEATURES                                                                   \
+  (SY_FEATURE_BIT(SY_FEATURE_CAUSAL) | SY_FEATURE_BIT(SY_FEATURE_SLIDING_WINDOW) | \
+   SY_FEATURE_BIT(SY_FEATURE_GQA) | SY_FEATURE_BIT(SY_FEATURE_LSE) |               \
+   SY_FEATURE_BIT(SY_FEATURE_SOFTCAP) | SY_FEATURE_BIT(SY_FEATURE_DECODE) |        \
    SY_FEATURE_BIT(SY_FEATURE_BATCH) | SY_FEATURE_BIT(SY_FEATURE_CUSTOM_SCALE))
 
 static const sy_kernel_envelope kAttention = {sizeof(sy_kernel_envelope),
@@ -165,8 +165,7 @@ static void attend_row(const struct sy_kernel* k, const float* q, const float* k
   for (d = 0; d < k->D; ++d) {
     double acc = 0;
     for (j = 0; j < kv_len; ++j)
-      if (scores[j] != -INFINITY)
-        acc += exp(scores[j] - mx) * vb[(j * k->Hkv + kvh) * k->D + d];
+      if (scores[j] != -INFINITY) acc += exp(scores[j] - mx) * vb[(j * k->Hkv + kvh) * k->D + d];
     o[d] = (float)(acc / sum);
   }
   if (lse) *lse = (float)(mx + log(sum));
@@ -205,8 +204,8 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
     const float* vb = v + b * k->Skv * k->Hkv * k->D;
     for (i = 0; i < k->Sq; ++i)
       for (h = 0; h < k->Hq; ++h)
-        attend_row(k, q + ((b * k->Sq + i) * k->Hq + h) * k->D, kb, vb, n, i,
-                   h / (k->Hq / k->Hkv), scores, o + ((b * k->Sq + i) * k->Hq + h) * k->D,
+        attend_row(k, q + ((b * k->Sq + i) * k->Hq + h) * k->D, kb, vb, n, i, h / (k->Hq / k->Hkv),
+                   scores, o + ((b * k->Sq + i) * k->Hq + h) * k->D,
                    lse ? lse + (b * k->Hq + h) * k->Sq + i : NULL);
   }
   free(scores);

@@ -121,8 +121,8 @@ static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
 }
 
 static sy_status check(sy_check_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op ||
-      !args->device || args->kernel_index != 0)
+  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op || !args->device ||
+      args->kernel_index != 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
   args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
   return SY_STATUS_OK;
@@ -151,8 +151,8 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
   const float *x, *w;
   float* y;
   int64_t r, c;
-  if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 ||
-      args->num_inputs != 2 || args->num_outputs != 1)
+  if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || args->num_inputs != 2 ||
+      args->num_outputs != 1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "rms_norm takes 2 inputs, 1 output");
   k = args->kernel;
   x = (const float*)args->inputs[0]->data;
@@ -201,8 +201,7 @@ static void free_memory(sy_plugin* p, uint32_t device, void* data) {
 }
 
 static sy_status copy(sy_copy_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_COPY_ARGS_SIZE_MINOR_0 || !args->dst ||
-      !args->src)
+  if (!args || args->struct_size < SY_COPY_ARGS_SIZE_MINOR_0 || !args->dst || !args->src)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_copy_args");
   memcpy(args->dst, args->src, (size_t)args->size_bytes);
   return SY_STATUS_OK;
