@@ -162,8 +162,10 @@ std::string render_plan(const Plan& plan) {
     for (const auto& c : p.copies) copy_bytes += c.bytes;
     out << "  summary: ";
     for (const auto& [d, n] : per_device) out << n << " ops on " << d << ", ";
+    size_t adapted = 0;
+    for (const auto& o : p.ops) adapted += o.adaptations.size();
     out << p.copies.size() << " copies (" << bytes_text(copy_bytes) << "), " << p.fallbacks.size()
-        << " fallbacks\n";
+        << " fallbacks, " << adapted << " adaptations\n";
     std::map<std::string, int> cache_devices;
     for (const auto& [v, d] : p.kv_caches) cache_devices[d]++;
     for (const auto& [d, n] : cache_devices) out << "  kv caches: " << n << " on " << d << "\n";

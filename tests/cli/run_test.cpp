@@ -108,14 +108,14 @@ TEST_F(RunCli, PluginFailuresAtRunTimeHaveTheirOwnCodesAndExitCodes) {
     SCOPED_TRACE(e.status);
     auto r = test::run_switchyard(
         "--plugin-dir " + set + " run " + model_.string() + " --prompt hi --max-tokens 2",
-        std::string("SY_TEST_FAIL_STATUS=") + e.status);
+        std::string("SWITCHYARD_TEST_FAIL_STATUS=") + e.status);
     EXPECT_EQ(r.exit_code, e.exit_code) << r.err;
     EXPECT_THAT(r.err, HasSubstr("error " + code_text(e.code)));
     EXPECT_THAT(r.err, HasSubstr(e.words));
     EXPECT_THAT(r.err, HasSubstr("failing_norm"));  // the plugin is named
     auto j = test::run_switchyard(
         "--plugin-dir " + set + " run " + model_.string() + " --prompt hi --max-tokens 2 --json",
-        std::string("SY_TEST_FAIL_STATUS=") + e.status);
+        std::string("SWITCHYARD_TEST_FAIL_STATUS=") + e.status);
     json out = json::parse(j.out, nullptr, false);
     ASSERT_TRUE(out.is_object()) << j.out;
     EXPECT_EQ(out["error"]["code"], code_text(e.code));

@@ -6,7 +6,7 @@
  *
  * Built a second time with FAILING_NORM as "failing_norm": the same kernel on a host-memory CPU
  * device, cheaper than any other rms_norm so the planner picks it, whose execute fails with the
- * status SY_TEST_FAIL_STATUS names (out_of_memory, unavailable, internal; default
+ * status SWITCHYARD_TEST_FAIL_STATUS names (out_of_memory, unavailable, internal; default
  * out_of_memory): how the suite proves that a plugin's run-time answer reaches the user as its
  * own documented code and exit code.
  */
@@ -163,7 +163,7 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "x is not in this device's memory");
 #ifdef FAILING_NORM
   {
-    const char* want = getenv("SY_TEST_FAIL_STATUS");
+    const char* want = getenv("SWITCHYARD_TEST_FAIL_STATUS");
     if (want && strcmp(want, "unavailable") == 0)
       return sy_fail(err, SY_STATUS_UNAVAILABLE, "failing_norm: the test device went away");
     if (want && strcmp(want, "internal") == 0)
