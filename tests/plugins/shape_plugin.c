@@ -113,7 +113,7 @@ static void declare(void) {
 
 static sy_status init(sy_init_args* args, sy_error_buffer* err) {
   struct sy_plugin* p;
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_init_args, plugin))
+  if (!args || args->struct_size < SY_INIT_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args undersized");
   p = (struct sy_plugin*)calloc(1, sizeof *p);
   if (!p) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
@@ -134,7 +134,7 @@ static void shutdown_plugin(sy_plugin* p) {
 }
 
 static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_devices_args, no_devices_reason))
+  if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_devices_args undersized");
   args->devices = args->plugin->devices;
   args->num_devices = 1;
@@ -142,7 +142,7 @@ static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
 }
 
 static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_get_kernels_args, num_kernels))
+  if (!args || args->struct_size < SY_GET_KERNELS_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_get_kernels_args undersized");
   args->kernels = g_env_ptrs;
   args->num_kernels = g_count;
@@ -150,8 +150,8 @@ static sy_status get_kernels(sy_get_kernels_args* args, sy_error_buffer* err) {
 }
 
 static sy_status check(sy_check_args* args, sy_error_buffer* err) {
-  if (!args || args->struct_size < SY_STRUCT_SIZE_MIN(sy_check_args, accepted) || !args->op ||
-      !args->device || args->kernel_index >= g_count)
+  if (!args || args->struct_size < SY_CHECK_ARGS_SIZE_MINOR_0 || !args->op || !args->device ||
+      args->kernel_index >= g_count)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
   args->accepted = sy_envelope_check(g_env_ptrs[args->kernel_index], args->device, args->op,
                                      args->add_refusal, args->refusal_context) == 0;
