@@ -396,26 +396,56 @@ static void rotary_dim_in_range(refuser* r, int64_t rot, int64_t d) {
          (long long)d);
 }
 
+/* A scaled rope's frequency table: f32 [rotary_dim / 2] (inv_freq[i] replaces theta^(-2i/R));
+ * and the attention factor on cos and sin, finite and > 0. */
+static void rope_scaling(refuser* r, const sy_op_desc* op, const sy_tensor_desc* table,
+                         int64_t rotary) {
+  finite_at_least(r, SY_ATTR_ROPE_ATTENTION_FACTOR,
+                  float_attr(r, op, SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0), 0.0, 1);
+  if (!table) return;
+  if (table->dtype != SY_DTYPE_F32) {
+    text64 need = fmt64("inv_freq %s", dtname(table->dtype));
+    refuse(r, "dtype_match", need.s, "inv_freq f32", "the rope frequency table must be f32, is %s",
+           dtname(table->dtype));
+  }
+  if (rotary > 0) {
+    const int64_t half = rotary / 2;
+    shape_is(r, "inv_freq", table, &half, 1, "[rotary_dim / 2]");
+  }
+}
+
 int sy_contract_rope(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
-  const sy_tensor_desc *x, *pos;
-  if (!operands(&r, op, 2, 1, "x, positions -> y")) return r.n;
+  const sy_tensor_desc *x, *pos, *table;
+  const int scaled = op->num_inputs == 3;
+  int64_t rotary = 0;
+  if (!operands(&r, op, scaled ? 3 : 2, 1, "x, positions[, inv_freq] -> y")) return r.n;
   x = op->inputs[0];
   pos = op->inputs[1];
+  table = scaled ? op->inputs[2] : NULL;
   index_dtype(&r, "positions", pos);
   like(&r, "y", op->outputs[0], "x", x);
   finite_at_least(&r, SY_ATTR_ROPE_THETA, float_attr(&r, op, SY_ATTR_ROPE_THETA, 10000.0), 0.0, 1);
   one_of(&r, SY_ATTR_ROPE_STYLE, string_attr(&r, op, SY_ATTR_ROPE_STYLE, "neox"), "neox",
          "interleaved");
-  if (!rank_is(&r, "x", x, 4, "[B, S, H, D]")) {
-    int_attr(&r, op, SY_ATTR_ROTARY_DIM, 0);
-    return r.n;
-  }
-  {
+  if (rank_is(&r, "x", x, 4, "[B, S, H, D]")) {
     const int64_t bs[2] = {x->shape[0], x->shape[1]};
     shape_is(&r, "positions", pos, bs, 2, "[B, S] of x");
+    rotary = int_attr(&r, op, SY_ATTR_ROTARY_DIM, x->shape[3]);
+    rotary_dim_in_range(&r, rotary, x->shape[3]);
+  } else {
+    int_attr(&r, op, SY_ATTR_ROTARY_DIM, 0);
   }
-  rotary_dim_in_range(&r, int_attr(&r, op, SY_ATTR_ROTARY_DIM, x->shape[3]), x->shape[3]);
+  rope_scaling(&r, op, table, rotary);
+  return r.n;
+}
+
+/* y = softcap · tanh(x / softcap): y like x, softcap finite and > 0. */
+int sy_contract_softcap(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  refuser r = {add, ctx, 0};
+  if (!operands(&r, op, 1, 1, "x -> y")) return r.n;
+  like(&r, "y", op->outputs[0], "x", op->inputs[0]);
+  finite_at_least(&r, SY_ATTR_SOFTCAP, float_attr(&r, op, SY_ATTR_SOFTCAP, 0.0), 0.0, 1);
   return r.n;
 }
 
@@ -636,17 +666,22 @@ static const char* const kFdNames[FD_COUNT] = {"x",        "wq", "wk",      "wv"
                                                "position", "o",  "k_cache", "v_cache"};
 static const int kFdRanks[FD_COUNT] = {3, 2, 2, 2, 1, 4, 4, 4};
 
-/* The eight operands, present; 0 after refusing when they are not. */
+/* The eight operands (and the optional ninth, a scaled rope's inv_freq, input 5), present; 0
+ * after refusing when they are not. */
 static int fd_operands(refuser* r, const sy_op_desc* op, const sy_tensor_desc* t[FD_COUNT]) {
-  int i, present = op->num_inputs == 5 && op->num_outputs == 3 && op->inputs && op->outputs;
+  int i, present = (op->num_inputs == 5 || op->num_inputs == 6) && op->num_outputs == 3 &&
+                   op->inputs && op->outputs;
   for (i = 0; present && i < FD_COUNT; ++i) {
     t[i] = i < 5 ? op->inputs[i] : op->outputs[i - 5];
     present = t[i] && (t[i]->ndim <= 0 || t[i]->shape);
   }
+  if (present && op->num_inputs == 6)
+    present = op->inputs[5] && (op->inputs[5]->ndim <= 0 || op->inputs[5]->shape);
   if (!present) {
     text64 need = fmt64("%zu inputs, %zu outputs", op->num_inputs, op->num_outputs);
-    refuse(r, "arity", need.s, "x, wq, wk, wv, position -> o, k_cache, v_cache",
-           "the fused decode block takes x, wq, wk, wv, position and writes o, k_cache, v_cache");
+    refuse(r, "arity", need.s, "x, wq, wk, wv, position[, inv_freq] -> o, k_cache, v_cache",
+           "the fused decode block takes x, wq, wk, wv, position (and a scaled rope's inv_freq) "
+           "and writes o, k_cache, v_cache");
   }
   return present;
 }
@@ -738,6 +773,10 @@ static void fd_attributes(refuser* r, const sy_op_desc* op, int64_t D) {
   }
   if (rope == 1 && D > 0) rotary_dim_in_range(r, rotary, D);
   if (rope == 1) finite_at_least(r, SY_ATTR_ROPE_THETA, theta, 0.0, 1);
+  if (op->num_inputs == 6 && rope != 1)
+    refuse(r, "attribute", "inv_freq without rope", "inv_freq only with rope 1",
+           "a frequency table is given but attribute rope is %lld", (long long)rope);
+  rope_scaling(r, op, op->num_inputs == 6 ? op->inputs[5] : NULL, D > 0 ? rotary : 0);
   if (!isfinite(scale)) {
     text64 need = fmt64("scale=%f", scale);
     refuse(r, "attribute", need.s, "scale finite",
@@ -794,6 +833,7 @@ int sy_op_contract_check(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
     case SY_OP_COPY: return sy_contract_copy(op, add, ctx);
     case SY_OP_FUSED_DECODE_ATTENTION: return sy_contract_fused_decode_attention(op, add, ctx);
     case SY_OP_SINKS_FROM_LSE: return sy_contract_sinks_from_lse(op, add, ctx);
+    case SY_OP_SOFTCAP: return sy_contract_softcap(op, add, ctx);
     default: break;
   }
   return sy_refuse(add, ctx, "operands", "an unknown op kind", "an op of the vocabulary",

@@ -16,6 +16,13 @@ bool is_attention(sy_op_kind op) {
   return op == SY_OP_ATTENTION || op == SY_OP_FUSED_DECODE_ATTENTION;
 }
 
+// A scaled rope: the frequency table input (rope: input 2; fused decode: input 5) or an
+// attention factor other than 1.
+bool rope_scaled(const OpDesc& op, size_t table_input) {
+  return op.inputs.size() > table_input ||
+         op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR).value_or(1.0) != 1.0;
+}
+
 uint64_t attention_features(const OpDesc& op) {
   uint64_t f = 0;
   if (op.int_attr(SY_ATTR_CAUSAL).value_or(0)) f |= SY_FEATURE_BIT(SY_FEATURE_CAUSAL);
@@ -25,6 +32,8 @@ uint64_t attention_features(const OpDesc& op) {
   size_t operands = op.inputs.size() - (op.int_attr(SY_ATTR_KV_LEN_INPUT).value_or(0) ? 1 : 0);
   if (op.op == SY_OP_ATTENTION && operands > 3) f |= SY_FEATURE_BIT(SY_FEATURE_SINKS);
   if (op.op == SY_OP_ATTENTION && op.outputs.size() > 1) f |= SY_FEATURE_BIT(SY_FEATURE_LSE);
+  if (op.op == SY_OP_FUSED_DECODE_ATTENTION && rope_scaled(op, 5))
+    f |= SY_FEATURE_BIT(SY_FEATURE_ROPE_SCALED);
   if (auto s = op.attention_shape()) {
     if (s->kv_heads > 0 && s->q_heads != s->kv_heads) f |= SY_FEATURE_BIT(SY_FEATURE_GQA);
     if (s->q_len == 1 && s->kv_len > 1) f |= SY_FEATURE_BIT(SY_FEATURE_DECODE);
@@ -39,6 +48,7 @@ uint64_t attention_features(const OpDesc& op) {
 
 uint64_t rope_features(const OpDesc& op) {
   uint64_t f = 0;
+  if (rope_scaled(op, 2)) f |= SY_FEATURE_BIT(SY_FEATURE_ROPE_SCALED);
   std::string style = op.string_attr(SY_ATTR_ROPE_STYLE).value_or("neox");
   f |= SY_FEATURE_BIT(style == "interleaved" ? SY_FEATURE_ROPE_INTERLEAVED : SY_FEATURE_ROPE_NEOX);
   if (!op.inputs.empty() && !op.inputs[0].shape.empty()) {

@@ -42,6 +42,8 @@ inline float dot(const float* __restrict w, const float* __restrict x, int64_t n
 struct FusedShape {
   int64_t H, Hq, Hkv, D, C;
   bool rope;
+  bool table;     // a scaled rope's inv_freq is input 5
+  double factor;  // on cos and sin
   int64_t rotary;
 };
 
@@ -154,7 +156,8 @@ class FusedDecodeKernel final : public CpuKernel {
     if (s.rope) {
       const int64_t half = s.rotary / 2;
       float* cs = cos_sin_.data();
-      rope_cos_sin(static_cast<double>(position), inv_freq_.data(), half, cs, cs + half);
+      if (s.table) rope_table(data_of<const float>(in[5]), inv_freq_);
+      rope_cos_sin(static_cast<double>(position), inv_freq_.data(), half, s.factor, cs, cs + half);
       for (int64_t h = 0; h < s.Hq; ++h)
         rope_head(q + h * s.D, q + h * s.D, s.D, s.rotary, false, cs, cs + half);
       for (int64_t h = 0; h < s.Hkv; ++h)
@@ -210,6 +213,8 @@ std::unique_ptr<CpuKernel> make_fused_decode(const sy::edge::OpCopy& op, const C
   s.C = op.outputs[1].shape[1];
   s.Hkv = op.outputs[1].shape[2];
   s.rope = op.int_attr(SY_ATTR_ROPE, 1) != 0;
+  s.table = op.inputs.size() == 6;
+  s.factor = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);
   s.rotary = op.int_attr(SY_ATTR_ROTARY_DIM, s.D);
   const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
   return std::make_unique<FusedDecodeKernel>(s, theta, make_inner_attention(s, op, ctx), ctx);

@@ -48,7 +48,7 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
   sy_kernel_envelope e = envelope(
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
       feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
-                    SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE}));
+                    SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_ROPE_SCALED}));
   e.head_dim_multiple = kAttentionHeadDimMultiple;
   e.head_dim_max = kAttentionHeadDimMax;
   e.default_residency = SY_RESIDENCY_HOST;
@@ -66,8 +66,8 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16),
     envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16),
     envelope("rope", SY_OP_ROPE, "generic", F32 | BF16,
-             feature_mask(
-                 {SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
+             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
+                           SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
     envelope("silu", SY_OP_SILU, "generic", F32 | BF16),
     envelope("gelu", SY_OP_GELU, "generic", F32 | BF16),
     envelope("silu_mul", SY_OP_SILU_MUL, "generic", F32 | BF16),
@@ -79,6 +79,7 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("copy", SY_OP_COPY, "generic", F32 | BF16 | I32 | I64),
     // The dtype of the op is its first input's: lse, always f32; o may be f32 or bf16.
     envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32),
+    envelope("softcap", SY_OP_SOFTCAP, "generic", F32 | BF16),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
@@ -129,13 +130,14 @@ const sy::edge::NarrowFn kLimits[] = {
     nullptr,    nullptr,
     nullptr,    nullptr,
     limit_copy, limit_sinks_from_lse,
+    nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
     make_attention, make_fused_decode,   make_kv_cache_append, make_matmul,
     make_embedding, make_rms_norm,       make_layer_norm,      make_rope,
     make_unary,     make_unary,          make_binary,          make_binary,
     make_binary,    make_binary,         make_softmax,         make_argmax,
-    make_copy,      make_sinks_from_lse,
+    make_copy,      make_sinks_from_lse, make_softcap,
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);

@@ -1,5 +1,5 @@
-// Elementwise and last-axis ops: silu, gelu (erf | tanh), add, mul (b broadcast over a's
-// leading dimensions), silu_mul, gelu_mul, copy (f32 <-> bf16 allowed), softmax, argmax.
+// Elementwise and last-axis ops: silu, gelu (erf | tanh), softcap, add, mul (b broadcast over
+// a's leading dimensions), silu_mul, gelu_mul, copy (f32 <-> bf16 allowed), softmax, argmax.
 // f32 math throughout, bf16 rounded to nearest even on store. An output may be its input
 // (same data pointer): every loop reads element i before writing element i.
 #include <cmath>
@@ -41,6 +41,27 @@ class UnaryKernel final : public CpuKernel {
 
  private:
   int64_t n_;
+  CpuContext ctx_;
+};
+
+// y = c · tanh(x / c), in double: Gemma's final logit softcap, applied once per logit.
+template <typename T>
+class SoftcapKernel final : public CpuKernel {
+ public:
+  SoftcapKernel(int64_t n, double cap, const CpuContext& ctx) : n_(n), cap_(cap), ctx_(ctx) {}
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    const T* x = data_of<const T>(in[0]);
+    T* y = data_of<T>(out[0]);
+    const double cap = cap_;
+    parallel_chunks(ctx_, n_, [=](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        y[i] = from_f32<T>(static_cast<float>(cap * std::tanh(double(to_f32(x[i])) / cap)));
+    });
+  }
+
+ private:
+  int64_t n_;
+  double cap_;
   CpuContext ctx_;
 };
 
@@ -210,6 +231,12 @@ std::unique_ptr<CpuKernel> make_unary(const sy::edge::OpCopy& op, const CpuConte
   int64_t n = op.inputs[0].elements();
   if (op.inputs[0].dtype == SY_DTYPE_BF16) return unary_for<bf16_bits>(activation(op), n, ctx);
   return unary_for<float>(activation(op), n, ctx);
+}
+
+std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  sy::edge::enforce_contract(op, "softcap");
+  return make_for_dtype<SoftcapKernel>(op.inputs[0].dtype, op.inputs[0].elements(),
+                                       op.float_attr(SY_ATTR_SOFTCAP, 0.0), ctx);
 }
 
 std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuContext& ctx) {

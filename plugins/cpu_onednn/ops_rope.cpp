@@ -1,6 +1,6 @@
-// Rotary position embedding on x [B, S, H, D] with positions [B, S] (i32 or i64), with the
-// math of rope_math.hpp: cos and sin are computed once per position and shared by the H
-// heads. y may be x.
+// Rotary position embedding on x [B, S, H, D] with positions [B, S] (i32 or i64) and, for a
+// scaled rope, its frequency table inv_freq f32 [R/2], with the math of rope_math.hpp: cos and
+// sin are computed once per position and shared by the H heads. y may be x.
 #include <vector>
 
 #include "kernel_factories.hpp"
@@ -13,6 +13,8 @@ namespace {
 struct RopeShape {
   int64_t rows, heads, d, rotary;  // rows = B·S
   bool interleaved, positions_i64;
+  bool table;     // inv_freq comes from input 2
+  double factor;  // on cos and sin
 };
 
 template <typename T>
@@ -30,6 +32,7 @@ class RopeKernel final : public CpuKernel {
     T* y = data_of<T>(out[0]);
     const RopeShape s = s_;
     const int64_t half = s.rotary / 2;
+    if (s.table) rope_table(data_of<const float>(in[2]), inv_freq_);
     const double* inv_freq = inv_freq_.data();
     float* table = cos_sin_.data();
     parallel_for(ctx_, s.rows, s.heads * s.d + 8 * half, [=](int64_t row) {
@@ -38,7 +41,7 @@ class RopeKernel final : public CpuKernel {
                              : static_cast<double>(static_cast<const int32_t*>(positions)[row]);
       float* cs = table + row * s.rotary;
       float* sn = cs + half;
-      rope_cos_sin(pos, inv_freq, half, cs, sn);
+      rope_cos_sin(pos, inv_freq, half, s.factor, cs, sn);
       for (int64_t h = 0; h < s.heads; ++h)
         rope_head(x + (row * s.heads + h) * s.d, y + (row * s.heads + h) * s.d, s.d, s.rotary,
                   s.interleaved, cs, sn);
@@ -64,6 +67,8 @@ std::unique_ptr<CpuKernel> make_rope(const sy::edge::OpCopy& op, const CpuContex
   s.rotary = op.int_attr(SY_ATTR_ROTARY_DIM, s.d);
   s.interleaved = op.string_attr(SY_ATTR_ROPE_STYLE, "neox") == "interleaved";
   s.positions_i64 = op.inputs[1].dtype == SY_DTYPE_I64;
+  s.table = op.inputs.size() == 3;
+  s.factor = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);
   const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
   return make_for_dtype<RopeKernel>(op.inputs[0].dtype, s, rope_inv_freq(theta, s.rotary), ctx);
 }

@@ -56,5 +56,6 @@ std::unique_ptr<CudaKernel> make_add(const sy::edge::OpCopy& op, const CudaConte
 std::unique_ptr<CudaKernel> make_softmax(const sy::edge::OpCopy& op, const CudaContext& ctx);
 std::unique_ptr<CudaKernel> make_argmax(const sy::edge::OpCopy& op, const CudaContext& ctx);
 std::unique_ptr<CudaKernel> make_copy(const sy::edge::OpCopy& op, const CudaContext& ctx);
+std::unique_ptr<CudaKernel> make_softcap(const sy::edge::OpCopy& op, const CudaContext& ctx);
 
 }  // namespace sy::cuda

@@ -54,14 +54,15 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat),
     envelope("rope", SY_OP_ROPE, "generic", kFloat,
-             feature_mask(
-                 {SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY})),
+             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
+                           SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
     envelope("silu_mul", SY_OP_SILU_MUL, "generic", kFloat),
     envelope("gelu_mul", SY_OP_GELU_MUL, "generic", kFloat),
     envelope("add", SY_OP_ADD, "generic", kFloat),
     envelope("softmax", SY_OP_SOFTMAX, "generic", kFloat),
     envelope("argmax", SY_OP_ARGMAX, "generic", kFloat),
     envelope("copy", SY_OP_COPY, "generic", kFloat | I32 | I64),
+    envelope("softcap", SY_OP_SOFTCAP, "generic", kFloat),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
@@ -79,7 +80,7 @@ int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn a
 // Index-aligned with kEnvelopes: every kernel's one limit beyond the operator contract is the
 // architecture; the factories.
 const sy::edge::NarrowFn kLimits[] = {
-    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
+    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
     narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
@@ -89,6 +90,7 @@ const sy::edge::Factory<CudaKernel, CudaContext> kFactories[] = {
     make_embedding,       make_rms_norm,        make_rope,
     make_gated,           make_gated,           make_add,
     make_softmax,         make_argmax,          make_copy,
+    make_softcap,
 };
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 

@@ -219,10 +219,11 @@ class RowKernel final : public CudaKernel {
 // ---- rope ------------------------------------------------------------------------------
 
 // Item p of a row of D: p < R/2 rotates one pair, the rest copy the unrotated tail (so the op
-// works in place: every element is read and written by one thread).
+// works in place: every element is read and written by one thread). A scaled rope passes its
+// frequency table (inv_freq [R/2], else theta^(-2p/R)) and the factor on cos and sin.
 template <typename T, typename P>
 __global__ void rope_kernel(const T* x, const P* pos, T* y, int64_t rows, int64_t heads, int d,
-                            int rot, bool neox, double theta) {
+                            int rot, bool neox, double theta, const float* table, double factor) {
   const int half = rot / 2, items = half + (d - rot);
   SY_GRID_STRIDE(e, rows * items) {
     const int64_t row = e / items;  // (b, s, h)
@@ -235,12 +236,13 @@ __global__ void rope_kernel(const T* x, const P* pos, T* y, int64_t rows, int64_
       yr[c] = xr[c];
       continue;
     }
-    const double angle = double(pos[token]) * pow(theta, -2.0 * p / rot);
+    const double freq = table ? double(table[p]) : pow(theta, -2.0 * p / rot);
+    const double angle = double(pos[token]) * freq;
     double sn, cs;
     sincos(angle, &sn, &cs);
     const int i1 = neox ? p : 2 * p, i2 = neox ? p + half : 2 * p + 1;
     const float x1 = to_f32(xr[i1]), x2 = to_f32(xr[i2]);
-    const float c = float(cs), s = float(sn);
+    const float c = float(factor * cs), s = float(factor * sn);
     yr[i1] = from_f32<T>(x1 * c - x2 * s);
     yr[i2] = from_f32<T>(x2 * c + x1 * s);
   }
@@ -258,20 +260,23 @@ class Rope final : public CudaKernel {
     rot_ = int(op.int_attr(SY_ATTR_ROTARY_DIM, d_));
     neox_ = op.string_attr(SY_ATTR_ROPE_STYLE, "neox") == "neox";
     theta_ = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
+    table_ = op.inputs.size() == 3;
+    factor_ = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
     const int64_t n = rows_ * (rot_ / 2 + (d_ - rot_));
+    const float* table = table_ ? data_of<const float>(in[2]) : nullptr;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       if (pos64_)
         rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
             data_of<const T>(in[0]), data_of<const int64_t>(in[1]), data_of<T>(out[0]), rows_,
-            heads_, d_, rot_, neox_, theta_);
+            heads_, d_, rot_, neox_, theta_, table, factor_);
       else
         rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
             data_of<const T>(in[0]), data_of<const int32_t>(in[1]), data_of<T>(out[0]), rows_,
-            heads_, d_, rot_, neox_, theta_);
+            heads_, d_, rot_, neox_, theta_, table, factor_);
     });
     check_launch("rope_kernel");
   }
@@ -279,10 +284,10 @@ class Rope final : public CudaKernel {
  private:
   CudaContext ctx_;
   sy_dtype dtype_;
-  bool pos64_ = false, neox_ = true;
+  bool pos64_ = false, neox_ = true, table_ = false;
   int d_ = 0, rot_ = 0;
   int64_t heads_ = 0, rows_ = 0;
-  double theta_ = 10000.0;
+  double theta_ = 10000.0, factor_ = 1.0;
 };
 
 // ---- silu_mul, gelu_mul, add -------------------------------------------------------------
@@ -339,6 +344,38 @@ class Elementwise final : public CudaKernel {
   sy_dtype dtype_;
   int64_t n_ = 0, nb_ = 1;
   Act act_ = Act::kSilu;
+};
+
+// ---- softcap -----------------------------------------------------------------------------
+
+// y = c · tanh(x / c) in double, as cpu_onednn computes it (Gemma's final logit softcap).
+template <typename T>
+__global__ void softcap_kernel(const T* x, T* y, int64_t n, double cap) {
+  SY_GRID_STRIDE(i, n) y[i] = from_f32<T>(float(cap * tanh(double(to_f32(x[i])) / cap)));
+}
+
+class Softcap final : public CudaKernel {
+ public:
+  Softcap(const OpCopy& op, const CudaContext& ctx)
+      : ctx_(ctx),
+        dtype_(op.inputs[0].dtype),
+        n_(op.inputs[0].elements()),
+        cap_(op.float_attr(SY_ATTR_SOFTCAP, 0.0)) {}
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    dispatch_float(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      softcap_kernel<<<grid_for(n_, kBlock), kBlock>>>(data_of<const T>(in[0]), data_of<T>(out[0]),
+                                                       n_, cap_);
+    });
+    check_launch("softcap_kernel");
+  }
+
+ private:
+  CudaContext ctx_;
+  sy_dtype dtype_;
+  int64_t n_ = 0;
+  double cap_ = 0;
 };
 
 // ---- kv_cache_append ---------------------------------------------------------------------
@@ -447,6 +484,9 @@ std::unique_ptr<CudaKernel> make_kv_cache_append(const OpCopy& op, const CudaCon
 }
 std::unique_ptr<CudaKernel> make_copy(const OpCopy& op, const CudaContext& ctx) {
   return std::make_unique<Copy>(op, ctx);
+}
+std::unique_ptr<CudaKernel> make_softcap(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Softcap>(op, ctx);
 }
 
 }  // namespace sy::cuda

@@ -46,7 +46,9 @@ struct Case {
   int64_t rotary = 0;  // 0: no rotary_dim attribute (= D)
   double theta = 10000;
   int64_t window = -1;
-  double scale = 0;  // 0: 1/sqrt(D)
+  double scale = 0;               // 0: 1/sqrt(D)
+  bool table = false;             // a scaled rope: inv_freq as input 5 (yarn-like, see below)
+  double attention_factor = 1.0;  // on cos and sin
 
   int64_t rotary_dim() const { return rotary ? rotary : D; }
   std::string name() const {
@@ -58,6 +60,8 @@ struct Case {
       s << "_nope";
     if (window >= 0) s << "_win" << window;
     if (scale != 0) s << "_scale" << scale;
+    if (table) s << "_table";
+    if (attention_factor != 1.0) s << "_factor" << attention_factor;
     return s.str();
   }
 };
@@ -71,6 +75,7 @@ OpDesc fused_op(const Case& c) {
                {F, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
                {F, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
                {SY_DTYPE_I64, {1}, SY_MEMORY_HOST}};
+  if (c.table) op.inputs.push_back({F, {c.rotary_dim() / 2}, SY_MEMORY_HOST});
   op.outputs = {{F, {1, 1, c.Hq, c.D}, SY_MEMORY_HOST},
                 {F, {1, c.C, c.Hkv, c.D}, SY_MEMORY_HOST},
                 {F, {1, c.C, c.Hkv, c.D}, SY_MEMORY_HOST}};
@@ -80,7 +85,21 @@ OpDesc fused_op(const Case& c) {
   op.set(SY_ATTR_CAUSAL, int64_t{1});
   op.set(SY_ATTR_WINDOW_LEFT, c.window);
   op.set(SY_ATTR_SCALE, c.scale);
+  if (c.attention_factor != 1.0) op.set(SY_ATTR_ROPE_ATTENTION_FACTOR, c.attention_factor);
   return op;
+}
+
+// A table unlike θ^(−2i/R): the default frequencies, the upper half divided by 4 and a ramp
+// between (the shape of a yarn table), so a kernel that ignored it would rotate differently.
+std::vector<double> scaled_table(const Case& c) {
+  const int64_t half = c.rotary_dim() / 2;
+  std::vector<double> f(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    double ramp = std::clamp((double(i) - half / 4.0) / (half / 2.0), 0.0, 1.0);
+    f[size_t(i)] =
+        std::pow(c.theta, -2.0 * double(i) / double(c.rotary_dim())) * (1 - ramp + ramp / 4.0);
+  }
+  return f;
 }
 
 // --- the reference, step by step, in double ----------------------------------------------
@@ -95,15 +114,18 @@ std::vector<double> project(const std::vector<double>& w, const std::vector<doub
 }
 
 // neox rope on every head of v [heads, D]: pairs (i, i + R/2) for i < R/2 rotated by
-// position · θ^(−2i/R); dims R… pass through.
+// position · inv_freq[i] (θ^(−2i/R) without a table), cos and sin times `factor`; dims R…
+// pass through.
 void rope_neox(std::vector<double>& v, int64_t heads, int64_t D, int64_t R, double theta,
-               int64_t position) {
+               int64_t position, const std::vector<double>& table, double factor) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < R / 2; ++i) {
-      double angle = double(position) * std::pow(theta, -2.0 * double(i) / double(R));
+      double freq = table.empty() ? std::pow(theta, -2.0 * double(i) / double(R)) : table[i];
+      double angle = double(position) * freq;
+      double cs = factor * std::cos(angle), sn = factor * std::sin(angle);
       double a = v[h * D + i], b = v[h * D + i + R / 2];
-      v[h * D + i] = a * std::cos(angle) - b * std::sin(angle);
-      v[h * D + i + R / 2] = b * std::cos(angle) + a * std::sin(angle);
+      v[h * D + i] = a * cs - b * sn;
+      v[h * D + i + R / 2] = b * cs + a * sn;
     }
 }
 
@@ -111,6 +133,7 @@ void rope_neox(std::vector<double>& v, int64_t heads, int64_t D, int64_t R, doub
 struct State {
   std::vector<double> x, wq, wk, wv;  // as stored (f32 values)
   std::vector<double> kc, vc;         // the reference's caches [C, Hkv, D]
+  std::vector<double> table;          // inv_freq as stored; empty without one
 };
 
 // One decode step of the reference: updates s.kc, s.vc and returns o [Hq, D].
@@ -119,8 +142,8 @@ std::vector<double> reference_step(const Case& c, State& s, int64_t position) {
   std::vector<double> k = project(s.wk, s.x, c.Hkv * c.D, c.H);
   std::vector<double> v = project(s.wv, s.x, c.Hkv * c.D, c.H);
   if (c.rope) {
-    rope_neox(q, c.Hq, c.D, c.rotary_dim(), c.theta, position);
-    rope_neox(k, c.Hkv, c.D, c.rotary_dim(), c.theta, position);
+    rope_neox(q, c.Hq, c.D, c.rotary_dim(), c.theta, position, s.table, c.attention_factor);
+    rope_neox(k, c.Hkv, c.D, c.rotary_dim(), c.theta, position, s.table, c.attention_factor);
   }
   const size_t row = size_t(c.Hkv * c.D);
   std::copy(k.begin(), k.end(), s.kc.begin() + position * row);
@@ -176,7 +199,7 @@ class CpuFusedDecode : public ::testing::Test {
   struct Block {
     Case c;
     std::unique_ptr<PreparedKernel> kernel;
-    HostTensor x, wq, wk, wv, pos, o, kc, vc;
+    HostTensor x, wq, wk, wv, pos, o, kc, vc, table;
     State s;
     std::mt19937 rng;
 
@@ -190,6 +213,7 @@ class CpuFusedDecode : public ::testing::Test {
           o(SY_DTYPE_F32, {1, 1, cs.Hq, cs.D}),
           kc(SY_DTYPE_F32, {1, cs.C, cs.Hkv, cs.D}),
           vc(SY_DTYPE_F32, {1, cs.C, cs.Hkv, cs.D}),
+          table(SY_DTYPE_F32, {cs.rotary_dim() / 2}),
           rng(seed) {
       auto r = prepare_kernel(*plugin_, CpuFusedDecode::kernel(), 0, fused_op(c));
       EXPECT_TRUE(r) << c.name() << ": " << test::why(r);
@@ -202,12 +226,14 @@ class CpuFusedDecode : public ::testing::Test {
       // Rows not written yet hold earlier contents: the mask must hide those past position.
       s.kc = kc.set(test::uniform(size_t(kc.elements()), rng, -2, 2));
       s.vc = vc.set(test::uniform(size_t(vc.elements()), rng, -1, 1));
+      if (c.table) s.table = table.set(scaled_table(c));
     }
 
     std::string run(int64_t position) {
       pos.set({double(position)});
       std::vector<const DLTensor*> ins = {x.dl(), wq.dl(), wk.dl(), wv.dl(), pos.dl()},
                                    outs = {o.dl(), kc.dl(), vc.dl()};
+      if (c.table) ins.push_back(table.dl());
       return test::why(kernel->execute(ins, outs));
     }
 
@@ -292,6 +318,28 @@ TEST_F(CpuFusedDecode, ConsecutivePositionsFillTheCache) {
     for (int64_t position = 0; position < 12; ++position) {
       b.step(position);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// A scaled rope (llama3 / yarn / linear): the frequency table of input 5 and yarn's attention
+// factor on cos and sin, as the importer emits them.
+TEST_F(CpuFusedDecode, ScaledRopeTableAndAttentionFactor) {
+  for (double factor : {1.0, 1.1386}) {
+    for (int64_t rotary : {int64_t{0}, int64_t{32}}) {
+      Case c;
+      c.Hq = 8;
+      c.Hkv = 2;
+      c.rotary = rotary;
+      c.theta = 500000;
+      c.table = true;
+      c.attention_factor = factor;
+      Block b(c, 31);
+      ASSERT_TRUE(b.kernel);
+      for (int64_t position : {0, 7, 36}) {
+        b.step(position);
+        if (HasFatalFailure()) return;
+      }
     }
   }
 }

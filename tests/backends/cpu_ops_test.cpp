@@ -577,9 +577,11 @@ TEST_F(CpuOps, LayerNormMatchesReference) {
 
 // --- rope ----------------------------------------------------------------------------
 
+// Without `table`, frequencies θ^(−2i/R); with it, table[i]. cos and sin times `factor`.
 std::vector<double> rope_reference(const std::vector<double>& x, const std::vector<double>& pos,
                                    int64_t rows, int64_t heads, int64_t d, int64_t rot,
-                                   bool interleaved, double theta) {
+                                   bool interleaved, double theta,
+                                   const std::vector<double>& table = {}, double factor = 1.0) {
   std::vector<double> y = x;
   const int64_t half = rot / 2;
   for (int64_t r = 0; r < rows; ++r)
@@ -587,8 +589,9 @@ std::vector<double> rope_reference(const std::vector<double>& x, const std::vect
       const double* xh = &x[(r * heads + h) * d];
       double* yh = &y[(r * heads + h) * d];
       for (int64_t i = 0; i < half; ++i) {
-        double angle = pos[r] * std::pow(theta, -2.0 * i / rot);
-        double c = std::cos(angle), s = std::sin(angle);
+        double freq = table.empty() ? std::pow(theta, -2.0 * i / rot) : table[size_t(i)];
+        double angle = pos[r] * freq;
+        double c = factor * std::cos(angle), s = factor * std::sin(angle);
         int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
         yh[i0] = xh[i0] * c - xh[i1] * s;
         yh[i1] = xh[i1] * c + xh[i0] * s;
@@ -641,6 +644,55 @@ TEST_F(CpuOps, RopeInPlaceLargeBatch) {
   prepare_and_run("rope", op, {&x, &pos}, {&x});
   expect_close(x.get(), rope_reference(xv, pv, b * s, h, d, 48, false, 10000), kF32,
                "rope neox partial, y = x");
+}
+
+// A scaled rope: the frequency table (input 2, f32 [R/2]) replaces θ^(−2i/R) and the attention
+// factor multiplies cos and sin; the table is read at every execute (it is a graph constant
+// the executor may fill after prepare).
+TEST_F(CpuOps, RopeFrequencyTableAndAttentionFactor) {
+  for (sy_dtype dt : kFloatTypes)
+    for (const char* style : {"neox", "interleaved"})
+      for (int64_t rotary : {int64_t{64}, int64_t{24}}) {
+        const int64_t b = 1, s = 6, h = 2, d = 64;
+        std::string what = std::string("scaled rope ") + style + " " + dt_name(dt) +
+                           " rotary=" + std::to_string(rotary);
+        Buf x(dt, {b, s, h, d}), pos(SY_DTYPE_I64, {b, s}), y(dt, {b, s, h, d}),
+            table(SY_DTYPE_F32, {rotary / 2});
+        auto xv = x.set(uniform(x.elements(), -2, 2, 23));
+        auto pv = pos.set({0, 1, 17, 500, 8191, 131071});
+        std::vector<double> f(size_t(rotary / 2));
+        for (size_t i = 0; i < f.size(); ++i)  // llama3-like: low frequencies divided by 8
+          f[i] = std::pow(500000.0, -2.0 * double(i) / double(rotary)) *
+                 (i < f.size() / 2 ? 1 : 0.125);
+        table.set(std::vector<double>(f.size(), 0.5));  // what prepare sees: not the table
+        OpDesc op = make_op(SY_OP_ROPE, {&x, &pos, &table}, {&y});
+        op.set(SY_ATTR_ROPE_STYLE, std::string(style));
+        op.set(SY_ATTR_ROTARY_DIM, rotary);
+        op.set(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.2);
+        auto k = prepare("rope", op);
+        ASSERT_TRUE(k);
+        auto tv = table.set(f);
+        ASSERT_EQ(run(*k, {&x, &pos, &table}, {&y}), "") << what;
+        auto ref = rope_reference(xv, pv, b * s, h, d, rotary, std::string(style) == "interleaved",
+                                  10000, tv, 1.2);
+        expect_close(y.get(), ref, tol_for(dt), what);
+      }
+}
+
+// --- softcap ---------------------------------------------------------------------------
+
+TEST_F(CpuOps, SoftcapIsCapTimesTanhOfXOverCap) {
+  for (sy_dtype dt : kFloatTypes)
+    for (double cap : {30.0, 5.0}) {
+      Buf x(dt, {3, 1000}), y(dt, {3, 1000});
+      auto xv = x.set(uniform(x.elements(), -200, 200, 29));
+      OpDesc op = make_op(SY_OP_SOFTCAP, {&x}, {&y});
+      op.set(SY_ATTR_SOFTCAP, cap);
+      prepare_and_run("softcap", op, {&x}, {&y});
+      std::vector<double> ref(xv.size());
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = cap * std::tanh(xv[i] / cap);
+      expect_close(y.get(), ref, tol_for(dt), std::string("softcap ") + dt_name(dt));
+    }
 }
 
 // --- embedding -----------------------------------------------------------------------
@@ -1000,6 +1052,22 @@ std::vector<Refused> refused_ops() {
     op.set(SY_ATTR_ROPE_STYLE, std::string("gptj"));
     op.inputs[1].dtype = F;
     out.push_back({"rope", op, {"index_dtype", "attribute"}, "positions must be i32 or i64"});
+  }
+  {
+    OpDesc op = op_of(SY_OP_ROPE, {td(F, {1, 2, 4, 64}), td(I64, {1, 2}), td(B, {31})},
+                      {td(F, {1, 2, 4, 64})});
+    out.push_back({"rope", op, {"dtype_match", "shape_match"}, "table must be f32, is bf16"});
+  }
+  {
+    OpDesc op = op_of(SY_OP_ROPE, {td(F, {1, 2, 4, 64}), td(I64, {1, 2}), td(F, {32})},
+                      {td(F, {1, 2, 4, 64})});
+    op.set(SY_ATTR_ROPE_ATTENTION_FACTOR, 0.0);
+    out.push_back({"rope", op, {"attribute"}, "rope_attention_factor is 0.000000"});
+  }
+  {
+    OpDesc op = op_of(SY_OP_SOFTCAP, {td(F, {4, 8})}, {td(F, {4, 8})});
+    op.set(SY_ATTR_SOFTCAP, -1.0);
+    out.push_back({"softcap", op, {"attribute"}, "softcap is -1.000000"});
   }
   out.push_back({"argmax",
                  op_of(SY_OP_ARGMAX, {td(F, {2, 10})}, {td(I32, {2})}),

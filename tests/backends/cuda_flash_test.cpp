@@ -654,6 +654,53 @@ TEST_F(CudaFlashGpu, RopeNeoxInterleavedPartial) {
       }
 }
 
+// A scaled rope: the frequency table (input 2) replaces θ^(−2i/R), the attention factor
+// multiplies cos and sin.
+TEST_F(CudaFlashGpu, RopeFrequencyTableAndAttentionFactor) {
+  std::mt19937 rng(6);
+  const int64_t B = 1, S = 4, H = 2, D = 16, rot = 16;
+  HostTensor x(SY_DTYPE_F32, {B, S, H, D}), pos(SY_DTYPE_I64, {B, S}),
+      table(SY_DTYPE_F32, {rot / 2}), y(SY_DTYPE_F32, {B, S, H, D});
+  auto xv = x.set(test::uniform(size_t(B * S * H * D), rng));
+  auto pv = pos.set({0, 3, 500, 70000});
+  std::vector<double> f;
+  for (int64_t i = 0; i < rot / 2; ++i)
+    f.push_back(std::pow(500000.0, -2.0 * double(i) / rot) * (i < rot / 4 ? 1.0 : 0.125));
+  auto tv = table.set(f);
+  OpDesc op;
+  op.op = SY_OP_ROPE;
+  op.inputs = {x.desc(), pos.desc(), table.desc()};
+  op.outputs = {y.desc()};
+  op.set(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.2);
+  auto got = run_op("rope", op, {&x, &pos, &table}, {&y})[0];
+  std::vector<double> want = xv;
+  for (int64_t t = 0; t < B * S; ++t)
+    for (int64_t hh = 0; hh < H; ++hh)
+      for (int64_t p = 0; p < rot / 2; ++p) {
+        double ang = pv[t] * tv[p], c = 1.2 * std::cos(ang), sn = 1.2 * std::sin(ang);
+        int64_t base = (t * H + hh) * D;
+        double x1 = xv[base + p], x2 = xv[base + p + rot / 2];
+        want[base + p] = x1 * c - x2 * sn;
+        want[base + p + rot / 2] = x2 * c + x1 * sn;
+      }
+  expect_near_all(got, want, 1e-5, "scaled rope");
+}
+
+TEST_F(CudaFlashGpu, SoftcapIsCapTimesTanh) {
+  std::mt19937 rng(8);
+  HostTensor x(SY_DTYPE_F32, {3, 257}), y(SY_DTYPE_F32, {3, 257});
+  auto xv = x.set(test::uniform(size_t(3 * 257), rng, -100, 100));
+  OpDesc op;
+  op.op = SY_OP_SOFTCAP;
+  op.inputs = {x.desc()};
+  op.outputs = {y.desc()};
+  op.set(SY_ATTR_SOFTCAP, 30.0);
+  auto got = run_op("softcap", op, {&x}, {&y})[0];
+  std::vector<double> want(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) want[i] = 30.0 * std::tanh(xv[i] / 30.0);
+  expect_near_all(got, want, 1e-5, "softcap");
+}
+
 TEST_F(CudaFlashGpu, KvCacheAppendAndOverflowWritesNothing) {
   const int64_t B = 2, T = 3, Hkv = 2, D = 4, C = 8;
   HostTensor rows(SY_DTYPE_F16, {B, T, Hkv, D}), pos(SY_DTYPE_I64, {1}),

@@ -69,7 +69,8 @@ static void add_generic(DLDeviceType type, const char* suffix) {
                        SY_DTYPE_BIT(SY_DTYPE_BF16) | SY_DTYPE_BIT(SY_DTYPE_I32) |
                        SY_DTYPE_BIT(SY_DTYPE_I64);
   const uint64_t features = bit(SY_FEATURE_TRANSPOSED_B) | bit(SY_FEATURE_ROPE_NEOX) |
-                            bit(SY_FEATURE_ROPE_INTERLEAVED) | bit(SY_FEATURE_PARTIAL_ROTARY);
+                            bit(SY_FEATURE_ROPE_INTERLEAVED) | bit(SY_FEATURE_PARTIAL_ROTARY) |
+                            bit(SY_FEATURE_ROPE_SCALED);
   int op;
   for (op = 0; op < SY_OP_COUNT; ++op) {
     char name[48];

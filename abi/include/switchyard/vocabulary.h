@@ -102,6 +102,9 @@ typedef enum sy_op_kind {
    * place: o *= exp(lse - logaddexp(lse, sink)). Applies attention sinks to the output of
    * an attention that ran without them and returned its LSE. */
   SY_OP_SINKS_FROM_LSE = 17,
+  /* Since ABI 1.2. in: x; out: y = softcap · tanh(x / softcap), attr softcap > 0 (Gemma 2's
+   * final logit softcapping). */
+  SY_OP_SOFTCAP = 18,
   SY_OP_COUNT
 } sy_op_kind;
 
@@ -125,6 +128,7 @@ static inline const char* sy_op_kind_name(sy_op_kind k) {
     case SY_OP_COPY: return "copy";
     case SY_OP_FUSED_DECODE_ATTENTION: return "fused_decode_attention";
     case SY_OP_SINKS_FROM_LSE: return "sinks_from_lse";
+    case SY_OP_SOFTCAP: return "softcap";
     default: return 0;
   }
 }
@@ -157,6 +161,9 @@ typedef enum sy_feature {
   SY_FEATURE_ROPE_INTERLEAVED = 12, /* rotate adjacent pairs (GPT-J) */
   SY_FEATURE_PARTIAL_ROTARY = 13,   /* rotary_dim < head_dim */
   SY_FEATURE_CAUSAL_TOP_LEFT = 14,  /* causal aligned top-left instead */
+  SY_FEATURE_ROPE_SCALED = 15,      /* since 1.2: rope with a frequency table input
+                                       (linear, llama3, yarn scaling) and/or an
+                                       attention factor on cos and sin */
   SY_FEATURE_COUNT
 } sy_feature;
 
@@ -179,6 +186,7 @@ static inline const char* sy_feature_name(sy_feature f) {
     case SY_FEATURE_ROPE_INTERLEAVED: return "rope_interleaved";
     case SY_FEATURE_PARTIAL_ROTARY: return "partial_rotary";
     case SY_FEATURE_CAUSAL_TOP_LEFT: return "causal_top_left";
+    case SY_FEATURE_ROPE_SCALED: return "rope_scaled";
     default: return 0;
   }
 }
@@ -241,6 +249,9 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 #define SY_ATTR_WEIGHT_OFFSET "weight_offset" /* float, rms_norm: y = x^ * (w + offset) */
 #define SY_ATTR_KV_LEN_INPUT "kv_len_input"   /* int 0/1: last input is kv_len i64 [B] */
 #define SY_ATTR_ROPE "rope"                   /* int 0/1, fused_decode_attention: rotary on */
+/* float, rope and fused_decode_attention (since 1.2): cos and sin are multiplied by it (yarn's
+ * attention factor); absent or 1 = none. */
+#define SY_ATTR_ROPE_ATTENTION_FACTOR "rope_attention_factor"
 
 #ifdef __cplusplus
 } /* extern "C" */
