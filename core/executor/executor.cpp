@@ -24,7 +24,7 @@ float to_float(const void* p, sy_dtype dt, int64_t i) {
 
 // Which values live once for the whole session (weights, caches) and which per phase.
 std::string scope_of(const Value& v, const std::string& phase) {
-  return v.kind == ValueKind::weight || v.kind == ValueKind::kv_cache ? "" : phase;
+  return v.is_parameter() || v.kind == ValueKind::kv_cache ? "" : phase;
 }
 
 sy_memory_kind memory_of(const std::string& location) {
@@ -300,12 +300,30 @@ struct Session::Impl {
     return out;
   }
 
-  // Loads every weight buffer once (weights are shared by the phases), wherever it lives.
+  // A weight from the loader; a constant from the graph's own elements, in its dtype.
+  static std::optional<Error> fill(const Value& v, void* dst, const WeightLoader& load) {
+    if (v.kind != ValueKind::constant) return load(v, dst);
+    for (size_t i = 0; i < v.data.size(); ++i) {
+      const float x = static_cast<float>(v.data[i]);
+      switch (v.dtype) {
+        case SY_DTYPE_F32: static_cast<float*>(dst)[i] = x; break;
+        case SY_DTYPE_BF16: static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x); break;
+        case SY_DTYPE_F16: static_cast<_Float16*>(dst)[i] = static_cast<_Float16>(x); break;
+        default:
+          return Error(Errc::bad_graph, "constant " + v.name + " has dtype " +
+                                            sy_dtype_name(v.dtype) +
+                                            "; constants are f32, f16 or bf16");
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Loads every weight and constant buffer once (shared by the phases), wherever it lives.
   void load_weights(const WeightLoader& load) {
     std::map<std::string, const Value*> weights;
     for (const auto& phase : graph.phases)
       for (const auto& v : phase.values)
-        if (v.kind == ValueKind::weight) weights.emplace(v.name, &v);
+        if (v.is_parameter()) weights.emplace(v.name, &v);
     for (auto& [key, b] : buffers) {
       if (key[0] != '|') continue;  // phase-scoped: not a weight
       std::string name = key.substr(1, key.rfind('@') - 1);
@@ -313,11 +331,11 @@ struct Session::Impl {
       if (it == weights.end()) continue;
       const Value& v = *it->second;
       if (b.location == kHost) {
-        if (auto e = load(v, b.data)) throw *e;
+        if (auto e = fill(v, b.data, load)) throw *e;
         continue;
       }
       std::vector<char> staging(static_cast<size_t>(v.bytes()));
-      if (auto e = load(v, staging.data())) throw *e;
+      if (auto e = fill(v, staging.data(), load)) throw *e;
       Buffer host{staging.data(), v.bytes(), kHost, nullptr, 0};
       copy(host, b, v.bytes());
     }
@@ -383,10 +401,12 @@ struct Session::Impl {
     int64_t vocab = v->shape.back(), rows = v->bytes() / sy_dtype_size(v->dtype) / vocab;
     for (int64_t i = 0; i < vocab; ++i)
       logits_out[size_t(i)] = to_float(staging.data(), v->dtype, (rows - 1) * vocab + i);
+    staged = v;
     return logits_out;
   }
 
   std::vector<char> staging;      // logits as stored, host copy
+  const Value* staged = nullptr;  // the logits value `staging` holds
   std::vector<float> logits_out;  // the last position's logits, as float
 };
 
@@ -441,6 +461,15 @@ const std::vector<float>& Session::decode(int64_t token) {
   impl_->run_phase(run);
   ++position_;
   return impl_->last_logits(run);
+}
+
+std::vector<float> Session::every_position_logits() const {
+  const Value* v = impl_->staged;
+  if (!v) return {};
+  std::vector<float> out(size_t(v->bytes() / sy_dtype_size(v->dtype)));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = to_float(impl_->staging.data(), v->dtype, int64_t(i));
+  return out;
 }
 
 const StepProfile& Session::profile(const std::string& phase) const {

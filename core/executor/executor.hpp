@@ -53,6 +53,10 @@ class Session {
   // One decode step for `token` at the next position; returns its logits (valid until the next
   // call). Allocates nothing: every buffer was sized when the session was made.
   const std::vector<float>& decode(int64_t token);
+  // Every position's logits from the last prefill() or decode() as float, [positions, vocab]
+  // row-major: the whole prompt after prefill(), one row after decode(). It copies; for
+  // parity checks against a reference, not for the generation loop.
+  std::vector<float> every_position_logits() const;
 
   int64_t position() const { return position_; }
   int64_t context() const { return context_; }

@@ -1,5 +1,6 @@
 #include "core/graph/graph.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -45,6 +46,10 @@ class Reader {
     if (!j_.is_number_integer()) fail("expected an integer");
     return j_.get<int64_t>();
   }
+  double number() const {
+    if (!j_.is_number() || !std::isfinite(j_.get<double>())) fail("expected a finite number");
+    return j_.get<double>();
+  }
   const json& raw() const { return j_; }
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
@@ -85,8 +90,20 @@ Value parse_value(const Reader& r) {
     v.kind = ValueKind::kv_cache;
   else if (kind == "input")
     v.kind = ValueKind::input;
+  else if (kind == "constant")
+    v.kind = ValueKind::constant;
   else
-    r.at("kind").fail("unknown kind '" + kind + "' (activation, weight, kv_cache, input)");
+    r.at("kind").fail("unknown kind '" + kind +
+                      "' (activation, weight, kv_cache, input, constant)");
+  if (v.kind == ValueKind::constant) {
+    Reader data = r.at("data");
+    if (int64_t(data.array_size()) != elements)
+      data.fail("a constant holds " + std::to_string(elements) + " elements, got " +
+                std::to_string(data.array_size()));
+    for (size_t i = 0; i < data.array_size(); ++i) v.data.push_back(data.at(i).number());
+  } else if (r.has("data")) {
+    r.at("data").fail("only a constant value holds data");
+  }
   return v;
 }
 
@@ -150,6 +167,7 @@ const char* value_kind_name(ValueKind k) {
     case ValueKind::weight: return "weight";
     case ValueKind::kv_cache: return "kv_cache";
     case ValueKind::input: return "input";
+    case ValueKind::constant: return "constant";
   }
   return "?";
 }
@@ -371,11 +389,14 @@ nlohmann::json to_json(const Graph& g) {
   };
   for (const auto& p : g.phases) {
     json values = json::array(), ops = json::array(), fusions = json::array();
-    for (const auto& v : p.values)
-      values.push_back({{"name", v.name},
-                        {"dtype", sy_dtype_name(v.dtype)},
-                        {"shape", v.shape},
-                        {"kind", value_kind_name(v.kind)}});
+    for (const auto& v : p.values) {
+      json value{{"name", v.name},
+                 {"dtype", sy_dtype_name(v.dtype)},
+                 {"shape", v.shape},
+                 {"kind", value_kind_name(v.kind)}};
+      if (v.kind == ValueKind::constant) value["data"] = v.data;
+      values.push_back(value);
+    }
     for (const auto& n : p.nodes) ops.push_back(node_json(n));
     for (const auto& f : p.fusions)
       fusions.push_back(

@@ -22,7 +22,9 @@ namespace sy {
 
 inline constexpr const char* kGraphSchema = "switchyard.graph/1";
 
-enum class ValueKind { activation, weight, kv_cache, input };
+// constant: a weight whose elements the graph itself holds (`data`), e.g. Gemma's embedding
+// scale or the frequency table of a scaled rope; loaded like a weight, never from a checkpoint.
+enum class ValueKind { activation, weight, kv_cache, input, constant };
 const char* value_kind_name(ValueKind k);
 
 struct Value {
@@ -30,7 +32,10 @@ struct Value {
   sy_dtype dtype = SY_DTYPE_F32;
   std::vector<int64_t> shape;
   ValueKind kind = ValueKind::activation;
+  std::vector<double> data;  // constant: every element, row-major (stored in `dtype`)
   int64_t bytes() const;
+  // Weights and constants: loaded once, placed where their consumers need them.
+  bool is_parameter() const { return kind == ValueKind::weight || kind == ValueKind::constant; }
 };
 
 struct Node {

@@ -349,8 +349,7 @@ class PhasePlanner {
         const Decision& d = *it->second;
         const Node* n = phase_.node(d.planned.id);
         for (size_t i = 0; i < n->inputs.size(); ++i)
-          if (phase_.value(n->inputs[i])->kind == ValueKind::weight)
-            out[n->inputs[i]] = d.in_locs[i];
+          if (phase_.value(n->inputs[i])->is_parameter()) out[n->inputs[i]] = d.in_locs[i];
       }
     return out;
   }

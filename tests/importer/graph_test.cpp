@@ -131,8 +131,16 @@ TEST(GraphParse, BadFieldsNameTheirPath) {
   values_of(g)[0]["dtype"] = "f8";
   expect_error(g, Errc::bad_graph, "f8");
   g = small_graph();
-  values_of(g)[0]["kind"] = "constant";
-  expect_error(g, Errc::bad_graph, "constant");
+  values_of(g)[0]["kind"] = "buffer";
+  expect_error(g, Errc::bad_graph, "buffer");
+  g = small_graph();
+  values_of(g)[0]["kind"] = "constant";  // a constant holds its elements
+  expect_error(g, Errc::bad_graph, "data");
+  values_of(g)[0]["data"] = {1, 2, 3};
+  expect_error(g, Errc::bad_graph, "holds 8 elements, got 3");
+  g = small_graph();
+  values_of(g)[0]["data"] = {1, 2, 3, 4, 5, 6, 7, 8};
+  expect_error(g, Errc::bad_graph, "only a constant value holds data");
   g = small_graph();
   ops_of(g)[0].erase("inputs");
   expect_error(g, Errc::bad_graph, "inputs");
