@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 struct PlanArgs {
   std::string model, target, prefer, attention = "any", kv_cache_device, explain, dtype;
+  std::vector<std::string> allowed_config_keys;
   bool strict = false, no_transfers = false, json = false;
   int64_t prompt_len = 512, context = 4096, batch = 1;
 };
@@ -42,6 +43,7 @@ Graph load_model(const PlanArgs& a) {
   opts.prompt_len = a.prompt_len;
   opts.context = a.context;
   opts.dtype_override = a.dtype;
+  opts.allowed_config_keys = a.allowed_config_keys;
   return import_hf_config(path.string(), opts);
 }
 
@@ -92,6 +94,8 @@ int run_plan(const GlobalOptions& global, const Args& args) {
       "context", po::value(&a.context)->default_value(4096), "KV cache length for decode")(
       "batch", po::value(&a.batch)->default_value(1), "sequences")(
       "dtype", po::value(&a.dtype), "override the model's dtype: f32|bf16|f16")(
+      "allow-config-key", po::value(&a.allowed_config_keys),
+      "accept this unknown config.json key as without effect; repeatable")(
       "explain", po::value(&a.explain), "print every candidate of this op with all its reasons")(
       "json", po::bool_switch(&a.json), "machine-readable plan (schema switchyard.plan/1)");
   po::positional_options_description pos;

@@ -37,6 +37,18 @@ bool ConfigReader::has(const char* field) const {
   return find(field) != nullptr;
 }
 
+bool ConfigReader::explicitly_null(const char* field) const {
+  auto it = j_.find(field);
+  return it != j_.end() && it->is_null();
+}
+
+std::vector<std::string> ConfigReader::keys() const {
+  std::vector<std::string> out;
+  if (j_.is_object())
+    for (const auto& [k, v] : j_.items()) out.push_back(k);
+  return out;
+}
+
 int64_t ConfigReader::size(const char* field, int64_t lo, int64_t hi,
                            std::optional<int64_t> fallback) const {
   const json* v = find(field);
@@ -141,18 +153,23 @@ void read_common(const ConfigReader& r, const CommonDefaults& d, ModelSpec& m) {
   m.vocab = r.size("vocab_size", 1, kMaxVocab);
   m.eps = r.number("rms_norm_eps", 0, 1, d.eps);
   if (m.eps <= 0) r.fail("rms_norm_eps", "must be positive");
-  double factor = r.number("partial_rotary_factor", 0, 1, 1.0);
+  m.rotary_dim = m.head_dim;
+  m.layer.assign(static_cast<size_t>(m.layers), LayerSpec{});
+  m.tie_embeddings = r.boolean("tie_word_embeddings", d.tie_embeddings);
+  m.qkv_bias = m.o_bias = r.boolean("attention_bias", d.attention_bias);
+}
+
+void read_rotary_dim(const ConfigReader& r, std::optional<double> from_rope_dict, ModelSpec& m) {
+  const double factor =
+      from_rope_dict ? *from_rope_dict : r.number("partial_rotary_factor", 0, 1, 1.0);
+  if (!(factor > 0 && factor <= 1))
+    r.fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(factor));
+  // transformers: int(head_dim * partial_rotary_factor).
   m.rotary_dim = static_cast<int64_t>(std::floor(static_cast<double>(m.head_dim) * factor));
   if (m.rotary_dim < 2 || m.rotary_dim % 2 != 0)
     r.fail("partial_rotary_factor",
            "head_dim * partial_rotary_factor = " + std::to_string(m.rotary_dim) +
                " rotary dimensions, must be even and at least 2");
-  double theta = r.number("rope_theta", 0, 1e12, d.rope_theta);
-  if (theta <= 0) r.fail("rope_theta", "must be positive");
-  m.layer.assign(static_cast<size_t>(m.layers), LayerSpec{true, theta, -1});
-  m.tie_embeddings = r.boolean("tie_word_embeddings", d.tie_embeddings);
-  m.attention_bias = r.boolean("attention_bias", d.attention_bias);
-  if (r.has("attn_logit_softcapping")) m.softcap = r.number("attn_logit_softcapping", 0, 1e9);
 }
 
 void read_activation(const ConfigReader& r, const char* field, const char* fallback, ModelSpec& m) {

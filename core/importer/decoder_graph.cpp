@@ -1,5 +1,7 @@
 // ModelSpec -> Graph: the prefill and decode phases of a pre-norm decoder, named by the
 // convention of docs/graph-format.md ("Imported graphs"), which the executor relies on.
+#include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -65,6 +67,13 @@ class PhaseBuilder {
   std::string input(const std::string& name, const Shape& shape) {
     return value(name, shape, ValueKind::input, SY_DTYPE_I64);
   }
+  // A constant the graph holds itself (Gemma's embedding scale, a scaled rope's table).
+  std::string constant(const std::string& name, sy_dtype dtype, std::vector<double> data) {
+    if (!names_.insert(name).second) return name;  // one per name: every layer shares it
+    p_.values.push_back(
+        {name, dtype, {int64_t(data.size())}, ValueKind::constant, std::move(data)});
+    return name;
+  }
 
   void op(const std::string& id, sy_op_kind kind, std::vector<std::string> in,
           std::vector<std::string> out, int64_t layer, std::vector<Attr> attrs = {}) {
@@ -113,9 +122,19 @@ std::string linear(PhaseBuilder& b, int64_t i, const std::string& what, const st
 }
 
 std::vector<Attr> rope_attrs(const ModelSpec& m, const LayerSpec& l) {
-  return {{SY_ATTR_ROPE_THETA, l.rope_theta},
-          {SY_ATTR_ROTARY_DIM, m.rotary_dim},
-          {SY_ATTR_ROPE_STYLE, std::string("neox")}};
+  std::vector<Attr> a{{SY_ATTR_ROPE_THETA, l.rope_spec.theta},
+                      {SY_ATTR_ROTARY_DIM, m.rotary_dim},
+                      {SY_ATTR_ROPE_STYLE, std::string("neox")}};
+  if (l.rope_spec.attention_factor != 1.0)
+    a.push_back({SY_ATTR_ROPE_ATTENTION_FACTOR, l.rope_spec.attention_factor});
+  return a;
+}
+
+// The rope's frequency table of layer l, as a graph constant (none for an unscaled rope).
+std::optional<std::string> rope_table(PhaseBuilder& b, const LayerSpec& l) {
+  if (l.rope_spec.inv_freq.empty()) return std::nullopt;
+  return b.constant(l.rope_spec.table, SY_DTYPE_F32,
+                    std::vector<double>(l.rope_spec.inv_freq.begin(), l.rope_spec.inv_freq.end()));
 }
 
 std::vector<Attr> attention_attrs(const PhaseBuilder& b, const LayerSpec& l) {
@@ -133,7 +152,7 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
   const ModelSpec& m = b.m;
   const Shape shape{b.B, b.S, heads, m.head_dim}, bias{heads, m.head_dim};
   std::string y = linear(b, i, which + "_proj", x, {heads * m.head_dim, m.hidden}, lname(i, which),
-                         shape, m.attention_bias ? &bias : nullptr, which + "_bias");
+                         shape, m.qkv_bias ? &bias : nullptr, which + "_bias");
   if (which == "v") return y;
   if (m.qk_norm)
     y = rms_norm(b, i, lname(i, which + "_norm"), lname(i, which + "_norm"), y,
@@ -141,15 +160,16 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
   const LayerSpec& l = m.layer[size_t(i)];
   if (!l.rope) return y;
   std::string rotated = lname(i, which + "_rot");
-  b.op(lname(i, which + "_rope"), SY_OP_ROPE, {y, "positions"}, {b.act(rotated, shape)}, i,
-       rope_attrs(m, l));
+  std::vector<std::string> in{y, "positions"};
+  if (auto table = rope_table(b, l)) in.push_back(*table);
+  b.op(lname(i, which + "_rope"), SY_OP_ROPE, in, {b.act(rotated, shape)}, i, rope_attrs(m, l));
   return rotated;
 }
 
 // Whether the decode attention block of a layer is what fused_decode_attention computes.
 bool fusable(const PhaseBuilder& b) {
   const ModelSpec& m = b.m;
-  return b.decode && b.B == 1 && !m.qk_norm && !m.attention_bias && !m.sinks && m.softcap == 0;
+  return b.decode && b.B == 1 && !m.qk_norm && !m.qkv_bias && !m.sinks && m.softcap == 0;
 }
 
 void add_decode_fusion(PhaseBuilder& b, int64_t i, const std::string& normed) {
@@ -167,10 +187,14 @@ void add_decode_fusion(PhaseBuilder& b, int64_t i, const std::string& normed) {
   f.fused.layer = int(i);
   f.fused.inputs = {normed, lname(i, "q_proj"), lname(i, "k_proj"), lname(i, "v_proj"),
                     "cache_position"};
+  if (l.rope)
+    if (auto table = rope_table(b, l)) f.fused.inputs.push_back(*table);
   f.fused.outputs = {lname(i, "attn_out"), lname(i, "k_cache"), lname(i, "v_cache")};
-  f.fused.attrs = {{"rope", int64_t(l.rope ? 1 : 0)},    {SY_ATTR_ROPE_THETA, l.rope_theta},
-                   {SY_ATTR_ROTARY_DIM, b.m.rotary_dim}, {SY_ATTR_CAUSAL, int64_t(1)},
-                   {SY_ATTR_WINDOW_LEFT, l.window_left}, {SY_ATTR_SCALE, b.m.scale}};
+  f.fused.attrs = {{SY_ATTR_ROPE, int64_t(l.rope ? 1 : 0)}, {SY_ATTR_ROPE_THETA, l.rope_spec.theta},
+                   {SY_ATTR_ROTARY_DIM, b.m.rotary_dim},    {SY_ATTR_CAUSAL, int64_t(1)},
+                   {SY_ATTR_WINDOW_LEFT, l.window_left},    {SY_ATTR_SCALE, b.m.scale}};
+  if (l.rope && l.rope_spec.attention_factor != 1.0)
+    f.fused.attrs.push_back({SY_ATTR_ROPE_ATTENTION_FACTOR, l.rope_spec.attention_factor});
   b.fusion(std::move(f));
 }
 
@@ -199,7 +223,7 @@ std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x) {
 
   const Shape o_bias{m.hidden};
   std::string y = linear(b, i, "o_proj", o, {m.hidden, m.heads * m.head_dim}, lname(i, "o"), hidden,
-                         m.attention_bias ? &o_bias : nullptr, "o_bias");
+                         m.o_bias ? &o_bias : nullptr, "o_bias");
   if (m.gemma)
     y = rms_norm(b, i, lname(i, "post_attention_layernorm"), lname(i, "post_attention_layernorm"),
                  y, lname(i, "o_normed"), hidden);
@@ -255,18 +279,26 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
   b.op("embed", SY_OP_EMBEDDING, {b.weight("embed_tokens", {m.vocab, m.hidden}), "tokens"}, {x},
        -1);
   if (m.gemma) {
-    // Gemma scales embeddings by sqrt(hidden_size): a [H] weight the executor fills with it.
+    // Gemma scales embeddings by sqrt(hidden_size), rounded to the model's dtype as transformers
+    // rounds it: a [H] constant of the graph.
     std::string scaled = b.act("embeddings_scaled", hidden);
-    b.op("embed_scale", SY_OP_MUL, {x, b.weight("embed_scale", {m.hidden})}, {scaled}, -1);
+    std::string scale = b.constant(
+        "embed_scale", m.dtype, std::vector<double>(size_t(m.hidden), std::sqrt(double(m.hidden))));
+    b.op("embed_scale", SY_OP_MUL, {x, scale}, {scaled}, -1);
     x = scaled;
   }
   for (int64_t i = 0; i < m.layers; ++i) x = mlp_block(b, i, attention_block(b, i, x));
 
   std::string final_hidden = rms_norm(b, -1, "final_norm", "norm", x, "final_hidden", hidden);
   std::string head = m.tie_embeddings ? "embed_tokens" : b.weight("lm_head", {m.vocab, m.hidden});
-  std::string logits = b.act("logits", {b.B, b.S, m.vocab});
+  std::string logits = b.act(m.final_softcap > 0 ? "logits_raw" : "logits", {b.B, b.S, m.vocab});
   b.op("lm_head", SY_OP_MATMUL, {final_hidden, head}, {logits}, -1,
        {{SY_ATTR_TRANSPOSE_B, int64_t(1)}});
+  if (m.final_softcap > 0) {  // Gemma 2: logits = c·tanh(logits / c)
+    b.op("final_softcap", SY_OP_SOFTCAP, {logits}, {b.act("logits", {b.B, b.S, m.vocab})}, -1,
+         {{SY_ATTR_SOFTCAP, m.final_softcap}});
+    logits = "logits";
+  }
   b.op("argmax", SY_OP_ARGMAX, {logits},
        {b.value("next_token", tokens, ValueKind::activation, SY_DTYPE_I64)}, -1);
   Phase p = b.take();

@@ -18,7 +18,6 @@ ModelSpec read_gpt_oss(const ConfigReader& r, const std::string& model_type) {
   CommonDefaults d;
   d.attention_bias = true;
   d.eps = 1e-5;
-  d.rope_theta = 150000;
   d.head_dim = 64;
   read_common(r, d, m);
   read_activation(r, "hidden_act", "silu", m);
@@ -36,6 +35,18 @@ ModelSpec read_gpt_oss(const ConfigReader& r, const std::string& model_type) {
     int64_t window = r.size("sliding_window", 1, int64_t(1) << 31, 128);
     for (int64_t i = 0; i < m.layers; i += 2) m.layer[i].window_left = window - 1;
   }
+  // GptOssConfig's default rope, when the config names none: yarn, factor 32, untruncated.
+  const bool named = r.has("rope_parameters") || r.has("rope_scaling");
+  const ConfigReader rope = named
+                                ? r
+                                : r.with_defaults({{"rope_parameters",
+                                                    {{"rope_type", "yarn"},
+                                                     {"factor", 32.0},
+                                                     {"beta_fast", 32.0},
+                                                     {"beta_slow", 1.0},
+                                                     {"truncate", false},
+                                                     {"original_max_position_embeddings", 4096}}}});
+  read_rope(rope, 150000, m);
   return m;
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/importer/config_keys.hpp"
 #include "core/importer/model_spec.hpp"
 
 namespace sy {
@@ -22,9 +23,15 @@ struct Family {
 };
 
 constexpr Family kFamilies[] = {
-    {"llama", importer::read_llama_family},   {"qwen3", importer::read_llama_family},
-    {"smollm3", importer::read_llama_family}, {"gemma3", importer::read_gemma3},
-    {"gemma3_text", importer::read_gemma3},   {"gpt_oss", importer::read_gpt_oss},
+    {"llama", importer::read_llama_family},
+    {"mistral", importer::read_llama_family},
+    {"qwen2", importer::read_llama_family},
+    {"qwen3", importer::read_llama_family},
+    {"smollm3", importer::read_llama_family},
+    {"gemma2", importer::read_gemma},
+    {"gemma3", importer::read_gemma},
+    {"gemma3_text", importer::read_gemma},
+    {"gpt_oss", importer::read_gpt_oss},
     {"switchyard_sinks_test", importer::read_llama_family},
 };
 
@@ -62,6 +69,10 @@ std::string supported_list() {
 }
 
 }  // namespace
+
+std::string config_keys_markdown() {
+  return importer::render_config_keys_markdown();
+}
 
 std::vector<std::string> supported_model_types() {
   std::vector<std::string> out;
@@ -101,8 +112,12 @@ Graph import_hf_config_json(const json& config, const std::string& file,
     json inherited = json::object();
     for (const char* key : {"torch_dtype", "dtype"})
       if (config.contains(key)) inherited[key] = config[key];
-    m = family->read(ConfigReader(*it, file, "text_config.", inherited), model_type);
+    importer::check_config_keys(top, "gemma3", options.allowed_config_keys);
+    ConfigReader text(*it, file, "text_config.", inherited);
+    importer::check_config_keys(text, "gemma3_text", options.allowed_config_keys);
+    m = family->read(text, model_type);
   } else {
+    importer::check_config_keys(top, model_type, options.allowed_config_keys);
     m = family->read(top, model_type);
   }
   if (override_dtype) m.dtype = *override_dtype;

@@ -1,17 +1,19 @@
 // importer/ — Hugging Face config.json → Switchyard decoder graph.
 //
 // Offers: import_hf_config() (from a file) and import_hf_config_json() (from parsed JSON), which
-// turn the config of a supported decoder (supported_model_types(): llama, qwen3, smollm3,
-// gemma3 / gemma3_text, gpt_oss) into a Graph with two validated phases, "prefill" (the prompt,
-// S = prompt_len) and "decode" (one token against KV caches of `context` rows), plus the
-// fused decode-attention alternatives a fused kernel may take. Nothing is loaded: the graph is
+// turn the config of a supported decoder (supported_model_types(): llama, mistral, qwen2, qwen3,
+// smollm3, gemma2, gemma3 / gemma3_text, gpt_oss) into a Graph with two validated phases,
+// "prefill" (the prompt, S = prompt_len) and "decode" (one token against KV caches of `context`
+// rows), plus the fused decode-attention alternatives a fused kernel may take. Nothing is loaded: the graph is
 // what the planner needs (op kinds, shapes, dtypes, attributes), named by the convention of
 // docs/graph-format.md ("Imported graphs"), which the executor relies on.
 //
-// Every config is checked before anything is sized: missing or mistyped fields, absurd sizes
-// and element counts that would overflow are Error Errc::bad_config (SY207) naming the file and
-// the field; an unsupported model_type is Errc::unknown_model_type (SY208) listing the supported
-// ones. Depends on graph/.
+// Every key of the config is honoured, refused by name (SY207) or known to be without effect
+// (config_keys.cpp, rendered as docs/config-keys.md); the rope is computed as transformers does
+// (rope_config.cpp). Every config is checked before anything is sized: missing or mistyped fields,
+// absurd sizes and element counts that would overflow are Error Errc::bad_config (SY207) naming the
+// file and the field; an unsupported model_type is Errc::unknown_model_type (SY208) listing the
+// supported ones. Depends on graph/.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,9 @@ struct ImportOptions {
   // Dtype of weights and activations: "" = the config's torch_dtype (bf16 when it has none);
   // else "bf16"/"f16"/"f32" or "bfloat16"/"float16"/"float32".
   std::string dtype_override;
+  // Config keys to accept as without effect although the importer does not know them
+  // (--allow-config-key); every other unknown key is SY207.
+  std::vector<std::string> allowed_config_keys;
 };
 
 // Reads and imports `config_path`; throws Error (SY201 for JSON syntax, with line:column;
@@ -40,5 +45,8 @@ Graph import_hf_config_json(const nlohmann::json& config, const std::string& fil
                             const ImportOptions& options = {});
 // The model_type values the importer reads, in a stable order.
 std::vector<std::string> supported_model_types();
+
+// docs/config-keys.md: every config key per family, honoured, refused or without effect.
+std::string config_keys_markdown();
 
 }  // namespace sy

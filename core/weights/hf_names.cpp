@@ -14,8 +14,10 @@ struct Family {
 };
 
 std::optional<Family> family(const std::string& model_type) {
-  if (model_type == "llama" || model_type == "smollm3" || model_type == "switchyard_sinks_test")
+  if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
+      model_type == "smollm3" || model_type == "switchyard_sinks_test")
     return Family{"model.", "lm_head.weight", false, false};
+  if (model_type == "gemma2") return Family{"model.", "lm_head.weight", false, true};
   if (model_type == "qwen3") return Family{"model.", "lm_head.weight", true, false};
   if (model_type == "gemma3_text") return Family{"model.", "lm_head.weight", true, true};
   if (model_type == "gemma3")  // Gemma3ForConditionalGeneration checkpoints

@@ -4,6 +4,8 @@
 // Error with its catalog code and the field's name, never a crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -70,11 +72,11 @@ struct Example {
   const char* folder;
   int64_t layers, per_layer_ops;
 };
-constexpr Example kExampleModels[] = {{"llama-3.2-1b", 16, 17},
-                                      {"smollm3-3b", 36, 17},  // 15 on NoPE layers
-                                      {"qwen3-0.6b", 28, 19},
-                                      {"gemma-3-1b", 26, 21},
-                                      {"gpt-oss-20b", 24, 26}};
+constexpr Example kExampleModels[] = {
+    {"llama-3.2-1b", 16, 17},    {"smollm3-3b", 36, 17},  // 15 on NoPE layers
+    {"qwen3-0.6b", 28, 19},      {"gemma-3-1b", 26, 21},
+    {"gpt-oss-20b", 24, 26},     {"qwen2.5-0.5b", 24, 20},  // + q/k/v bias adds
+    {"mistral-7b-v0.1", 32, 17}, {"gemma-2-2b-it", 26, 19}};
 
 TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
   for (const auto& ex : kExampleModels) {
@@ -241,7 +243,11 @@ TEST(Importer, Gemma3WindowPatternNormsAndScaling) {
   EXPECT_EQ(ops.at("act"), SY_OP_GELU_MUL);
   EXPECT_EQ(attr<std::string>(node(p, "l0.act"), "approximate", ""), "tanh");
   EXPECT_EQ(node(p, "embed_scale").op, SY_OP_MUL);
-  EXPECT_EQ(value(p, "embed_scale").kind, ValueKind::weight);
+  // sqrt(H), a constant of the graph (H = 1152 for gemma-3-1b).
+  const Value& scale = value(p, "embed_scale");
+  EXPECT_EQ(scale.kind, ValueKind::constant);
+  ASSERT_EQ(scale.data.size(), size_t(scale.shape[0]));
+  for (double x : scale.data) ASSERT_DOUBLE_EQ(x, std::sqrt(double(scale.shape[0])));
   EXPECT_EQ(node(p, "l0.input_layernorm").inputs[0], "embeddings_scaled");
   // query_pre_attn_scalar 256 = head_dim: the natural scale, so no attribute.
   EXPECT_EQ(attr<double>(node(p, "l0.attn"), "scale", -1), -1);
@@ -308,8 +314,11 @@ TEST(Importer, DecodeFusionsOnlyWhereTheFusedKernelComputesTheSameThing) {
       EXPECT_EQ(n.op, SY_OP_FUSED_DECODE_ATTENTION);
       std::string L = "l" + std::to_string(n.layer) + ".";
       EXPECT_EQ(n.id, L + "decode_attention");
-      EXPECT_EQ(n.inputs, (std::vector<std::string>{L + "attn_norm", L + "q_proj", L + "k_proj",
-                                                    L + "v_proj", "cache_position"}));
+      // Llama 3.2's rope is llama3-scaled: its frequency table is the fused block's input 5.
+      std::vector<std::string> inputs = {L + "attn_norm", L + "q_proj", L + "k_proj", L + "v_proj",
+                                         "cache_position"};
+      if (std::string(folder) == "llama-3.2-1b") inputs.push_back("rope_inv_freq");
+      EXPECT_EQ(n.inputs, inputs);
       EXPECT_EQ(n.outputs,
                 (std::vector<std::string>{L + "attn_out", L + "k_cache", L + "v_cache"}));
       for (const auto& v : n.inputs) EXPECT_NE(d.value(v), nullptr) << v;
@@ -560,12 +569,14 @@ const BadCase kBadConfigs[] = {
      "layer_types"},
     {"layer_types unknown entry",
      [](json c) {
+       c["model_type"] = "qwen2";
        c["layer_types"] = {"full_attention", "chunked_attention"};
        return c;
      },
      "layer_types[1]"},
     {"sliding without window",
      [](json c) {
+       c["model_type"] = "qwen2";
        c["layer_types"] = {"full_attention", "sliding_attention"};
        return c;
      },

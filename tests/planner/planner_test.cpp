@@ -58,6 +58,20 @@ TEST_F(Planner, GptOssOnTheH200RunsAttentionOnCudaFlash) {
   for (const auto& [value, device] : p.phases[1].kv_caches) EXPECT_EQ(device, "cuda:0") << value;
 }
 
+// Every family the importer reads plans for the H200 target with its GEMMs on the GPU; where
+// attention lands is the plan's to say (and `plan --explain` shows why).
+TEST_F(Planner, EveryFamilyPlansForTheH200) {
+  for (const char* model : {"llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "smollm3-3b",
+                            "mistral-7b-v0.1", "gemma-2-2b-it", "gemma-3-1b", "gpt-oss-20b"}) {
+    SCOPED_TRACE(model);
+    Plan p = plan(model, load_target(kH200));
+    ASSERT_TRUE(p.ok()) << p.error->message;
+    for (const auto& phase : p.phases)
+      for (const auto& o : phase.ops)
+        if (o.op == SY_OP_MATMUL) EXPECT_EQ(o.device, "cuda:0") << o.id;
+  }
+}
+
 TEST_F(Planner, CopiesWhereProducerAndConsumerMemoryDiffer) {
   // f32: flash refuses it, so attention runs on the CPU between CUDA matmuls.
   Plan p = plan("llama-3.2-1b", load_target(kH200), {}, "f32");

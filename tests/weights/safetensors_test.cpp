@@ -393,7 +393,8 @@ TEST(Safetensors, HfTensorNames) {
       {"l12.gate_proj_bias", "model.layers.12.mlp.gate_proj.bias"},
       {"l35.down_proj", "model.layers.35.mlp.down_proj.weight"},
   };
-  for (const char* type : {"llama", "qwen3", "smollm3", "gemma3_text"})
+  for (const char* type :
+       {"llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma2", "gemma3_text"})
     for (const auto& [value, name] : common)
       EXPECT_EQ(hf_tensor_name(type, value), name) << type << " " << value;
 
@@ -403,6 +404,10 @@ TEST(Safetensors, HfTensorNames) {
   EXPECT_EQ(hf_tensor_name("smollm3", "l3.k_norm"), std::nullopt);
   EXPECT_EQ(hf_tensor_name("qwen3", "l3.pre_feedforward_layernorm"), std::nullopt);
 
+  EXPECT_EQ(hf_tensor_name("gemma2", "l2.post_feedforward_layernorm"),
+            "model.layers.2.post_feedforward_layernorm.weight");
+  EXPECT_EQ(hf_tensor_name("gemma2", "l2.q_norm"), std::nullopt);
+  EXPECT_EQ(hf_tensor_name("qwen2", "l2.pre_feedforward_layernorm"), std::nullopt);
   EXPECT_EQ(hf_tensor_name("gemma3_text", "l2.pre_feedforward_layernorm"),
             "model.layers.2.pre_feedforward_layernorm.weight");
   EXPECT_EQ(hf_tensor_name("gemma3_text", "l2.q_norm"), "model.layers.2.self_attn.q_norm.weight");
@@ -436,21 +441,22 @@ TEST(Safetensors, HfTensorNames) {
                             "l3._bias",
                             "model.embed_tokens.weight"})
     EXPECT_EQ(hf_tensor_name("llama", value), std::nullopt) << value;
-  for (const char* type : {"gpt_oss", "mistral", "", "Llama"})
+  for (const char* type : {"gpt_oss", "mamba", "", "Llama"})
     EXPECT_EQ(hf_tensor_name(type, "embed_tokens"), std::nullopt) << type;
 }
 
-// Every weight the importer declares for the example configs has a checkpoint name (Gemma's
-// computed embed_scale excepted), and no two share one.
+// Every weight the importer declares for the example configs has a checkpoint name, and no two
+// share one.
 TEST(Safetensors, HfTensorNamesCoverImportedGraphs) {
-  for (const char* model : {"llama-3.2-1b", "qwen3-0.6b", "smollm3-3b", "gemma-3-1b"}) {
+  for (const char* model : {"llama-3.2-1b", "qwen3-0.6b", "smollm3-3b", "gemma-3-1b",
+                            "qwen2.5-0.5b", "mistral-7b-v0.1", "gemma-2-2b-it"}) {
     fs::path config = kExamples / "models" / model / "config.json";
     Graph g = import_hf_config(config.string(), ImportOptions{1, 4, 8, ""});
     std::string type = nlohmann::json::parse(read_bytes(config)).value("model_type", "");
     std::map<std::string, std::string> seen;
     for (const Phase& p : g.phases)
       for (const Value& v : p.values) {
-        if (v.kind != ValueKind::weight || v.name == "embed_scale") continue;
+        if (v.kind != ValueKind::weight) continue;
         auto name = hf_tensor_name(type, v.name);
         ASSERT_TRUE(name.has_value()) << model << " " << v.name;
         auto [it, fresh] = seen.emplace(*name, v.name);
