@@ -43,6 +43,7 @@ enum class Errc : int {
   unknown_model_type = 208,
   bad_graph = 209,
   bad_target = 210,
+  chat_template = 211,
 
   kernel_failed = 301,
   bad_weights = 302,

@@ -268,6 +268,20 @@ constexpr std::array kCatalog = {
         "Fix the named field; examples/targets/ has complete profiles (cpu-laptop.json, "
         "h200.json) to start from.",
         kBadInput},
+    ErrorInfo{
+        Errc::chat_template, "SY211", "chat_template",
+        "{file}:{line}: cannot render the chat template: {reason}",
+        "`switchyard run --chat` renders the model's own chat template (Jinja, from "
+        "tokenizer_config.json or chat_template.jinja). Either the model has none, the "
+        "template uses a construct outside the Jinja subset Switchyard implements (the reason "
+        "names it: a statement, filter, test, method or function), a value has the wrong type "
+        "for what the template does with it, or the template itself refused the conversation "
+        "(its raise_exception(), e.g. Gemma's \"System role not supported\").",
+        "For a model without a template, use --prompt with the text the model expects. For an "
+        "unsupported construct, report it with the template (docs/chat-templates.md lists the "
+        "subset); meanwhile pass the rendered prompt with --prompt-file. For a refusal, change "
+        "the conversation as the message says (e.g. drop --system).",
+        kBadInput},
 
     // ---- SY3xx: run time ---------------------------------------------------------------------
     ErrorInfo{
@@ -330,7 +344,7 @@ constexpr std::array kCatalog = {
               "`--attention`).",
               kPluginBug},
 };
-static_assert(kCatalog.size() == 32);
+static_assert(kCatalog.size() == 33);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {
