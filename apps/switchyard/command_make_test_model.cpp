@@ -1,5 +1,6 @@
 // `make-test-model DIR`: writes a small llama-architecture model — config.json,
-// model.safetensors with seeded random weights, tokenizer.json (byte-level BPE) — so tests and
+// model.safetensors with seeded random weights, tokenizer.json (byte-level BPE),
+// tokenizer_config.json with a ChatML chat template, generation_config.json — so tests and
 // `make demo` run a real model end to end without downloading one. `--shape tiny-sinks` is the
 // same tiny llama with gpt-oss-style attention sinks and alternating sliding-window layers
 // (model_type switchyard_sinks_test, docs/graph-format.md).
@@ -40,8 +41,20 @@ std::string byte_token(int b) {
   return out;
 }
 
+// The special tokens, after the byte tokens and merges: end of text, then ChatML's turn markers.
+constexpr const char* kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+constexpr int64_t kSpecials = 3;
+
+// SmolLM2-Instruct's chat template (ChatML), so --chat runs on the test model too.
+constexpr const char* kChatTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
 // A byte-level BPE tokenizer.json: the 256 byte tokens, a few merges of common English pairs,
-// and an end-of-text special token. Returns its vocabulary size.
+// and the special tokens. Returns its vocabulary size.
 int64_t write_tokenizer(const fs::path& file) {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_token(b)] = b;
@@ -55,18 +68,19 @@ int64_t write_tokenizer(const fs::path& file) {
     if (!vocab.contains(a + b)) vocab[a + b] = id++;
     merge_list.push_back(a + " " + b);
   }
-  int64_t eot = id++;
+  json added = json::array();
+  for (const char* special : kSpecialTokens)
+    added.push_back({{"id", id++},
+                     {"content", special},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   json tok = {{"version", "1.0"},
               {"truncation", nullptr},
               {"padding", nullptr},
-              {"added_tokens",
-               {{{"id", eot},
-                 {"content", "<|endoftext|>"},
-                 {"single_word", false},
-                 {"lstrip", false},
-                 {"rstrip", false},
-                 {"normalized", false},
-                 {"special", true}}}},
+              {"added_tokens", added},
               {"normalizer", nullptr},
               {"pre_tokenizer",
                {{"type", "ByteLevel"},
@@ -102,8 +116,8 @@ json config_for(const std::string& shape, int64_t tokenizer_vocab, const std::st
             {"max_position_embeddings", 2048},
             {"tie_word_embeddings", false},
             {"torch_dtype", dtype == "bf16" ? "bfloat16" : "float32"},
-            {"bos_token_id", tokenizer_vocab - 1},
-            {"eos_token_id", tokenizer_vocab - 1}};
+            {"bos_token_id", tokenizer_vocab - kSpecials},
+            {"eos_token_id", tokenizer_vocab - kSpecials}};
   if (shape == "tiny-sinks") {
     c["architectures"] = {"SwitchyardSinksTestForCausalLM"};
     c["model_type"] = "switchyard_sinks_test";
@@ -157,6 +171,14 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   int64_t vocab = write_tokenizer(fs::path(dir) / "tokenizer.json");
   json config = config_for(shape, vocab, dtype);
   std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
+  // As an instruct model ships them: a chat template, and <|im_end|> also ends generation.
+  json tokenizer_config = {{"bos_token", nullptr},
+                           {"eos_token", "<|im_end|>"},
+                           {"pad_token", "<|endoftext|>"},
+                           {"chat_template", kChatTemplate}};
+  std::ofstream(fs::path(dir) / "tokenizer_config.json") << tokenizer_config.dump(2) << "\n";
+  json generation_config = {{"eos_token_id", {vocab - kSpecials, vocab - 1}}};
+  std::ofstream(fs::path(dir) / "generation_config.json") << generation_config.dump(2) << "\n";
 
   // One tensor per weight value of the imported graph, under its Hugging Face name.
   ImportOptions opts;
@@ -192,8 +214,8 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"generator", "switchyard make-test-model"}});
   std::cout << "wrote " << dir << ": " << shape << " " << config["model_type"].get<std::string>()
-            << ", " << tensors.size() << " tensors, "
-            << dtype << ", vocab " << config["vocab_size"] << ", seed " << seed << "\n";
+            << ", " << tensors.size() << " tensors, " << dtype << ", vocab " << config["vocab_size"]
+            << ", seed " << seed << "\n";
   return kExitOk;
 }
 

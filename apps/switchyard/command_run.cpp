@@ -1,5 +1,7 @@
-// `run MODEL_DIR --prompt TEXT`: plan, load, prefill, decode — printing the text as it is
-// produced, then the speeds, the memory and (with --profile) where the time went.
+// `run MODEL_DIR --prompt TEXT | --prompt-file PATH | --chat TEXT`: plan, load, prefill, decode —
+// printing the text as it is produced until an EOS id, a --stop text or --max-tokens, then the
+// speeds, the memory and (with --profile) where the time went. --chat renders the model's own
+// chat template (core/generation/); a plain prompt gets the special tokens the tokenizer declares.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -13,11 +15,17 @@
 #include <random>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <optional>
+
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/model_weights.hpp"
+#include "core/generation/generation.hpp"
 #include "core/importer/importer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -29,13 +37,59 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct RunArgs {
-  std::string model, prompt, prefer, attention = "any", dtype;
+  std::string model, prompt, prompt_file, chat, system, prefer, attention = "any", dtype;
+  std::vector<std::string> stop, allowed_config_keys;
   int64_t max_tokens = 32, context = 1024;
   double temperature = 0, top_p = 1;
   int64_t top_k = 0;
   unsigned seed = 0;
-  bool strict = false, profile = false, json = false;
+  bool strict = false, profile = false, json = false, ignore_eos = false;
+  bool has_prompt = false, has_chat = false, has_system = false;
 };
+
+// The prompt's ids, and the text printed before the answer (the prompt itself, or nothing
+// for --chat).
+struct Prompt {
+  std::vector<int64_t> ids;
+  std::string echo;
+};
+
+// "-" is standard input.
+std::optional<std::string> read_source(const std::string& path, std::string& why) {
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "cannot read " + path;
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Prompt build_prompt(const RunArgs& a, const std::string& text, const Tokenizer& tok,
+                    const GenerationSettings& g) {
+  if (a.has_chat) {
+    std::optional<std::string> system;
+    if (a.has_system) system = a.system;
+    std::string rendered = render_chat_prompt(g, text, system, std::time(nullptr));
+    spdlog::debug("chat prompt ({}): {}", g.chat_template_origin, rendered);
+    return {tok.encode(rendered), ""};
+  }
+  return {plain_prompt_ids(tok, g, text), text};
+}
+
+const char* reason_name(StopRule::Reason r) {
+  switch (r) {
+    case StopRule::Reason::eos: return "eos";
+    case StopRule::Reason::stop_text: return "stop_text";
+    default: return "max_tokens";
+  }
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -91,7 +145,9 @@ int fail(const Error& e, bool as_json) {
     if (e.status)
       err["plugin_status"] =
           sy_status_name(sy_status(*e.status)) ? sy_status_name(sy_status(*e.status)) : "?";
-    std::cout << json{{"status", "error"}, {"error", err}}.dump(2) << "\n";
+    std::cout << json{{"status", "error"}, {"error", err}}.dump(2, ' ', false,
+                                                                json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cerr << "switchyard run: error " << code_text(e.code) << " (" << info.name
               << "): " << e.what() << "\n";
@@ -105,7 +161,15 @@ int run_run(const GlobalOptions& global, const Args& args) {
   RunArgs a;
   po::options_description desc("switchyard run options");
   desc.add_options()("help,h", "show this help")("model", po::value(&a.model), "model folder")(
-      "prompt", po::value(&a.prompt), "text to continue")(
+      "prompt", po::value(&a.prompt), "text to continue (- reads standard input)")(
+      "prompt-file", po::value(&a.prompt_file), "read the text to continue from a file")(
+      "chat", po::value(&a.chat),
+      "a user message, rendered with the model's chat template (- reads standard input)")(
+      "system", po::value(&a.system), "a system message before --chat")(
+      "stop", po::value(&a.stop), "stop when this text is generated; repeatable")(
+      "ignore-eos", po::bool_switch(&a.ignore_eos), "generate past the model's EOS tokens")(
+      "allow-config-key", po::value(&a.allowed_config_keys),
+      "accept this unknown config.json key as without effect; repeatable")(
       "max-tokens", po::value(&a.max_tokens)->default_value(32), "tokens to generate")(
       "context", po::value(&a.context)->default_value(1024), "KV cache length")(
       "temperature", po::value(&a.temperature)->default_value(0), "0 = greedy")(
@@ -121,10 +185,15 @@ int run_run(const GlobalOptions& global, const Args& args) {
   po::positional_options_description pos;
   pos.add("model", 1);
   auto vm = parse_command(args, desc, &pos);
+  a.has_prompt = vm.count("prompt") > 0;
+  a.has_chat = vm.count("chat") > 0;
+  a.has_system = vm.count("system") > 0;
   if (vm.count("help") || a.model.empty()) {
-    std::cout << "Usage: switchyard run MODEL_DIR --prompt TEXT [options]\n"
-              << desc << "\n"
-              << kExitCodeHelp;
+    std::cout
+        << "Usage: switchyard run MODEL_DIR (--prompt TEXT | --prompt-file PATH | --chat TEXT)"
+           " [options]\n"
+        << desc << "\n"
+        << kExitCodeHelp;
     return vm.count("help") ? kExitOk : kExitUsage;
   }
   if (a.max_tokens < 0 || a.context < 2 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {
@@ -132,12 +201,30 @@ int run_run(const GlobalOptions& global, const Args& args) {
                  "--top-p <= 1\n";
     return kExitUsage;
   }
+  const int sources = int(a.has_prompt) + int(vm.count("prompt-file") > 0) + int(a.has_chat);
+  if (sources != 1 || (a.has_system && !a.has_chat)) {
+    std::cerr << "switchyard run: give exactly one of --prompt, --prompt-file and --chat "
+                 "(--system goes with --chat)\n";
+    return kExitUsage;
+  }
+  std::string why;
+  std::optional<std::string> text = a.has_chat     ? read_source(a.chat, why)
+                                    : a.has_prompt ? read_source(a.prompt, why)
+                                                   : read_source(a.prompt_file, why);
+  if (a.has_chat && a.chat != "-") text = a.chat;
+  if (a.has_prompt && a.prompt != "-") text = a.prompt;
+  if (!text) {
+    std::cerr << "switchyard run: " << why << "\n";
+    return kExitUsage;
+  }
   std::ostream& text_out = a.json ? std::cerr : std::cout;
   try {
     fs::path dir = a.model;
     auto t_load = std::chrono::steady_clock::now();
     Tokenizer tok = Tokenizer::load((dir / "tokenizer.json").string());
-    std::vector<int64_t> ids = tok.encode(a.prompt);
+    GenerationSettings gen = read_generation_settings(dir, tok);
+    const Prompt prompt = build_prompt(a, *text, tok, gen);
+    const std::vector<int64_t>& ids = prompt.ids;
     if (ids.empty())
       return fail(Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
     if (int64_t(ids.size()) + a.max_tokens > a.context)
@@ -150,6 +237,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     opts.prompt_len = int64_t(ids.size());
     opts.context = a.context;
     opts.dtype_override = a.dtype;
+    opts.allowed_config_keys = a.allowed_config_keys;
     Graph graph = import_hf_config((dir / "config.json").string(), opts);
     std::string model_type =
         nlohmann::json::parse(std::ifstream(dir / "config.json"), nullptr, false)
@@ -184,18 +272,32 @@ int run_run(const GlobalOptions& global, const Args& args) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = session.prefill(ids);
     double prefill_ms = ms_since(t0);
-    text_out << a.prompt << std::flush;
+    text_out << prompt.echo << std::flush;
+    StopRule stop(a.ignore_eos ? std::vector<int64_t>{} : gen.eos_ids, a.stop);
+    StopRule::Reason reason = StopRule::Reason::none;
     std::vector<int64_t> generated;
+    std::string answer;
+    int64_t decode_steps = 0;
     auto t1 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < a.max_tokens; ++i) {
+    for (int64_t i = 0; i < a.max_tokens && reason == StopRule::Reason::none; ++i) {
       int64_t next = sample(logits, a, rng);
       generated.push_back(next);
-      text_out << token_text(tok, next) << std::flush;
-      if (i + 1 < a.max_tokens) logits = session.decode(next);
+      std::string emit;
+      reason = stop.feed(next, token_text(tok, next), emit);
+      answer += emit;
+      text_out << emit << std::flush;
+      if (reason == StopRule::Reason::none && i + 1 < a.max_tokens) {
+        logits = session.decode(next);
+        ++decode_steps;
+      }
+    }
+    if (reason == StopRule::Reason::none) {  // the held-back tail was no stop text after all
+      std::string rest = stop.flush();
+      answer += rest;
+      text_out << rest;
     }
     text_out << "\n";
     double decode_ms = ms_since(t1);
-    int64_t decode_steps = std::max<int64_t>(0, a.max_tokens - 1);
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     const StepProfile& dp = session.profile("decode");
@@ -208,6 +310,9 @@ int run_run(const GlobalOptions& global, const Args& args) {
            {"prompt_tokens", ids.size()},
            {"generated_tokens", generated.size()},
            {"generated_ids", generated},
+           {"text", answer},
+           {"stop_reason", reason_name(reason)},
+           {"eos_ids", a.ignore_eos ? std::vector<int64_t>{} : gen.eos_ids},
            {"load_ms", load_ms},
            {"prefill_ms", prefill_ms},
            {"prefill_tokens_per_s", prefill_tps},
@@ -234,14 +339,16 @@ int run_run(const GlobalOptions& global, const Args& args) {
       j["profile"] = per;
     }
     if (a.json) {
-      std::cout << j.dump(2) << "\n";
+      std::cout << j.dump(2, ' ', false, json::error_handler_t::replace)
+                << "\n";  // U+FFFD for bytes that are not UTF-8
       return kExitOk;
     }
     std::printf(
-        "prefill: %zu tokens in %.1f ms (%.1f tokens/s); decode: %lld steps, %.1f tokens/s; "
-        "runtime overhead %.1f%% of decode time; peak RSS %.1f MiB; load %.0f ms\n",
-        ids.size(), prefill_ms, prefill_tps, (long long)decode_steps, decode_tps, 100 * overhead,
-        double(ru.ru_maxrss) / 1024, load_ms);
+        "stopped: %s after %zu tokens; prefill: %zu tokens in %.1f ms (%.1f tokens/s); decode: "
+        "%lld steps, %.1f tokens/s; runtime overhead %.1f%% of decode time; peak RSS %.1f MiB; "
+        "load %.0f ms\n",
+        reason_name(reason), generated.size(), ids.size(), prefill_ms, prefill_tps,
+        (long long)decode_steps, decode_tps, 100 * overhead, double(ru.ru_maxrss) / 1024, load_ms);
     if (a.profile)
       for (const auto* p : {&pp, &dp}) {
         std::printf("%s: total %.2f ms, kernels %.2f ms, copies %.2f ms\n",

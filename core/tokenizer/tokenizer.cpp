@@ -387,6 +387,7 @@ struct Tokenizer::Impl {
   std::optional<int64_t> unk_id;
   bool fuse_unk = false;
   bool ignore_merges = false;
+  std::vector<int64_t> special_prefix, special_suffix;  // the post_processor's, one sequence
   std::vector<Stage> stages;
   std::vector<AddedToken> added;
   // Added tokens by first byte, longest first: [0] matched on the raw text, [1] after
@@ -579,6 +580,71 @@ void parse_added_tokens(const Loader& L, const json& root, Tokenizer::Impl& t) {
       });
 }
 
+// The special tokens a TemplateProcessing `single` template puts around the sequence.
+void template_processing(const Loader& L, const json& p, const std::string& path,
+                         Tokenizer::Impl& t) {
+  const json& single = L.need(p, "single", path + ".");
+  if (!single.is_array()) L.fail(path + ".single", "must be an array");
+  const json* specials = L.find(p, "special_tokens");
+  bool seen_sequence = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const std::string at = path + ".single[" + std::to_string(i) + "]";
+    const json& piece = single[i];
+    if (!piece.is_object()) L.fail(at, "must be an object");
+    if (const json* seq = L.find(piece, "Sequence")) {
+      if (!seq->is_object() || seq->value("id", "") != "A")
+        L.fail(at, "a single-sequence template holds Sequence A only");
+      if (seen_sequence) L.fail(at, "Sequence A appears twice");
+      seen_sequence = true;
+      continue;
+    }
+    const json* sp = L.find(piece, "SpecialToken");
+    if (!sp || !sp->is_object() || !sp->contains("id"))
+      L.fail(at, "must be a Sequence or a SpecialToken");
+    const std::string name = L.str((*sp)["id"], at + ".SpecialToken.id");
+    if (!specials || !specials->is_object() || !specials->contains(name))
+      L.fail(path + ".special_tokens", "has no entry for " + json_quoted(name));
+    const json& ids = L.need((*specials)[name], "ids", path + ".special_tokens." + name + ".");
+    if (!ids.is_array()) L.fail(path + ".special_tokens." + name + ".ids", "must be an array");
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0)
+        L.fail(path + ".special_tokens." + name + ".ids", "must hold token ids");
+      (seen_sequence ? t.special_suffix : t.special_prefix).push_back(id.get<int64_t>());
+    }
+  }
+  if (!seen_sequence) L.fail(path + ".single", "has no Sequence A");
+}
+
+// post_processor: what encoding with special tokens adds around one sequence. ByteLevel adds
+// nothing (offsets only); TemplateProcessing, BertProcessing and RobertaProcessing add their
+// special tokens; Sequence chains them.
+void parse_post_processor(const Loader& L, const json& p, const std::string& path,
+                          Tokenizer::Impl& t) {
+  const std::string type = L.type_of(p, path);
+  if (type == "ByteLevel") return;
+  if (type == "TemplateProcessing") return template_processing(L, p, path, t);
+  if (type == "Sequence") {
+    const json& list = L.need(p, "processors", path + ".");
+    if (!list.is_array()) L.fail(path + ".processors", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      parse_post_processor(L, list[i], path + ".processors[" + std::to_string(i) + "]", t);
+    return;
+  }
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    for (const char* key : {"cls", "sep"}) {
+      const json& pair = L.need(p, key, path + ".");
+      if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer())
+        L.fail(path + "." + key, "must be [token, id]");
+      (std::string(key) == "cls" ? t.special_prefix : t.special_suffix)
+          .push_back(pair[1].get<int64_t>());
+    }
+    return;
+  }
+  L.fail(path + ".type", "unsupported post_processor " + json_quoted(type) +
+                             " (Switchyard reads ByteLevel, TemplateProcessing, BertProcessing, "
+                             "RobertaProcessing and Sequence)");
+}
+
 void parse_decoder(const Loader& L, const json& root) {
   const json* dec = L.find(root, "decoder");
   if (!dec) L.fail("decoder", "missing: a byte-level BPE needs the ByteLevel decoder");
@@ -606,6 +672,8 @@ Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file
   parse_pre_tokenizer(L, root, *t);
   parse_added_tokens(L, root, *t);
   parse_decoder(L, root);
+  if (const json* post = L.find(root, "post_processor"))
+    parse_post_processor(L, *post, "post_processor", *t);
 
   int64_t size = 0;
   for (const auto& [token, id] : t->vocab) size = std::max(size, id + 1);
@@ -827,6 +895,13 @@ std::optional<int64_t> Tokenizer::token_id(std::string_view token) const {
   if (auto it = impl_->added_ids.find(t); it != impl_->added_ids.end()) return it->second;
   if (auto it = impl_->vocab.find(t); it != impl_->vocab.end()) return it->second;
   return std::nullopt;
+}
+
+const std::vector<int64_t>& Tokenizer::special_prefix() const {
+  return impl_->special_prefix;
+}
+const std::vector<int64_t>& Tokenizer::special_suffix() const {
+  return impl_->special_suffix;
 }
 
 const std::string& Tokenizer::file() const {

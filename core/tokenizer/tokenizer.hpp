@@ -20,13 +20,15 @@
 //                  reference: special ones and also non-special ones (Qwen3's <think>);
 //                  lstrip/rstrip/single_word are honoured.
 //   decoder        ByteLevel.
+//   post_processor ByteLevel, TemplateProcessing, BertProcessing, RobertaProcessing or a
+//                  Sequence of them: what they add around one sequence is special_prefix() /
+//                  special_suffix(). encode() adds none of it (the reference's
+//                  add_special_tokens=false); the caller decides (core/generation/).
 //
 // Approximations, each a no-op for the tokenizers named above on well-formed input:
 //   - an NFC normalizer (Qwen2/3) is accepted but not applied: text is taken to be NFC already
 //     (decomposed accents would tokenise differently from the reference). Other normalizers
 //     are refused.
-//   - the post_processor is not applied: encode() adds no BOS/EOS (the reference's
-//     add_special_tokens=false); the caller's prompt template adds them.
 //   - single_word's word characters (the reference's \w) are taken as letters, marks, decimal
 //     and letter numbers and connector punctuation: the few hundred symbols that Unicode also
 //     calls Alphabetic (circled letters and the like) are not word characters here.
@@ -61,6 +63,11 @@ class Tokenizer {
   // its exact bytes (a multi-byte character may be split across tokens, so a caller that
   // prints as it goes should hold back an incomplete UTF-8 tail).
   std::string decode_token(int64_t id) const;
+
+  // The token ids the post_processor puts before / after a single sequence (empty when it
+  // adds none): the reference's add_special_tokens=True.
+  const std::vector<int64_t>& special_prefix() const;
+  const std::vector<int64_t>& special_suffix() const;
 
   // One more than the largest id of the vocabulary and the added tokens.
   int64_t vocab_size() const;

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RunCli : public ::testing::Test {
  protected:
@@ -31,7 +33,7 @@ class RunCli : public ::testing::Test {
 };
 
 TEST_F(RunCli, GeneratesTextAndReportsSpeeds) {
-  auto r = run("--prompt 'the cat' --max-tokens 8 --json --profile");
+  auto r = run("--prompt 'the cat' --max-tokens 8 --ignore-eos --json --profile");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(j["status"], "ok");
@@ -41,7 +43,7 @@ TEST_F(RunCli, GeneratesTextAndReportsSpeeds) {
   EXPECT_TRUE(j["profile"]["decode"]["ops"].is_array());
   EXPECT_THAT(r.err, HasSubstr("the cat"));  // the text streams to stderr under --json
   // Greedy decoding is deterministic.
-  auto again = run("--prompt 'the cat' --max-tokens 8 --json");
+  auto again = run("--prompt 'the cat' --max-tokens 8 --ignore-eos --json");
   EXPECT_EQ(json::parse(again.out)["generated_ids"], j["generated_ids"]);
 }
 
@@ -83,11 +85,144 @@ TEST_F(RunCli, CorruptTokenizerIsExitFour) {
 
 TEST_F(RunCli, TokenIdOutsideTheModelsVocabularyIsExitFour) {
   json c = json::parse(std::ifstream(model_ / "config.json"));
-  c["vocab_size"] = 100;  // the tokenizer has 270 tokens: 'z' (id 122) is outside
+  c["vocab_size"] = 100;  // the tokenizer has 271 tokens: 'z' (id 122) is outside
   std::ofstream(model_ / "config.json") << c.dump();
   auto r = run("--prompt zzz --max-tokens 2");
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary"));
+}
+
+// --- generation as users expect it ------------------------------------------------------------
+
+// Greedy ids of `args` (which must succeed).
+std::vector<int64_t> ids_of(const test::CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  if (!j.is_object()) return {};
+  return j["generated_ids"].get<std::vector<int64_t>>();
+}
+
+TEST_F(RunCli, StopsAtAnEosOfGenerationConfigUnlessIgnored) {
+  const std::vector<int64_t> full =
+      ids_of(run("--prompt 'the cat' --max-tokens 12 --ignore-eos --json"));
+  ASSERT_EQ(full.size(), 12u);
+  // Make the 5th token an EOS: generation must end there, its id reported, its text unprinted.
+  const int64_t eos = full[4];
+  const size_t first = size_t(std::find(full.begin(), full.end(), eos) - full.begin());
+  std::ofstream(model_ / "generation_config.json") << json{{"eos_token_id", {eos}}}.dump();
+  auto r = run("--prompt 'the cat' --max-tokens 12 --json");
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["stop_reason"], "eos");
+  EXPECT_EQ(j["generated_ids"].get<std::vector<int64_t>>(),
+            std::vector<int64_t>(full.begin(), full.begin() + first + 1));
+  EXPECT_THAT(j["eos_ids"].dump(), HasSubstr(std::to_string(eos)));
+  auto ignored = run("--prompt 'the cat' --max-tokens 12 --ignore-eos --json");
+  EXPECT_EQ(ids_of(ignored), full);
+  EXPECT_EQ(json::parse(ignored.out)["stop_reason"], "max_tokens");
+}
+
+TEST_F(RunCli, StopTextEndsGenerationAndIsNotPrinted) {
+  auto full = run("--prompt 'the cat' --max-tokens 16 --ignore-eos --json");
+  const std::vector<int64_t> ids = ids_of(full);
+  const std::string text = json::parse(full.out)["text"];
+  // A stop text from what greedy produces anyway: a printable ASCII character after the start.
+  size_t at = 1;
+  while (at < text.size() && !(text[at] > ' ' && text[at] < 0x7f && text[at] != '\'')) ++at;
+  ASSERT_LT(at, text.size()) << text;
+  const std::string stop = text.substr(at, 1);
+  auto r = run("--prompt 'the cat' --max-tokens 16 --ignore-eos --json --stop '" + stop + "'");
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["stop_reason"], "stop_text");
+  EXPECT_EQ(j["text"].get<std::string>().find(stop), std::string::npos) << j["text"];
+  std::vector<int64_t> got = j["generated_ids"].get<std::vector<int64_t>>();
+  ASSERT_LE(got.size(), ids.size());
+  EXPECT_EQ(got, std::vector<int64_t>(ids.begin(), ids.begin() + got.size()));
+  EXPECT_THAT(r.err, Not(HasSubstr(stop + "\n")));
+}
+
+TEST_F(RunCli, PromptFromAFileOrStandardInput) {
+  const std::string prompt = "the cat sat on the mat, and then the cat sat again";
+  std::ofstream(dir_.path() / "prompt.txt") << prompt;
+  const auto want = ids_of(run("--prompt '" + prompt + "' --max-tokens 6 --ignore-eos --json"));
+  EXPECT_EQ(ids_of(run("--prompt-file " + (dir_.path() / "prompt.txt").string() +
+                       " --max-tokens 6 --ignore-eos --json")),
+            want);
+  EXPECT_EQ(ids_of(run("--prompt - --max-tokens 6 --ignore-eos --json < " +
+                       (dir_.path() / "prompt.txt").string())),
+            want);
+  // A prompt far beyond any command line (200 kB) is read whole and measured against the context.
+  std::ofstream(dir_.path() / "long.txt") << std::string(200'000, 'a');
+  auto r = run("--prompt-file " + (dir_.path() / "long.txt").string() + " --max-tokens 2");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::prompt_too_long)));
+}
+
+TEST_F(RunCli, ChatRendersTheModelsTemplateAndPrintsOnlyTheAnswer) {
+  auto r = run("--chat 'What is the capital of France?' --max-tokens 4 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("capital")));  // the question is not echoed
+  auto j = run("--chat 'What is the capital of France?' --max-tokens 4 --ignore-eos --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  // The SmolLM2 template's system turn, the user turn and the generation prompt, with each
+  // <|im_start|> / <|im_end|> one token: 3 + 3 + 1 markers and the text between.
+  const int64_t prompt_tokens = json::parse(j.out)["prompt_tokens"];
+  auto plain = run("--prompt 'What is the capital of France?' --max-tokens 1 --json");
+  EXPECT_GT(prompt_tokens, json::parse(plain.out)["prompt_tokens"].get<int64_t>() + 40);
+  // --system replaces the template's default system turn: shorter here.
+  auto sys =
+      run("--chat 'What is the capital of France?' --system 'Be brief.' --max-tokens 1 --json");
+  EXPECT_LT(json::parse(sys.out)["prompt_tokens"].get<int64_t>(), prompt_tokens);
+}
+
+TEST_F(RunCli, ChatWithoutATemplateOrWithAnUnsupportedOneIsExitFour) {
+  std::ofstream(model_ / "tokenizer_config.json") << json{{"eos_token", "<|im_end|>"}}.dump();
+  auto none = run("--chat hi --max-tokens 2");
+  EXPECT_EQ(none.exit_code, 4);
+  EXPECT_THAT(none.err, HasSubstr(code_text(Errc::chat_template)));
+  EXPECT_THAT(none.err, HasSubstr("no chat template"));
+  EXPECT_EQ(none.out, "");  // nothing printed as if it were an answer
+  std::ofstream(model_ / "chat_template.jinja")
+      << "{% for m in messages %}\n{{ m.content|wordwrap }}{% endfor %}";
+  auto bad = run("--chat hi --max-tokens 2");
+  EXPECT_EQ(bad.exit_code, 4);
+  EXPECT_THAT(bad.err, HasSubstr("filter 'wordwrap' is not supported"));
+  EXPECT_THAT(bad.err, HasSubstr("chat_template.jinja:2"));
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(run("--prompt hi --max-tokens 2").exit_code, 0);  // a plain prompt needs no template
+  std::ofstream(model_ / "chat_template.jinja")
+      << "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+         "{% endif %}{{ messages[0].content }}";
+  auto refused = run("--chat hi --system x --max-tokens 2");
+  EXPECT_EQ(refused.exit_code, 4);
+  EXPECT_THAT(refused.err, HasSubstr("System role not supported"));
+}
+
+TEST_F(RunCli, PromptSourcesAreExclusive) {
+  EXPECT_EQ(run("--prompt a --chat b").exit_code, 2);
+  EXPECT_EQ(run("--system x --prompt y").exit_code, 2);
+  EXPECT_EQ(run("--max-tokens 2").exit_code, 2);
+  auto missing = run("--prompt-file /nonexistent/prompt.txt");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/prompt.txt"));
+}
+
+TEST_F(RunCli, ConfigSemanticsItCannotComputeAreExitFourNamingTheKey) {
+  json c = json::parse(std::ifstream(model_ / "config.json"));
+  json scaled = c;
+  scaled["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  std::ofstream(model_ / "config.json") << scaled.dump();
+  auto r = run("--prompt hi --max-tokens 2");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.err, HasSubstr(code_text(Errc::bad_config)));
+  EXPECT_THAT(r.err, HasSubstr("rope_scaling.rope_type"));
+  EXPECT_EQ(r.out, "");
+  json unknown = c;
+  unknown["logit_scale"] = 0.5;
+  std::ofstream(model_ / "config.json") << unknown.dump();
+  auto u = run("--prompt hi --max-tokens 2");
+  EXPECT_EQ(u.exit_code, 4);
+  EXPECT_THAT(u.err, HasSubstr("--allow-config-key logit_scale"));
+  EXPECT_EQ(run("--prompt hi --max-tokens 2 --allow-config-key logit_scale").exit_code, 0);
 }
 
 // A plugin's run-time answer reaches the user as its own documented code and exit code: the
@@ -134,7 +269,7 @@ TEST(RunSinks, SinksViaLseGiveTheTokensOfNativeSinks) {
   auto made = test::run_switchyard("make-test-model " + model + " --shape tiny-sinks");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string lse_only = "--plugin-dir " + std::string(SY_TEST_SETS_DIR) + "/lse_only ";
-  const std::string prompt = " --prompt 'The quick brown fox' --max-tokens 24 --json";
+  const std::string prompt = " --prompt 'The quick brown fox' --max-tokens 24 --ignore-eos --json";
   auto via = test::run_switchyard(lse_only + "run " + model + " --attention flex" + prompt);
   ASSERT_EQ(via.exit_code, 0) << via.err;
   auto native = test::run_switchyard("run " + model + prompt);
