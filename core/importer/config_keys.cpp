@@ -76,7 +76,7 @@ constexpr Key kKeys[] = {
      "ignored by transformers' Gemma classes, which read hidden_activation"},
     {"rope_theta", kDecoders, true, "rope base (transformers < 5; else inside rope_parameters)"},
     {"rope_parameters", kDecoders, true,
-     "rope type default | linear | llama3 | yarn with its parameters (Gemma 3: one per layer "
+     "rope type default, linear, llama3 or yarn with its parameters (Gemma 3: one per layer "
      "type); dynamic, longrope and any unknown type or parameter refused"},
     {"rope_scaling", kDecoders, true,
      "as rope_parameters (transformers < 5; Gemma 3: global "
