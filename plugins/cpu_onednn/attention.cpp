@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention_blocks.hpp"
+#include "cpu_tier.hpp"
 #include "kernel_factories.hpp"
 #include "switchyard/plugin_api.h"
 
@@ -97,9 +98,7 @@ class AttentionKernel final : public CpuKernel {
     sem_.kv_len_input = op.int_attr(SY_ATTR_KV_LEN_INPUT, 0) != 0;
     sem_.sinks = op.has(SY_FEATURE_SINKS);
     sem_.lse = op.outputs.size() > 1;
-    const BlockKernels* fast =
-        std::getenv("SWITCHYARD_CPU_GENERIC") ? nullptr : avx512_kernels(bf16_);
-    blocks_ = fast ? fast : &generic_kernels(bf16_);
+    blocks_ = &block_kernels(active_tier(), bf16_);
     plan();
     allocate();
     kv_len_.assign(size_t(g_.B), g_.Skv);

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu_tier.hpp"
+
 namespace sy::cpu {
 
 inline constexpr int kBlockKeys = 48;  // even (bf16 pairs keys) and a multiple of 6 (key tiles)
@@ -47,10 +49,13 @@ struct BlockKernels {
   size_t (*pv_scratch_bytes)(int Mp, int D);
 };
 
-// Portable kernels (any x86-64): bf16 is widened to f32.
+// The blocks of a tier (cpu_tier.hpp): avx512 (bf16 only with AVX512-BF16, else the avx2
+// blocks), avx2 (bf16 widened to f32 in registers) or portable (any x86-64).
+const BlockKernels& block_kernels(const TierChoice& tier, bool bf16);
+// Per tier, defined in attention_generic.cpp / attention_avx2.cpp / attention_avx512.cpp.
 const BlockKernels& generic_kernels(bool bf16);
-// AVX-512 kernels, or nullptr when this CPU lacks AVX-512 F/BW/VL/DQ (and BF16 for bf16).
-const BlockKernels* avx512_kernels(bool bf16);
+const BlockKernels& avx2_block_kernels(bool bf16);
+const BlockKernels& avx512_block_kernels(bool bf16);
 
 // Shared by both sets: the part of the online softmax that is not instruction-set specific.
 inline constexpr float kLog2e = 1.4426950408889634f;

@@ -1,5 +1,6 @@
 // Portable attention blocks: plain loops the compiler vectorises for the baseline ISA. They
-// define the numerics the AVX-512 blocks must match, and serve CPUs without AVX-512.
+// define the numerics the AVX2 and AVX-512 blocks must match, and serve CPUs without AVX2; and
+// the choice of blocks per tier.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -107,14 +108,10 @@ const BlockKernels& generic_kernels(bool bf16) {
   return bf16 ? kBf16 : kF32;
 }
 
-const BlockKernels& avx512_block_kernels(bool bf16);  // attention_avx512.cpp
-
-const BlockKernels* avx512_kernels(bool bf16) {
-  __builtin_cpu_init();
-  bool base = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (!base || (bf16 && !__builtin_cpu_supports("avx512bf16"))) return nullptr;
-  return &avx512_block_kernels(bf16);
+const BlockKernels& block_kernels(const TierChoice& tier, bool bf16) {
+  if (tier.tier == CpuTier::avx512 && (!bf16 || tier.avx512_bf16)) return avx512_block_kernels(bf16);
+  if (tier.tier == CpuTier::avx512 || tier.tier == CpuTier::avx2) return avx2_block_kernels(bf16);
+  return generic_kernels(bf16);
 }
 
 }  // namespace sy::cpu

@@ -6,6 +6,8 @@
 #include <dnnl.hpp>
 #include <fstream>
 
+#include "cpu_tier.hpp"
+
 namespace sy::cpu {
 namespace {
 
@@ -42,7 +44,16 @@ CpuDevice detect_cpu() {
   cpu_set_t set;
   CPU_ZERO(&set);
   d.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  d.isa = isa_name(dnnl::get_effective_cpu_isa());
+  TierChoice tier = active_tier();
+  // A lowered tier lowers oneDNN too (before its first primitive), so a forced avx2 run on an
+  // AVX-512 machine behaves like an AVX2 machine throughout.
+  if (tier.tier < best_tier())
+    (void)dnnl::set_max_cpu_isa(tier.tier == CpuTier::avx2 ? dnnl::cpu_isa::avx2
+                                                           : dnnl::cpu_isa::sse41);
+  d.tier = tier_name(tier.tier);
+  d.tier_note = tier.note;
+  d.isa = d.tier + (tier.avx512_bf16 ? "+bf16" : "") + " tier, oneDNN " +
+          isa_name(dnnl::get_effective_cpu_isa());
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) d.memory_bytes = static_cast<unsigned long long>(pages) * page;
   return d;

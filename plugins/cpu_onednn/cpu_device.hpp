@@ -8,7 +8,11 @@ namespace sy::cpu {
 struct CpuDevice {
   std::string name;  // /proc/cpuinfo "model name"
   int cores = 1;     // CPUs this process may run on
-  std::string isa;   // oneDNN's effective ISA, e.g. "avx512_core_bf16"
+  // The arch string: the kernels' tier and oneDNN's effective ISA, e.g.
+  // "avx512+bf16 tier, oneDNN avx512_core_bf16".
+  std::string isa;
+  std::string tier;       // cpu_tier.hpp's name of the active tier
+  std::string tier_note;  // why SWITCHYARD_CPU_ISA was not followed; "" if it was (or unset)
   unsigned long long memory_bytes = 0;
 };
 

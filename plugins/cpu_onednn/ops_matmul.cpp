@@ -8,6 +8,10 @@
 // CPU. Where it has none, or only its reference implementation (CPUs before AVX-512), the
 // kernel instead converts to f32, multiplies with the f32 primitive and rounds the result
 // to bf16.
+//
+// Decode-sized problems (M <= kGemvMaxRows, b stored [N, K]) skip oneDNN: its M=1 bf16 matmul
+// ran at a fraction of the memory bandwidth. They run gemv.hpp's kernels for the active tier,
+// one parallel region per call, the N rows split into equal contiguous ranges.
 #include <omp.h>
 
 #include <dnnl.hpp>
@@ -16,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
 
@@ -119,6 +124,46 @@ class MatmulKernel final : public CpuKernel {
   std::vector<float> a32_, b32_, c32_;  // the f32 fallback's operands
 };
 
+class GemvKernel final : public CpuKernel {
+ public:
+  GemvKernel(int64_t m, int64_t k, int64_t n, bool bf16, const CpuContext& ctx)
+      : tier_(gemv_tier(active_tier())), ctx_(ctx), x32_(bf16 ? size_t(m * k) : 0) {
+    args_.M = int(m);
+    args_.K = k;
+    args_.N = n;
+    args_.bf16 = bf16;
+  }
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    GemvArgs a = args_;
+    a.w = data_of<const void>(in[1]);
+    a.y = data_of<void>(out[0]);
+    if (a.bf16) {
+      a.xb = data_of<const uint16_t>(in[0]);
+      tier_.widen_x(a.xb, x32_.data(), a.M * a.K, a.K);
+      a.xf = x32_.data();
+    } else {
+      a.xf = data_of<const float>(in[0]);
+    }
+    const int threads = a.N * a.K >= kParallelWork ? ctx_.num_threads : 1;
+    if (threads == 1) return tier_.rows(a, 0, a.N);
+    // Equal ranges of whole 8-row blocks: the row kernels' widest tile.
+    const int64_t blocks = (a.N + 7) / 8;
+#pragma omp parallel num_threads(threads)
+    {
+      int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t n0 = std::min(a.N, blocks * t / nt * 8), n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
+      if (n1 > n0) tier_.rows(a, n0, n1);
+    }
+  }
+
+ private:
+  const GemvTier& tier_;
+  CpuContext ctx_;
+  GemvArgs args_{};
+  std::vector<float> x32_;  // bf16 x widened, in the tier's lane order
+};
+
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuContext& ctx) {
@@ -128,6 +173,8 @@ std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuCont
   int64_t k = transpose_b ? b[1] : b[0];
   int64_t n = transpose_b ? b[0] : b[1];
   int64_t m = op.inputs[0].elements() / k;
+  const bool bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
+  if (transpose_b && m <= kGemvMaxRows) return std::make_unique<GemvKernel>(m, k, n, bf16, ctx);
   return std::make_unique<MatmulKernel>(m, k, n, transpose_b, op.inputs[0].dtype == SY_DTYPE_BF16,
                                         ctx);
 }

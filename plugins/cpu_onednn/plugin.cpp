@@ -65,6 +65,7 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
     d.compute_units = p->cpu.cores;
     d.available = 1;
     d.memory_is_host = 1;
+    if (!p->cpu.tier_note.empty()) p->log(SY_LOG_WARN, p->cpu.tier_note);
     p->log(SY_LOG_DEBUG, "cpu " + p->cpu.name + ", " + std::to_string(p->cpu.cores) +
                              " cores, isa " + p->cpu.isa + ", " + std::to_string(threads) +
                              " threads");

@@ -9,6 +9,7 @@
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "support/attention_reference.hpp"
+#include "support/cpu_tiers.hpp"
 #include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/test_paths.hpp"
@@ -180,14 +181,6 @@ std::vector<Case> grid() {
           out.push_back(c);
         }
   return out;
-}
-
-TEST_F(CpuAttention, GridAgainstDoubleReference) {
-  for (const Case& c : grid()) {
-    SCOPED_TRACE(c.name());
-    expect_matches(c);
-    if (HasFatalFailure()) return;
-  }
 }
 
 TEST_F(CpuAttention, EveryFeatureAtOnce) {
@@ -370,23 +363,55 @@ TEST_F(CpuAttention, SinksFromLseKernelEqualsNativeSinks) {
   }
 }
 
-// The portable kernels (CPUs without AVX-512) meet the same reference.
-TEST_F(CpuAttention, PortableKernelsMatchToo) {
-  ::setenv("SWITCHYARD_CPU_GENERIC", "1", 1);
-  Case c;
-  c.Sq = 20;
-  c.Skv = 70;
-  c.Hq = 8;
-  c.Hkv = 2;
-  c.D = 80;
-  c.causal = c.sinks = true;
-  c.softcap = 10;
-  c.window = 30;
-  expect_matches(c);
-  c.dtype = SY_DTYPE_BF16;
-  expect_matches(c);
-  ::unsetenv("SWITCHYARD_CPU_GENERIC");
+// Every tier's blocks (cpu_tier.hpp) meet the same reference: the whole grid, every feature
+// at once, and a decode that splits the keys across threads.
+class CpuAttentionTier : public CpuAttention, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    SY_SKIP_UNLESS_CPU_TIER(GetParam());
+    tier_.emplace(GetParam());
+  }
+  std::optional<test::ScopedCpuTier> tier_;
+};
+
+TEST_P(CpuAttentionTier, GridAgainstDoubleReference) {
+  for (const Case& c : grid()) {
+    SCOPED_TRACE(c.name());
+    expect_matches(c);
+    if (HasFatalFailure()) return;
+  }
 }
+
+TEST_P(CpuAttentionTier, EveryFeatureAtOnceAndDecodeSplits) {
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16}) {
+    Case c;
+    c.dtype = dt;
+    c.B = 3;
+    c.Sq = 70;
+    c.Skv = 150;
+    c.Hq = 16;
+    c.Hkv = 2;
+    c.D = 96;
+    c.causal = c.sinks = true;
+    c.window = 40;
+    c.softcap = 15;
+    c.scale = 0.2;
+    expect_matches(c);
+    Case d;
+    d.dtype = dt;
+    d.Sq = 1;
+    d.Skv = 700;
+    d.Hq = 9;
+    d.Hkv = 3;
+    d.D = 64;
+    d.causal = true;
+    d.kv_len = {555};
+    expect_matches(d);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, CpuAttentionTier, ::testing::ValuesIn(test::cpu_tiers()),
+                         test::tier_test_name);
 
 }  // namespace
 }  // namespace sy

@@ -28,6 +28,7 @@
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
 #include "support/attention_reference.hpp"
+#include "support/cpu_tiers.hpp"
 #include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/test_paths.hpp"
@@ -358,23 +359,31 @@ TEST_F(CpuFusedDecode, LastRowOfALongCache) {
   b.step(300);
 }
 
-// The portable attention blocks (CPUs without AVX-512) behind the block meet the same
-// reference.
-TEST_F(CpuFusedDecode, PortableAttentionKernelsMatchToo) {
-  ::setenv("SWITCHYARD_CPU_GENERIC", "1", 1);
+// Every tier's kernels (cpu_tier.hpp) behind the block meet the same reference.
+class CpuFusedDecodeTier : public CpuFusedDecode,
+                           public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    SY_SKIP_UNLESS_CPU_TIER(GetParam());
+    tier_.emplace(GetParam());
+  }
+  std::optional<test::ScopedCpuTier> tier_;
+};
+
+TEST_P(CpuFusedDecodeTier, MatchesTheStepByStepReference) {
   Case c;
   c.Hq = 8;
   c.Hkv = 2;
   c.D = 128;
   c.rotary = 96;
   c.window = 5;
-  {
-    Block b(c, 9);
-    if (b.kernel)
-      for (int64_t position : {0, 5, 36}) b.step(position);
-  }
-  ::unsetenv("SWITCHYARD_CPU_GENERIC");
+  Block b(c, 9);
+  ASSERT_TRUE(b.kernel);
+  for (int64_t position : {0, 5, 36}) b.step(position);
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, CpuFusedDecodeTier, ::testing::ValuesIn(test::cpu_tiers()),
+                         test::tier_test_name);
 
 TEST_F(CpuFusedDecode, PositionOutsideTheCacheIsInvalidArgumentAndWritesNothing) {
   Case c;

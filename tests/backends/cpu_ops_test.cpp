@@ -25,6 +25,7 @@
 
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
+#include "support/cpu_tiers.hpp"
 #include "support/expected.hpp"
 #include "support/test_paths.hpp"
 
@@ -871,6 +872,43 @@ TEST_F(CpuOps, MatmulReadsAndWritesViews) {
                    matmul_tol(dt, c.k), "matmul view " + dims(c.a) + " -> " + dims(c.c));
     }
 }
+
+// Every tier (cpu_tier.hpp) against the double reference: the skinny path (M <= 8 with b
+// [N, K], gemv.hpp) at every row count of its tiles and one past them, K with and without a
+// vector tail, N split across threads or not; and oneDNN's path beside it.
+class CpuOpsTier : public CpuOps, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    SY_SKIP_UNLESS_CPU_TIER(GetParam());
+    tier_.emplace(GetParam());
+  }
+  std::optional<test::ScopedCpuTier> tier_;
+};
+
+TEST_P(CpuOpsTier, MatmulMatchesReferenceAtEveryRowCount) {
+  for (sy_dtype dt : kFloatTypes)
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9})
+      for (int64_t k : {16, 40, 1000})
+        for (int64_t n : {1, 13, 67})
+          for (bool tb : {true, false}) {
+            if (!tb && m != 1 && m != 8) continue;  // oneDNN's path: covered by the grid above
+            std::string what = GetParam() + " matmul " + dt_name(dt) + " M=" + std::to_string(m) +
+                               " K=" + std::to_string(k) + " N=" + std::to_string(n) +
+                               (tb ? " transpose_b" : "");
+            Buf a(dt, {m, k}),
+                b(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), c(dt, {m, n});
+            auto av = a.set(uniform(a.elements(), -1, 1, unsigned(60 + k + m)));
+            auto bv = b.set(uniform(b.elements(), -1, 1, unsigned(61 + n)));
+            OpDesc op = make_op(SY_OP_MATMUL, {&a, &b}, {&c});
+            if (tb) op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
+            prepare_and_run("matmul", op, {&a, &b}, {&c});
+            expect_close(c.get(), matmul_reference(av, bv, m, k, n, tb), matmul_tol(dt, k), what);
+            if (HasFailure()) return;
+          }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, CpuOpsTier, ::testing::ValuesIn(test::cpu_tiers()),
+                         test::tier_test_name);
 
 // --- bad input through the ABI -------------------------------------------------------
 

@@ -10,6 +10,7 @@
 
 #include "core/executor/executor.hpp"
 #include "core/importer/importer.hpp"
+#include "support/cpu_tiers.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -193,6 +194,27 @@ TEST_F(Executor, PrefillAndDecodeMatchTheDoubleReference) {
     expect_close(got, ref.step(t), "decode of token " + std::to_string(t));
   }
 }
+
+// The same on every tier of cpu_onednn's kernels (cpu_tier.hpp) this CPU has.
+class ExecutorTier : public Executor, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ExecutorTier, PrefillAndDecodeMatchTheDoubleReference) {
+  SY_SKIP_UNLESS_CPU_TIER(GetParam());
+  test::ScopedCpuTier tier(GetParam());
+  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
+  auto m = open(int64_t(prompt.size()), nullptr, {kDLCPU});
+  Reference ref;
+  Mat want;
+  for (int64_t t : prompt) want = ref.step(t);
+  expect_close(m->session->prefill(prompt), want, "prefill");
+  for (int64_t t : {7, 88, 1, 120}) {
+    std::vector<float> got = m->session->decode(t);
+    expect_close(got, ref.step(t), "decode of token " + std::to_string(t));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, ExecutorTier, ::testing::ValuesIn(test::cpu_tiers()),
+                         test::tier_test_name);
 
 TEST_F(Executor, PrefillThenDecodeEqualsALongerPrefill) {
   auto short_model = open(4);

@@ -13,6 +13,7 @@
 #include "core/executor/executor.hpp"
 #include "core/executor/model_weights.hpp"
 #include "core/importer/importer.hpp"
+#include "support/cpu_tiers.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -39,7 +40,8 @@ struct Fixture {
   std::unique_ptr<Session> session;
 };
 
-class Parity : public ::testing::TestWithParam<std::string> {
+// (fixture, CPU tier): every fixture on every tier of cpu_onednn's kernels this CPU has.
+class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   static void SetUpTestSuite() {
     registry_ = new Registry(Registry::discover({{test::kPluginDir}, "test"}, LoadOptions{}));
@@ -82,7 +84,10 @@ class Parity : public ::testing::TestWithParam<std::string> {
 Registry* Parity::registry_ = nullptr;
 
 TEST_P(Parity, GreedyIdsAndLogitsMatchTransformers) {
-  std::unique_ptr<Fixture> f = open(GetParam());
+  const auto& [name, tier] = GetParam();
+  SY_SKIP_UNLESS_CPU_TIER(tier);
+  test::ScopedCpuTier scoped(tier);
+  std::unique_ptr<Fixture> f = open(name);
   const json& top5 = f->expected["top5"];
   const std::vector<int64_t> prompt = f->expected["prompt"];
   const std::vector<int64_t> greedy = f->expected["greedy"];
@@ -123,8 +128,12 @@ TEST(ParityFixtures, EveryListedVariantIsPresent) {
   EXPECT_EQ(fixture_names(), want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::ValuesIn(fixture_names()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Families, Parity,
+                         ::testing::Combine(::testing::ValuesIn(fixture_names()),
+                                            ::testing::ValuesIn(test::cpu_tiers())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace sy

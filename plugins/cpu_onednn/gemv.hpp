@@ -1,0 +1,45 @@
+// Skinny matmul for decode: y [M, N] = x [M, K] · wᵀ with w stored [N, K] (Hugging Face
+// linear weights, matmul's transpose_b), for M <= kGemvMaxRows. A decode step is bound by
+// reading w once; these kernels stream each weight row contiguously, as stored (it already is
+// the layout a row-dot streams, so there is nothing to pre-pack), and keep every output of a row
+// block in registers. One implementation per tier (cpu_tier.hpp); each output is computed by
+// one thread in an order that depends only on K, so results do not change with the threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu_tier.hpp"
+
+namespace sy::cpu {
+
+inline constexpr int kGemvMaxRows = 8;
+
+struct GemvArgs {
+  const float* xf;     // x widened to f32 [M, K] (bf16 x: in the tier's lane order, below)
+  const uint16_t* xb;  // x as bf16 [M, K] when the weights are bf16 (the AVX-512 bf16 dot)
+  const void* w;       // [N, K], f32 or bf16
+  void* y;             // [M, N], f32 or bf16 (rounded to nearest even)
+  int M;
+  int64_t K, N;
+  bool bf16;  // w, x and y are bf16
+};
+
+// Computes the rows [n0, n1) of y.
+using GemvRowsFn = void (*)(const GemvArgs& a, int64_t n0, int64_t n1);
+
+struct GemvTier {
+  const char* name;
+  GemvRowsFn rows;
+  // Writes x (bf16) widened to f32 in the lane order `rows` reads it in; f32 x is used as is.
+  void (*widen_x)(const uint16_t* x, float* xf, int64_t count, int64_t K);
+};
+
+const GemvTier& gemv_tier(const TierChoice& tier);
+
+// Defined in gemv_avx2.cpp / gemv_avx512.cpp, compiled for those instruction sets; called
+// only when the CPU has them.
+const GemvTier& gemv_avx2();
+const GemvTier& gemv_avx512(bool bf16_dot);
+
+}  // namespace sy::cpu

@@ -1,0 +1,144 @@
+// AVX2 + FMA GEMV tier (gemv.hpp). AVX2 has no bf16 dot: 16 bf16 weights are widened to f32 in
+// registers by interleaving them with zeros (one load, two unpacks), which yields elements
+// {0-3, 8-11} and {4-7, 12-15}; x is widened once per call in that same lane order, so the
+// products pair up without a permute. Only this file is compiled with AVX2 flags.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "gemv.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// Local scalar helpers: a shared inline function compiled here with wider instructions could
+// be the copy the linker keeps for the whole plugin (an ODR hazard on older CPUs), so this file
+// includes no header with inline code of its own beyond the intrinsics.
+using bf16_bits = uint16_t;
+inline float widen(float x) {
+  return x;
+}
+inline float widen(bf16_bits x) {
+  uint32_t u = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline bf16_bits round_bf16(float f) {  // to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_bits((u >> 16) | 0x40u);
+  return bf16_bits((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline void prefetch_ahead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + 2048, _MM_HINT_T0);
+}
+
+template <typename T>
+inline void store(const GemvArgs& a, int m, int64_t n, float v) {
+  if constexpr (std::is_same_v<T, float>)
+    static_cast<float*>(a.y)[m * a.N + n] = v;
+  else
+    static_cast<bf16_bits*>(a.y)[m * a.N + n] = round_bf16(v);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 16 weights as two f32 vectors, in the lane order of gemv.hpp's widened x.
+inline void load16(const float* w, __m256& lo, __m256& hi) {
+  lo = _mm256_loadu_ps(w);
+  hi = _mm256_loadu_ps(w + 8);
+}
+inline void load16(const bf16_bits* w, __m256& lo, __m256& hi) {
+  __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  __m256i z = _mm256_setzero_si256();
+  lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
+  hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
+}
+
+// RN weight rows × RM activation rows; two accumulators per pair (lo and hi halves of each 16).
+template <typename W, int RN, int RM>
+void block(const GemvArgs& a, int64_t n, int m0) {
+  const W* w = static_cast<const W*>(a.w) + n * a.K;
+  const float* x = a.xf + m0 * a.K;
+  const int64_t K = a.K, full = K / 16 * 16;
+  __m256 lo_acc[RN][RM], hi_acc[RN][RM];
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) lo_acc[r][m] = hi_acc[r][m] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < full; k += 16) {
+    __m256 xlo[RM], xhi[RM];
+    for (int m = 0; m < RM; ++m) {
+      xlo[m] = _mm256_loadu_ps(x + m * K + k);
+      xhi[m] = _mm256_loadu_ps(x + m * K + k + 8);
+    }
+    for (int r = 0; r < RN; ++r) {
+      prefetch_ahead(w + r * K + k);
+      __m256 wlo, whi;
+      load16(w + r * K + k, wlo, whi);
+      for (int m = 0; m < RM; ++m) {
+        lo_acc[r][m] = _mm256_fmadd_ps(wlo, xlo[m], lo_acc[r][m]);
+        hi_acc[r][m] = _mm256_fmadd_ps(whi, xhi[m], hi_acc[r][m]);
+      }
+    }
+  }
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) {
+      float v = hsum(_mm256_add_ps(lo_acc[r][m], hi_acc[r][m]));
+      for (int64_t k = full; k < K; ++k) v += widen(w[r * K + k]) * x[m * K + k];
+      store<W>(a, m0 + m, n + r, v);
+    }
+}
+
+template <typename W>
+void rows(const GemvArgs& a, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  if (a.M == 1) {
+    for (; n + 4 <= n1; n += 4) block<W, 4, 1>(a, n, 0);
+  } else {
+    for (; n + 2 <= n1; n += 2)
+      for (int m0 = 0; m0 < a.M; m0 += 3) switch (a.M - m0 < 3 ? a.M - m0 : 3) {
+          case 3: block<W, 2, 3>(a, n, m0); break;
+          case 2: block<W, 2, 2>(a, n, m0); break;
+          default: block<W, 2, 1>(a, n, m0); break;
+        }
+  }
+  for (; n < n1; ++n)
+    for (int m = 0; m < a.M; ++m) block<W, 1, 1>(a, n, m);
+}
+
+void rows_any(const GemvArgs& a, int64_t n0, int64_t n1) {
+  if (a.bf16)
+    rows<bf16_bits>(a, n0, n1);
+  else
+    rows<float>(a, n0, n1);
+}
+
+// x in the unpack lane order for every full 16 of each row; the tail in natural order.
+void widen_unpacked(const uint16_t* x, float* xf, int64_t count, int64_t K) {
+  static constexpr int kOrder[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+  for (int64_t row = 0; row < count / K; ++row) {
+    const uint16_t* src = x + row * K;
+    float* dst = xf + row * K;
+    int64_t full = K / 16 * 16;
+    for (int64_t k = 0; k < full; k += 16)
+      for (int i = 0; i < 16; ++i) dst[k + i] = widen(src[k + kOrder[i]]);
+    for (int64_t k = full; k < K; ++k) dst[k] = widen(src[k]);
+  }
+}
+
+const GemvTier kAvx2 = {"avx2", rows_any, widen_unpacked};
+
+}  // namespace
+
+const GemvTier& gemv_avx2() {
+  return kAvx2;
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,166 @@
+// AVX-512 GEMV tier (gemv.hpp): f32 FMA; bf16 with `vdpbf16ps` (pairs of bf16 products summed in
+// f32) where the CPU has AVX512-BF16, else bf16 widened to f32 in registers. Only this file is
+// compiled with AVX-512 flags; gemv.cpp calls it only on a CPU that has them.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "gemv.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// Local scalar helpers: a shared inline function compiled here with wider instructions could
+// be the copy the linker keeps for the whole plugin (an ODR hazard on older CPUs), so this file
+// includes no header with inline code of its own beyond the intrinsics.
+using bf16_bits = uint16_t;
+inline float widen(float x) {
+  return x;
+}
+inline float widen(bf16_bits x) {
+  uint32_t u = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline bf16_bits round_bf16(float f) {  // to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_bits((u >> 16) | 0x40u);
+  return bf16_bits((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Weight rows are read 2 KiB ahead: each row block is RN sequential streams.
+inline void prefetch_ahead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + 2048, _MM_HINT_T0);
+}
+
+template <typename T>
+inline void store(const GemvArgs& a, int m, int64_t n, float v) {
+  if constexpr (std::is_same_v<T, float>)
+    static_cast<float*>(a.y)[m * a.N + n] = v;
+  else
+    static_cast<bf16_bits*>(a.y)[m * a.N + n] = round_bf16(v);
+}
+
+// 16 weights from `w` as f32 (mask selects the valid ones, the rest are 0).
+inline __m512 load_w(const float* w, __mmask16 mask) {
+  return _mm512_maskz_loadu_ps(mask, w);
+}
+inline __m512 load_w(const bf16_bits* w, __mmask16 mask) {
+  __m256i h = _mm256_maskz_loadu_epi16(mask, w);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// RN weight rows × RM activation rows, f32 accumulation, 16 elements of K per step.
+template <typename W, int RN, int RM>
+void block_fma(const GemvArgs& a, int64_t n, int m0) {
+  const W* w = static_cast<const W*>(a.w) + n * a.K;
+  const float* x = a.xf + m0 * a.K;
+  const int64_t K = a.K;
+  __m512 acc[RN][RM];
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 mask = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
+    __m512 xv[RM];
+    for (int m = 0; m < RM; ++m) xv[m] = _mm512_maskz_loadu_ps(mask, x + m * K + k);
+    for (int r = 0; r < RN; ++r) {
+      prefetch_ahead(w + r * K + k);
+      __m512 wv = load_w(w + r * K + k, mask);
+      for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+    }
+  }
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+}
+
+// The same with vdpbf16ps: 32 elements of K per step, x and w both bf16.
+template <int RN, int RM>
+void block_dot_bf16(const GemvArgs& a, int64_t n, int m0) {
+  const bf16_bits* w = static_cast<const bf16_bits*>(a.w) + n * a.K;
+  const bf16_bits* x = a.xb + m0 * a.K;
+  const int64_t K = a.K;
+  __m512 acc[RN][RM];
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    __mmask32 mask = K - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (K - k)) - 1);
+    __m512bh xv[RM];
+    for (int m = 0; m < RM; ++m)
+      xv[m] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + m * K + k);
+    for (int r = 0; r < RN; ++r) {
+      prefetch_ahead(w + r * K + k);
+      __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * K + k);
+      for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
+    }
+  }
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m)
+      store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+}
+
+// One kernel family (FMA on W, or the bf16 dot) over rows [n0, n1): 8-row blocks for a single
+// activation row (8 accumulators in flight), 4 × up-to-4 otherwise, then single rows.
+template <template <int, int> class B>
+void rows_with(const GemvArgs& a, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  if (a.M == 1) {
+    for (; n + 8 <= n1; n += 8) B<8, 1>::run(a, n, 0);
+  } else {
+    for (; n + 4 <= n1; n += 4)
+      for (int m0 = 0; m0 < a.M; m0 += 4) switch (a.M - m0 < 4 ? a.M - m0 : 4) {
+          case 4: B<4, 4>::run(a, n, m0); break;
+          case 3: B<4, 3>::run(a, n, m0); break;
+          case 2: B<4, 2>::run(a, n, m0); break;
+          default: B<4, 1>::run(a, n, m0); break;
+        }
+  }
+  for (; n < n1; ++n)
+    for (int m0 = 0; m0 < a.M; ++m0) B<1, 1>::run(a, n, m0);
+}
+
+template <int RN, int RM>
+struct FmaF32 {
+  static void run(const GemvArgs& a, int64_t n, int m0) { block_fma<float, RN, RM>(a, n, m0); }
+};
+template <int RN, int RM>
+struct FmaBf16 {
+  static void run(const GemvArgs& a, int64_t n, int m0) {
+    block_fma<bf16_bits, RN, RM>(a, n, m0);
+  }
+};
+template <int RN, int RM>
+struct DotBf16 {
+  static void run(const GemvArgs& a, int64_t n, int m0) { block_dot_bf16<RN, RM>(a, n, m0); }
+};
+
+void rows_fma(const GemvArgs& a, int64_t n0, int64_t n1) {
+  if (a.bf16)
+    rows_with<FmaBf16>(a, n0, n1);
+  else
+    rows_with<FmaF32>(a, n0, n1);
+}
+
+void rows_dot(const GemvArgs& a, int64_t n0, int64_t n1) {
+  if (a.bf16)
+    rows_with<DotBf16>(a, n0, n1);
+  else
+    rows_with<FmaF32>(a, n0, n1);
+}
+
+void widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t) {
+  for (int64_t i = 0; i < count; ++i) xf[i] = widen(x[i]);
+}
+
+const GemvTier kFma = {"avx512", rows_fma, widen_natural};
+const GemvTier kDot = {"avx512_bf16", rows_dot, widen_natural};
+
+}  // namespace
+
+const GemvTier& gemv_avx512(bool bf16_dot) {
+  return bf16_dot ? kDot : kFma;
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,63 @@
+// The instruction-set tiers of cpu_onednn's kernels (plugins/cpu_onednn/cpu_tier.hpp), for
+// tests that must pass on each: a tier the CPU has runs under SWITCHYARD_CPU_ISA; one it lacks
+// is skipped with the reason, never dropped silently.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sy::test {
+
+inline std::vector<std::string> cpu_tiers() {
+  return {"avx512", "avx2", "portable"};
+}
+
+// Why this CPU cannot run `tier`, or "" when it can.
+inline std::string cpu_tier_missing(const std::string& tier) {
+  __builtin_cpu_init();
+  if (tier == "avx512" &&
+      !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
+    return "this CPU has no AVX-512 F/BW/VL/DQ";
+  if (tier == "avx2" && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c")))
+    return "this CPU has no AVX2 + FMA + F16C";
+  return "";
+}
+
+// SWITCHYARD_CPU_ISA=tier for the scope; kernels prepared inside it use that tier.
+class ScopedCpuTier {
+ public:
+  explicit ScopedCpuTier(const std::string& tier) {
+    if (const char* old = std::getenv("SWITCHYARD_CPU_ISA")) old_ = old;
+    ::setenv("SWITCHYARD_CPU_ISA", tier.c_str(), 1);
+  }
+  ~ScopedCpuTier() {
+    if (old_)
+      ::setenv("SWITCHYARD_CPU_ISA", old_->c_str(), 1);
+    else
+      ::unsetenv("SWITCHYARD_CPU_ISA");
+  }
+  ScopedCpuTier(const ScopedCpuTier&) = delete;
+  ScopedCpuTier& operator=(const ScopedCpuTier&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+inline std::string tier_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+}  // namespace sy::test
+
+// In a tier-parameterised fixture's SetUp: skip, with the reason, a tier this CPU lacks.
+#define SY_SKIP_UNLESS_CPU_TIER(tier)                                                  \
+  do {                                                                                 \
+    std::string sy_missing_ = ::sy::test::cpu_tier_missing(tier);                      \
+    if (!sy_missing_.empty()) GTEST_SKIP() << "tier " << (tier) << ": " << sy_missing_; \
+  } while (0)
