@@ -449,6 +449,43 @@ int sy_contract_softcap(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   return r.n;
 }
 
+/* y = x[..., start : start + n, ...] along `axis`: same dtype and rank, every extent but the
+ * axis equal to x's, and the kept range inside x. */
+int sy_contract_slice(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  refuser r = {add, ctx, 0};
+  const sy_tensor_desc *x, *y;
+  int64_t axis, start, want[16];
+  int i;
+  if (!operands(&r, op, 1, 1, "x -> y")) return r.n;
+  x = op->inputs[0];
+  y = op->outputs[0];
+  same_dtype(&r, "y", y, "x", x);
+  rank_at_least(&r, "x", x, 1);
+  axis = int_attr(&r, op, SY_ATTR_AXIS, -1);
+  start = int_attr(&r, op, SY_ATTR_START, -1);
+  if (x->ndim > 16)
+    refuse(&r, "rank", "x of rank > 16", "x of rank <= 16", "slice takes x of rank <= 16, has %d",
+           x->ndim);
+  if (x->ndim < 1 || x->ndim > 16) return r.n;
+  if (axis < 0 || axis >= x->ndim) {
+    text64 need = fmt64("axis=%lld", (long long)axis), have = fmt64("0 <= axis < %d", x->ndim);
+    refuse(&r, "attribute", need.s, have.s, "slice needs attribute axis in [0, %d), has %lld",
+           x->ndim, (long long)axis);
+    return r.n;
+  }
+  for (i = 0; i < x->ndim; ++i) want[i] = x->shape[i];
+  if (y->ndim == x->ndim) want[axis] = y->shape[axis];
+  shape_is(&r, "y", y, want, x->ndim, "x's shape but for the sliced axis");
+  if (y->ndim == x->ndim && (start < 0 || start + y->shape[axis] > x->shape[axis])) {
+    text64 need = fmt64("start=%lld, n=%lld", (long long)start, (long long)y->shape[axis]);
+    text64 have = fmt64("0 <= start, start + n <= %lld", (long long)x->shape[axis]);
+    refuse(&r, "attribute", need.s, have.s,
+           "slice keeps [%lld, %lld) of axis %lld, outside x's [0, %lld)", (long long)start,
+           (long long)(start + y->shape[axis]), (long long)axis, (long long)x->shape[axis]);
+  }
+  return r.n;
+}
+
 int sy_contract_unary(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
   if (op->op == SY_OP_GELU) gelu_approximate(&r, op);
@@ -834,6 +871,7 @@ int sy_op_contract_check(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
     case SY_OP_FUSED_DECODE_ATTENTION: return sy_contract_fused_decode_attention(op, add, ctx);
     case SY_OP_SINKS_FROM_LSE: return sy_contract_sinks_from_lse(op, add, ctx);
     case SY_OP_SOFTCAP: return sy_contract_softcap(op, add, ctx);
+    case SY_OP_SLICE: return sy_contract_slice(op, add, ctx);
     default: break;
   }
   return sy_refuse(add, ctx, "operands", "an unknown op kind", "an op of the vocabulary",

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -32,10 +33,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// STREAM triad a = b + s·c over arrays far larger than the last-level cache, split evenly
-// across `threads`; bytes counted as STREAM does (two reads, one write).
-double triad_gbps(int threads) {
-  const size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per array
+}  // namespace
+
+// Arrays far larger than the last-level cache, split evenly across `threads`; bytes counted as
+// STREAM does (two reads, one write).
+double triad_gbps(int threads, size_t n, int repeats) {
   std::vector<std::unique_ptr<float, void (*)(void*)>> arrays;
   for (int i = 0; i < 3; ++i)
     arrays.emplace_back(static_cast<float*>(aligned_zeroed(n * sizeof(float))), std::free);
@@ -55,9 +57,27 @@ double triad_gbps(int threads) {
           for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.f * c[i];
         });
       },
-      1, 7);
+      1, repeats);
   return 3.0 * n * sizeof(float) / (t.median_ms * 1e-3) / 1e9;
 }
+
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name = "CPU", family = "?", model = "?";
+  auto value = [&] { return line.substr(line.find_first_not_of(" \t", line.find(':') + 1)); };
+  while (std::getline(in, line) && !line.empty()) {
+    if (line.find(':') == std::string::npos) continue;
+    if (line.rfind("model name", 0) == 0)
+      name = value();
+    else if (line.rfind("cpu family", 0) == 0)
+      family = value();
+    else if (line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0)
+      model = value();
+  }
+  return name + " (family " + family + ", model " + model + ")";
+}
+
+namespace {
 
 double gemm_gflops(const Registry& reg, sy_dtype dtype, std::string& kernel_name) {
   const int64_t n = 2048;

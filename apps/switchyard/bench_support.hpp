@@ -85,6 +85,13 @@ struct DeviceFigures {
 };
 DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t device);
 
+// STREAM-style triad a[i] = b[i] + 3·c[i] over three arrays of `floats` floats each, on
+// `threads` threads: bytes moved per second, in GB/s (median of `repeats`).
+double triad_gbps(int threads, size_t floats = size_t(64) << 20, int repeats = 7);
+
+// "AMD EPYC 9B45 (family 26, model 2)": /proc/cpuinfo's model name, family and model.
+std::string cpu_identity();
+
 // Threads the CPU plugin uses: SWITCHYARD_NUM_THREADS, else this process's CPU count.
 int bench_threads();
 

@@ -1,5 +1,6 @@
-// `bench attention|matmul`: times a kernel through the ABI and, in the same run, measures the
-// machine's own GEMM rate and memory bandwidth, so every figure comes with its ceiling.
+// `bench attention|matmul` (decode: command_bench_decode.cpp): times a kernel through the ABI and,
+// in the same run, measures the machine's own GEMM rate and memory bandwidth, so every figure comes
+// with its ceiling.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -304,11 +305,12 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
 }  // namespace
 
 int run_bench(const GlobalOptions& global, const Args& args) {
-  if (args.empty() || (args[0] != "attention" && args[0] != "matmul")) {
-    std::cerr << "Usage: switchyard bench attention|matmul [options] (see --help of each)\n";
+  if (args.empty() || (args[0] != "attention" && args[0] != "matmul" && args[0] != "decode")) {
+    std::cerr << "Usage: switchyard bench attention|matmul|decode [options] (see --help of each)\n";
     return args.size() == 1 && (args[0] == "--help" || args[0] == "-h") ? kExitOk : kExitUsage;
   }
   Args rest(args.begin() + 1, args.end());
+  if (args[0] == "decode") return bench_decode(global, rest);
   return args[0] == "attention" ? bench_attention(global, rest) : bench_matmul(global, rest);
 }
 

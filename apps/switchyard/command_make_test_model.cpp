@@ -124,7 +124,17 @@ json config_for(const std::string& shape, int64_t tokenizer_vocab, const std::st
     c["layer_types"] = {"sliding_attention", "full_attention"};
     c["sliding_window"] = 8;
   }
-  if (shape == "smollm2-135m") {  // SmolLM2-135M's shape (hidden 576, 30 layers, 9/3 heads)
+  if (shape == "llama-1b") {  // Llama-3.2-1B's shape (hidden 2048, 16 layers, 32/8 heads, tied)
+    c.update({{"hidden_size", 2048},
+              {"num_hidden_layers", 16},
+              {"num_attention_heads", 32},
+              {"num_key_value_heads", 8},
+              {"intermediate_size", 8192},
+              {"vocab_size", 128256},
+              {"head_dim", 64},
+              {"rope_theta", 500000.0},
+              {"tie_word_embeddings", true}});
+  } else if (shape == "smollm2-135m") {  // SmolLM2-135M's shape (hidden 576, 30 layers, 9/3 heads)
     c.update({{"hidden_size", 576},
               {"num_hidden_layers", 30},
               {"num_attention_heads", 9},
@@ -151,7 +161,8 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
   unsigned seed = 1;
   po::options_description desc("switchyard make-test-model options");
   desc.add_options()("help,h", "show this help")("dir", po::value(&dir), "folder to write")(
-      "shape", po::value(&shape)->default_value("tiny"), "tiny | tiny-sinks | smollm2-135m")(
+      "shape", po::value(&shape)->default_value("tiny"),
+      "tiny | tiny-sinks | smollm2-135m | llama-1b")(
       "dtype", po::value(&dtype)->default_value("f32"), "f32 | bf16")(
       "seed", po::value(&seed)->default_value(1), "random seed of the weights");
   po::positional_options_description pos;
@@ -161,10 +172,12 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
     std::cout << "Usage: switchyard make-test-model DIR [options]\n" << desc;
     return vm.count("help") ? kExitOk : kExitUsage;
   }
-  if ((shape != "tiny" && shape != "tiny-sinks" && shape != "smollm2-135m") ||
+  if ((shape != "tiny" && shape != "tiny-sinks" && shape != "smollm2-135m" &&
+       shape != "llama-1b") ||
       (dtype != "f32" && dtype != "bf16")) {
     std::cerr
-        << "switchyard make-test-model: --shape tiny|tiny-sinks|smollm2-135m, --dtype f32|bf16\n";
+        << "switchyard make-test-model: --shape tiny|tiny-sinks|smollm2-135m|llama-1b, --dtype "
+           "f32|bf16\n";
     return kExitUsage;
   }
   fs::create_directories(dir);

@@ -20,8 +20,10 @@
 #include <ctime>
 #include <optional>
 
+#include "apps/switchyard/bench_support.hpp"
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
+#include "apps/switchyard/model_cost.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/model_weights.hpp"
@@ -321,6 +323,19 @@ int run_run(const GlobalOptions& global, const Args& args) {
            {"decode_overhead_share", overhead},
            {"peak_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
            {"plan_hash", plan.hash}};
+    if (a.json && decode_steps > 0) {
+      // Bytes a step reads at the middle step's depth, over the mean step time, against a short
+      // triad measured now (3 × 64 MiB: past the last-level cache, 0.2 s).
+      const StepBytes bytes =
+          decode_step_bytes(graph.phases[1], int64_t(ids.size()) + decode_steps / 2 + 1);
+      const double gbps = bytes.total() / (dp.total_ms / double(decode_steps) * 1e-3) / 1e9;
+      const double triad = triad_gbps(bench_threads(), size_t(16) << 20, 5);
+      j["decode_bytes_per_step"] = bytes.total();
+      j["decode_kv_bytes_per_step"] = bytes.kv;
+      j["decode_gbps"] = gbps;
+      j["machine_bandwidth_gbps"] = triad;
+      j["decode_bandwidth_ratio"] = triad > 0 ? gbps / triad : 0;
+    }
     json mem = json::object();
     for (const auto& [loc, bytes] : session.memory_bytes()) mem[loc] = bytes;
     j["buffers_bytes"] = mem;

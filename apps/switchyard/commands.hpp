@@ -20,6 +20,7 @@ int run_devices(const GlobalOptions& global, const Args& args);
 int run_caps(const GlobalOptions& global, const Args& args);
 int run_manifest(const GlobalOptions& global, const Args& args);
 int run_bench(const GlobalOptions& global, const Args& args);
+int bench_decode(const GlobalOptions& global, const Args& args);  // `bench decode`
 int run_plan(const GlobalOptions& global, const Args& args);
 int run_run(const GlobalOptions& global, const Args& args);
 int run_make_test_model(const GlobalOptions& global, const Args& args);

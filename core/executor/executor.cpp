@@ -463,6 +463,14 @@ const std::vector<float>& Session::decode(int64_t token) {
   return impl_->last_logits(run);
 }
 
+void Session::rewind(int64_t position) {
+  if (position < 0 || position > position_)
+    throw Error(Errc::prompt_too_long, "cannot rewind to position " + std::to_string(position) +
+                                           ": the session holds positions 0 to " +
+                                           std::to_string(position_));
+  position_ = position;
+}
+
 std::vector<float> Session::every_position_logits() const {
   const Value* v = impl_->staged;
   if (!v) return {};

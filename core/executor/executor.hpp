@@ -58,6 +58,10 @@ class Session {
   // parity checks against a reference, not for the generation loop.
   std::vector<float> every_position_logits() const;
 
+  // Makes `position` (0 <= position <= position()) the next one decoded: the cache rows from
+  // there on are overwritten as decoding goes on, and attention never reads past the step's
+  // own. Drops a continuation, or sets a decode depth for a benchmark. Throws Error otherwise.
+  void rewind(int64_t position);
   int64_t position() const { return position_; }
   int64_t context() const { return context_; }
   const StepProfile& profile(const std::string& phase) const;

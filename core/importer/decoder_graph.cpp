@@ -289,18 +289,28 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
   }
   for (int64_t i = 0; i < m.layers; ++i) x = mlp_block(b, i, attention_block(b, i, x));
 
-  std::string final_hidden = rms_norm(b, -1, "final_norm", "norm", x, "final_hidden", hidden);
+  // Positions whose logits the phase computes: all of them, or the last one (ImportOptions).
+  int64_t rows = b.S;
+  if (!b.decode && !o.every_position_logits && b.S > 1) {
+    std::string last = b.act("last_hidden", {b.B, 1, m.hidden});
+    b.op("last_position", SY_OP_SLICE, {x}, {last}, -1,
+         {{SY_ATTR_AXIS, int64_t(1)}, {SY_ATTR_START, b.S - 1}});
+    x = last;
+    rows = 1;
+  }
+  const Shape out_hidden{b.B, rows, m.hidden}, out_tokens{b.B, rows};
+  std::string final_hidden = rms_norm(b, -1, "final_norm", "norm", x, "final_hidden", out_hidden);
   std::string head = m.tie_embeddings ? "embed_tokens" : b.weight("lm_head", {m.vocab, m.hidden});
-  std::string logits = b.act(m.final_softcap > 0 ? "logits_raw" : "logits", {b.B, b.S, m.vocab});
+  std::string logits = b.act(m.final_softcap > 0 ? "logits_raw" : "logits", {b.B, rows, m.vocab});
   b.op("lm_head", SY_OP_MATMUL, {final_hidden, head}, {logits}, -1,
        {{SY_ATTR_TRANSPOSE_B, int64_t(1)}});
   if (m.final_softcap > 0) {  // Gemma 2: logits = c·tanh(logits / c)
-    b.op("final_softcap", SY_OP_SOFTCAP, {logits}, {b.act("logits", {b.B, b.S, m.vocab})}, -1,
+    b.op("final_softcap", SY_OP_SOFTCAP, {logits}, {b.act("logits", {b.B, rows, m.vocab})}, -1,
          {{SY_ATTR_SOFTCAP, m.final_softcap}});
     logits = "logits";
   }
   b.op("argmax", SY_OP_ARGMAX, {logits},
-       {b.value("next_token", tokens, ValueKind::activation, SY_DTYPE_I64)}, -1);
+       {b.value("next_token", out_tokens, ValueKind::activation, SY_DTYPE_I64)}, -1);
   Phase p = b.take();
   validate(p, file + ":" + name);
   return p;

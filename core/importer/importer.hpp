@@ -4,9 +4,9 @@
 // turn the config of a supported decoder (supported_model_types(): llama, mistral, qwen2, qwen3,
 // smollm3, gemma2, gemma3 / gemma3_text, gpt_oss) into a Graph with two validated phases,
 // "prefill" (the prompt, S = prompt_len) and "decode" (one token against KV caches of `context`
-// rows), plus the fused decode-attention alternatives a fused kernel may take. Nothing is loaded: the graph is
-// what the planner needs (op kinds, shapes, dtypes, attributes), named by the convention of
-// docs/graph-format.md ("Imported graphs"), which the executor relies on.
+// rows), plus the fused decode-attention alternatives a fused kernel may take. Nothing is loaded:
+// the graph is what the planner needs (op kinds, shapes, dtypes, attributes), named by the
+// convention of docs/graph-format.md ("Imported graphs"), which the executor relies on.
 //
 // Every key of the config is honoured, refused by name (SY207) or known to be without effect
 // (config_keys.cpp, rendered as docs/config-keys.md); the rope is computed as transformers does
@@ -35,6 +35,11 @@ struct ImportOptions {
   // Config keys to accept as without effect although the importer does not know them
   // (--allow-config-key); every other unknown key is SY207.
   std::vector<std::string> allowed_config_keys;
+  // Prefill computes the logits of every prompt position, [B, S, V]. Off (the default), a
+  // `slice` takes the last position's hidden state before the final norm, so the head computes
+  // [B, 1, V]: what generation needs, without S·V logits of memory and time (parity checks and
+  // perplexity turn it on).
+  bool every_position_logits = false;
 };
 
 // Reads and imports `config_path`; throws Error (SY201 for JSON syntax, with line:column;

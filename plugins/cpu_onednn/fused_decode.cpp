@@ -1,8 +1,9 @@
-// fused_decode_attention on the CPU: one token of one sequence, f32, every operand in host
-// memory. In one call:
-//   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in]): one pass over the three
-//      weight matrices as a single stack of (Hq + 2·Hkv)·D rows, a memory-bound GEMV split
-//      across the context's threads by blocks of rows;
+// fused_decode_attention on the CPU: one token of one sequence, f32 or bf16, every operand in
+// host memory. In one call:
+//   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in]): the active tier's GEMV
+//      (gemv.hpp) over the three weight matrices in one parallel region, each thread taking its
+//      share of the rows of each, f32 results; bf16 rounds them to bf16 as the unfused graph's
+//      matmuls do, so rope sees the same inputs;
 //   2. rope (neox, partial rotary, rope_math.hpp: the rope kernel's own math) on q and k at
 //      `position`, unless rope = 0 (SmolLM3's NoPE layers);
 //   3. the k and v rows written into the caches at `position`;
@@ -17,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
+#include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
 #include "rope_math.hpp"
@@ -24,23 +28,9 @@
 namespace sy::cpu {
 namespace {
 
-// Σ w[i]·x[i] with 16 independent partial sums (four SSE registers on baseline x86-64; the
-// compiler vectorises the fixed-length inner loop), added pairwise at the end. The order of
-// additions depends only on n, so results do not change with the thread count.
-inline float dot(const float* __restrict w, const float* __restrict x, int64_t n) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += w[i + l] * x[i + l];
-  for (int l = 0; i + l < n; ++l) acc[l] += w[i + l] * x[i + l];
-  for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return acc[0];
-}
-
 struct FusedShape {
   int64_t H, Hq, Hkv, D, C;
+  bool bf16;
   bool rope;
   bool table;     // a scaled rope's inv_freq is input 5
   double factor;  // on cos and sin
@@ -61,8 +51,9 @@ std::unique_ptr<CpuKernel> make_inner_attention(const FusedShape& s, const sy::e
     t.memory = SY_MEMORY_HOST;
     return t;
   };
-  sy_tensor_desc q = tensor(SY_DTYPE_F32, q_shape, 4), kv = tensor(SY_DTYPE_F32, kv_shape, 4),
-                 len = tensor(SY_DTYPE_I64, len_shape, 1), o = tensor(SY_DTYPE_F32, q_shape, 4);
+  const sy_dtype dt = s.bf16 ? SY_DTYPE_BF16 : SY_DTYPE_F32;
+  sy_tensor_desc q = tensor(dt, q_shape, 4), kv = tensor(dt, kv_shape, 4),
+                 len = tensor(SY_DTYPE_I64, len_shape, 1), o = tensor(dt, q_shape, 4);
   const sy_tensor_desc* inputs[] = {&q, &kv, &kv, &len};
   const sy_tensor_desc* outputs[] = {&o};
 
@@ -114,17 +105,20 @@ class FusedDecodeKernel final : public CpuKernel {
                     const CpuContext& ctx)
       : s_(s),
         ctx_(ctx),
+        gemv_(gemv_tier(active_tier())),
         attention_(std::move(attention)),
         qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
+        qkv16_(s.bf16 ? qkv_.size() : 0),
+        x32_(s.bf16 ? size_t(s.H) : 0),
         inv_freq_(s.rope ? rope_inv_freq(theta, s.rotary) : std::vector<double>{}),
         cos_sin_(static_cast<size_t>(s.rope ? s.rotary : 0)) {
     q_shape_[0] = q_shape_[1] = 1;
     q_shape_[2] = s.Hq;
     q_shape_[3] = s.D;
-    q_dl_.data = qkv_.data();
+    q_dl_.data = s.bf16 ? static_cast<void*>(qkv16_.data()) : static_cast<void*>(qkv_.data());
     q_dl_.device = {kDLCPU, 0};
     q_dl_.ndim = 4;
-    q_dl_.dtype = {kDLFloat, 32, 1};
+    q_dl_.dtype = s.bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
     q_dl_.shape = q_shape_;
     kv_len_dl_.data = &kv_len_;
     kv_len_dl_.device = {kDLCPU, 0};
@@ -133,7 +127,7 @@ class FusedDecodeKernel final : public CpuKernel {
     kv_len_dl_.shape = &one_;
   }
 
-  // in: x, wq, wk, wv, position; out: o, k_cache, v_cache.
+  // in: x, wq, wk, wv, position[, inv_freq]; out: o, k_cache, v_cache.
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const FusedShape s = s_;
     const int64_t position = *data_of<const int64_t>(in[4]);
@@ -145,27 +139,20 @@ class FusedDecodeKernel final : public CpuKernel {
                             : " is past the caches' last row " + std::to_string(s.C - 1) +
                                   " (capacity " + std::to_string(s.C) + " rows)") +
               " (valid positions: 0 to " + std::to_string(s.C - 1) + "); nothing was written");
-
-    project(data_of<const float>(in[0]), data_of<const float>(in[1]), data_of<const float>(in[2]),
-            data_of<const float>(in[3]));
-
-    const int64_t kv_row = s.Hkv * s.D;
-    float* q = qkv_.data();
-    float* k = q + s.Hq * s.D;
-    float* v = k + kv_row;
+    project(in);
     if (s.rope) {
       const int64_t half = s.rotary / 2;
       float* cs = cos_sin_.data();
       if (s.table) rope_table(data_of<const float>(in[5]), inv_freq_);
       rope_cos_sin(static_cast<double>(position), inv_freq_.data(), half, s.factor, cs, cs + half);
-      for (int64_t h = 0; h < s.Hq; ++h)
-        rope_head(q + h * s.D, q + h * s.D, s.D, s.rotary, false, cs, cs + half);
-      for (int64_t h = 0; h < s.Hkv; ++h)
-        rope_head(k + h * s.D, k + h * s.D, s.D, s.rotary, false, cs, cs + half);
     }
-    std::memcpy(data_of<float>(out[1]) + position * kv_row, k, sizeof(float) * size_t(kv_row));
-    std::memcpy(data_of<float>(out[2]) + position * kv_row, v, sizeof(float) * size_t(kv_row));
-
+    if (s.bf16) {
+      bf16_bits* q = qkv16_.data();
+      for (size_t i = 0; i < qkv_.size(); ++i) q[i] = from_f32<bf16_bits>(qkv_[i]);
+      finish(q, out, position);
+    } else {
+      finish(qkv_.data(), out, position);
+    }
     kv_len_ = position + 1;
     const DLTensor* attention_in[] = {&q_dl_, out[1], out[2], &kv_len_dl_};
     const DLTensor* attention_out[] = {out[0]};
@@ -173,28 +160,72 @@ class FusedDecodeKernel final : public CpuKernel {
   }
 
  private:
-  static constexpr int64_t kRowsPerTask = 16;
+  // Rope on q and k in place (q, k, v adjacent in `q`), then the k and v rows into the caches.
+  template <typename T>
+  void finish(T* q, const DLTensor* const* out, int64_t position) {
+    const FusedShape& s = s_;
+    const int64_t kv_row = s.Hkv * s.D;
+    T* k = q + s.Hq * s.D;
+    T* v = k + kv_row;
+    if (s.rope) {
+      const float* cs = cos_sin_.data();
+      const float* sn = cs + s.rotary / 2;
+      for (int64_t h = 0; h < s.Hq; ++h)
+        rope_head(q + h * s.D, q + h * s.D, s.D, s.rotary, false, cs, sn);
+      for (int64_t h = 0; h < s.Hkv; ++h)
+        rope_head(k + h * s.D, k + h * s.D, s.D, s.rotary, false, cs, sn);
+    }
+    std::memcpy(data_of<T>(out[1]) + position * kv_row, k, sizeof(T) * size_t(kv_row));
+    std::memcpy(data_of<T>(out[2]) + position * kv_row, v, sizeof(T) * size_t(kv_row));
+  }
 
-  // qkv_ = [wq; wk; wv] · x, rows split across threads in blocks.
-  void project(const float* x, const float* wq, const float* wk, const float* wv) {
-    const int64_t H = s_.H, q_rows = s_.Hq * s_.D, kv_rows = s_.Hkv * s_.D;
-    const int64_t rows = q_rows + 2 * kv_rows;
+  // qkv_ = [wq; wk; wv] · x in f32: one parallel region, each thread its share of each matrix.
+  void project(const DLTensor* const* in) {
+    const FusedShape& s = s_;
+    GemvArgs base{};
+    base.M = 1;
+    base.K = s.H;
+    base.bf16 = s.bf16;
+    base.f32_out = true;
+    if (s.bf16) {
+      base.xb = data_of<const uint16_t>(in[0]);
+      gemv_.widen_x(base.xb, x32_.data(), s.H, s.H);
+      base.xf = x32_.data();
+    } else {
+      base.xf = data_of<const float>(in[0]);
+    }
+    const int64_t rows[3] = {s.Hq * s.D, s.Hkv * s.D, s.Hkv * s.D};
+    GemvArgs parts[3];
     float* y = qkv_.data();
-    parallel_for(ctx_, (rows + kRowsPerTask - 1) / kRowsPerTask, kRowsPerTask * H, [=](int64_t b) {
-      const int64_t end = std::min(rows, (b + 1) * kRowsPerTask);
-      for (int64_t r = b * kRowsPerTask; r < end; ++r) {
-        const float* w = r < q_rows             ? wq + r * H
-                         : r < q_rows + kv_rows ? wk + (r - q_rows) * H
-                                                : wv + (r - q_rows - kv_rows) * H;
-        y[r] = dot(w, x, H);
+    for (int i = 0; i < 3; ++i) {
+      parts[i] = base;
+      parts[i].w = data_of<const void>(in[1 + i]);
+      parts[i].y = y;
+      parts[i].N = rows[i];
+      y += rows[i];
+    }
+    const int64_t total = (rows[0] + 2 * rows[1]) * s.H;
+    const int threads = total >= kParallelWork ? ctx_.num_threads : 1;
+    const GemvTier& tier = gemv_;
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (const GemvArgs& a : parts) {  // whole 8-row blocks per thread, as in ops_matmul
+        const int64_t blocks = (a.N + 7) / 8;
+        const int64_t n0 = std::min(a.N, blocks * t / nt * 8);
+        const int64_t n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
+        if (n1 > n0) tier.rows(a, n0, n1);
       }
-    });
+    }
   }
 
   FusedShape s_;
   CpuContext ctx_;
+  const GemvTier& gemv_;
   std::unique_ptr<CpuKernel> attention_;
-  std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D]
+  std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D], f32
+  std::vector<bf16_bits> qkv16_;  // the same rounded to bf16 (bf16 blocks)
+  std::vector<float> x32_;        // bf16 x widened, in the GEMV tier's lane order
   std::vector<double> inv_freq_;  // [rotary/2]
   std::vector<float> cos_sin_;    // rotary/2 cosines, then rotary/2 sines
   int64_t kv_len_ = 0, one_ = 1;
@@ -212,6 +243,7 @@ std::unique_ptr<CpuKernel> make_fused_decode(const sy::edge::OpCopy& op, const C
   s.D = op.outputs[0].shape[3];
   s.C = op.outputs[1].shape[1];
   s.Hkv = op.outputs[1].shape[2];
+  s.bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
   s.rope = op.int_attr(SY_ATTR_ROPE, 1) != 0;
   s.table = op.inputs.size() == 6;
   s.factor = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);

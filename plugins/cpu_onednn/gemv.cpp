@@ -26,7 +26,7 @@ void rows_portable(const GemvArgs& a, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n)
     for (int m = 0; m < a.M; ++m) {
       float v = dot16(w + n * a.K, a.xf + m * a.K, a.K);
-      if constexpr (std::is_same_v<W, float>)
+      if (std::is_same_v<W, float> || a.f32_out)
         static_cast<float*>(a.y)[m * a.N + n] = v;
       else
         static_cast<bf16_bits*>(a.y)[m * a.N + n] = from_f32<bf16_bits>(v);

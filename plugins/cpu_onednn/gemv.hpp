@@ -19,10 +19,11 @@ struct GemvArgs {
   const float* xf;     // x widened to f32 [M, K] (bf16 x: in the tier's lane order, below)
   const uint16_t* xb;  // x as bf16 [M, K] when the weights are bf16 (the AVX-512 bf16 dot)
   const void* w;       // [N, K], f32 or bf16
-  void* y;             // [M, N], f32 or bf16 (rounded to nearest even)
+  void* y;             // [M, N]: f32, or bf16 (rounded to nearest even) for bf16 w unless f32_out
   int M;
   int64_t K, N;
-  bool bf16;  // w, x and y are bf16
+  bool bf16;             // w and x are bf16
+  bool f32_out = false;  // y is f32 even for bf16 w (the fused decode block's projections)
 };
 
 // Computes the rows [n0, n1) of y.

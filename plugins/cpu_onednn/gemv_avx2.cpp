@@ -33,12 +33,12 @@ inline bf16_bits round_bf16(float f) {  // to nearest even; NaN stays NaN
 }
 
 inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + 2048, _MM_HINT_T0);
+  _mm_prefetch(static_cast<const char*>(p) + 512, _MM_HINT_T0);
 }
 
 template <typename T>
 inline void store(const GemvArgs& a, int m, int64_t n, float v) {
-  if constexpr (std::is_same_v<T, float>)
+  if (std::is_same_v<T, float> || a.f32_out)
     static_cast<float*>(a.y)[m * a.N + n] = v;
   else
     static_cast<bf16_bits*>(a.y)[m * a.N + n] = round_bf16(v);

@@ -20,5 +20,6 @@ std::unique_ptr<CpuKernel> make_argmax(const sy::edge::OpCopy& op, const CpuCont
 std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx);
+std::unique_ptr<CpuKernel> make_slice(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
 }  // namespace sy::cpu

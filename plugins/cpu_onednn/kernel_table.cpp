@@ -46,7 +46,7 @@ constexpr sy_kernel_envelope attention_envelope() {
 // The fused decode block reads raw host slices of every operand: host-only, by design.
 constexpr sy_kernel_envelope fused_decode_envelope() {
   sy_kernel_envelope e = envelope(
-      "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32,
+      "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32 | BF16,
       feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
                     SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_ROPE_SCALED}));
   e.head_dim_multiple = kAttentionHeadDimMultiple;
@@ -80,6 +80,7 @@ const sy_kernel_envelope kEnvelopes[] = {
     // The dtype of the op is its first input's: lse, always f32; o may be f32 or bf16.
     envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32),
     envelope("softcap", SY_OP_SOFTCAP, "generic", F32 | BF16),
+    envelope("slice", SY_OP_SLICE, "generic", F32 | BF16 | I32 | I64),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
@@ -130,14 +131,14 @@ const sy::edge::NarrowFn kLimits[] = {
     nullptr,    nullptr,
     nullptr,    nullptr,
     limit_copy, limit_sinks_from_lse,
-    nullptr,
+    nullptr,    nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
     make_attention, make_fused_decode,   make_kv_cache_append, make_matmul,
     make_embedding, make_rms_norm,       make_layer_norm,      make_rope,
     make_unary,     make_unary,          make_binary,          make_binary,
     make_binary,    make_binary,         make_softmax,         make_argmax,
-    make_copy,      make_sinks_from_lse, make_softcap,
+    make_copy,      make_sinks_from_lse, make_softcap,         make_slice,
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);

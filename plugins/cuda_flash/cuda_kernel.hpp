@@ -57,5 +57,6 @@ std::unique_ptr<CudaKernel> make_softmax(const sy::edge::OpCopy& op, const CudaC
 std::unique_ptr<CudaKernel> make_argmax(const sy::edge::OpCopy& op, const CudaContext& ctx);
 std::unique_ptr<CudaKernel> make_copy(const sy::edge::OpCopy& op, const CudaContext& ctx);
 std::unique_ptr<CudaKernel> make_softcap(const sy::edge::OpCopy& op, const CudaContext& ctx);
+std::unique_ptr<CudaKernel> make_slice(const sy::edge::OpCopy& op, const CudaContext& ctx);
 
 }  // namespace sy::cuda

@@ -63,6 +63,7 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("argmax", SY_OP_ARGMAX, "generic", kFloat),
     envelope("copy", SY_OP_COPY, "generic", kFloat | I32 | I64),
     envelope("softcap", SY_OP_SOFTCAP, "generic", kFloat),
+    envelope("slice", SY_OP_SLICE, "generic", kFloat | I32 | I64),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
@@ -81,7 +82,7 @@ int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn a
 // architecture; the factories.
 const sy::edge::NarrowFn kLimits[] = {
     narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
-    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
+    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 
@@ -90,7 +91,7 @@ const sy::edge::Factory<CudaKernel, CudaContext> kFactories[] = {
     make_embedding,       make_rms_norm,        make_rope,
     make_gated,           make_gated,           make_add,
     make_softmax,         make_argmax,          make_copy,
-    make_softcap,
+    make_softcap,         make_slice,
 };
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 

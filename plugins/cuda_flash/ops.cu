@@ -456,8 +456,42 @@ class Copy final : public CudaKernel {
   int64_t n_ = 0;
 };
 
+// ---- slice -------------------------------------------------------------------------------
+
+// y = x[..., start : start + n, ...]: `outer` runs of n·inner bytes, x's runs x_run bytes apart.
+class Slice final : public CudaKernel {
+ public:
+  Slice(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    const auto& x = op.inputs[0].shape;
+    const size_t axis = size_t(op.int_attr(SY_ATTR_AXIS, 0));
+    int64_t inner = int64_t(sy_dtype_size(op.inputs[0].dtype));
+    for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
+    outer_ = 1;
+    for (size_t i = 0; i < axis; ++i) outer_ *= x[i];
+    x_run_ = size_t(x[axis] * inner);
+    y_run_ = size_t(op.outputs[0].shape[axis] * inner);
+    offset_ = size_t(op.int_attr(SY_ATTR_START, 0) * inner);
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    if (y_run_ == 0 || outer_ == 0) return;
+    check_cuda(
+        cudaMemcpy2DAsync(data_of<char>(out[0]), y_run_, data_of<const char>(in[0]) + offset_,
+                          x_run_, y_run_, size_t(outer_), cudaMemcpyDeviceToDevice, 0),
+        "cudaMemcpy2DAsync(slice)");
+  }
+
+ private:
+  CudaContext ctx_;
+  int64_t outer_ = 0;
+  size_t x_run_ = 0, y_run_ = 0, offset_ = 0;
+};
+
 }  // namespace
 
+std::unique_ptr<CudaKernel> make_slice(const OpCopy& op, const CudaContext& ctx) {
+  return std::make_unique<Slice>(op, ctx);
+}
 std::unique_ptr<CudaKernel> make_embedding(const OpCopy& op, const CudaContext& ctx) {
   return std::make_unique<Embedding>(op, ctx);
 }

@@ -696,6 +696,61 @@ TEST_F(CpuOps, SoftcapIsCapTimesTanhOfXOverCap) {
     }
 }
 
+// --- slice ---------------------------------------------------------------------------
+
+// y = x[..., start : start + n, ...]: every element compared with its index in x, for each
+// axis, dtype and a cut at either end.
+TEST_F(CpuOps, SliceKeepsTheRangeOfOneAxis) {
+  const std::vector<int64_t> shape = {3, 5, 4};
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_I64})
+    for (int64_t axis = 0; axis < 3; ++axis)
+      for (int64_t start : {int64_t(0), shape[size_t(axis)] - 2}) {
+        Buf x(dt, shape);
+        std::vector<double> v(size_t(x.elements()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = double(i);  // exact in bf16 below 256
+        x.set(v);
+        std::vector<int64_t> out = shape;
+        out[size_t(axis)] = 2;
+        Buf y(dt, out);
+        OpDesc op = make_op(SY_OP_SLICE, {&x}, {&y});
+        op.set(SY_ATTR_AXIS, axis);
+        op.set(SY_ATTR_START, start);
+        prepare_and_run("slice", op, {&x}, {&y});
+        std::vector<double> got = y.get();
+        size_t at = 0;
+        for (int64_t a = 0; a < out[0]; ++a)
+          for (int64_t b = 0; b < out[1]; ++b)
+            for (int64_t c = 0; c < out[2]; ++c) {
+              int64_t idx[3] = {a, b, c};
+              idx[axis] += start;
+              ASSERT_EQ(got[at++], double((idx[0] * shape[1] + idx[1]) * shape[2] + idx[2]))
+                  << dt_name(dt) << " axis " << axis << " start " << start;
+            }
+      }
+}
+
+TEST_F(CpuOps, SliceOutsideTheAxisOrWithABadShapeIsRefusedByName) {
+  Buf x(SY_DTYPE_F32, {2, 6, 4}), y(SY_DTYPE_F32, {2, 3, 4}), wrong(SY_DTYPE_F32, {2, 3, 5});
+  auto refused = [&](Buf& out, int64_t axis, int64_t start, const std::string& constraint) {
+    OpDesc op = make_op(SY_OP_SLICE, {&x}, {&out});
+    op.set(SY_ATTR_AXIS, axis);
+    op.set(SY_ATTR_START, start);
+    CheckResult r = check("slice", op);
+    EXPECT_FALSE(r.accepted) << "axis " << axis << " start " << start;
+    bool named = false;
+    for (const auto& f : r.refusals) named = named || f.constraint == constraint;
+    EXPECT_TRUE(named) << constraint << " for axis " << axis << " start " << start;
+  };
+  refused(y, 1, 4, "attribute");   // [4, 7) is past the axis' 6
+  refused(y, 1, -1, "attribute");  // start missing or negative
+  refused(y, 3, 0, "attribute");   // no such axis
+  refused(wrong, 1, 0, "shape_match");
+  OpDesc ok = make_op(SY_OP_SLICE, {&x}, {&y});
+  ok.set(SY_ATTR_AXIS, int64_t{1});
+  ok.set(SY_ATTR_START, int64_t{3});
+  EXPECT_TRUE(check("slice", ok).accepted);
+}
+
 // --- embedding -----------------------------------------------------------------------
 
 TEST_F(CpuOps, EmbeddingGathersRows) {
@@ -895,8 +950,8 @@ TEST_P(CpuOpsTier, MatmulMatchesReferenceAtEveryRowCount) {
             std::string what = GetParam() + " matmul " + dt_name(dt) + " M=" + std::to_string(m) +
                                " K=" + std::to_string(k) + " N=" + std::to_string(n) +
                                (tb ? " transpose_b" : "");
-            Buf a(dt, {m, k}),
-                b(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), c(dt, {m, n});
+            Buf a(dt, {m, k}), b(dt, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}),
+                c(dt, {m, n});
             auto av = a.set(uniform(a.elements(), -1, 1, unsigned(60 + k + m)));
             auto bv = b.set(uniform(b.elements(), -1, 1, unsigned(61 + n)));
             OpDesc op = make_op(SY_OP_MATMUL, {&a, &b}, {&c});

@@ -101,6 +101,32 @@ TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
   }
 }
 
+// Prefill slices the last position before the final norm unless every position is asked for.
+TEST(Importer, PrefillComputesTheLastPositionsLogitsUnlessAskedForAll) {
+  ImportOptions o;
+  o.batch = 2;
+  o.prompt_len = 7;
+  o.context = 100;
+  using S = std::vector<int64_t>;
+  Graph last = import_hf_config(model_config("llama-3.2-1b"), o);
+  const Phase& pre = phase(last, "prefill");
+  const Node& slice = node(pre, "last_position");
+  EXPECT_EQ(slice.op, SY_OP_SLICE);
+  EXPECT_EQ(value(pre, slice.inputs[0]).shape, (S{2, 7, 2048}));
+  EXPECT_EQ(slice.outputs, std::vector<std::string>{"last_hidden"});
+  EXPECT_EQ(node(pre, "final_norm").inputs[0], "last_hidden");
+  EXPECT_EQ(value(pre, "next_token").shape, (S{2, 1}));
+  EXPECT_EQ(phase(last, "decode").node("last_position"), nullptr);
+  o.every_position_logits = true;
+  Graph all = import_hf_config(model_config("llama-3.2-1b"), o);
+  EXPECT_EQ(phase(all, "prefill").node("last_position"), nullptr);
+  EXPECT_EQ(value(phase(all, "prefill"), "logits").shape, (S{2, 7, 128256}));
+  o.prompt_len = 1;  // one position: nothing to cut
+  EXPECT_EQ(
+      phase(import_hf_config(model_config("llama-3.2-1b"), o), "prefill").node("last_position"),
+      nullptr);
+}
+
 TEST(Importer, ValuesFollowTheNamingConvention) {
   ImportOptions o;
   o.batch = 2;
@@ -138,7 +164,7 @@ TEST(Importer, ValuesFollowTheNamingConvention) {
     EXPECT_EQ(cache.shape, (S{2, 100, 8, 64}));
     EXPECT_EQ(value(*p, "l3.v_cache").shape, cache.shape);
     EXPECT_EQ(value(*p, "next_token").dtype, SY_DTYPE_I64);
-    EXPECT_EQ(value(*p, "logits").shape, (S{2, p->name == "prefill" ? 7 : 1, 128256}));
+    EXPECT_EQ(value(*p, "logits").shape, (S{2, 1, 128256}));  // the last position only
     EXPECT_EQ(node(*p, "l3.k_append").outputs, std::vector<std::string>{"l3.k_cache"});
     EXPECT_EQ(node(*p, "l3.k_append").inputs[1], "cache_position");
     for (const auto& n : p->nodes) {

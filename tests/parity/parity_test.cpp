@@ -54,6 +54,7 @@ class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::stri
     f->expected = json::parse(std::ifstream(dir / "expected.json"));
     ImportOptions opts;
     opts.prompt_len = int64_t(f->expected["prompt"].size());
+    opts.every_position_logits = true;  // the reference recorded every prompt position
     opts.context = 64;
     f->graph = import_hf_config((dir / "config.json").string(), opts);
     f->inventory = live_inventory(*registry_);

@@ -44,6 +44,7 @@ int sy_contract_kv_cache_append(const sy_op_desc* op, sy_refusal_fn add, void* c
 int sy_contract_attention(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 int sy_contract_fused_decode_attention(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 int sy_contract_sinks_from_lse(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
+int sy_contract_slice(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 int sy_contract_softcap(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 
 /* The head dim D of a fused_decode_attention op (o's last extent), or 0 when o is not a

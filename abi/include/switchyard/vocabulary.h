@@ -105,6 +105,10 @@ typedef enum sy_op_kind {
   /* Since ABI 1.2. in: x; out: y = softcap · tanh(x / softcap), attr softcap > 0 (Gemma 2's
    * final logit softcapping). */
   SY_OP_SOFTCAP = 18,
+  /* Since ABI 1.2. in: x; out: y = x[..., start : start + n, ...] along attr axis, n being y's
+   * extent there (every other extent equal to x's). The prefill phase takes the last position's
+   * hidden state with it, so the head computes one row of logits, not the prompt's. */
+  SY_OP_SLICE = 19,
   SY_OP_COUNT
 } sy_op_kind;
 
@@ -129,6 +133,7 @@ static inline const char* sy_op_kind_name(sy_op_kind k) {
     case SY_OP_FUSED_DECODE_ATTENTION: return "fused_decode_attention";
     case SY_OP_SINKS_FROM_LSE: return "sinks_from_lse";
     case SY_OP_SOFTCAP: return "softcap";
+    case SY_OP_SLICE: return "slice";
     default: return 0;
   }
 }
@@ -252,6 +257,8 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 /* float, rope and fused_decode_attention (since 1.2): cos and sin are multiplied by it (yarn's
  * attention factor); absent or 1 = none. */
 #define SY_ATTR_ROPE_ATTENTION_FACTOR "rope_attention_factor"
+#define SY_ATTR_AXIS "axis"   /* int, slice (since 1.2): the axis cut, 0 <= axis < rank */
+#define SY_ATTR_START "start" /* int, slice (since 1.2): first index kept, >= 0 */
 
 #ifdef __cplusplus
 } /* extern "C" */

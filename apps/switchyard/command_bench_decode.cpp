@@ -1,0 +1,228 @@
+// `bench decode MODEL_DIR`: the model's own prefill and decode speed, against this machine's
+// ceilings measured in the same run — prefill FLOP/s ÷ GEMM rate, decode bytes/s ÷ triad. The
+// figures users and the issues quote. Weights come from the folder; the tokens are fixed ids
+// (speed does not depend on them), decoded greedily from there.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/switchyard/bench_support.hpp"
+#include "apps/switchyard/commands.hpp"
+#include "apps/switchyard/exit_codes.hpp"
+#include "apps/switchyard/model_cost.hpp"
+#include "core/errors/errors.hpp"
+#include "core/executor/executor.hpp"
+#include "core/executor/model_weights.hpp"
+#include "core/importer/importer.hpp"
+
+namespace sy::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct DecodeArgs {
+  std::string model, dtype, depths = "0,512";
+  int64_t prompt_len = 512, steps = 16;
+  int repeats = 3;
+  bool json = false;
+};
+
+struct DepthFigures {
+  int64_t depth = 0;
+  double ms_per_token = 0, tokens_per_s = 0, gbps = 0, ratio = 0;
+  StepBytes bytes;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median time of one decode step from `depth`: `steps` greedy steps, `repeats` times over.
+DepthFigures time_decode(Session& s, const Phase& decode, const std::vector<int64_t>& prompt,
+                         int64_t depth, const DecodeArgs& a, double triad) {
+  std::vector<double> step_ms;
+  for (int r = 0; r < a.repeats; ++r) {
+    if (depth > s.position()) s.prefill(prompt);  // rewinding only goes back
+    while (s.position() < depth) s.decode(1);
+    s.rewind(depth);
+    int64_t token = 1;
+    for (int64_t i = 0; i < a.steps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      const std::vector<float>& logits = s.decode(token);
+      step_ms.push_back(ms_since(t0));
+      token = int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+  }
+  DepthFigures f;
+  f.depth = depth;
+  f.ms_per_token = median(step_ms);
+  f.tokens_per_s = 1e3 / f.ms_per_token;
+  f.bytes = decode_step_bytes(decode, depth + a.steps / 2 + 1);  // the middle step's cache
+  f.gbps = f.bytes.total() / (f.ms_per_token * 1e-3) / 1e9;
+  f.ratio = triad > 0 ? f.gbps / triad : 0;
+  return f;
+}
+
+std::vector<int64_t> parse_depths(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || v < 0) return {};
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int bench_decode(const GlobalOptions& global, const Args& args) {
+  DecodeArgs a;
+  po::options_description desc("switchyard bench decode options");
+  desc.add_options()("help,h", "show this help")("model", po::value(&a.model), "model folder")(
+      "json", po::bool_switch(&a.json), "machine-readable output")(
+      "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the config's dtype")(
+      "prompt-len", po::value(&a.prompt_len)->default_value(512), "tokens prefilled")(
+      "depths", po::value(&a.depths)->default_value("0,512"),
+      "cache depths decode is timed at, comma-separated")(
+      "steps", po::value(&a.steps)->default_value(16), "decode steps timed per depth and repeat")(
+      "repeats", po::value(&a.repeats)->default_value(3), "timed repeats (median reported)");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  auto vm = parse_command(args, desc, &pos);
+  if (vm.count("help") || a.model.empty()) {
+    std::cout << "Usage: switchyard bench decode MODEL_DIR [options]\n"
+              << desc << "\n"
+              << kExitCodeHelp;
+    return vm.count("help") ? kExitOk : kExitUsage;
+  }
+  std::vector<int64_t> depths = parse_depths(a.depths);
+  if (depths.empty() || a.prompt_len < 1 || a.steps < 1 || a.repeats < 1) {
+    std::cerr << "switchyard bench decode: --prompt-len, --steps and --repeats must be positive, "
+                 "--depths a comma-separated list of depths >= 0\n";
+    return kExitUsage;
+  }
+  const int64_t deepest = *std::max_element(depths.begin(), depths.end());
+  try {
+    fs::path dir = a.model;
+    ImportOptions opts;
+    opts.prompt_len = a.prompt_len;
+    opts.context = std::max(a.prompt_len, deepest) + a.steps + 1;
+    opts.dtype_override = a.dtype;
+    Graph graph = import_hf_config((dir / "config.json").string(), opts);
+    std::string model_type =
+        json::parse(std::ifstream(dir / "config.json"), nullptr, false).value("model_type", "");
+    SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
+    Registry reg = discover_plugins(global, default_load_options());
+    Inventory inv = live_inventory(reg);
+    Policy policy;
+    policy.prefer = {kDLCPU};
+    Plan plan = plan_graph(graph, reg, inv, policy);
+    if (!plan.ok()) throw *plan.error;
+    Session session(graph, plan, reg, inv, safetensors_weight_loader(weights, model_type));
+    const Phase& prefill = graph.phases[0];
+    const Phase& decode = graph.phases[1];
+    const sy_dtype dtype = prefill.value("embed_tokens")->dtype;
+
+    // Ceilings first: the model's buffers are allocated, its weights not yet in cache.
+    const int threads = bench_threads();
+    MachineFigures m = measure_machine(reg, threads);
+    const double gemm = dtype == SY_DTYPE_F32 ? m.gemm_f32_gflops : m.gemm_bf16_gflops;
+
+    std::vector<int64_t> prompt(size_t(a.prompt_len));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int64_t(1 + i % 200);
+    std::vector<double> prefill_ms;
+    session.prefill(prompt);  // warm-up
+    for (int r = 0; r < a.repeats; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      session.prefill(prompt);
+      prefill_ms.push_back(ms_since(t0));
+    }
+    const double p_ms = median(prefill_ms);
+    const double p_flops = phase_flops(prefill);
+    const double p_gflops = p_flops / (p_ms * 1e-3) / 1e9;
+
+    std::vector<DepthFigures> rows;
+    time_decode(session, decode, prompt, 0, a, m.triad_gbps);  // warm-up
+    for (int64_t d : depths)
+      rows.push_back(time_decode(session, decode, prompt, d, a, m.triad_gbps));
+
+    const Plugin* cpu = reg.find("cpu_onednn");
+    const std::string arch =
+        cpu_identity() + (cpu && !cpu->devices().empty() ? ", " + cpu->devices()[0].arch : "");
+    const char* dt = dtype == SY_DTYPE_F32 ? "f32" : dtype == SY_DTYPE_BF16 ? "bf16" : "f16";
+    if (a.json) {
+      json dj = json::array();
+      for (const auto& r : rows)
+        dj.push_back({{"depth", r.depth},
+                      {"ms_per_token", r.ms_per_token},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"weight_bytes", r.bytes.weights},
+                      {"kv_bytes", r.bytes.kv},
+                      {"bytes_per_step", r.bytes.total()},
+                      {"gbps", r.gbps},
+                      {"ratio_triad", r.ratio}});
+      json j = {{"bench", "decode"},
+                {"model", a.model},
+                {"model_type", model_type},
+                {"dtype", dt},
+                {"cpu", arch},
+                {"prefill",
+                 {{"tokens", a.prompt_len},
+                  {"ms", p_ms},
+                  {"tokens_per_s", double(a.prompt_len) / (p_ms * 1e-3)},
+                  {"flops", p_flops},
+                  {"gflops", p_gflops},
+                  {"ratio_gemm", gemm > 0 ? p_gflops / gemm : 0}}},
+                {"decode", dj},
+                {"steps", a.steps},
+                {"repeats", a.repeats},
+                {"machine_gemm_f32_gflops", m.gemm_f32_gflops},
+                {"machine_gemm_bf16_gflops", m.gemm_bf16_gflops},
+                {"machine_bandwidth_gbps", m.triad_gbps},
+                {"threads", m.threads}};
+      std::cout << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::printf("model %s (%s, %s), on %s, %d threads\n", a.model.c_str(), model_type.c_str(), dt,
+                arch.c_str(), threads);
+    std::printf("prefill %lld tokens: %.1f ms, %.1f tokens/s, %.1f GFLOP/s = %.2f of the %s GEMM\n",
+                (long long)a.prompt_len, p_ms, double(a.prompt_len) / (p_ms * 1e-3), p_gflops,
+                gemm > 0 ? p_gflops / gemm : 0, dt);
+    std::printf("%-7s %10s %10s %12s %10s %8s %8s\n", "depth", "tokens/s", "ms/token", "MB/step",
+                "KV MB", "GB/s", "triad");
+    for (const auto& r : rows)
+      std::printf("%-7lld %10.1f %10.2f %12.1f %10.1f %8.1f %8.2f\n", (long long)r.depth,
+                  r.tokens_per_s, r.ms_per_token, r.bytes.total() / 1e6, r.bytes.kv / 1e6, r.gbps,
+                  r.ratio);
+    std::printf(
+        "machine (same run, %d threads): f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s (%s, "
+        "n=2048), triad %.1f GB/s\n",
+        m.threads, m.gemm_f32_gflops, m.gemm_bf16_gflops, m.gemm_kernel.c_str(), m.triad_gbps);
+    return kExitOk;
+  } catch (const Error& e) {
+    const ErrorInfo& info = error_info(e.code);
+    std::cerr << "switchyard bench decode: error " << code_text(e.code) << " (" << info.name
+              << "): " << e.what() << "\n";
+    return info.exit_code;
+  }
+}
+
+}  // namespace sy::cli
