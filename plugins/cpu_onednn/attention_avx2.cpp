@@ -38,7 +38,8 @@ inline __m256 exp2_ps(__m256 x) {
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402265069591007e-1f));
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471805599453e-1f));
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(xi), _mm256_set1_epi32(127)), 23);
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(xi), _mm256_set1_epi32(127)), 23);
   __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   return _mm256_andnot_ps(under, r);
 }
@@ -49,8 +50,9 @@ inline __m256 softcap_ps(__m256 v, float cap) {
   __m256 y = _mm256_mul_ps(v, _mm256_set1_ps(1.f / cap));
   __m256 ay = _mm256_min_ps(_mm256_andnot_ps(sign_bit, y), _mm256_set1_ps(9.f));
   __m256 e = exp2_ps(_mm256_mul_ps(ay, _mm256_set1_ps(2.f * kLog2e)));
-  __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.f),
-                           _mm256_div_ps(_mm256_set1_ps(2.f), _mm256_add_ps(e, _mm256_set1_ps(1.f))));
+  __m256 t =
+      _mm256_sub_ps(_mm256_set1_ps(1.f),
+                    _mm256_div_ps(_mm256_set1_ps(2.f), _mm256_add_ps(e, _mm256_set1_ps(1.f))));
   return _mm256_mul_ps(_mm256_or_ps(t, _mm256_and_ps(y, sign_bit)), _mm256_set1_ps(cap));
 }
 
@@ -264,8 +266,8 @@ void pv_f32(const float* p, const float* v, int64_t vs, int n, int M, int Mp, in
 }
 
 template <typename T>
-void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D,
-        const float* alpha, float* o, void* scratch) {
+void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D, const float* alpha,
+        float* o, void* scratch) {
   if constexpr (sizeof(T) == 4) {
     pv_f32(p, static_cast<const float*>(v0), vs, n, M, Mp, D, alpha, o);
   } else {
@@ -284,8 +286,8 @@ size_t v_block_bytes(int, int D) {
 
 const BlockKernels kF32 = {"avx2_f32", pack_q<float>, scores<float>, softmax,
                            pv<float>,  qt_bytes,      no_scratch};
-const BlockKernels kBf16 = {"avx2_bf16", pack_q<uint16_t>, scores<uint16_t>, softmax,
-                            pv<uint16_t>, qt_bytes,        v_block_bytes};
+const BlockKernels kBf16 = {"avx2_bf16",  pack_q<uint16_t>, scores<uint16_t>, softmax,
+                            pv<uint16_t>, qt_bytes,         v_block_bytes};
 
 }  // namespace
 

@@ -109,7 +109,8 @@ const BlockKernels& generic_kernels(bool bf16) {
 }
 
 const BlockKernels& block_kernels(const TierChoice& tier, bool bf16) {
-  if (tier.tier == CpuTier::avx512 && (!bf16 || tier.avx512_bf16)) return avx512_block_kernels(bf16);
+  if (tier.tier == CpuTier::avx512 && (!bf16 || tier.avx512_bf16))
+    return avx512_block_kernels(bf16);
   if (tier.tier == CpuTier::avx512 || tier.tier == CpuTier::avx2) return avx2_block_kernels(bf16);
   return generic_kernels(bf16);
 }

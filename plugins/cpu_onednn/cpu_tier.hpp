@@ -14,7 +14,7 @@ enum class CpuTier { portable = 0, avx2 = 1, avx512 = 2 };
 struct TierChoice {
   CpuTier tier = CpuTier::portable;
   bool avx512_bf16 = false;  // the avx512 tier may use vdpbf16ps
-  std::string note;          // why the tier is lower than asked, or an unreadable request; "" if none
+  std::string note;  // why the tier is lower than asked, or an unreadable request; "" if none
 };
 
 // The best tier this CPU supports.

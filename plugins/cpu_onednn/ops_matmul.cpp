@@ -152,7 +152,8 @@ class GemvKernel final : public CpuKernel {
 #pragma omp parallel num_threads(threads)
     {
       int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      int64_t n0 = std::min(a.N, blocks * t / nt * 8), n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
+      int64_t n0 = std::min(a.N, blocks * t / nt * 8),
+              n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
       if (n1 > n0) tier_.rows(a, n0, n1);
     }
   }

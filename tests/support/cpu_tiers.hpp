@@ -56,8 +56,8 @@ inline std::string tier_test_name(const ::testing::TestParamInfo<std::string>& i
 }  // namespace sy::test
 
 // In a tier-parameterised fixture's SetUp: skip, with the reason, a tier this CPU lacks.
-#define SY_SKIP_UNLESS_CPU_TIER(tier)                                                  \
-  do {                                                                                 \
-    std::string sy_missing_ = ::sy::test::cpu_tier_missing(tier);                      \
+#define SY_SKIP_UNLESS_CPU_TIER(tier)                                                   \
+  do {                                                                                  \
+    std::string sy_missing_ = ::sy::test::cpu_tier_missing(tier);                       \
     if (!sy_missing_.empty()) GTEST_SKIP() << "tier " << (tier) << ": " << sy_missing_; \
   } while (0)
