@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -230,6 +231,13 @@ MachineFigures measure_machine(const Registry& reg, int threads) {
   m.gemm_bf16_gflops = gemm_gflops(reg, SY_DTYPE_BF16, m.gemm_kernel);
   m.triad_gbps = triad_gbps(threads);
   return m;
+}
+
+void print_machine(const MachineFigures& m) {
+  std::printf(
+      "machine (same run, %d threads): f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s "
+      "(%s, n=2048), triad %.1f GB/s\n",
+      m.threads, m.gemm_f32_gflops, m.gemm_bf16_gflops, m.gemm_kernel.c_str(), m.triad_gbps);
 }
 
 DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t device) {

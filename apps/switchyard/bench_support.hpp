@@ -73,6 +73,8 @@ struct MachineFigures {
   std::string gemm_kernel;  // plugin/kernel that measured it
 };
 MachineFigures measure_machine(const Registry& reg, int threads);
+// "machine (same run, N threads): f32 GEMM … GFLOP/s, bf16 GEMM …, triad … GB/s" on stdout.
+void print_machine(const MachineFigures& m);
 
 // The same ceilings for a device with its own memory, measured through the plugins:
 // the bf16 GEMM rate of the first matmul kernel that accepts a large square problem on a

@@ -9,6 +9,7 @@
 #include "apps/switchyard/bench_support.hpp"
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
+#include "apps/switchyard/model_cost.hpp"
 #include "core/capability/vocabulary.hpp"
 
 namespace sy::cli {
@@ -53,25 +54,6 @@ OpDesc attention_op(const AttentionArgs& a, sy_dtype dt, sy_memory_kind mem) {
   if (a.causal) op.set(SY_ATTR_CAUSAL, int64_t{1});
   if (a.window >= 0) op.set(SY_ATTR_WINDOW_LEFT, a.window);
   return op;
-}
-
-// (query, key) pairs the mask lets through, per batch and head: the useful work.
-double visible_pairs(const AttentionArgs& a) {
-  double pairs = 0;
-  for (int64_t i = 0; i < a.q_len; ++i) {
-    int64_t diag = i + a.kv_len - a.q_len;
-    int64_t hi = a.causal ? std::min(diag, a.kv_len - 1) : a.kv_len - 1;
-    int64_t lo = a.window >= 0 ? std::max<int64_t>(0, diag - a.window) : 0;
-    pairs += double(std::max<int64_t>(0, hi - lo + 1));
-  }
-  return pairs;
-}
-
-void print_machine(const MachineFigures& m) {
-  std::printf(
-      "machine (same run, %d threads): f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s "
-      "(%s, n=2048), triad %.1f GB/s\n",
-      m.threads, m.gemm_f32_gflops, m.gemm_bf16_gflops, m.gemm_kernel.c_str(), m.triad_gbps);
 }
 
 json machine_json(const MachineFigures& m, double gemm) {
@@ -181,7 +163,8 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
   run = BenchRun{};  // a device's memory goes back before its ceilings are measured
   Ceilings ceil = measure_ceilings(reg, *choice.plugin, choice.device, *dt);
 
-  double flops = 4.0 * double(a.batch * a.heads * a.head_dim) * visible_pairs(a);
+  double flops = 4.0 * double(a.batch * a.heads * a.head_dim) *
+                 visible_pairs(a.q_len, a.kv_len, a.causal, a.window);
   double gflops = flops / (t.median_ms * 1e-3) / 1e9;
   double kv_bytes = 2.0 * a.batch * a.kv_len * a.kv_heads * a.head_dim * sy_dtype_size(*dt);
   double gbps = kv_bytes / (t.median_ms * 1e-3) / 1e9;

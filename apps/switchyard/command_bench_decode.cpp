@@ -212,10 +212,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
       std::printf("%-7lld %10.1f %10.2f %12.1f %10.1f %8.1f %8.2f\n", (long long)r.depth,
                   r.tokens_per_s, r.ms_per_token, r.bytes.total() / 1e6, r.bytes.kv / 1e6, r.gbps,
                   r.ratio);
-    std::printf(
-        "machine (same run, %d threads): f32 GEMM %.1f GFLOP/s, bf16 GEMM %.1f GFLOP/s (%s, "
-        "n=2048), triad %.1f GB/s\n",
-        m.threads, m.gemm_f32_gflops, m.gemm_bf16_gflops, m.gemm_kernel.c_str(), m.triad_gbps);
+    print_machine(m);
     return kExitOk;
   } catch (const Error& e) {
     const ErrorInfo& info = error_info(e.code);

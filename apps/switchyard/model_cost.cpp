@@ -18,7 +18,8 @@ int64_t elements(const Value& v) {
   return n;
 }
 
-// Query-key pairs a causal (optionally windowed) attention lets through, per head and batch.
+}  // namespace
+
 double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
   double pairs = 0;
   for (int64_t i = 0; i < sq; ++i) {
@@ -29,8 +30,6 @@ double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
   }
   return pairs;
 }
-
-}  // namespace
 
 StepBytes decode_step_bytes(const Phase& decode, int64_t kv_len) {
   StepBytes b;

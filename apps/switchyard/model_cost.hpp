@@ -19,6 +19,10 @@ struct StepBytes {
 // sliding-window layer reads at most window + 1 of them.
 StepBytes decode_step_bytes(const Phase& decode, int64_t kv_len);
 
+// Query-key pairs a (causal, windowed: window < 0 = none) attention lets through per batch and
+// head, bottom-right aligned: the useful work of Sq queries over Skv keys.
+double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window);
+
 // FLOPs of a phase's matmuls (2·M·K·N) and attentions (4·D per visible query-key pair per query
 // head), the prompt attending to itself.
 double phase_flops(const Phase& phase);

@@ -11,18 +11,12 @@
 #include <cstring>
 
 #include "attention_blocks.hpp"
+#include "isa_scalar.hpp"
 
 namespace sy::cpu {
 namespace {
 
 constexpr int kKeyTile = 6;
-
-inline float widen(uint16_t x) {  // local: no shared inline code compiled with AVX2 (ODR)
-  uint32_t u = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // 2^x for x in base-2 log domain; below -126 (including -inf) exactly 0.
 inline __m256 exp2_ps(__m256 x) {
@@ -114,7 +108,7 @@ void pack_q(const void* const* rows, int M, int Mp, int D, void* out) {
       if constexpr (sizeof(T) == 4)
         x = q[d];
       else
-        x = widen(q[d]);
+        x = scalar_widen(q[d]);
       p.qt[size_t(d) * Mp + r] = x;
       p.qr[size_t(r) * D + d] = x;
     }

@@ -109,7 +109,7 @@ class FusedDecodeKernel final : public CpuKernel {
         attention_(std::move(attention)),
         qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
         qkv16_(s.bf16 ? qkv_.size() : 0),
-        x32_(s.bf16 ? size_t(s.H) : 0),
+        x32_(s.bf16 && gemv_.widen_x ? size_t(s.H) : 0),
         inv_freq_(s.rope ? rope_inv_freq(theta, s.rotary) : std::vector<double>{}),
         cos_sin_(static_cast<size_t>(s.rope ? s.rotary : 0)) {
     q_shape_[0] = q_shape_[1] = 1;
@@ -189,7 +189,7 @@ class FusedDecodeKernel final : public CpuKernel {
     base.f32_out = true;
     if (s.bf16) {
       base.xb = data_of<const uint16_t>(in[0]);
-      gemv_.widen_x(base.xb, x32_.data(), s.H, s.H);
+      if (gemv_.widen_x) gemv_.widen_x(base.xb, x32_.data(), s.H, s.H);
       base.xf = x32_.data();
     } else {
       base.xf = data_of<const float>(in[0]);

@@ -24,13 +24,7 @@ template <typename W>
 void rows_portable(const GemvArgs& a, int64_t n0, int64_t n1) {
   const W* w = static_cast<const W*>(a.w);
   for (int64_t n = n0; n < n1; ++n)
-    for (int m = 0; m < a.M; ++m) {
-      float v = dot16(w + n * a.K, a.xf + m * a.K, a.K);
-      if (std::is_same_v<W, float> || a.f32_out)
-        static_cast<float*>(a.y)[m * a.N + n] = v;
-      else
-        static_cast<bf16_bits*>(a.y)[m * a.N + n] = from_f32<bf16_bits>(v);
-    }
+    for (int m = 0; m < a.M; ++m) gemv_store<W>(a, m, n, dot16(w + n * a.K, a.xf + m * a.K, a.K));
 }
 
 void rows_portable_any(const GemvArgs& a, int64_t n0, int64_t n1) {
@@ -40,13 +34,13 @@ void rows_portable_any(const GemvArgs& a, int64_t n0, int64_t n1) {
     rows_portable<float>(a, n0, n1);
 }
 
-void widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t) {
-  for (int64_t i = 0; i < count; ++i) xf[i] = to_f32(x[i]);
-}
-
-const GemvTier kPortable = {"portable", rows_portable_any, widen_natural};
+const GemvTier kPortable = {"portable", rows_portable_any, gemv_widen_natural};
 
 }  // namespace
+
+void gemv_widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t) {
+  for (int64_t i = 0; i < count; ++i) xf[i] = to_f32(x[i]);
+}
 
 const GemvTier& gemv_tier(const TierChoice& tier) {
   switch (tier.tier) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cpu_tier.hpp"
+#include "isa_scalar.hpp"
 
 namespace sy::cpu {
 
@@ -32,11 +33,27 @@ using GemvRowsFn = void (*)(const GemvArgs& a, int64_t n0, int64_t n1);
 struct GemvTier {
   const char* name;
   GemvRowsFn rows;
-  // Writes x (bf16) widened to f32 in the lane order `rows` reads it in; f32 x is used as is.
+  // Writes bf16 x widened to f32 in the lane order `rows` reads it in (f32 x is used as is);
+  // nullptr when `rows` reads bf16 x itself (GemvArgs::xb, the AVX-512 bf16 dot).
   void (*widen_x)(const uint16_t* x, float* xf, int64_t count, int64_t K);
 };
 
 const GemvTier& gemv_tier(const TierChoice& tier);
+
+// bf16 x widened in natural order (the portable and AVX-512 FMA tiers' widen_x).
+void gemv_widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t K);
+
+namespace {
+// y[m][n] = v in y's dtype. Internal linkage: the tier files compiled with wider instruction sets
+// each get their own copy (isa_scalar.hpp says why).
+template <typename W>
+inline void gemv_store(const GemvArgs& a, int m, int64_t n, float v) {
+  if (sizeof(W) == 4 || a.f32_out)
+    static_cast<float*>(a.y)[m * a.N + n] = v;
+  else
+    static_cast<uint16_t*>(a.y)[m * a.N + n] = scalar_round_bf16(v);
+}
+}  // namespace
 
 // Defined in gemv_avx2.cpp / gemv_avx512.cpp, compiled for those instruction sets; called
 // only when the CPU has them.

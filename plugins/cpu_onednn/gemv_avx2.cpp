@@ -4,44 +4,15 @@
 // products pair up without a permute. Only this file is compiled with AVX2 flags.
 #include <immintrin.h>
 
-#include <cstring>
-#include <type_traits>
-
 #include "gemv.hpp"
 
 namespace sy::cpu {
 namespace {
 
-// Local scalar helpers: a shared inline function compiled here with wider instructions could
-// be the copy the linker keeps for the whole plugin (an ODR hazard on older CPUs), so this file
-// includes no header with inline code of its own beyond the intrinsics.
 using bf16_bits = uint16_t;
-inline float widen(float x) {
-  return x;
-}
-inline float widen(bf16_bits x) {
-  uint32_t u = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline bf16_bits round_bf16(float f) {  // to nearest even; NaN stays NaN
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_bits((u >> 16) | 0x40u);
-  return bf16_bits((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 inline void prefetch_ahead(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + 512, _MM_HINT_T0);
-}
-
-template <typename T>
-inline void store(const GemvArgs& a, int m, int64_t n, float v) {
-  if (std::is_same_v<T, float> || a.f32_out)
-    static_cast<float*>(a.y)[m * a.N + n] = v;
-  else
-    static_cast<bf16_bits*>(a.y)[m * a.N + n] = round_bf16(v);
 }
 
 inline float hsum(__m256 v) {
@@ -91,8 +62,8 @@ void block(const GemvArgs& a, int64_t n, int m0) {
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) {
       float v = hsum(_mm256_add_ps(lo_acc[r][m], hi_acc[r][m]));
-      for (int64_t k = full; k < K; ++k) v += widen(w[r * K + k]) * x[m * K + k];
-      store<W>(a, m0 + m, n + r, v);
+      for (int64_t k = full; k < K; ++k) v += scalar_widen(w[r * K + k]) * x[m * K + k];
+      gemv_store<W>(a, m0 + m, n + r, v);
     }
 }
 
@@ -128,8 +99,8 @@ void widen_unpacked(const uint16_t* x, float* xf, int64_t count, int64_t K) {
     float* dst = xf + row * K;
     int64_t full = K / 16 * 16;
     for (int64_t k = 0; k < full; k += 16)
-      for (int i = 0; i < 16; ++i) dst[k + i] = widen(src[k + kOrder[i]]);
-    for (int64_t k = full; k < K; ++k) dst[k] = widen(src[k]);
+      for (int i = 0; i < 16; ++i) dst[k + i] = scalar_widen(src[k + kOrder[i]]);
+    for (int64_t k = full; k < K; ++k) dst[k] = scalar_widen(src[k]);
   }
 }
 

@@ -3,46 +3,17 @@
 // compiled with AVX-512 flags; gemv.cpp calls it only on a CPU that has them.
 #include <immintrin.h>
 
-#include <cstring>
-#include <type_traits>
-
 #include "gemv.hpp"
 
 namespace sy::cpu {
 namespace {
 
-// Local scalar helpers: a shared inline function compiled here with wider instructions could
-// be the copy the linker keeps for the whole plugin (an ODR hazard on older CPUs), so this file
-// includes no header with inline code of its own beyond the intrinsics.
 using bf16_bits = uint16_t;
-inline float widen(float x) {
-  return x;
-}
-inline float widen(bf16_bits x) {
-  uint32_t u = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline bf16_bits round_bf16(float f) {  // to nearest even; NaN stays NaN
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_bits((u >> 16) | 0x40u);
-  return bf16_bits((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 // Weight rows are read 512 bytes ahead: each row block is RN sequential streams, and 512 B
 // per stream keeps enough misses in flight (better than 1-4 KiB, or none, on Zen 5).
 inline void prefetch_ahead(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + 512, _MM_HINT_T0);
-}
-
-template <typename T>
-inline void store(const GemvArgs& a, int m, int64_t n, float v) {
-  if (std::is_same_v<T, float> || a.f32_out)
-    static_cast<float*>(a.y)[m * a.N + n] = v;
-  else
-    static_cast<bf16_bits*>(a.y)[m * a.N + n] = round_bf16(v);
 }
 
 // 16 weights from `w` as f32 (mask selects the valid ones, the rest are 0).
@@ -74,7 +45,7 @@ void block_fma(const GemvArgs& a, int64_t n, int m0) {
     }
   }
   for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+    for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
 }
 
 // The same with vdpbf16ps: 32 elements of K per step, x and w both bf16.
@@ -98,7 +69,7 @@ void block_dot_bf16(const GemvArgs& a, int64_t n, int m0) {
   }
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m)
-      store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+      gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
 }
 
 // One kernel family (FMA on W, or the bf16 dot) over rows [n0, n1): 4-row blocks for a single
@@ -148,12 +119,8 @@ void rows_dot(const GemvArgs& a, int64_t n0, int64_t n1) {
     rows_with<FmaF32>(a, n0, n1);
 }
 
-void widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t) {
-  for (int64_t i = 0; i < count; ++i) xf[i] = widen(x[i]);
-}
-
-const GemvTier kFma = {"avx512", rows_fma, widen_natural};
-const GemvTier kDot = {"avx512_bf16", rows_dot, widen_natural};
+const GemvTier kFma = {"avx512", rows_fma, gemv_widen_natural};
+const GemvTier kDot = {"avx512_bf16", rows_dot, nullptr};  // reads bf16 x itself
 
 }  // namespace
 

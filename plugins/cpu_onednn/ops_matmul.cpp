@@ -127,7 +127,9 @@ class MatmulKernel final : public CpuKernel {
 class GemvKernel final : public CpuKernel {
  public:
   GemvKernel(int64_t m, int64_t k, int64_t n, bool bf16, const CpuContext& ctx)
-      : tier_(gemv_tier(active_tier())), ctx_(ctx), x32_(bf16 ? size_t(m * k) : 0) {
+      : tier_(gemv_tier(active_tier())),
+        ctx_(ctx),
+        x32_(bf16 && tier_.widen_x ? size_t(m * k) : 0) {
     args_.M = int(m);
     args_.K = k;
     args_.N = n;
@@ -140,7 +142,7 @@ class GemvKernel final : public CpuKernel {
     a.y = data_of<void>(out[0]);
     if (a.bf16) {
       a.xb = data_of<const uint16_t>(in[0]);
-      tier_.widen_x(a.xb, x32_.data(), a.M * a.K, a.K);
+      if (tier_.widen_x) tier_.widen_x(a.xb, x32_.data(), a.M * a.K, a.K);
       a.xf = x32_.data();
     } else {
       a.xf = data_of<const float>(in[0]);

@@ -183,24 +183,6 @@ std::vector<Case> grid() {
   return out;
 }
 
-TEST_F(CpuAttention, EveryFeatureAtOnce) {
-  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16}) {
-    Case c;
-    c.dtype = dt;
-    c.B = 3;
-    c.Sq = 70;
-    c.Skv = 150;
-    c.Hq = 16;
-    c.Hkv = 2;
-    c.D = 96;
-    c.causal = c.sinks = true;
-    c.window = 40;
-    c.softcap = 15;
-    c.scale = 0.2;
-    expect_matches(c);
-  }
-}
-
 // One sequence, one KV head: the kernel splits the KV range across threads and merges the
 // splits with their LSEs.
 TEST_F(CpuAttention, DecodeWithKvSplitsMatches) {

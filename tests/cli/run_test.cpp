@@ -47,6 +47,63 @@ TEST_F(RunCli, GeneratesTextAndReportsSpeeds) {
   EXPECT_EQ(json::parse(again.out)["generated_ids"], j["generated_ids"]);
 }
 
+// The weights a decode step reads, from the safetensors header itself: every tensor once, but
+// the embedding table only for the one row it looks up (the test model's head is untied).
+double weight_bytes_per_step(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), std::streamsize(n));
+  double bytes = 0;
+  const json tensors = json::parse(header);
+  for (const auto& [name, t] : tensors.items()) {
+    if (name == "__metadata__") continue;
+    const double size =
+        double(t["data_offsets"][1].get<uint64_t>() - t["data_offsets"][0].get<uint64_t>());
+    bytes += name == "model.embed_tokens.weight" ? size / t["shape"][0].get<double>() : size;
+  }
+  return bytes;
+}
+
+TEST_F(RunCli, JsonReportsTheDecodeBandwidthRatio) {
+  auto r = run("--prompt 'the cat' --max-tokens 8 --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  const double prompt = j["prompt_tokens"].get<double>();
+  // 2 layers × (K, V) × the middle step's rows (prompt + 7 steps / 2 + 1) × Hkv 2 × D 16 × f32.
+  const double kv = 2 * 2 * (prompt + 3 + 1) * 2 * 16 * 4;
+  EXPECT_DOUBLE_EQ(j["decode_kv_bytes_per_step"].get<double>(), kv);
+  EXPECT_DOUBLE_EQ(j["decode_bytes_per_step"].get<double>(),
+                   weight_bytes_per_step(model_ / "model.safetensors") + kv);
+  EXPECT_GT(j["machine_bandwidth_gbps"].get<double>(), 0);
+  EXPECT_NEAR(j["decode_bandwidth_ratio"].get<double>(),
+              j["decode_gbps"].get<double>() / j["machine_bandwidth_gbps"].get<double>(), 1e-9);
+}
+
+TEST_F(RunCli, BenchDecodeReportsEveryDepthAgainstTheCeilings) {
+  auto r = test::run_switchyard("bench decode " + model_.string() +
+                                " --prompt-len 8 --depths 0,4 --steps 2 --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  const double weights = weight_bytes_per_step(model_ / "model.safetensors");
+  for (const auto& d : j["decode"]) {
+    // The middle of 2 steps from depth d reads d + 2 rows of each of the 4 caches.
+    const double kv = 4 * (d["depth"].get<double>() + 2) * 2 * 16 * 4;
+    EXPECT_DOUBLE_EQ(d["kv_bytes"].get<double>(), kv) << d;
+    EXPECT_DOUBLE_EQ(d["weight_bytes"].get<double>(), weights) << d;
+    EXPECT_GT(d["tokens_per_s"].get<double>(), 0) << d;
+    EXPECT_NEAR(d["ratio_triad"].get<double>(),
+                d["gbps"].get<double>() / j["machine_bandwidth_gbps"].get<double>(), 1e-9);
+  }
+  EXPECT_GT(j["prefill"]["flops"].get<double>(), 0);
+  EXPECT_GT(j["machine_gemm_f32_gflops"].get<double>(), 0);
+  auto bad = test::run_switchyard("bench decode " + model_.string() + " --depths 0,x");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--depths"));
+}
+
 TEST_F(RunCli, PromptLongerThanTheContextIsExitFour) {
   auto r = run("--prompt 'a long prompt here' --max-tokens 4 --context 8");
   EXPECT_EQ(r.exit_code, 4);

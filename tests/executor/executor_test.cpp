@@ -176,6 +176,19 @@ class Executor : public ::testing::Test {
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-4 * std::max(1.0, scale)) << what << " logit " << i;
   }
+  // Prefill of a 5-token prompt and 4 decode steps against the double reference.
+  static void expect_prefill_and_decode_match(std::vector<DLDeviceType> prefer) {
+    const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
+    auto m = open(int64_t(prompt.size()), nullptr, std::move(prefer));
+    Reference ref;
+    Mat want;
+    for (int64_t t : prompt) want = ref.step(t);
+    expect_close(m->session->prefill(prompt), want, "prefill");
+    for (int64_t t : {7, 88, 1, 120}) {
+      std::vector<float> got = m->session->decode(t);
+      expect_close(got, ref.step(t), "decode of token " + std::to_string(t));
+    }
+  }
   static Registry* registry_;
 };
 Registry* Executor::registry_ = nullptr;
@@ -183,16 +196,7 @@ Registry* Executor::registry_ = nullptr;
 // f32 tolerance: 2e-4 of the largest logit — f32 accumulation through two layers of
 // K ≤ 96 products and the attention kernel's f32 exp2 polynomial.
 TEST_F(Executor, PrefillAndDecodeMatchTheDoubleReference) {
-  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
-  auto m = open(int64_t(prompt.size()));
-  Reference ref;
-  Mat want;
-  for (int64_t t : prompt) want = ref.step(t);
-  expect_close(m->session->prefill(prompt), want, "prefill");
-  for (int64_t t : {7, 88, 1, 120}) {
-    std::vector<float> got = m->session->decode(t);
-    expect_close(got, ref.step(t), "decode of token " + std::to_string(t));
-  }
+  expect_prefill_and_decode_match({kDLCUDA, kDLCPU});
 }
 
 // The same on every tier of cpu_onednn's kernels (cpu_tier.hpp) this CPU has.
@@ -201,16 +205,7 @@ class ExecutorTier : public Executor, public ::testing::WithParamInterface<std::
 TEST_P(ExecutorTier, PrefillAndDecodeMatchTheDoubleReference) {
   SY_SKIP_UNLESS_CPU_TIER(GetParam());
   test::ScopedCpuTier tier(GetParam());
-  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
-  auto m = open(int64_t(prompt.size()), nullptr, {kDLCPU});
-  Reference ref;
-  Mat want;
-  for (int64_t t : prompt) want = ref.step(t);
-  expect_close(m->session->prefill(prompt), want, "prefill");
-  for (int64_t t : {7, 88, 1, 120}) {
-    std::vector<float> got = m->session->decode(t);
-    expect_close(got, ref.step(t), "decode of token " + std::to_string(t));
-  }
+  expect_prefill_and_decode_match({kDLCPU});
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, ExecutorTier, ::testing::ValuesIn(test::cpu_tiers()),
