@@ -4,6 +4,9 @@
 //
 // Work item = (batch, KV head, block of query positions, KV split). Its rows are the query
 // heads of that KV head times the query positions, so K and V are read once per group.
+// Decoding (at most kRowAlign rows per KV head) takes its own path, process_decode: one item is
+// (batch, KV split) over every KV head at once, so the cache is read in address order
+// (DecodeBlock in attention_blocks.hpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -22,7 +25,6 @@ namespace sy::cpu {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kDecodeBlockKeys = 8;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -58,6 +60,8 @@ struct Geometry {
   int block;   // keys per block, at most kBlockKeys
   int nsplit;  // KV splits per item
   int max_rows, max_rows_padded;
+  bool decode;  // few query rows: the DecodeBlock path
+  int lanes;    // decoding: a score row's length (DecodeBlock::lanes)
 };
 
 struct Semantics {
@@ -73,6 +77,9 @@ struct Workspace {
   std::unique_ptr<char, AlignedFree> qt, s, o, pv, m, l, alpha, lo, hi;
   std::vector<const void*> rows;
   size_t qt_stride = 0;  // bytes between the heads' packed queries
+  // Decoding (DecodeBlock): f32 queries [H][R][D], scores [kDecodeKeys][lanes], and the
+  // softmax state and valid key range per lane.
+  std::unique_ptr<char, AlignedFree> dq, ds, dm, dl, dalpha, dlo, dhi;
 };
 
 // One item's rows and their valid key ranges (identical for every KV head of the item).
@@ -89,7 +96,8 @@ class AttentionKernel final : public CpuKernel {
     const auto& k = op.inputs[1].shape;
     bf16_ = op.inputs[0].dtype == SY_DTYPE_BF16;
     esize_ = bf16_ ? 2 : 4;
-    g_ = {q[0], q[1], k[1], q[2], k[2], q[3], int(q[2] / k[2]), 0, 0, 1, kBlockKeys, 1, 0, 0};
+    g_ = {q[0],       q[1], k[1], q[2], k[2],  q[3], int(q[2] / k[2]), 0, 0, 1,
+          kBlockKeys, 1,    0,    0,    false, 0};
     sem_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
     sem_.window = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
     double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
@@ -99,6 +107,7 @@ class AttentionKernel final : public CpuKernel {
     sem_.sinks = op.has(SY_FEATURE_SINKS);
     sem_.lse = op.outputs.size() > 1;
     blocks_ = &block_kernels(active_tier(), bf16_);
+    decode_blocks_ = &decode_kernels(active_tier(), bf16_);
     plan();
     allocate();
     kv_len_.assign(size_t(g_.B), g_.Skv);
@@ -120,7 +129,10 @@ class AttentionKernel final : public CpuKernel {
       int64_t qb = g_.nqb - 1 - rest % g_.nqb;
       rest /= g_.nqb;
       int64_t hg = rest % head_groups, b = rest / head_groups;
-      process(ws, in, out, sinks, lse, kv_len[b], b, hg * g_.heads, qb, split);
+      if (g_.decode)
+        process_decode(ws, in, out, sinks, lse, kv_len[b], b, split);
+      else
+        process(ws, in, out, sinks, lse, kv_len[b], b, hg * g_.heads, qb, split);
     }
     if (g_.nsplit > 1) merge_splits(out, sinks, lse);
   }
@@ -132,14 +144,13 @@ class AttentionKernel final : public CpuKernel {
     g_.max_rows = g_.bq * g_.group;
     g_.max_rows_padded = round_up(g_.max_rows, kRowAlign);
     int64_t want = 4 * int64_t(threads_);
-    // Decoding (few query rows): one item walks every KV head in step, so each key position's
-    // rows of all heads, adjacent in memory, are read together as one stream; the KV range is
-    // then split so every thread has items.
+    // Decoding (few query rows): one item walks every KV head in step (process_decode); the
+    // KV range is split so every thread has items.
     if (g_.nqb == 1 && g_.max_rows <= kRowAlign) {
+      g_.decode = true;
       g_.heads = int(g_.Hkv);
-      // Few keys per block, so the pages holding them (one per key position, all heads)
-      // are consumed whole while few are open: the hardware prefetchers follow.
-      g_.block = kDecodeBlockKeys;
+      g_.block = kDecodeKeys;
+      g_.lanes = round_up(int(g_.Hkv) * g_.max_rows + 3, kRowAlign);
       int64_t by_length = std::max<int64_t>(1, g_.Skv / (4 * kBlockKeys));
       g_.nsplit = int(std::min<int64_t>((want + g_.B - 1) / g_.B, by_length));
       return;
@@ -164,6 +175,12 @@ class AttentionKernel final : public CpuKernel {
       for (auto* p : {&w.m, &w.l, &w.alpha}) *p = aligned_bytes(4 * size_t(H) * Mp);
       for (auto* p : {&w.lo, &w.hi}) *p = aligned_bytes(4 * size_t(Mp));
       w.rows.resize(M);
+      if (g_.decode) {
+        w.dq = aligned_bytes(sizeof(float) * size_t(H) * M * D);
+        w.ds = aligned_bytes(sizeof(float) * size_t(kDecodeKeys) * g_.lanes);
+        for (auto* p : {&w.dm, &w.dl, &w.dalpha, &w.dlo, &w.dhi})
+          *p = aligned_bytes(4 * size_t(g_.lanes));
+      }
     }
     if (g_.nsplit > 1) {
       size_t parts = size_t(g_.B * g_.Hkv * g_.nqb * g_.nsplit);
@@ -223,14 +240,7 @@ class AttentionKernel final : public CpuKernel {
                int64_t split) {
     const int D = int(g_.D), group = g_.group, H = g_.heads;
     Rows r = rows_of(ws, L, qb);
-    // This split's share of the key range, in whole blocks.
-    int64_t begin = r.jmin, end = r.jmax + 1;
-    if (g_.nsplit > 1 && end > begin) {
-      int64_t blocks = (end - begin + g_.block - 1) / g_.block;
-      int64_t per = (blocks + g_.nsplit - 1) / g_.nsplit;
-      begin = r.jmin + split * per * g_.block;
-      end = std::min<int64_t>(end, begin + per * g_.block);
-    }
+    auto [begin, end] = split_range(r, split);
     const char* q = data_of<char>(in[0]);
     const size_t MD = size_t(g_.max_rows) * D, MP = size_t(g_.max_rows_padded);
     for (int h = 0; h < H; ++h) {
@@ -279,7 +289,131 @@ class AttentionKernel final : public CpuKernel {
                     ws.pv.get());
       }
     }
-    for (int h = 0; h < H; ++h) {
+    emit(ws, out, sinks, lse, b, hkv0, r, qb, split);
+  }
+
+  // Decoding: every KV head of sequence b over this split's keys, kDecodeKeys at a time
+  // (DecodeBlock). Leaves o, m and l in the per-head layout `process` leaves them in.
+  void process_decode(Workspace& ws, const DLTensor* const* in, const DLTensor* const* out,
+                      const float* sinks, float* lse, int64_t L, int64_t b, int64_t split) {
+    const int D = int(g_.D), H = g_.heads, lanes = g_.lanes;
+    const Rows r = rows_of(ws, L, 0);
+    const int R = r.M;
+    auto [begin, end] = split_range(r, split);
+    auto* m = reinterpret_cast<float*>(ws.dm.get());
+    auto* l = reinterpret_cast<float*>(ws.dl.get());
+    auto* lo = reinterpret_cast<int32_t*>(ws.dlo.get());
+    auto* hi = reinterpret_cast<int32_t*>(ws.dhi.get());
+    const auto* row_lo = reinterpret_cast<const int32_t*>(ws.lo.get());
+    const auto* row_hi = reinterpret_cast<const int32_t*>(ws.hi.get());
+    for (int x = 0; x < lanes; ++x) {
+      m[x] = kNegInf, l[x] = 0.f;
+      lo[x] = x < H * R ? row_lo[x % R] : 0;  // padding lanes: no valid key
+      hi[x] = x < H * R ? row_hi[x % R] : -1;
+    }
+    auto* o = reinterpret_cast<float*>(ws.o.get());  // [H][R][D]: process's head_state layout
+    std::memset(o, 0, sizeof(float) * size_t(H) * R * D);
+    pack_decode_queries(ws, data_of<char>(in[0]), b);
+    const int64_t stride = g_.Hkv * g_.D;
+    DecodeBlock db{reinterpret_cast<const float*>(ws.dq.get()),
+                   nullptr,
+                   nullptr,
+                   stride,
+                   0,
+                   H,
+                   R,
+                   D,
+                   lanes,
+                   reinterpret_cast<float*>(ws.ds.get()),
+                   reinterpret_cast<const float*>(ws.dalpha.get()),
+                   o,
+                   {nullptr, nullptr},
+                   {0, 0}};
+    const int64_t key_bytes = int64_t(esize_) * stride;
+    for (int64_t j0 = begin; j0 < end; j0 += kDecodeKeys) {
+      size_t base = esize_ * size_t((b * g_.Skv + j0) * stride);
+      const char* k = data_of<char>(in[1]) + base;
+      const char* v = data_of<char>(in[2]) + base;
+      db.k = k, db.v = v;
+      db.n = int(std::min<int64_t>(kDecodeKeys, end - j0));
+      // The next block's K rows during these scores, its V rows during this pv: all heads of a
+      // key are adjacent, so each is one contiguous region.
+      int64_t next = std::min<int64_t>(kDecodeKeys, end - j0 - db.n);
+      db.prefetch[0] = k + db.n * key_bytes;
+      db.prefetch[1] = v + db.n * key_bytes;
+      db.prefetch_lines[0] = db.prefetch_lines[1] = next * key_bytes / 64;
+      decode_blocks_->scores(db);
+      bool masked = !(j0 >= r.all_lo && j0 + db.n - 1 <= r.all_hi);
+      SoftmaxBlock sb{db.s,         db.n,   lanes,   sem_.scale,
+                      sem_.softcap, masked, int(j0), lo,
+                      hi,           m,      l,       reinterpret_cast<float*>(ws.dalpha.get())};
+      blocks_->softmax(sb);
+      decode_blocks_->pv(db);
+    }
+    unsplit_rows(o, size_t(H) * R, ws.dq.get());
+    const size_t MP = size_t(g_.max_rows_padded);
+    for (int h = 0; h < H; ++h)
+      for (int x = 0; x < R; ++x) {
+        head_state(ws.m, h, MP)[x] = m[h * R + x];
+        head_state(ws.l, h, MP)[x] = l[h * R + x];
+      }
+    emit(ws, out, sinks, lse, b, 0, r, 0, split);
+  }
+
+  // Element e of a row in the decode blocks' order (DecodeKernels::split_group).
+  int split_index(int e) const {
+    const int G = decode_blocks_->split_group;
+    if (G == 0) return e;
+    int i = e % G, half = G / 2;
+    return e - i + (i < half ? 2 * i : 2 * (i - half) + 1);
+  }
+
+  // Sequence b's query rows, head by head, widened to f32 in the blocks' order: [H][R][D].
+  void pack_decode_queries(Workspace& ws, const char* q, int64_t b) const {
+    const int D = int(g_.D), group = g_.group;
+    auto* dst = reinterpret_cast<float*>(ws.dq.get());
+    for (int64_t h = 0; h < g_.Hkv; ++h)
+      for (int64_t i = 0; i < g_.Sq; ++i)
+        for (int g = 0; g < group; ++g) {
+          size_t src = size_t(((b * g_.Sq + i) * g_.Hq + h * group + g) * D);
+          float* row = dst + (size_t(h) * g_.max_rows + i * group + g) * D;
+          for (int d = 0; d < D; ++d) {
+            size_t from = src + size_t(split_index(d));
+            row[d] = bf16_ ? sy_bf16_to_f32(reinterpret_cast<const uint16_t*>(q)[from])
+                           : reinterpret_cast<const float*>(q)[from];
+          }
+        }
+  }
+
+  // Output rows from the blocks' order back to natural order, through `scratch` (>= D floats).
+  void unsplit_rows(float* o, size_t rows, void* scratch) const {
+    if (decode_blocks_->split_group == 0) return;
+    const int D = int(g_.D);
+    auto* tmp = static_cast<float*>(scratch);
+    for (size_t r = 0; r < rows; ++r) {
+      float* row = o + r * D;
+      for (int d = 0; d < D; ++d) tmp[split_index(d)] = row[d];
+      std::memcpy(row, tmp, sizeof(float) * D);
+    }
+  }
+
+  // This split's share of the rows' key range, in whole blocks: [begin, end).
+  std::pair<int64_t, int64_t> split_range(const Rows& r, int64_t split) const {
+    int64_t begin = r.jmin, end = r.jmax + 1;
+    if (g_.nsplit > 1 && end > begin) {
+      int64_t blocks = (end - begin + g_.block - 1) / g_.block;
+      int64_t per = (blocks + g_.nsplit - 1) / g_.nsplit;
+      begin = r.jmin + split * per * g_.block;
+      end = std::min<int64_t>(end, begin + per * g_.block);
+    }
+    return {begin, end};
+  }
+
+  // Writes an item's heads: normalised output (one split), or its part for merge_splits.
+  void emit(Workspace& ws, const DLTensor* const* out, const float* sinks, float* lse, int64_t b,
+            int64_t hkv0, const Rows& r, int64_t qb, int64_t split) {
+    const size_t MD = size_t(g_.max_rows) * g_.D, MP = size_t(g_.max_rows_padded);
+    for (int h = 0; h < g_.heads; ++h) {
       const float* o = head_state(ws.o, h, MD);
       const float* m = head_state(ws.m, h, MP);
       const float* l = head_state(ws.l, h, MP);
@@ -289,7 +423,7 @@ class AttentionKernel final : public CpuKernel {
         continue;
       }
       size_t part = size_t(((b * g_.Hkv + hkv) * g_.nqb + qb) * g_.nsplit + split);
-      std::memcpy(part_ptr(part_o_, part * MD), o, sizeof(float) * size_t(r.M) * D);
+      std::memcpy(part_ptr(part_o_, part * MD), o, sizeof(float) * size_t(r.M) * g_.D);
       std::memcpy(part_ptr(part_m_, part * g_.max_rows), m, sizeof(float) * r.M);
       std::memcpy(part_ptr(part_l_, part * g_.max_rows), l, sizeof(float) * r.M);
     }
@@ -366,6 +500,7 @@ class AttentionKernel final : public CpuKernel {
   Geometry g_{};
   Semantics sem_;
   const BlockKernels* blocks_ = nullptr;
+  const DecodeKernels* decode_blocks_ = nullptr;
   std::vector<Workspace> ws_;
   std::unique_ptr<char, AlignedFree> part_o_, part_m_, part_l_;
   std::vector<int64_t> kv_len_;  // per sequence, refilled by each run (no allocation there)

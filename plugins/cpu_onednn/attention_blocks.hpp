@@ -49,6 +49,46 @@ struct BlockKernels {
   size_t (*pv_scratch_bytes)(int Mp, int D);
 };
 
+// Decoding (at most kRowAlign query rows per KV head): one item walks every KV head of a key
+// range together, kDecodeKeys keys at a time, so the rows of a key position for all heads —
+// adjacent in the cache — are read as one stream. Scores are kept per key as one row of `lanes`
+// floats holding every (head, query row) pair: s[j][h·R + r]. The softmax is the tier's
+// SoftmaxBlock with Mp = lanes.
+inline constexpr int kDecodeKeys = 16;
+
+struct DecodeBlock {
+  const float* q;      // [H][R][D] query rows widened to f32
+  const void* k;       // the block's first key, head 0 (f32 or bf16, like the kernel's inputs)
+  const void* v;       // the same for V
+  int64_t stride;      // elements between consecutive keys of one head (Hkv · D)
+  int n;               // keys in the block, at most kDecodeKeys
+  int H, R, D;         // heads walked, query rows per head, head dim
+  int lanes;           // length of a score row: >= H·R + 3, a multiple of kRowAlign
+  float* s;            // [n][lanes]: scores out of `scores`, probabilities into `pv`
+  const float* alpha;  // [lanes] factor the running output is scaled by (pv)
+  float* o;            // [H][R][D] running output (pv)
+  // Contiguous regions `scores` [0] and `pv` [1] ask the caches for, spread over their work in
+  // address order (the caller passes the next block's K and V rows).
+  const char* prefetch[2];
+  int64_t prefetch_lines[2];
+};
+
+struct DecodeKernels {
+  const char* name;
+  // s[j][h·R + r] = q[h][r] · k_j[h]; lanes from H·R on may be overwritten.
+  void (*scores)(const DecodeBlock& b);
+  // o[h][r] = o[h][r] · alpha[h·R + r] + Σ_j s[j][h·R + r] · v_j[h].
+  void (*pv)(const DecodeBlock& b);
+  // 0: q and o in natural order. G > 0: within every G elements, the even ones and then the
+  // odd ones (the order a bf16 load splits into without shuffles); G divides 16.
+  int split_group;
+};
+
+const DecodeKernels& decode_kernels(const TierChoice& tier, bool bf16);
+const DecodeKernels& generic_decode_kernels(bool bf16);
+const DecodeKernels& avx2_decode_kernels(bool bf16);
+const DecodeKernels& avx512_decode_kernels(bool bf16);
+
 // The blocks of a tier (cpu_tier.hpp): avx512 (bf16 only with AVX512-BF16, else the avx2
 // blocks), avx2 (bf16 widened to f32 in registers) or portable (any x86-64).
 const BlockKernels& block_kernels(const TierChoice& tier, bool bf16);

@@ -97,6 +97,40 @@ size_t no_scratch(int, int) {
   return 0;
 }
 
+// Decode blocks (attention_blocks.hpp's DecodeBlock) as plain loops.
+template <typename T>
+void decode_scores(const DecodeBlock& b) {
+  for (int j = 0; j < b.n; ++j)
+    for (int h = 0; h < b.H; ++h) {
+      const T* k = static_cast<const T*>(b.k) + j * b.stride + int64_t(h) * b.D;
+      for (int r = 0; r < b.R; ++r) {
+        const float* q = b.q + (size_t(h) * b.R + r) * b.D;
+        float acc = 0.f;
+        for (int d = 0; d < b.D; ++d) acc += q[d] * load(k, d);
+        b.s[size_t(j) * b.lanes + h * b.R + r] = acc;
+      }
+    }
+}
+
+template <typename T>
+void decode_pv(const DecodeBlock& b) {
+  for (int h = 0; h < b.H; ++h)
+    for (int r = 0; r < b.R; ++r) {
+      const int lane = h * b.R + r;
+      float* o = b.o + size_t(lane) * b.D;
+      for (int d = 0; d < b.D; ++d) o[d] *= b.alpha[lane];
+      for (int j = 0; j < b.n; ++j) {
+        const float p = b.s[size_t(j) * b.lanes + lane];
+        const T* v = static_cast<const T*>(b.v) + j * b.stride + int64_t(h) * b.D;
+        for (int d = 0; d < b.D; ++d) o[d] += p * load(v, d);
+      }
+    }
+}
+
+const DecodeKernels kDecodeF32 = {"generic_decode_f32", decode_scores<float>, decode_pv<float>, 0};
+const DecodeKernels kDecodeBf16 = {"generic_decode_bf16", decode_scores<uint16_t>,
+                                   decode_pv<uint16_t>, 0};
+
 const BlockKernels kF32 = {"generic_f32", pack_q<float>, scores<float>, softmax,
                            pv<float>,     qt_bytes,      no_scratch};
 const BlockKernels kBf16 = {"generic_bf16", pack_q<uint16_t>, scores<uint16_t>, softmax,
@@ -106,6 +140,17 @@ const BlockKernels kBf16 = {"generic_bf16", pack_q<uint16_t>, scores<uint16_t>, 
 
 const BlockKernels& generic_kernels(bool bf16) {
   return bf16 ? kBf16 : kF32;
+}
+
+const DecodeKernels& generic_decode_kernels(bool bf16) {
+  return bf16 ? kDecodeBf16 : kDecodeF32;
+}
+
+// Decode blocks widen bf16 in registers on both vector tiers, so they need no AVX512-BF16.
+const DecodeKernels& decode_kernels(const TierChoice& tier, bool bf16) {
+  if (tier.tier == CpuTier::avx512) return avx512_decode_kernels(bf16);
+  if (tier.tier == CpuTier::avx2) return avx2_decode_kernels(bf16);
+  return generic_decode_kernels(bf16);
 }
 
 const BlockKernels& block_kernels(const TierChoice& tier, bool bf16) {

@@ -392,6 +392,40 @@ TEST_P(CpuAttentionTier, EveryFeatureAtOnceAndDecodeSplits) {
   }
 }
 
+// The decode path (at most 16 query rows per KV head: every KV head walked together, scores
+// kept per (head, row) lane, blocks of 16 keys, the next block prefetched) at every row count
+// its tiles split differently, head dims its column tiles and bf16 loads split differently,
+// rows of 4 KiB (a head's rows a page apart), partial blocks, splits and masked blocks.
+TEST_P(CpuAttentionTier, DecodeRowCountsHeadDimsAndCacheFills) {
+  struct Heads {
+    int64_t sq, hq, hkv;
+  };
+  const Heads heads[] = {{1, 8, 8},  {1, 9, 3},  {1, 32, 8}, {1, 64, 8},
+                         {2, 40, 5}, {3, 12, 4}, {1, 6, 1},  {16, 2, 2}};
+  int k = 0;
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
+    for (const Heads& h : heads)
+      for (int64_t d : {64, 80, 128}) {
+        Case c;
+        c.dtype = dt;
+        c.Sq = h.sq;
+        c.Hq = h.hq;
+        c.Hkv = h.hkv;
+        c.D = d;
+        c.Skv = k % 3 == 0 ? 37 : 613;
+        c.causal = true;
+        c.B = k % 4 == 1 ? 2 : 1;
+        if (k % 2 == 0) c.kv_len.assign(size_t(c.B), c.Skv - 1 - k % 17);
+        c.window = k % 5 == 2 ? 100 : -1;
+        c.softcap = k % 7 == 3 ? 30.0 : 0.0;
+        c.sinks = k % 3 == 1;
+        ++k;
+        SCOPED_TRACE(c.name());
+        expect_matches(c, unsigned(k));
+        if (HasFatalFailure()) return;
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, CpuAttentionTier, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 
