@@ -19,6 +19,7 @@
 #include "attention_blocks.hpp"
 #include "cpu_tier.hpp"
 #include "kernel_factories.hpp"
+#include "ops_common.hpp"
 #include "switchyard/plugin_api.h"
 
 namespace sy::cpu {
@@ -58,7 +59,7 @@ struct Geometry {
   int nqb;     // query blocks
   int heads;   // KV heads per item: 1, or all of them when decoding (see plan())
   int block;   // keys per block, at most kBlockKeys
-  int nsplit;  // KV splits per item
+  int nsplit;  // KV splits per item at most (a run may use fewer: splits_)
   int max_rows, max_rows_padded;
   bool decode;  // few query rows: the DecodeBlock path
   int lanes;    // decoding: a score row's length (DecodeBlock::lanes)
@@ -119,13 +120,17 @@ class AttentionKernel final : public CpuKernel {
     const int64_t* kv_len = kv_len_.data();
     const float* sinks = sem_.sinks ? data_of<float>(in[3]) : nullptr;
     float* lse = sem_.lse ? data_of<float>(out[1]) : nullptr;
+    // A short fill of a long cache (decoding early in a long context) needs fewer splits than
+    // the cache's capacity planned for; each split costs a work item and a merge.
+    splits_ = int(std::min<int64_t>(g_.nsplit,
+                                    splits_for(*std::max_element(kv_len_.begin(), kv_len_.end()))));
     const int64_t head_groups = g_.Hkv / g_.heads;
-    const int64_t items = g_.B * head_groups * g_.nqb * g_.nsplit;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    const int64_t items = g_.B * head_groups * g_.nqb * splits_;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_) if (items > 1)
     for (int64_t it = 0; it < items; ++it) {
       Workspace& ws = ws_[omp_get_thread_num()];
       // Largest query blocks first: under a causal mask they carry the most keys.
-      int64_t split = it % g_.nsplit, rest = it / g_.nsplit;
+      int64_t split = it % splits_, rest = it / splits_;
       int64_t qb = g_.nqb - 1 - rest % g_.nqb;
       rest /= g_.nqb;
       int64_t hg = rest % head_groups, b = rest / head_groups;
@@ -134,10 +139,15 @@ class AttentionKernel final : public CpuKernel {
       else
         process(ws, in, out, sinks, lse, kv_len[b], b, hg * g_.heads, qb, split);
     }
-    if (g_.nsplit > 1) merge_splits(out, sinks, lse);
+    if (splits_ > 1) merge_splits(out, sinks, lse);
   }
 
  private:
+  // The most splits worth making of `keys` keys: each at least 4 full blocks.
+  static int64_t splits_for(int64_t keys) {
+    return std::max<int64_t>(1, keys / (4 * kBlockKeys));
+  }
+
   void plan() {
     g_.bq = int(std::min<int64_t>(g_.Sq, std::max(1, 96 / g_.group)));
     g_.nqb = int((g_.Sq + g_.bq - 1) / g_.bq);
@@ -151,15 +161,13 @@ class AttentionKernel final : public CpuKernel {
       g_.heads = int(g_.Hkv);
       g_.block = kDecodeKeys;
       g_.lanes = round_up(int(g_.Hkv) * g_.max_rows + 3, kRowAlign);
-      int64_t by_length = std::max<int64_t>(1, g_.Skv / (4 * kBlockKeys));
-      g_.nsplit = int(std::min<int64_t>((want + g_.B - 1) / g_.B, by_length));
+      g_.nsplit = int(std::min<int64_t>((want + g_.B - 1) / g_.B, splits_for(g_.Skv)));
       return;
     }
     // Otherwise split the KV range only when the items alone cannot keep every thread busy.
     int64_t base = g_.B * g_.Hkv * g_.nqb;
     if (base < want) {
-      int64_t by_length = std::max<int64_t>(1, g_.Skv / (4 * kBlockKeys));
-      g_.nsplit = int(std::min<int64_t>((want + base - 1) / base, by_length));
+      g_.nsplit = int(std::min<int64_t>((want + base - 1) / base, splits_for(g_.Skv)));
     }
   }
 
@@ -400,9 +408,9 @@ class AttentionKernel final : public CpuKernel {
   // This split's share of the rows' key range, in whole blocks: [begin, end).
   std::pair<int64_t, int64_t> split_range(const Rows& r, int64_t split) const {
     int64_t begin = r.jmin, end = r.jmax + 1;
-    if (g_.nsplit > 1 && end > begin) {
+    if (splits_ > 1 && end > begin) {
       int64_t blocks = (end - begin + g_.block - 1) / g_.block;
-      int64_t per = (blocks + g_.nsplit - 1) / g_.nsplit;
+      int64_t per = (blocks + splits_ - 1) / splits_;
       begin = r.jmin + split * per * g_.block;
       end = std::min<int64_t>(end, begin + per * g_.block);
     }
@@ -418,11 +426,11 @@ class AttentionKernel final : public CpuKernel {
       const float* m = head_state(ws.m, h, MP);
       const float* l = head_state(ws.l, h, MP);
       int64_t hkv = hkv0 + h;
-      if (g_.nsplit == 1) {
+      if (splits_ == 1) {
         finalize(out, sinks, lse, b, hkv, r.i0, r.bq, o, m, l);
         continue;
       }
-      size_t part = size_t(((b * g_.Hkv + hkv) * g_.nqb + qb) * g_.nsplit + split);
+      size_t part = size_t(((b * g_.Hkv + hkv) * g_.nqb + qb) * splits_ + split);
       std::memcpy(part_ptr(part_o_, part * MD), o, sizeof(float) * size_t(r.M) * g_.D);
       std::memcpy(part_ptr(part_m_, part * g_.max_rows), m, sizeof(float) * r.M);
       std::memcpy(part_ptr(part_l_, part * g_.max_rows), l, sizeof(float) * r.M);
@@ -462,7 +470,8 @@ class AttentionKernel final : public CpuKernel {
   // Merges the KV splits of every (batch, KV head, query block) with their (max, sum) pairs.
   void merge_splits(const DLTensor* const* out, const float* sinks, float* lse) {
     const int64_t groups = g_.B * g_.Hkv * g_.nqb;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    const bool parallel = groups * splits_ * g_.max_rows * g_.D >= kParallelWork;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_) if (parallel)
     for (int64_t it = 0; it < groups; ++it) {
       Workspace& ws = ws_[omp_get_thread_num()];
       int64_t qb = it % g_.nqb, hkv = (it / g_.nqb) % g_.Hkv, b = it / (g_.nqb * g_.Hkv);
@@ -472,15 +481,15 @@ class AttentionKernel final : public CpuKernel {
       auto* m = reinterpret_cast<float*>(ws.m.get());
       auto* l = reinterpret_cast<float*>(ws.l.get());
       auto* o = reinterpret_cast<float*>(ws.o.get());
-      size_t first = size_t(it) * g_.nsplit;
+      size_t first = size_t(it) * splits_;
       for (int r = 0; r < M; ++r) {
         float mx = kNegInf;
-        for (int s = 0; s < g_.nsplit; ++s)
+        for (int s = 0; s < splits_; ++s)
           mx = std::max(mx, part_ptr(part_m_, (first + s) * g_.max_rows)[r]);
         float base = mx == kNegInf ? 0.f : mx, sum = 0.f;
         float* orow = o + size_t(r) * D;
         std::fill(orow, orow + D, 0.f);
-        for (int s = 0; s < g_.nsplit; ++s) {
+        for (int s = 0; s < splits_; ++s) {
           size_t part = first + s;
           float w = std::exp2(part_ptr(part_m_, part * g_.max_rows)[r] - base);
           sum += w * part_ptr(part_l_, part * g_.max_rows)[r];
@@ -504,6 +513,7 @@ class AttentionKernel final : public CpuKernel {
   std::vector<Workspace> ws_;
   std::unique_ptr<char, AlignedFree> part_o_, part_m_, part_l_;
   std::vector<int64_t> kv_len_;  // per sequence, refilled by each run (no allocation there)
+  int splits_ = 1;               // KV splits this run, <= g_.nsplit
 };
 
 }  // namespace

@@ -44,6 +44,23 @@ const GemvTier& gemv_tier(const TierChoice& tier);
 void gemv_widen_natural(const uint16_t* x, float* xf, int64_t count, int64_t K);
 
 namespace {
+// Prefetches a row block's weights kGemvPrefetchBytes ahead, in address order, as many bytes per
+// step as the step reads (a row block is contiguous, and so is a thread's range of blocks).
+// The hardware prefetchers alone reach about 0.55 of this on Zen 5 (smollm2 weights, bf16):
+// each row is a short stream of its own, read interleaved with the block's other rows.
+inline constexpr int kGemvPrefetchBytes = 8192;
+
+template <int kBytesPerStep>
+struct WeightSweep {
+  const char* p;
+  explicit WeightSweep(const void* block)
+      : p(static_cast<const char*>(block) + kGemvPrefetchBytes) {}
+  void step() {
+    for (int b = 0; b < kBytesPerStep; b += 64) __builtin_prefetch(p + b, 0, 3);
+    p += kBytesPerStep;
+  }
+};
+
 // y[m][n] = v in y's dtype. Internal linkage: the tier files compiled with wider instruction sets
 // each get their own copy (isa_scalar.hpp says why).
 template <typename W>

@@ -11,10 +11,6 @@ namespace {
 
 using bf16_bits = uint16_t;
 
-inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + 512, _MM_HINT_T0);
-}
-
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -40,6 +36,7 @@ void block(const GemvArgs& a, int64_t n, int m0) {
   const W* w = static_cast<const W*>(a.w) + n * a.K;
   const float* x = a.xf + m0 * a.K;
   const int64_t K = a.K, full = K / 16 * 16;
+  WeightSweep<RN * 16 * int(sizeof(W))> sweep(w);
   __m256 lo_acc[RN][RM], hi_acc[RN][RM];
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) lo_acc[r][m] = hi_acc[r][m] = _mm256_setzero_ps();
@@ -49,8 +46,8 @@ void block(const GemvArgs& a, int64_t n, int m0) {
       xlo[m] = _mm256_loadu_ps(x + m * K + k);
       xhi[m] = _mm256_loadu_ps(x + m * K + k + 8);
     }
+    sweep.step();
     for (int r = 0; r < RN; ++r) {
-      prefetch_ahead(w + r * K + k);
       __m256 wlo, whi;
       load16(w + r * K + k, wlo, whi);
       for (int m = 0; m < RM; ++m) {

@@ -10,12 +10,6 @@ namespace {
 
 using bf16_bits = uint16_t;
 
-// Weight rows are read 512 bytes ahead: each row block is RN sequential streams, and 512 B
-// per stream keeps enough misses in flight (better than 1-4 KiB, or none, on Zen 5).
-inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + 512, _MM_HINT_T0);
-}
-
 // 16 weights from `w` as f32 (mask selects the valid ones, the rest are 0).
 inline __m512 load_w(const float* w, __mmask16 mask) {
   return _mm512_maskz_loadu_ps(mask, w);
@@ -25,48 +19,63 @@ inline __m512 load_w(const bf16_bits* w, __mmask16 mask) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// RN weight rows × RM activation rows, f32 accumulation, 16 elements of K per step.
+// One step of RN weight rows × RM activation rows: 16 elements of K (FMA on W widened to f32)
+// at k, the valid ones selected by `mask`.
+template <typename W, int RN, int RM>
+inline void fma_step(const W* w, const float* x, int64_t K, int64_t k, __mmask16 mask,
+                     __m512 (&acc)[RN][RM]) {
+  __m512 xv[RM];
+  for (int m = 0; m < RM; ++m) xv[m] = _mm512_maskz_loadu_ps(mask, x + m * K + k);
+  for (int r = 0; r < RN; ++r) {
+    __m512 wv = load_w(w + r * K + k, mask);
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+  }
+}
+
 template <typename W, int RN, int RM>
 void block_fma(const GemvArgs& a, int64_t n, int m0) {
   const W* w = static_cast<const W*>(a.w) + n * a.K;
   const float* x = a.xf + m0 * a.K;
-  const int64_t K = a.K;
+  const int64_t K = a.K, full = K / 16 * 16;
+  WeightSweep<RN * 16 * int(sizeof(W))> sweep(w);
   __m512 acc[RN][RM];
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    __mmask16 mask = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
-    __m512 xv[RM];
-    for (int m = 0; m < RM; ++m) xv[m] = _mm512_maskz_loadu_ps(mask, x + m * K + k);
-    for (int r = 0; r < RN; ++r) {
-      prefetch_ahead(w + r * K + k);
-      __m512 wv = load_w(w + r * K + k, mask);
-      for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
-    }
+  for (int64_t k = 0; k < full; k += 16) {
+    sweep.step();
+    fma_step<W, RN, RM>(w, x, K, k, __mmask16(0xffff), acc);
   }
+  if (full < K) fma_step<W, RN, RM>(w, x, K, full, __mmask16((1u << (K - full)) - 1), acc);
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
 }
 
 // The same with vdpbf16ps: 32 elements of K per step, x and w both bf16.
 template <int RN, int RM>
+inline void dot_step(const bf16_bits* w, const bf16_bits* x, int64_t K, int64_t k, __mmask32 mask,
+                     __m512 (&acc)[RN][RM]) {
+  __m512bh xv[RM];
+  for (int m = 0; m < RM; ++m) xv[m] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + m * K + k);
+  for (int r = 0; r < RN; ++r) {
+    __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * K + k);
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
+  }
+}
+
+template <int RN, int RM>
 void block_dot_bf16(const GemvArgs& a, int64_t n, int m0) {
   const bf16_bits* w = static_cast<const bf16_bits*>(a.w) + n * a.K;
   const bf16_bits* x = a.xb + m0 * a.K;
-  const int64_t K = a.K;
+  const int64_t K = a.K, full = K / 32 * 32;
+  WeightSweep<RN * 64> sweep(w);
   __m512 acc[RN][RM];
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    __mmask32 mask = K - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (K - k)) - 1);
-    __m512bh xv[RM];
-    for (int m = 0; m < RM; ++m) xv[m] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + m * K + k);
-    for (int r = 0; r < RN; ++r) {
-      prefetch_ahead(w + r * K + k);
-      __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * K + k);
-      for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
-    }
+  for (int64_t k = 0; k < full; k += 32) {
+    sweep.step();
+    dot_step<RN, RM>(w, x, K, k, ~__mmask32(0), acc);
   }
+  if (full < K) dot_step<RN, RM>(w, x, K, full, __mmask32((1u << (K - full)) - 1), acc);
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m)
       gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
