@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include <sys/mman.h>
+
 #include "core/capability/vocabulary.hpp"
 
 namespace sy {
@@ -125,6 +127,17 @@ struct Session::Impl {
     throw plan_bug("puts a value on " + id + ", but no plugin can allocate memory there");
   }
 
+  // Host memory for a value. Large buffers (weights, KV caches) are 2 MiB aligned and asked to
+  // be backed by transparent huge pages: a decode step streams every weight once, and on 4 KiB
+  // pages that is one TLB miss per page (65k pages per token for a 135M-parameter bf16 model).
+  static void* host_alloc(size_t bytes) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    if (bytes < kHuge) return std::aligned_alloc(64, bytes);
+    void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
+    if (p) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+    return p;
+  }
+
   Buffer& buffer(const std::string& scope, const Value& v, const std::string& location) {
     std::string key = scope + "|" + v.name + "@" + location;
     auto it = buffers.find(key);
@@ -134,7 +147,7 @@ struct Session::Impl {
     b.location = location;
     size_t rounded = (size_t(b.bytes) + 63) / 64 * 64 + 64;
     if (location == kHost) {
-      b.data = std::aligned_alloc(64, rounded);
+      b.data = host_alloc(rounded);
       if (!b.data)
         throw Error(Errc::device_out_of_memory,
                     "out of memory on host: " + std::to_string(rounded) + " bytes for " + v.name);

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "attention_blocks.hpp"
-#include "isa_scalar.hpp"
+#include "scalar_math.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -108,7 +108,7 @@ void pack_q(const void* const* rows, int M, int Mp, int D, void* out) {
       if constexpr (sizeof(T) == 4)
         x = q[d];
       else
-        x = scalar_widen(q[d]);
+        x = to_f32(q[d]);
       p.qt[size_t(d) * Mp + r] = x;
       p.qr[size_t(r) * D + d] = x;
     }

@@ -15,7 +15,7 @@
 // and a shift, no shuffle), so the queries and the output are kept in that order within every
 // 2·W elements (DecodeKernels::split_group); the caller permutes them once per call.
 //
-// Everything here has internal linkage, like isa_scalar.hpp: each tier file compiled with its
+// Everything here has internal linkage, like scalar_math.hpp: each tier file compiled with its
 // own instruction set gets its own copy.
 //
 // Why this shape: decoding reads every K and V row once and does ~2·R flops per element, so the

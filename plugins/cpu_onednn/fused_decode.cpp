@@ -20,6 +20,7 @@
 
 #include <omp.h>
 
+#include "elementwise_tier.hpp"
 #include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
@@ -106,6 +107,7 @@ class FusedDecodeKernel final : public CpuKernel {
       : s_(s),
         ctx_(ctx),
         gemv_(gemv_tier(active_tier())),
+        elementwise_(elementwise_tier(active_tier())),
         attention_(std::move(attention)),
         qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
         qkv16_(s.bf16 ? qkv_.size() : 0),
@@ -148,7 +150,7 @@ class FusedDecodeKernel final : public CpuKernel {
     }
     if (s.bf16) {
       bf16_bits* q = qkv16_.data();
-      for (size_t i = 0; i < qkv_.size(); ++i) q[i] = from_f32<bf16_bits>(qkv_[i]);
+      elementwise_.convert[0](qkv_.data(), q, 0, int64_t(qkv_.size()));
       finish(q, out, position);
     } else {
       finish(qkv_.data(), out, position);
@@ -170,6 +172,7 @@ class FusedDecodeKernel final : public CpuKernel {
     if (s.rope) {
       const float* cs = cos_sin_.data();
       const float* sn = cs + s.rotary / 2;
+      const auto rope_head = elementwise_.rope_head[s.bf16];
       for (int64_t h = 0; h < s.Hq; ++h)
         rope_head(q + h * s.D, q + h * s.D, s.D, s.rotary, false, cs, sn);
       for (int64_t h = 0; h < s.Hkv; ++h)
@@ -222,6 +225,7 @@ class FusedDecodeKernel final : public CpuKernel {
   FusedShape s_;
   CpuContext ctx_;
   const GemvTier& gemv_;
+  const ElementwiseTier& elementwise_;
   std::unique_ptr<CpuKernel> attention_;
   std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D], f32
   std::vector<bf16_bits> qkv16_;  // the same rounded to bf16 (bf16 blocks)

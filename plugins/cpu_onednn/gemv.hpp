@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "cpu_tier.hpp"
-#include "isa_scalar.hpp"
+#include "scalar_math.hpp"
 
 namespace sy::cpu {
 
@@ -62,13 +62,13 @@ struct WeightSweep {
 };
 
 // y[m][n] = v in y's dtype. Internal linkage: the tier files compiled with wider instruction sets
-// each get their own copy (isa_scalar.hpp says why).
+// each get their own copy (scalar_math.hpp says why).
 template <typename W>
 inline void gemv_store(const GemvArgs& a, int m, int64_t n, float v) {
   if (sizeof(W) == 4 || a.f32_out)
     static_cast<float*>(a.y)[m * a.N + n] = v;
   else
-    static_cast<uint16_t*>(a.y)[m * a.N + n] = scalar_round_bf16(v);
+    static_cast<uint16_t*>(a.y)[m * a.N + n] = from_f32<bf16_bits>(v);
 }
 }  // namespace
 

@@ -59,7 +59,7 @@ void block(const GemvArgs& a, int64_t n, int m0) {
   for (int r = 0; r < RN; ++r)
     for (int m = 0; m < RM; ++m) {
       float v = hsum(_mm256_add_ps(lo_acc[r][m], hi_acc[r][m]));
-      for (int64_t k = full; k < K; ++k) v += scalar_widen(w[r * K + k]) * x[m * K + k];
+      for (int64_t k = full; k < K; ++k) v += to_f32(w[r * K + k]) * x[m * K + k];
       gemv_store<W>(a, m0 + m, n + r, v);
     }
 }
@@ -96,8 +96,8 @@ void widen_unpacked(const uint16_t* x, float* xf, int64_t count, int64_t K) {
     float* dst = xf + row * K;
     int64_t full = K / 16 * 16;
     for (int64_t k = 0; k < full; k += 16)
-      for (int i = 0; i < 16; ++i) dst[k + i] = scalar_widen(src[k + kOrder[i]]);
-    for (int64_t k = full; k < K; ++k) dst[k] = scalar_widen(src[k]);
+      for (int i = 0; i < 16; ++i) dst[k + i] = to_f32(src[k + kOrder[i]]);
+    for (int64_t k = full; k < K; ++k) dst[k] = to_f32(src[k]);
   }
 }
 

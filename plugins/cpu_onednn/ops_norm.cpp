@@ -1,7 +1,7 @@
 // rms_norm (y = x / sqrt(mean(x²) + eps) · (w + weight_offset)) and layer_norm
-// (y = (x − mean) / sqrt(var + eps) · w + b) over the last axis. Row statistics are
-// accumulated in double; y may be x.
-#include <cmath>
+// (y = (x − mean) / sqrt(var + eps) · w + b) over the last axis, by the active tier's loops
+// (elementwise_tier.hpp). Row statistics are accumulated in double; y may be x.
+#include "elementwise_tier.hpp"
 
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
@@ -19,71 +19,43 @@ NormShape norm_shape(const sy::edge::OpCopy& op, double default_eps) {
   return {op.inputs[0].elements() / h, h, op.float_attr(SY_ATTR_EPS, default_eps)};
 }
 
-template <typename T>
 class RmsNormKernel final : public CpuKernel {
  public:
-  RmsNormKernel(NormShape s, float offset, const CpuContext& ctx)
-      : s_(s), offset_(offset), ctx_(ctx) {}
+  RmsNormKernel(bool bf16, NormShape s, float offset, const CpuContext& ctx)
+      : loop_(elementwise_tier(active_tier()).rms_norm[bf16]), s_(s), offset_(offset), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    const T* x = data_of<const T>(in[0]);
-    const T* w = data_of<const T>(in[1]);
-    T* y = data_of<T>(out[0]);
-    const int64_t h = s_.h;
-    const double eps = s_.eps;
-    const float offset = offset_;
-    parallel_for(ctx_, s_.rows, 2 * h, [=](int64_t row) {
-      const T* xr = x + row * h;
-      T* yr = y + row * h;
-      double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < h; ++i) {
-        double v = to_f32(xr[i]);
-        ss += v * v;
-      }
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + eps));
-      for (int64_t i = 0; i < h; ++i)
-        yr[i] = from_f32<T>(to_f32(xr[i]) * inv * (to_f32(w[i]) + offset));
+    const void* x = data_of<const void>(in[0]);
+    const void* w = data_of<const void>(in[1]);
+    void* y = data_of<void>(out[0]);
+    const NormShape s = s_;
+    parallel_for(ctx_, s.rows, 2 * s.h, [=, f = loop_, offset = offset_](int64_t row) {
+      f(x, w, y, s.h, s.eps, offset, row, row + 1);
     });
   }
 
  private:
+  RmsNormLoop loop_;
   NormShape s_;
   float offset_;
   CpuContext ctx_;
 };
 
-template <typename T>
 class LayerNormKernel final : public CpuKernel {
  public:
-  LayerNormKernel(NormShape s, const CpuContext& ctx) : s_(s), ctx_(ctx) {}
+  LayerNormKernel(bool bf16, NormShape s, const CpuContext& ctx)
+      : loop_(elementwise_tier(active_tier()).layer_norm[bf16]), s_(s), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    const T* x = data_of<const T>(in[0]);
-    const T* w = data_of<const T>(in[1]);
-    const T* b = data_of<const T>(in[2]);
-    T* y = data_of<T>(out[0]);
-    const int64_t h = s_.h;
-    const double eps = s_.eps;
-    parallel_for(ctx_, s_.rows, 3 * h, [=](int64_t row) {
-      const T* xr = x + row * h;
-      T* yr = y + row * h;
-      double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < h; ++i) sum += to_f32(xr[i]);
-      const double mean = sum / static_cast<double>(h);
-      double var = 0.0;
-#pragma omp simd reduction(+ : var)
-      for (int64_t i = 0; i < h; ++i) {
-        double d = to_f32(xr[i]) - mean;
-        var += d * d;
-      }
-      const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(h) + eps));
-      const float m = static_cast<float>(mean);
-      for (int64_t i = 0; i < h; ++i)
-        yr[i] = from_f32<T>((to_f32(xr[i]) - m) * inv * to_f32(w[i]) + to_f32(b[i]));
-    });
+    const void* x = data_of<const void>(in[0]);
+    const void* w = data_of<const void>(in[1]);
+    const void* b = data_of<const void>(in[2]);
+    void* y = data_of<void>(out[0]);
+    const NormShape s = s_;
+    parallel_for(ctx_, s.rows, 3 * s.h,
+                 [=, f = loop_](int64_t row) { f(x, w, b, y, s.h, s.eps, row, row + 1); });
   }
 
  private:
+  LayerNormLoop loop_;
   NormShape s_;
   CpuContext ctx_;
 };
@@ -93,12 +65,14 @@ class LayerNormKernel final : public CpuKernel {
 std::unique_ptr<CpuKernel> make_rms_norm(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "rms_norm");
   float offset = static_cast<float>(op.float_attr(SY_ATTR_WEIGHT_OFFSET, 0.0));
-  return make_for_dtype<RmsNormKernel>(op.inputs[0].dtype, norm_shape(op, 1e-6), offset, ctx);
+  return std::make_unique<RmsNormKernel>(op.inputs[0].dtype == SY_DTYPE_BF16, norm_shape(op, 1e-6),
+                                         offset, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_layer_norm(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "layer_norm");
-  return make_for_dtype<LayerNormKernel>(op.inputs[0].dtype, norm_shape(op, 1e-5), ctx);
+  return std::make_unique<LayerNormKernel>(op.inputs[0].dtype == SY_DTYPE_BF16,
+                                           norm_shape(op, 1e-5), ctx);
 }
 
 }  // namespace sy::cpu

@@ -1,5 +1,6 @@
 // Rotary position embedding math shared by the rope kernel (ops_rope.cpp) and the fused
-// decode block (fused_decode.cpp), so both rotate exactly alike.
+// decode block (fused_decode.cpp), so both rotate exactly alike: the frequencies and cos/sin
+// here, the rotation itself in the tier's loops (elementwise_tier.hpp's rope_head).
 //
 // Frequencies θ^(−2i/R) for i < R/2 (R = rotary_dim), or a scaled rope's own table (the op's
 // inv_freq input: linear, llama3, yarn); the first R dims of a head are rotated, the rest pass
@@ -11,8 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
-
-#include "ops_common.hpp"
 
 namespace sy::cpu {
 
@@ -37,28 +36,6 @@ inline void rope_cos_sin(double position, const double* inv_freq, int64_t half, 
     cs[i] = static_cast<float>(factor * std::cos(angle));
     sn[i] = static_cast<float>(factor * std::sin(angle));
   }
-}
-
-// Rotates one head of d elements (x → y, which may be x) with the cos/sin of its position.
-template <typename T>
-inline void rope_head(const T* x, T* y, int64_t d, int64_t rotary, bool interleaved,
-                      const float* cs, const float* sn) {
-  const int64_t half = rotary / 2;
-  if (interleaved) {
-    for (int64_t i = 0; i < half; ++i) {
-      const float x0 = to_f32(x[2 * i]), x1 = to_f32(x[2 * i + 1]);
-      y[2 * i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
-      y[2 * i + 1] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
-    }
-  } else {
-    for (int64_t i = 0; i < half; ++i) {
-      const float x0 = to_f32(x[i]), x1 = to_f32(x[i + half]);
-      y[i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
-      y[i + half] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
-    }
-  }
-  if (y != x)
-    for (int64_t i = rotary; i < d; ++i) y[i] = x[i];
 }
 
 }  // namespace sy::cpu

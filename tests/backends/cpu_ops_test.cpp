@@ -253,7 +253,18 @@ const sy_dtype kFloatTypes[] = {SY_DTYPE_F32, SY_DTYPE_BF16};
 
 // --- unary ---------------------------------------------------------------------------
 
-TEST_F(CpuOps, SiluAndGeluMatchReference) {
+// The kernels with a loop per instruction-set tier (cpu_tier.hpp: gemv.hpp, elementwise_tier.hpp)
+// run once per tier against the double reference; a tier this CPU lacks is skipped by reason.
+class CpuOpsTier : public CpuOps, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    SY_SKIP_UNLESS_CPU_TIER(GetParam());
+    tier_.emplace(GetParam());
+  }
+  std::optional<test::ScopedCpuTier> tier_;
+};
+
+TEST_P(CpuOpsTier, SiluAndGeluMatchReference) {
   struct Case {
     const char* kernel;
     sy_op_kind op;
@@ -282,7 +293,7 @@ TEST_F(CpuOps, SiluAndGeluMatchReference) {
       }
 }
 
-TEST_F(CpuOps, UnaryEdgeValues) {
+TEST_P(CpuOpsTier, UnaryEdgeValues) {
   const std::vector<double> edge = {0.0,
                                     -0.0,
                                     1e-30,
@@ -318,7 +329,7 @@ TEST_F(CpuOps, UnaryEdgeValues) {
 
 // --- binary --------------------------------------------------------------------------
 
-TEST_F(CpuOps, AddAndMulBroadcastSuffix) {
+TEST_P(CpuOpsTier, AddAndMulBroadcastSuffix) {
   struct Shapes {
     std::vector<int64_t> a, b;
   };
@@ -343,7 +354,7 @@ TEST_F(CpuOps, AddAndMulBroadcastSuffix) {
       }
 }
 
-TEST_F(CpuOps, GatedProductsMatchReference) {
+TEST_P(CpuOpsTier, GatedProductsMatchReference) {
   struct Case {
     const char* kernel;
     sy_op_kind op;
@@ -372,7 +383,7 @@ TEST_F(CpuOps, GatedProductsMatchReference) {
       }
 }
 
-TEST_F(CpuOps, AddInPlace) {
+TEST_P(CpuOpsTier, AddInPlace) {
   Buf a(SY_DTYPE_F32, {4, 300}), b(SY_DTYPE_F32, {300});
   auto av = a.set(uniform(a.elements(), -1, 1, 6));
   auto bv = b.set(uniform(b.elements(), -1, 1, 7));
@@ -384,7 +395,7 @@ TEST_F(CpuOps, AddInPlace) {
 
 // --- copy ----------------------------------------------------------------------------
 
-TEST_F(CpuOps, CopyConvertsF32AndBf16AndCopiesTheRestExactly) {
+TEST_P(CpuOpsTier, CopyConvertsF32AndBf16AndCopiesTheRestExactly) {
   const std::pair<sy_dtype, sy_dtype> pairs[] = {
       {SY_DTYPE_F32, SY_DTYPE_F32},  {SY_DTYPE_BF16, SY_DTYPE_BF16}, {SY_DTYPE_F32, SY_DTYPE_BF16},
       {SY_DTYPE_BF16, SY_DTYPE_F32}, {SY_DTYPE_I32, SY_DTYPE_I32},   {SY_DTYPE_I64, SY_DTYPE_I64}};
@@ -406,7 +417,7 @@ TEST_F(CpuOps, CopyConvertsF32AndBf16AndCopiesTheRestExactly) {
     }
 }
 
-TEST_F(CpuOps, CopyToBf16RoundsToNearestEven) {
+TEST_P(CpuOpsTier, CopyToBf16RoundsToNearestEven) {
   // Exact ties (low half 0x8000) round to the even neighbour; NaN stays NaN; overflow
   // past bf16's largest finite value rounds to infinity, as it does for any RNE.
   const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf818000u,
@@ -427,7 +438,7 @@ TEST_F(CpuOps, CopyToBf16RoundsToNearestEven) {
 
 // --- softmax -------------------------------------------------------------------------
 
-TEST_F(CpuOps, SoftmaxMatchesReference) {
+TEST_P(CpuOpsTier, SoftmaxMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{1, 1000}, {3, 7, 33}, {8, 32001}, {5}};
   for (sy_dtype dt : kFloatTypes)
     for (const auto& shape : shapes) {
@@ -506,7 +517,7 @@ TEST_F(CpuOps, ArgmaxOfAVectorIsRankZeroOrOne) {
 
 // --- norms ---------------------------------------------------------------------------
 
-TEST_F(CpuOps, RmsNormMatchesReference) {
+TEST_P(CpuOpsTier, RmsNormMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{37}, {3, 5, 129}, {2, 1000}, {64, 2048}};
   for (sy_dtype dt : kFloatTypes)
     for (double offset : {0.0, 1.0})
@@ -533,7 +544,7 @@ TEST_F(CpuOps, RmsNormMatchesReference) {
       }
 }
 
-TEST_F(CpuOps, RmsNormDefaultEpsAndInPlace) {
+TEST_P(CpuOpsTier, RmsNormDefaultEpsAndInPlace) {
   Buf x(SY_DTYPE_F32, {3, 64}), w(SY_DTYPE_F32, {64});
   std::vector<double> v = uniform(192, -1e-3, 1e-3, 14);  // small: eps matters
   auto xv = x.set(v);
@@ -549,7 +560,7 @@ TEST_F(CpuOps, RmsNormDefaultEpsAndInPlace) {
   expect_close(x.get(), ref, kF32, "rms_norm default eps 1e-6, y = x");
 }
 
-TEST_F(CpuOps, LayerNormMatchesReference) {
+TEST_P(CpuOpsTier, LayerNormMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{37}, {3, 5, 129}, {64, 2048}};
   for (sy_dtype dt : kFloatTypes)
     for (const auto& shape : shapes) {
@@ -601,7 +612,7 @@ std::vector<double> rope_reference(const std::vector<double>& x, const std::vect
   return y;
 }
 
-TEST_F(CpuOps, RopeNeoxInterleavedPartialMatchReference) {
+TEST_P(CpuOpsTier, RopeNeoxInterleavedPartialMatchReference) {
   struct Geometry {
     int64_t d, rotary;
   };
@@ -633,7 +644,7 @@ TEST_F(CpuOps, RopeNeoxInterleavedPartialMatchReference) {
         }
 }
 
-TEST_F(CpuOps, RopeInPlaceLargeBatch) {
+TEST_P(CpuOpsTier, RopeInPlaceLargeBatch) {
   const int64_t b = 3, s = 300, h = 8, d = 64;  // large enough for the parallel path
   Buf x(SY_DTYPE_F32, {b, s, h, d}), pos(SY_DTYPE_I64, {b, s});
   auto xv = x.set(uniform(x.elements(), -1, 1, 21));
@@ -650,7 +661,7 @@ TEST_F(CpuOps, RopeInPlaceLargeBatch) {
 // A scaled rope: the frequency table (input 2, f32 [R/2]) replaces θ^(−2i/R) and the attention
 // factor multiplies cos and sin; the table is read at every execute (it is a graph constant
 // the executor may fill after prepare).
-TEST_F(CpuOps, RopeFrequencyTableAndAttentionFactor) {
+TEST_P(CpuOpsTier, RopeFrequencyTableAndAttentionFactor) {
   for (sy_dtype dt : kFloatTypes)
     for (const char* style : {"neox", "interleaved"})
       for (int64_t rotary : {int64_t{64}, int64_t{24}}) {
@@ -928,18 +939,9 @@ TEST_F(CpuOps, MatmulReadsAndWritesViews) {
     }
 }
 
-// Every tier (cpu_tier.hpp) against the double reference: the skinny path (M <= 8 with b
-// [N, K], gemv.hpp) at every row count of its tiles and one past them, K with and without a
-// vector tail, N split across threads or not; and oneDNN's path beside it.
-class CpuOpsTier : public CpuOps, public ::testing::WithParamInterface<std::string> {
- protected:
-  void SetUp() override {
-    SY_SKIP_UNLESS_CPU_TIER(GetParam());
-    tier_.emplace(GetParam());
-  }
-  std::optional<test::ScopedCpuTier> tier_;
-};
-
+// The matmul below at every row count of the skinny path (M <= 8 with b [N, K], gemv.hpp) and
+// one past them, K with and without a vector tail, N split across threads or not, and oneDNN's
+// path beside it.
 TEST_P(CpuOpsTier, MatmulMatchesReferenceAtEveryRowCount) {
   for (sy_dtype dt : kFloatTypes)
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9})
