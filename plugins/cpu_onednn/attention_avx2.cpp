@@ -4,19 +4,21 @@
 // Only this file is compiled with AVX2 flags; cpu_tier.cpp decides whether the CPU may call it.
 //
 // Register tiles (16 ymm): scores use 6 keys × 2 vectors (16 rows) = 12 accumulators, each K
-// element broadcast; few-row scores (decode) use 4 rows × 2 keys of row dots; pv uses 2 rows ×
-// 4 vectors (32 head-dim columns).
+// element broadcast; few-row scores (decode) use 4 rows × 2 keys of row dots; pv uses 6 rows ×
+// 2 vectors (16 head-dim columns) = 12 accumulators, each probability broadcast.
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "attention_blocks.hpp"
+#include "register_tile.hpp"
 #include "scalar_math.hpp"
 
 namespace sy::cpu {
 namespace {
 
 constexpr int kKeyTile = 6;
+constexpr int kPvRows = 6;  // × 2 vectors: 12 accumulators, enough to hide the FMA latency
 
 // 2^x for x in base-2 log domain; below -126 (including -inf) exactly 0.
 inline __m256 exp2_ps(__m256 x) {
@@ -143,18 +145,23 @@ template <int KJ>
 inline void dot_tile(const float* qr, const float* k, int64_t ks, int D, int r0, int j, int Mp,
                      float* s) {
   __m256 acc[4][KJ];
-  for (int r = 0; r < 4; ++r)
-    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm256_setzero_ps();
+  SY_TILE_LOOP
+  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) acc[r][a] = _mm256_setzero_ps();
   for (int e = 0; e < D; e += 8) {
     __m256 kv[KJ];
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) kv[a] = _mm256_loadu_ps(k + (j + a) * ks + e);
+    SY_TILE_LOOP
     for (int r = 0; r < 4; ++r) {
       __m256 q = _mm256_loadu_ps(qr + size_t(r0 + r) * D + e);
+      SY_TILE_LOOP
       for (int a = 0; a < KJ; ++a) acc[r][a] = _mm256_fmadd_ps(q, kv[a], acc[r][a]);
     }
   }
-  for (int r = 0; r < 4; ++r)
-    for (int a = 0; a < KJ; ++a) s[size_t(j + a) * Mp + r0 + r] = hsum(acc[r][a]);
+  SY_TILE_LOOP
+  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) s[size_t(j + a) * Mp + r0 + r] = hsum(acc[r][a]);
 }
 
 void scores_dot(const float* qr, const float* k, int64_t ks, int n, int M, int Mp, int D,
@@ -174,16 +181,19 @@ template <int KJ>
 inline void scores_keys(const float* qt, const float* k, int64_t ks, int Mp, int D, float* s) {
   for (int c0 = 0; c0 < Mp; c0 += 16) {
     __m256 acc[KJ][2];
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
     for (int d = 0; d < D; ++d) {
       __m256 q0 = _mm256_load_ps(qt + size_t(d) * Mp + c0);
       __m256 q1 = _mm256_load_ps(qt + size_t(d) * Mp + c0 + 8);
+      SY_TILE_LOOP
       for (int a = 0; a < KJ; ++a) {
         __m256 kv = _mm256_broadcast_ss(k + a * ks + d);
         acc[a][0] = _mm256_fmadd_ps(kv, q0, acc[a][0]);
         acc[a][1] = _mm256_fmadd_ps(kv, q1, acc[a][1]);
       }
     }
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) {
       _mm256_store_ps(s + size_t(a) * Mp + c0, acc[a][0]);
       _mm256_store_ps(s + size_t(a) * Mp + c0 + 8, acc[a][1]);
@@ -226,37 +236,48 @@ template <int R, int NV>
 inline void pv_tile(const float* p, const float* v, int64_t vs, int n, int Mp, int D, int r0,
                     int c0, const float* alpha, float* o) {
   __m256 acc[R][NV];
+  SY_TILE_LOOP
   for (int r = 0; r < R; ++r) {
     __m256 a = _mm256_set1_ps(alpha[r0 + r]);
+    SY_TILE_LOOP
     for (int x = 0; x < NV; ++x)
       acc[r][x] = _mm256_mul_ps(_mm256_loadu_ps(o + size_t(r0 + r) * D + c0 + 8 * x), a);
   }
   for (int j = 0; j < n; ++j) {
     __m256 vv[NV];
+    SY_TILE_LOOP
     for (int x = 0; x < NV; ++x) vv[x] = _mm256_loadu_ps(v + j * vs + c0 + 8 * x);
     const float* pj = p + size_t(j) * Mp + r0;
+    SY_TILE_LOOP
     for (int r = 0; r < R; ++r) {
       __m256 pr = _mm256_broadcast_ss(pj + r);
+      SY_TILE_LOOP
       for (int x = 0; x < NV; ++x) acc[r][x] = _mm256_fmadd_ps(pr, vv[x], acc[r][x]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) _mm256_storeu_ps(o + size_t(r0 + r) * D + c0 + 8 * x, acc[r][x]);
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) SY_TILE_LOOP
+  for (int x = 0; x < NV; ++x) _mm256_storeu_ps(o + size_t(r0 + r) * D + c0 + 8 * x, acc[r][x]);
 }
 
 template <int R>
 inline void pv_rows(const float* p, const float* v, int64_t vs, int n, int Mp, int D, int r0,
                     const float* alpha, float* o) {
-  int c0 = 0;
-  for (; c0 + 32 <= D; c0 += 32) pv_tile<R, 4>(p, v, vs, n, Mp, D, r0, c0, alpha, o);
-  if (c0 < D) pv_tile<R, 2>(p, v, vs, n, Mp, D, r0, c0, alpha, o);  // D is a multiple of 16
+  for (int c0 = 0; c0 < D; c0 += 16) pv_tile<R, 2>(p, v, vs, n, Mp, D, r0, c0, alpha, o);
 }
 
 void pv_f32(const float* p, const float* v, int64_t vs, int n, int M, int Mp, int D,
             const float* alpha, float* o) {
   int r0 = 0;
-  for (; r0 + 2 <= M; r0 += 2) pv_rows<2>(p, v, vs, n, Mp, D, r0, alpha, o);
-  if (r0 < M) pv_rows<1>(p, v, vs, n, Mp, D, r0, alpha, o);
+  for (; r0 + kPvRows <= M; r0 += kPvRows) pv_rows<kPvRows>(p, v, vs, n, Mp, D, r0, alpha, o);
+  switch (M - r0) {
+    case 5: pv_rows<5>(p, v, vs, n, Mp, D, r0, alpha, o); break;
+    case 4: pv_rows<4>(p, v, vs, n, Mp, D, r0, alpha, o); break;
+    case 3: pv_rows<3>(p, v, vs, n, Mp, D, r0, alpha, o); break;
+    case 2: pv_rows<2>(p, v, vs, n, Mp, D, r0, alpha, o); break;
+    case 1: pv_rows<1>(p, v, vs, n, Mp, D, r0, alpha, o); break;
+    default: break;
+  }
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "attention_blocks.hpp"
+#include "register_tile.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -111,9 +112,11 @@ inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
 template <int KJ, typename Fma>
 inline void dot_tile(int r0, int j, int chunks, float* s, int Mp, Fma fma) {
   __m512 acc[4][KJ];
-  for (int r = 0; r < 4; ++r)
-    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_setzero_ps();
+  SY_TILE_LOOP
+  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_setzero_ps();
   for (int c = 0; c < chunks; ++c) fma(acc, r0, j, c);
+  SY_TILE_LOOP
   for (int a = 0; a < KJ; ++a)
     _mm_storeu_ps(s + size_t(j + a) * Mp + r0, sum4(acc[0][a], acc[1][a], acc[2][a], acc[3][a]));
 }
@@ -144,10 +147,13 @@ struct DotF32 {
   int D;
   void operator()(__m512 (&acc)[4][KJ], int r0, int j, int c) const {
     __m512 q[4], kv[KJ];
+    SY_TILE_LOOP
     for (int r = 0; r < 4; ++r) q[r] = _mm512_loadu_ps(qr + size_t(r0 + r) * D + 16 * c);
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) kv[a] = _mm512_loadu_ps(k + (j + a) * ks + 16 * c);
-    for (int r = 0; r < 4; ++r)
-      for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_fmadd_ps(q[r], kv[a], acc[r][a]);
+    SY_TILE_LOOP
+    for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_fmadd_ps(q[r], kv[a], acc[r][a]);
   }
 };
 
@@ -161,18 +167,23 @@ template <int KJ, int NV>
 inline void scores_tile_f32(const float* qt, const float* k, int64_t ks, int Mp, int D, int c0,
                             float* s) {
   __m512 acc[KJ][NV];
-  for (int a = 0; a < KJ; ++a)
-    for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
   for (int d = 0; d < D; ++d) {
     __m512 q[NV];
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v) q[v] = _mm512_load_ps(qt + size_t(d) * Mp + c0 + 16 * v);
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) {
       __m512 kv = _mm512_set1_ps(k[a * ks + d]);
+      SY_TILE_LOOP
       for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_fmadd_ps(kv, q[v], acc[a][v]);
     }
   }
-  for (int a = 0; a < KJ; ++a)
-    for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
 }
 
 template <int KJ>
@@ -212,22 +223,28 @@ template <int R, int NV>
 inline void pv_tile_f32(const float* p, const float* v0, int64_t vs, int n, int Mp, int D, int r0,
                         int c0, const float* alpha, float* o) {
   __m512 acc[R][NV];
+  SY_TILE_LOOP
   for (int r = 0; r < R; ++r) {
     __m512 a = _mm512_set1_ps(alpha[r0 + r]);
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v)
       acc[r][v] = _mm512_mul_ps(_mm512_loadu_ps(o + size_t(r0 + r) * D + c0 + 16 * v), a);
   }
   for (int j = 0; j < n; ++j) {
     __m512 vv[NV];
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v) vv[v] = _mm512_loadu_ps(v0 + j * vs + c0 + 16 * v);
     const float* pj = p + size_t(j) * Mp + r0;
+    SY_TILE_LOOP
     for (int r = 0; r < R; ++r) {
       __m512 pr = _mm512_set1_ps(pj[r]);
+      SY_TILE_LOOP
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(pr, vv[v], acc[r][v]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
 }
 
 template <int R>
@@ -305,12 +322,15 @@ struct DotBf16 {
   void operator()(__m512 (&acc)[4][KJ], int r0, int j, int c) const {
     __mmask32 m = D - 32 * c >= 32 ? ~__mmask32(0) : __mmask32(0xffff);
     __m512bh q[4], kv[KJ];
+    SY_TILE_LOOP
     for (int r = 0; r < 4; ++r)
       q[r] = (__m512bh)_mm512_maskz_loadu_epi16(m, qr + size_t(r0 + r) * D + 32 * c);
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a)
       kv[a] = (__m512bh)_mm512_maskz_loadu_epi16(m, k + (j + a) * ks + 32 * c);
-    for (int r = 0; r < 4; ++r)
-      for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_dpbf16_ps(acc[r][a], q[r], kv[a]);
+    SY_TILE_LOOP
+    for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_dpbf16_ps(acc[r][a], q[r], kv[a]);
   }
 };
 
@@ -318,21 +338,26 @@ template <int KJ, int NV>
 inline void scores_tile_bf16(const uint32_t* qt, const uint16_t* k, int64_t ks, int Mp, int D,
                              int c0, float* s) {
   __m512 acc[KJ][NV];
-  for (int a = 0; a < KJ; ++a)
-    for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
   for (int d2 = 0; d2 < D / 2; ++d2) {
     __m512bh q[NV];
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v)
       q[v] = (__m512bh)_mm512_load_si512(qt + size_t(d2) * Mp + c0 + 16 * v);
+    SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) {
       uint32_t pair;
       std::memcpy(&pair, k + a * ks + 2 * d2, sizeof pair);
       __m512bh kv = (__m512bh)_mm512_set1_epi32(int(pair));
+      SY_TILE_LOOP
       for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_dpbf16_ps(acc[a][v], kv, q[v]);
     }
   }
-  for (int a = 0; a < KJ; ++a)
-    for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  SY_TILE_LOOP
+  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
 }
 
 template <int KJ>
@@ -414,23 +439,29 @@ template <int R, int NV>
 inline void pv_tile_bf16(const uint32_t* p2, const uint32_t* v2, int n2, int Mp, int D, int r0,
                          int c0, const float* alpha, float* o) {
   __m512 acc[R][NV];
+  SY_TILE_LOOP
   for (int r = 0; r < R; ++r) {
     __m512 a = _mm512_set1_ps(alpha[r0 + r]);
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v)
       acc[r][v] = _mm512_mul_ps(_mm512_loadu_ps(o + size_t(r0 + r) * D + c0 + 16 * v), a);
   }
   for (int j2 = 0; j2 < n2; ++j2) {
     __m512bh vv[NV];
+    SY_TILE_LOOP
     for (int v = 0; v < NV; ++v)
       vv[v] = (__m512bh)_mm512_loadu_si512(v2 + size_t(j2) * D + c0 + 16 * v);
     const uint32_t* pj = p2 + size_t(j2) * Mp + r0;
+    SY_TILE_LOOP
     for (int r = 0; r < R; ++r) {
       __m512bh pr = (__m512bh)_mm512_set1_epi32(int(pj[r]));
+      SY_TILE_LOOP
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], pr, vv[v]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) SY_TILE_LOOP
+  for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
 }
 
 template <int R>

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "attention_blocks.hpp"
+#include "register_tile.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -68,19 +69,24 @@ inline void decode_scores_tile(const DecodeBlock& b, int j, int h, int r0) {
   const T* k = static_cast<const T*>(b.k) + j * b.stride + int64_t(h) * b.D;
   const float* q = b.q + (size_t(h) * b.R + r0) * b.D;
   V acc[4][KT];
-  for (int r = 0; r < 4; ++r)
-    for (int a = 0; a < KT; ++a) acc[r][a] = Isa::zero();
+  SY_TILE_LOOP
+  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
+  for (int a = 0; a < KT; ++a) acc[r][a] = Isa::zero();
   for (int e = 0; e < b.D; e += CV * Isa::W) {
     V kv[KT][CV];
+    SY_TILE_LOOP
     for (int a = 0; a < KT; ++a) load_chunk<Isa>(k + a * b.stride + e, kv[a]);
-    for (int c = 0; c < CV; ++c)
-      for (int r = 0; r < RT; ++r) {
-        V qv = Isa::load(q + size_t(r) * b.D + e + c * Isa::W);
-        for (int a = 0; a < KT; ++a) acc[r][a] = Isa::fma(qv, kv[a][c], acc[r][a]);
-      }
+    SY_TILE_LOOP
+    for (int c = 0; c < CV; ++c) SY_TILE_LOOP
+    for (int r = 0; r < RT; ++r) {
+      V qv = Isa::load(q + size_t(r) * b.D + e + c * Isa::W);
+      SY_TILE_LOOP
+      for (int a = 0; a < KT; ++a) acc[r][a] = Isa::fma(qv, kv[a][c], acc[r][a]);
+    }
   }
   // Lanes h·R + r0 .. +3: for a last tile of a head the extra lanes belong to the next head,
   // which writes them afterwards (heads go in order), or to the padding after the last head.
+  SY_TILE_LOOP
   for (int a = 0; a < KT; ++a)
     _mm_storeu_ps(b.s + size_t(j + a) * b.lanes + h * b.R + r0,
                   Isa::sum4(acc[0][a], acc[1][a], acc[2][a], acc[3][a]));
@@ -130,8 +136,10 @@ inline void decode_pv_tile(const DecodeBlock& b, int j0, int j1, int h, int r0, 
   const float* p = b.s + lane0;
   const float one = 1.f;
   V acc[RT][NV];
+  SY_TILE_LOOP
   for (int r = 0; r < RT; ++r) {
     V a = Isa::bcast(j0 == 0 ? b.alpha + lane0 + r : &one);
+    SY_TILE_LOOP
     for (int x = 0; x < NV; ++x) acc[r][x] = Isa::mul(Isa::load(o + size_t(r) * D + x * Isa::W), a);
   }
   constexpr int CV = kChunkVecs<Isa, T>;
@@ -139,13 +147,16 @@ inline void decode_pv_tile(const DecodeBlock& b, int j0, int j1, int h, int r0, 
   for (int j = j0; j < j1; ++j) {
     V vv[NV];
     for (int x = 0; x < NV; x += CV) load_chunk<Isa>(v + j * stride + x * Isa::W, vv + x);
+    SY_TILE_LOOP
     for (int r = 0; r < RT; ++r) {
       V pr = Isa::bcast(p + size_t(j) * lanes + r);
+      SY_TILE_LOOP
       for (int x = 0; x < NV; ++x) acc[r][x] = Isa::fma(pr, vv[x], acc[r][x]);
     }
   }
-  for (int r = 0; r < RT; ++r)
-    for (int x = 0; x < NV; ++x) Isa::store(o + size_t(r) * D + x * Isa::W, acc[r][x]);
+  SY_TILE_LOOP
+  for (int r = 0; r < RT; ++r) SY_TILE_LOOP
+  for (int x = 0; x < NV; ++x) Isa::store(o + size_t(r) * D + x * Isa::W, acc[r][x]);
 }
 
 template <class Isa, typename T, int RT>

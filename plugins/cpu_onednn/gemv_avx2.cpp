@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "gemv.hpp"
+#include "register_tile.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -38,30 +39,35 @@ void block(const GemvArgs& a, int64_t n, int m0) {
   const int64_t K = a.K, full = K / 16 * 16;
   WeightSweep<RN * 16 * int(sizeof(W))> sweep(w);
   __m256 lo_acc[RN][RM], hi_acc[RN][RM];
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) lo_acc[r][m] = hi_acc[r][m] = _mm256_setzero_ps();
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m) lo_acc[r][m] = hi_acc[r][m] = _mm256_setzero_ps();
   for (int64_t k = 0; k < full; k += 16) {
     __m256 xlo[RM], xhi[RM];
+    SY_TILE_LOOP
     for (int m = 0; m < RM; ++m) {
       xlo[m] = _mm256_loadu_ps(x + m * K + k);
       xhi[m] = _mm256_loadu_ps(x + m * K + k + 8);
     }
     sweep.step();
+    SY_TILE_LOOP
     for (int r = 0; r < RN; ++r) {
       __m256 wlo, whi;
       load16(w + r * K + k, wlo, whi);
+      SY_TILE_LOOP
       for (int m = 0; m < RM; ++m) {
         lo_acc[r][m] = _mm256_fmadd_ps(wlo, xlo[m], lo_acc[r][m]);
         hi_acc[r][m] = _mm256_fmadd_ps(whi, xhi[m], hi_acc[r][m]);
       }
     }
   }
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) {
-      float v = hsum(_mm256_add_ps(lo_acc[r][m], hi_acc[r][m]));
-      for (int64_t k = full; k < K; ++k) v += to_f32(w[r * K + k]) * x[m * K + k];
-      gemv_store<W>(a, m0 + m, n + r, v);
-    }
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m) {
+    float v = hsum(_mm256_add_ps(lo_acc[r][m], hi_acc[r][m]));
+    for (int64_t k = full; k < K; ++k) v += to_f32(w[r * K + k]) * x[m * K + k];
+    gemv_store<W>(a, m0 + m, n + r, v);
+  }
 }
 
 template <typename W>

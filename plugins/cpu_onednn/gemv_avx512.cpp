@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "gemv.hpp"
+#include "register_tile.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -25,9 +26,12 @@ template <typename W, int RN, int RM>
 inline void fma_step(const W* w, const float* x, int64_t K, int64_t k, __mmask16 mask,
                      __m512 (&acc)[RN][RM]) {
   __m512 xv[RM];
+  SY_TILE_LOOP
   for (int m = 0; m < RM; ++m) xv[m] = _mm512_maskz_loadu_ps(mask, x + m * K + k);
+  SY_TILE_LOOP
   for (int r = 0; r < RN; ++r) {
     __m512 wv = load_w(w + r * K + k, mask);
+    SY_TILE_LOOP
     for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
   }
 }
@@ -39,15 +43,17 @@ void block_fma(const GemvArgs& a, int64_t n, int m0) {
   const int64_t K = a.K, full = K / 16 * 16;
   WeightSweep<RN * 16 * int(sizeof(W))> sweep(w);
   __m512 acc[RN][RM];
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
   for (int64_t k = 0; k < full; k += 16) {
     sweep.step();
     fma_step<W, RN, RM>(w, x, K, k, __mmask16(0xffff), acc);
   }
   if (full < K) fma_step<W, RN, RM>(w, x, K, full, __mmask16((1u << (K - full)) - 1), acc);
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
 }
 
 // The same with vdpbf16ps: 32 elements of K per step, x and w both bf16.
@@ -55,9 +61,12 @@ template <int RN, int RM>
 inline void dot_step(const bf16_bits* w, const bf16_bits* x, int64_t K, int64_t k, __mmask32 mask,
                      __m512 (&acc)[RN][RM]) {
   __m512bh xv[RM];
+  SY_TILE_LOOP
   for (int m = 0; m < RM; ++m) xv[m] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + m * K + k);
+  SY_TILE_LOOP
   for (int r = 0; r < RN; ++r) {
     __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * K + k);
+    SY_TILE_LOOP
     for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, xv[m]);
   }
 }
@@ -69,16 +78,18 @@ void block_dot_bf16(const GemvArgs& a, int64_t n, int m0) {
   const int64_t K = a.K, full = K / 32 * 32;
   WeightSweep<RN * 64> sweep(w);
   __m512 acc[RN][RM];
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
   for (int64_t k = 0; k < full; k += 32) {
     sweep.step();
     dot_step<RN, RM>(w, x, K, k, ~__mmask32(0), acc);
   }
   if (full < K) dot_step<RN, RM>(w, x, K, full, __mmask32((1u << (K - full)) - 1), acc);
-  for (int r = 0; r < RN; ++r)
-    for (int m = 0; m < RM; ++m)
-      gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  SY_TILE_LOOP
+  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
+  for (int m = 0; m < RM; ++m)
+    gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
 }
 
 // One kernel family (FMA on W, or the bf16 dot) over rows [n0, n1): 4-row blocks for a single
