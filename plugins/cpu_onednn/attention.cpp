@@ -304,42 +304,14 @@ class AttentionKernel final : public CpuKernel {
   // (DecodeBlock). Leaves o, m and l in the per-head layout `process` leaves them in.
   void process_decode(Workspace& ws, const DLTensor* const* in, const DLTensor* const* out,
                       const float* sinks, float* lse, int64_t L, int64_t b, int64_t split) {
-    const int D = int(g_.D), H = g_.heads, lanes = g_.lanes;
     const Rows r = rows_of(ws, L, 0);
-    const int R = r.M;
     auto [begin, end] = split_range(r, split);
-    auto* m = reinterpret_cast<float*>(ws.dm.get());
-    auto* l = reinterpret_cast<float*>(ws.dl.get());
-    auto* lo = reinterpret_cast<int32_t*>(ws.dlo.get());
-    auto* hi = reinterpret_cast<int32_t*>(ws.dhi.get());
-    const auto* row_lo = reinterpret_cast<const int32_t*>(ws.lo.get());
-    const auto* row_hi = reinterpret_cast<const int32_t*>(ws.hi.get());
-    for (int x = 0; x < lanes; ++x) {
-      m[x] = kNegInf, l[x] = 0.f;
-      lo[x] = x < H * R ? row_lo[x % R] : 0;  // padding lanes: no valid key
-      hi[x] = x < H * R ? row_hi[x % R] : -1;
-    }
-    auto* o = reinterpret_cast<float*>(ws.o.get());  // [H][R][D]: process's head_state layout
-    std::memset(o, 0, sizeof(float) * size_t(H) * R * D);
+    start_decode_lanes(ws, r.M);
     pack_decode_queries(ws, data_of<char>(in[0]), b);
-    const int64_t stride = g_.Hkv * g_.D;
-    DecodeBlock db{reinterpret_cast<const float*>(ws.dq.get()),
-                   nullptr,
-                   nullptr,
-                   stride,
-                   0,
-                   H,
-                   R,
-                   D,
-                   lanes,
-                   reinterpret_cast<float*>(ws.ds.get()),
-                   reinterpret_cast<const float*>(ws.dalpha.get()),
-                   o,
-                   {nullptr, nullptr},
-                   {0, 0}};
-    const int64_t key_bytes = int64_t(esize_) * stride;
+    DecodeBlock db = decode_block(ws, r.M);
+    const int64_t key_bytes = int64_t(esize_) * db.stride;
     for (int64_t j0 = begin; j0 < end; j0 += kDecodeKeys) {
-      size_t base = esize_ * size_t((b * g_.Skv + j0) * stride);
+      size_t base = esize_ * size_t((b * g_.Skv + j0) * db.stride);
       const char* k = data_of<char>(in[1]) + base;
       const char* v = data_of<char>(in[2]) + base;
       db.k = k, db.v = v;
@@ -352,20 +324,68 @@ class AttentionKernel final : public CpuKernel {
       db.prefetch_lines[0] = db.prefetch_lines[1] = next * key_bytes / 64;
       decode_blocks_->scores(db);
       bool masked = !(j0 >= r.all_lo && j0 + db.n - 1 <= r.all_hi);
-      SoftmaxBlock sb{db.s,         db.n,   lanes,   sem_.scale,
-                      sem_.softcap, masked, int(j0), lo,
-                      hi,           m,      l,       reinterpret_cast<float*>(ws.dalpha.get())};
+      SoftmaxBlock sb{db.s,
+                      db.n,
+                      db.lanes,
+                      sem_.scale,
+                      sem_.softcap,
+                      masked,
+                      int(j0),
+                      reinterpret_cast<int32_t*>(ws.dlo.get()),
+                      reinterpret_cast<int32_t*>(ws.dhi.get()),
+                      reinterpret_cast<float*>(ws.dm.get()),
+                      reinterpret_cast<float*>(ws.dl.get()),
+                      reinterpret_cast<float*>(ws.dalpha.get())};
       blocks_->softmax(sb);
       decode_blocks_->pv(db);
     }
-    unsplit_rows(o, size_t(H) * R, ws.dq.get());
+    finish_decode_lanes(ws, r.M);
+    emit(ws, out, sinks, lse, b, 0, r, 0, split);
+  }
+
+  // Empty softmax state and output for every (head, row) lane; each lane's valid key range is
+  // its row's (rows_of), and the padding lanes have none.
+  void start_decode_lanes(Workspace& ws, int R) const {
+    const int H = g_.heads;
+    auto* m = reinterpret_cast<float*>(ws.dm.get());
+    auto* l = reinterpret_cast<float*>(ws.dl.get());
+    auto* lo = reinterpret_cast<int32_t*>(ws.dlo.get());
+    auto* hi = reinterpret_cast<int32_t*>(ws.dhi.get());
+    const auto* row_lo = reinterpret_cast<const int32_t*>(ws.lo.get());
+    const auto* row_hi = reinterpret_cast<const int32_t*>(ws.hi.get());
+    for (int x = 0; x < g_.lanes; ++x) {
+      m[x] = kNegInf, l[x] = 0.f;
+      lo[x] = x < H * R ? row_lo[x % R] : 0;
+      hi[x] = x < H * R ? row_hi[x % R] : -1;
+    }
+    std::memset(ws.o.get(), 0, sizeof(float) * size_t(H) * R * g_.D);
+  }
+
+  DecodeBlock decode_block(Workspace& ws, int R) const {
+    DecodeBlock db{};
+    db.q = reinterpret_cast<const float*>(ws.dq.get());
+    db.stride = g_.Hkv * g_.D;
+    db.H = g_.heads, db.R = R, db.D = int(g_.D), db.lanes = g_.lanes;
+    db.s = reinterpret_cast<float*>(ws.ds.get());
+    db.alpha = reinterpret_cast<const float*>(ws.dalpha.get());
+    db.o = reinterpret_cast<float*>(ws.o.get());  // [H][R][D]: process's head_state layout
+    return db;
+  }
+
+  // The output back in natural element order and the lanes' (max, sum) into the per-head
+  // layout emit reads.
+  void finish_decode_lanes(Workspace& ws, int R) const {
+    const int H = g_.heads;
+    // The queries are no longer needed: their buffer is the permutation's scratch.
+    unsplit_rows(reinterpret_cast<float*>(ws.o.get()), size_t(H) * R, ws.dq.get());
+    const auto* m = reinterpret_cast<const float*>(ws.dm.get());
+    const auto* l = reinterpret_cast<const float*>(ws.dl.get());
     const size_t MP = size_t(g_.max_rows_padded);
     for (int h = 0; h < H; ++h)
       for (int x = 0; x < R; ++x) {
         head_state(ws.m, h, MP)[x] = m[h * R + x];
         head_state(ws.l, h, MP)[x] = l[h * R + x];
       }
-    emit(ws, out, sinks, lse, b, 0, r, 0, split);
   }
 
   // Element e of a row in the decode blocks' order (DecodeKernels::split_group).

@@ -1,6 +1,10 @@
 // The loops of elementwise_tier.hpp, written once; elementwise_portable.cpp,
 // elementwise_avx2.cpp and elementwise_avx512.cpp each compile them for their instruction set
 // and export the table. Internal linkage throughout (scalar_math.hpp says why).
+//
+// `omp simd` marks the loops whose output may be their input: each element is read and then
+// written in its own iteration only, so vectors are safe, and without the pragma the compiler
+// falls back to its scalar loop whenever the pointers overlap (a residual add in place).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +39,7 @@ template <typename T, Act A>
 void unary_loop(const void* x_, void* y_, int64_t begin, int64_t end) {
   const T* x = static_cast<const T*>(x_);
   T* y = static_cast<T*>(y_);
+#pragma omp simd
   for (int64_t i = begin; i < end; ++i) y[i] = from_f32<T>(activate<A>(to_f32(x[i])));
 }
 
@@ -43,6 +48,7 @@ void binary_loop(const void* a_, const void* b_, void* c_, int64_t begin, int64_
   const T* a = static_cast<const T*>(a_);
   const T* b = static_cast<const T*>(b_);
   T* c = static_cast<T*>(c_);
+#pragma omp simd
   for (int64_t i = begin; i < end; ++i) c[i] = from_f32<T>(combine<B>(to_f32(a[i]), to_f32(b[i])));
 }
 
@@ -52,6 +58,7 @@ void binary_rows_loop(const void* a_, const void* b_, void* c_, int64_t n, int64
   for (int64_t r = r0; r < r1; ++r) {
     const T* a = static_cast<const T*>(a_) + r * n;
     T* c = static_cast<T*>(c_) + r * n;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) c[i] = from_f32<T>(combine<B>(to_f32(a[i]), to_f32(b[i])));
   }
 }
@@ -60,6 +67,7 @@ template <typename From, typename To>
 void convert_loop(const void* x_, void* y_, int64_t begin, int64_t end) {
   const From* x = static_cast<const From*>(x_);
   To* y = static_cast<To*>(y_);
+#pragma omp simd
   for (int64_t i = begin; i < end; ++i) y[i] = from_f32<To>(to_f32(x[i]));
 }
 
@@ -77,6 +85,7 @@ void rms_norm_rows(const void* x_, const void* w_, void* y_, int64_t h, double e
       ss += v * v;
     }
     const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + eps));
+#pragma omp simd
     for (int64_t i = 0; i < h; ++i)
       y[i] = from_f32<T>(to_f32(x[i]) * inv * (to_f32(w[i]) + offset));
   }
@@ -102,6 +111,7 @@ void layer_norm_rows(const void* x_, const void* w_, const void* b_, void* y_, i
     }
     const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(h) + eps));
     const float m = static_cast<float>(mean);
+#pragma omp simd
     for (int64_t i = 0; i < h; ++i)
       y[i] = from_f32<T>((to_f32(x[i]) - m) * inv * to_f32(w[i]) + to_f32(b[i]));
   }
@@ -119,6 +129,7 @@ void softmax_rows(const void* x_, void* y_, int64_t n, int64_t r0, int64_t r1) {
 #pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < n; ++i) sum += exp_f32(to_f32(x[i]) - m);
     const float inv = static_cast<float>(1.0 / sum);
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(exp_f32(to_f32(x[i]) - m) * inv);
   }
 }
@@ -130,12 +141,14 @@ void rope_head_loop(const void* x_, void* y_, int64_t d, int64_t rotary, bool in
   T* y = static_cast<T*>(y_);
   const int64_t half = rotary / 2;
   if (interleaved) {
+#pragma omp simd
     for (int64_t i = 0; i < half; ++i) {
       const float x0 = to_f32(x[2 * i]), x1 = to_f32(x[2 * i + 1]);
       y[2 * i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
       y[2 * i + 1] = from_f32<T>(x1 * cs[i] + x0 * sn[i]);
     }
   } else {
+#pragma omp simd
     for (int64_t i = 0; i < half; ++i) {
       const float x0 = to_f32(x[i]), x1 = to_f32(x[i + half]);
       y[i] = from_f32<T>(x0 * cs[i] - x1 * sn[i]);
