@@ -146,8 +146,10 @@ inline void dot_tile(const float* qr, const float* k, int64_t ks, int D, int r0,
                      float* s) {
   __m256 acc[4][KJ];
   SY_TILE_LOOP
-  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) acc[r][a] = _mm256_setzero_ps();
+  for (int r = 0; r < 4; ++r) {
+    SY_TILE_LOOP
+    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm256_setzero_ps();
+  }
   for (int e = 0; e < D; e += 8) {
     __m256 kv[KJ];
     SY_TILE_LOOP
@@ -160,8 +162,10 @@ inline void dot_tile(const float* qr, const float* k, int64_t ks, int D, int r0,
     }
   }
   SY_TILE_LOOP
-  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) s[size_t(j + a) * Mp + r0 + r] = hsum(acc[r][a]);
+  for (int r = 0; r < 4; ++r) {
+    SY_TILE_LOOP
+    for (int a = 0; a < KJ; ++a) s[size_t(j + a) * Mp + r0 + r] = hsum(acc[r][a]);
+  }
 }
 
 void scores_dot(const float* qr, const float* k, int64_t ks, int n, int M, int Mp, int D,
@@ -256,8 +260,10 @@ inline void pv_tile(const float* p, const float* v, int64_t vs, int n, int Mp, i
     }
   }
   SY_TILE_LOOP
-  for (int r = 0; r < R; ++r) SY_TILE_LOOP
-  for (int x = 0; x < NV; ++x) _mm256_storeu_ps(o + size_t(r0 + r) * D + c0 + 8 * x, acc[r][x]);
+  for (int r = 0; r < R; ++r) {
+    SY_TILE_LOOP
+    for (int x = 0; x < NV; ++x) _mm256_storeu_ps(o + size_t(r0 + r) * D + c0 + 8 * x, acc[r][x]);
+  }
 }
 
 template <int R>

@@ -113,8 +113,10 @@ template <int KJ, typename Fma>
 inline void dot_tile(int r0, int j, int chunks, float* s, int Mp, Fma fma) {
   __m512 acc[4][KJ];
   SY_TILE_LOOP
-  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_setzero_ps();
+  for (int r = 0; r < 4; ++r) {
+    SY_TILE_LOOP
+    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_setzero_ps();
+  }
   for (int c = 0; c < chunks; ++c) fma(acc, r0, j, c);
   SY_TILE_LOOP
   for (int a = 0; a < KJ; ++a)
@@ -152,8 +154,10 @@ struct DotF32 {
     SY_TILE_LOOP
     for (int a = 0; a < KJ; ++a) kv[a] = _mm512_loadu_ps(k + (j + a) * ks + 16 * c);
     SY_TILE_LOOP
-    for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_fmadd_ps(q[r], kv[a], acc[r][a]);
+    for (int r = 0; r < 4; ++r) {
+      SY_TILE_LOOP
+      for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_fmadd_ps(q[r], kv[a], acc[r][a]);
+    }
   }
 };
 
@@ -168,8 +172,10 @@ inline void scores_tile_f32(const float* qt, const float* k, int64_t ks, int Mp,
                             float* s) {
   __m512 acc[KJ][NV];
   SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  for (int a = 0; a < KJ; ++a) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  }
   for (int d = 0; d < D; ++d) {
     __m512 q[NV];
     SY_TILE_LOOP
@@ -182,8 +188,10 @@ inline void scores_tile_f32(const float* qt, const float* k, int64_t ks, int Mp,
     }
   }
   SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  for (int a = 0; a < KJ; ++a) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  }
 }
 
 template <int KJ>
@@ -243,8 +251,10 @@ inline void pv_tile_f32(const float* p, const float* v0, int64_t vs, int n, int 
     }
   }
   SY_TILE_LOOP
-  for (int r = 0; r < R; ++r) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  for (int r = 0; r < R; ++r) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  }
 }
 
 template <int R>
@@ -329,8 +339,10 @@ struct DotBf16 {
     for (int a = 0; a < KJ; ++a)
       kv[a] = (__m512bh)_mm512_maskz_loadu_epi16(m, k + (j + a) * ks + 32 * c);
     SY_TILE_LOOP
-    for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-    for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_dpbf16_ps(acc[r][a], q[r], kv[a]);
+    for (int r = 0; r < 4; ++r) {
+      SY_TILE_LOOP
+      for (int a = 0; a < KJ; ++a) acc[r][a] = _mm512_dpbf16_ps(acc[r][a], q[r], kv[a]);
+    }
   }
 };
 
@@ -339,8 +351,10 @@ inline void scores_tile_bf16(const uint32_t* qt, const uint16_t* k, int64_t ks, 
                              int c0, float* s) {
   __m512 acc[KJ][NV];
   SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  for (int a = 0; a < KJ; ++a) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) acc[a][v] = _mm512_setzero_ps();
+  }
   for (int d2 = 0; d2 < D / 2; ++d2) {
     __m512bh q[NV];
     SY_TILE_LOOP
@@ -356,8 +370,10 @@ inline void scores_tile_bf16(const uint32_t* qt, const uint16_t* k, int64_t ks, 
     }
   }
   SY_TILE_LOOP
-  for (int a = 0; a < KJ; ++a) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  for (int a = 0; a < KJ; ++a) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(s + size_t(a) * Mp + c0 + 16 * v, acc[a][v]);
+  }
 }
 
 template <int KJ>
@@ -460,8 +476,10 @@ inline void pv_tile_bf16(const uint32_t* p2, const uint32_t* v2, int n2, int Mp,
     }
   }
   SY_TILE_LOOP
-  for (int r = 0; r < R; ++r) SY_TILE_LOOP
-  for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  for (int r = 0; r < R; ++r) {
+    SY_TILE_LOOP
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + size_t(r0 + r) * D + c0 + 16 * v, acc[r][v]);
+  }
 }
 
 template <int R>

@@ -70,18 +70,22 @@ inline void decode_scores_tile(const DecodeBlock& b, int j, int h, int r0) {
   const float* q = b.q + (size_t(h) * b.R + r0) * b.D;
   V acc[4][KT];
   SY_TILE_LOOP
-  for (int r = 0; r < 4; ++r) SY_TILE_LOOP
-  for (int a = 0; a < KT; ++a) acc[r][a] = Isa::zero();
+  for (int r = 0; r < 4; ++r) {
+    SY_TILE_LOOP
+    for (int a = 0; a < KT; ++a) acc[r][a] = Isa::zero();
+  }
   for (int e = 0; e < b.D; e += CV * Isa::W) {
     V kv[KT][CV];
     SY_TILE_LOOP
     for (int a = 0; a < KT; ++a) load_chunk<Isa>(k + a * b.stride + e, kv[a]);
     SY_TILE_LOOP
-    for (int c = 0; c < CV; ++c) SY_TILE_LOOP
-    for (int r = 0; r < RT; ++r) {
-      V qv = Isa::load(q + size_t(r) * b.D + e + c * Isa::W);
+    for (int c = 0; c < CV; ++c) {
       SY_TILE_LOOP
-      for (int a = 0; a < KT; ++a) acc[r][a] = Isa::fma(qv, kv[a][c], acc[r][a]);
+      for (int r = 0; r < RT; ++r) {
+        V qv = Isa::load(q + size_t(r) * b.D + e + c * Isa::W);
+        SY_TILE_LOOP
+        for (int a = 0; a < KT; ++a) acc[r][a] = Isa::fma(qv, kv[a][c], acc[r][a]);
+      }
     }
   }
   // Lanes h·R + r0 .. +3: for a last tile of a head the extra lanes belong to the next head,
@@ -155,8 +159,10 @@ inline void decode_pv_tile(const DecodeBlock& b, int j0, int j1, int h, int r0, 
     }
   }
   SY_TILE_LOOP
-  for (int r = 0; r < RT; ++r) SY_TILE_LOOP
-  for (int x = 0; x < NV; ++x) Isa::store(o + size_t(r) * D + x * Isa::W, acc[r][x]);
+  for (int r = 0; r < RT; ++r) {
+    SY_TILE_LOOP
+    for (int x = 0; x < NV; ++x) Isa::store(o + size_t(r) * D + x * Isa::W, acc[r][x]);
+  }
 }
 
 template <class Isa, typename T, int RT>

@@ -44,16 +44,20 @@ void block_fma(const GemvArgs& a, int64_t n, int m0) {
   WeightSweep<RN * 16 * int(sizeof(W))> sweep(w);
   __m512 acc[RN][RM];
   SY_TILE_LOOP
-  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
-  for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int r = 0; r < RN; ++r) {
+    SY_TILE_LOOP
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  }
   for (int64_t k = 0; k < full; k += 16) {
     sweep.step();
     fma_step<W, RN, RM>(w, x, K, k, __mmask16(0xffff), acc);
   }
   if (full < K) fma_step<W, RN, RM>(w, x, K, full, __mmask16((1u << (K - full)) - 1), acc);
   SY_TILE_LOOP
-  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
-  for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  for (int r = 0; r < RN; ++r) {
+    SY_TILE_LOOP
+    for (int m = 0; m < RM; ++m) gemv_store<W>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  }
 }
 
 // The same with vdpbf16ps: 32 elements of K per step, x and w both bf16.
@@ -79,35 +83,75 @@ void block_dot_bf16(const GemvArgs& a, int64_t n, int m0) {
   WeightSweep<RN * 64> sweep(w);
   __m512 acc[RN][RM];
   SY_TILE_LOOP
-  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
-  for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int r = 0; r < RN; ++r) {
+    SY_TILE_LOOP
+    for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
+  }
   for (int64_t k = 0; k < full; k += 32) {
     sweep.step();
     dot_step<RN, RM>(w, x, K, k, ~__mmask32(0), acc);
   }
   if (full < K) dot_step<RN, RM>(w, x, K, full, __mmask32((1u << (K - full)) - 1), acc);
   SY_TILE_LOOP
-  for (int r = 0; r < RN; ++r) SY_TILE_LOOP
-  for (int m = 0; m < RM; ++m)
-    gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  for (int r = 0; r < RN; ++r) {
+    SY_TILE_LOOP
+    for (int m = 0; m < RM; ++m)
+      gemv_store<bf16_bits>(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+  }
 }
 
-// One kernel family (FMA on W, or the bf16 dot) over rows [n0, n1): 4-row blocks for a single
-// activation row (8 rows measured slower on Zen 5: 42 vs 52 tok/s), 4 × up-to-4 otherwise.
+// One weight row against one activation row (a decode token). Rows of 4 KiB and more, read
+// several at a time, alias in the L1 and ran at 0.8-0.9 of a plain read (Llama-3.2-1B shapes,
+// Zen 5); one row in address order runs at the read's speed. Two steps in flight.
+template <typename W>
+void row_fma(const GemvArgs& a, int64_t n) {
+  const W* w = static_cast<const W*>(a.w) + n * a.K;
+  const int64_t K = a.K, full = K / 16 * 16;
+  WeightSweep<32 * int(sizeof(W))> sweep(w);
+  __m512 even[1][1] = {{_mm512_setzero_ps()}}, odd[1][1] = {{_mm512_setzero_ps()}};
+  int64_t k = 0;
+  for (; k + 32 <= full; k += 32) {
+    sweep.step();
+    fma_step<W, 1, 1>(w, a.xf, K, k, __mmask16(0xffff), even);
+    fma_step<W, 1, 1>(w, a.xf, K, k + 16, __mmask16(0xffff), odd);
+  }
+  if (k < full) fma_step<W, 1, 1>(w, a.xf, K, k, __mmask16(0xffff), even);
+  if (full < K) fma_step<W, 1, 1>(w, a.xf, K, full, __mmask16((1u << (K - full)) - 1), odd);
+  gemv_store<W>(a, 0, n, _mm512_reduce_add_ps(_mm512_add_ps(even[0][0], odd[0][0])));
+}
+
+void row_dot_bf16(const GemvArgs& a, int64_t n) {
+  const bf16_bits* w = static_cast<const bf16_bits*>(a.w) + n * a.K;
+  const int64_t K = a.K, full = K / 32 * 32;
+  WeightSweep<128> sweep(w);
+  __m512 even[1][1] = {{_mm512_setzero_ps()}}, odd[1][1] = {{_mm512_setzero_ps()}};
+  int64_t k = 0;
+  for (; k + 64 <= full; k += 64) {
+    sweep.step();
+    dot_step<1, 1>(w, a.xb, K, k, ~__mmask32(0), even);
+    dot_step<1, 1>(w, a.xb, K, k + 32, ~__mmask32(0), odd);
+  }
+  if (k < full) dot_step<1, 1>(w, a.xb, K, k, ~__mmask32(0), even);
+  if (full < K) dot_step<1, 1>(w, a.xb, K, full, __mmask32((1u << (K - full)) - 1), odd);
+  gemv_store<bf16_bits>(a, 0, n, _mm512_reduce_add_ps(_mm512_add_ps(even[0][0], odd[0][0])));
+}
+
+// One kernel family (FMA on W, or the bf16 dot) over rows [n0, n1): single rows for a single
+// activation row, 4 weight rows × up to 4 activation rows otherwise.
 template <template <int, int> class B>
 void rows_with(const GemvArgs& a, int64_t n0, int64_t n1) {
   int64_t n = n0;
   if (a.M == 1) {
-    for (; n + 4 <= n1; n += 4) B<4, 1>::run(a, n, 0);
-  } else {
-    for (; n + 4 <= n1; n += 4)
-      for (int m0 = 0; m0 < a.M; m0 += 4) switch (a.M - m0 < 4 ? a.M - m0 : 4) {
-          case 4: B<4, 4>::run(a, n, m0); break;
-          case 3: B<4, 3>::run(a, n, m0); break;
-          case 2: B<4, 2>::run(a, n, m0); break;
-          default: B<4, 1>::run(a, n, m0); break;
-        }
+    for (; n < n1; ++n) B<1, 1>::row(a, n);
+    return;
   }
+  for (; n + 4 <= n1; n += 4)
+    for (int m0 = 0; m0 < a.M; m0 += 4) switch (a.M - m0 < 4 ? a.M - m0 : 4) {
+        case 4: B<4, 4>::run(a, n, m0); break;
+        case 3: B<4, 3>::run(a, n, m0); break;
+        case 2: B<4, 2>::run(a, n, m0); break;
+        default: B<4, 1>::run(a, n, m0); break;
+      }
   for (; n < n1; ++n)
     for (int m0 = 0; m0 < a.M; ++m0) B<1, 1>::run(a, n, m0);
 }
@@ -115,14 +159,17 @@ void rows_with(const GemvArgs& a, int64_t n0, int64_t n1) {
 template <int RN, int RM>
 struct FmaF32 {
   static void run(const GemvArgs& a, int64_t n, int m0) { block_fma<float, RN, RM>(a, n, m0); }
+  static void row(const GemvArgs& a, int64_t n) { row_fma<float>(a, n); }
 };
 template <int RN, int RM>
 struct FmaBf16 {
   static void run(const GemvArgs& a, int64_t n, int m0) { block_fma<bf16_bits, RN, RM>(a, n, m0); }
+  static void row(const GemvArgs& a, int64_t n) { row_fma<bf16_bits>(a, n); }
 };
 template <int RN, int RM>
 struct DotBf16 {
   static void run(const GemvArgs& a, int64_t n, int m0) { block_dot_bf16<RN, RM>(a, n, m0); }
+  static void row(const GemvArgs& a, int64_t n) { row_dot_bf16(a, n); }
 };
 
 void rows_fma(const GemvArgs& a, int64_t n0, int64_t n1) {
