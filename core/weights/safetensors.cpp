@@ -1,6 +1,5 @@
 // Safetensors reading (mmap, every header field checked before use) and atomic writing.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/weights/mapped_file.hpp"
 #include "core/weights/weights.hpp"
 
 namespace sy {
@@ -180,31 +180,13 @@ const char* safetensors_dtype_name(sy_dtype dtype) {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) bad(path, std::string("cannot open it: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    bad(path, std::string("cannot stat it: ") + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    bad(path, "not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
+  f.file_ = MappedFile::open(path);
+  f.base_ = f.file_.data();
+  f.size_ = f.file_.size();
+  const uint64_t size = f.size_;
+  if (size < 8)
     bad(path, "the file is " + std::to_string(size) +
                   " bytes, shorter than the 8-byte header length that starts a safetensors file");
-  }
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  int map_errno = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) bad(path, std::string("cannot map it: ") + std::strerror(map_errno));
-  f.base_ = static_cast<const unsigned char*>(p);  // unmapped by ~SafetensorsFile on any throw
-  f.size_ = size;
-
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | f.base_[i];
   if (n > size - 8)
@@ -246,22 +228,23 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::stable_sort(f.tensors_.begin(), f.tensors_.end(), [](const auto& a, const auto& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.bytes < b.bytes;
   });
-  const TensorInfo* last = nullptr;  // the non-empty tensor that ends furthest so far
-  for (const TensorInfo& t : f.tensors_) {
-    if (t.bytes == 0) continue;
-    if (last && t.offset < last->offset + last->bytes)
-      bad(path, "tensors " + quoted(last->name) + " and " + quoted(t.name) +
-                    " overlap: data_offsets " +
-                    range_text(last->offset - data_start, last->offset + last->bytes - data_start) +
-                    " and " + range_text(t.offset - data_start, t.offset + t.bytes - data_start));
-    if (!last || t.offset + t.bytes > last->offset + last->bytes) last = &t;
-  }
+  std::vector<ByteRange> ranges;
+  for (const TensorInfo& t : f.tensors_) ranges.push_back({&t.name, t.offset, t.bytes});
+  if (auto o = first_overlap(std::move(ranges)))
+    bad(path, "tensors " + quoted(*o->first.name) + " and " + quoted(*o->second.name) +
+                  " overlap: data_offsets " +
+                  range_text(o->first.offset - data_start,
+                             o->first.offset + o->first.bytes - data_start) +
+                  " and " +
+                  range_text(o->second.offset - data_start,
+                             o->second.offset + o->second.bytes - data_start));
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
   return f;
 }
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
     : path_(std::move(other.path_)),
+      file_(std::move(other.file_)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       tensors_(std::move(other.tensors_)),
@@ -270,8 +253,8 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
-    release();
     path_ = std::move(other.path_);
+    file_ = std::move(other.file_);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
     tensors_ = std::move(other.tensors_);
@@ -281,15 +264,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   return *this;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  release();
-}
-
-void SafetensorsFile::release() noexcept {
-  if (base_) ::munmap(const_cast<unsigned char*>(base_), static_cast<size_t>(size_));
-  base_ = nullptr;
-  size_ = 0;
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
   auto it = index_.find(name);

@@ -2,6 +2,9 @@
 // written for tools and tests, plus the mapping from the importer's weight value names
 // (docs/graph-format.md, "Imported graphs") to the tensor names of Hugging Face checkpoints.
 //
+// Also offers GGUF files (gguf.hpp: GgufFile, the GGML type table) and the read-only mapping both
+// readers share (mapped_file.hpp).
+//
 // Offers: SafetensorsFile::open() (mmap PROT_READ/MAP_PRIVATE; the header is checked in full
 // before any tensor is handed out, so no later access can read past the end of the file),
 // write_safetensors() (atomic: temporary file + rename), hf_tensor_name().
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "core/errors/error.hpp"
+#include "core/weights/mapped_file.hpp"
 #include "switchyard/vocabulary.h"
 
 namespace sy {
@@ -76,10 +80,10 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
-  void release() noexcept;
 
   std::string path_;
-  const unsigned char* base_ = nullptr;  // the mapping, size_ bytes
+  MappedFile file_;
+  const unsigned char* base_ = nullptr;  // file_'s bytes, size_ of them
   uint64_t size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
