@@ -282,6 +282,54 @@ static void gelu_approximate(refuser* r, const sy_op_desc* op) {
   one_of(r, SY_ATTR_GELU_APPROX, string_attr(r, op, SY_ATTR_GELU_APPROX, "none"), "none", "tanh");
 }
 
+/* A block-quantized weight `w` (matmul's b, an embedding's table) read with float operand
+ * `act`: `act` must be f32, f16 or bf16, and the weight's rows (`row` elements; -1 when the
+ * weight is not stored as rows of the reduction, i.e. a matmul b without transpose_b) whole
+ * blocks. */
+static void quantized_weights(refuser* r, const char* name, const sy_tensor_desc* w,
+                              const char* act_name, const sy_tensor_desc* act, int64_t row) {
+  const int64_t block = (int64_t)sy_dtype_block_elements(w->dtype);
+  if (!is_float(act->dtype)) {
+    text64 need = fmt64("%s %s", act_name, dtname(act->dtype));
+    refuse(r, "block_dtype", need.s, "f32, f16 or bf16",
+           "%s is %s: with %s weights it must be f32, f16 or bf16", act_name, dtname(act->dtype),
+           dtname(w->dtype));
+  }
+  if (row < 0) {
+    refuse(r, "block_dtype", "transpose_b=0", "transpose_b=1",
+           "%s is %s: block-quantized weights are stored as rows of K ([N, K], transpose_b=1)",
+           name, dtname(w->dtype));
+  } else if (row % block != 0) {
+    text64 need = fmt64("rows of %lld", (long long)row);
+    text64 have = fmt64("rows of a multiple of %lld", (long long)block);
+    refuse(r, "block_dtype", need.s, have.s,
+           "%s is %s: its rows of %lld elements are not whole blocks of %lld", name,
+           dtname(w->dtype), (long long)row, (long long)block);
+  }
+}
+
+/* Block-quantized operands anywhere but matmul's b, an embedding's table and a copy of one. */
+static int blocked_elsewhere(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  refuser r = {add, ctx, 0};
+  size_t i, total = op->num_inputs + op->num_outputs;
+  for (i = 0; i < total; ++i) {
+    int is_in = i < op->num_inputs;
+    size_t idx = is_in ? i : i - op->num_inputs;
+    const sy_tensor_desc* t = is_in ? op->inputs[idx] : op->outputs[idx];
+    if (!t || !sy_dtype_is_blocked(t->dtype)) continue;
+    if (is_in && ((op->op == SY_OP_MATMUL && idx == 1) || (op->op == SY_OP_EMBEDDING && idx == 0)))
+      continue;
+    if (op->op == SY_OP_COPY) continue; /* a copy keeps its dtype: sy_contract_copy */
+    {
+      text64 need = fmt64("%s %zu %s", is_in ? "input" : "output", idx, dtname(t->dtype));
+      refuse(&r, "block_dtype", need.s, "matmul b or embedding table",
+             "%s %zu is %s: only matmul's b and an embedding's table may be block-quantized",
+             is_in ? "input" : "output", idx, dtname(t->dtype));
+    }
+  }
+  return r.n;
+}
+
 /* ---- contracts ------------------------------------------------------------------------- */
 
 /* a and c are views: any shapes of M·K and M·N elements, K and N from b, so a projection may
@@ -302,7 +350,10 @@ int sy_contract_matmul(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
     refuse(&r, "attribute", need.s, "transpose_b 0|1",
            "attribute transpose_b is %lld, must be 0 or 1", (long long)tb);
   }
-  same_dtype(&r, "b", b, "a", a);
+  if (sy_dtype_is_blocked(b->dtype))
+    quantized_weights(&r, "b", b, "a", a, tb == 1 && b->ndim == 2 ? b->shape[1] : -1);
+  else
+    same_dtype(&r, "b", b, "a", a);
   same_dtype(&r, "c", c, "a", a);
   ranks = a->ndim >= 1 && c->ndim >= 1;
   rank_at_least(&r, "a", a, 1);
@@ -342,7 +393,10 @@ int sy_contract_embedding(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   ids = op->inputs[1];
   rows = op->outputs[0];
   index_dtype(&r, "ids", ids);
-  same_dtype(&r, "rows", rows, "table", table);
+  if (sy_dtype_is_blocked(table->dtype))
+    quantized_weights(&r, "table", table, "rows", rows, table->ndim == 2 ? table->shape[1] : -1);
+  else
+    same_dtype(&r, "rows", rows, "table", table);
   if (rank_is(&r, "table", table, 2, "[V, H]")) {
     int64_t want[17];
     int i, n = ids->ndim < 16 ? ids->ndim : 16;
@@ -850,7 +904,7 @@ int64_t sy_fused_decode_head_dim(const sy_op_desc* op) {
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
-int sy_op_contract_check(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+static int op_kind_contract(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   switch (op->op) {
     case SY_OP_MATMUL: return sy_contract_matmul(op, add, ctx);
     case SY_OP_EMBEDDING: return sy_contract_embedding(op, add, ctx);
@@ -878,7 +932,12 @@ int sy_op_contract_check(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
                    "the operator kind is not in the vocabulary");
 }
 
+int sy_op_contract_check(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  return blocked_elsewhere(op, add, ctx) + op_kind_contract(op, add, ctx);
+}
+
 int sy_contract_is_dtype_constraint(const char* constraint) {
   return constraint &&
-         (strcmp(constraint, "dtype_match") == 0 || strcmp(constraint, "index_dtype") == 0);
+         (strcmp(constraint, "dtype_match") == 0 || strcmp(constraint, "index_dtype") == 0 ||
+          strcmp(constraint, "block_dtype") == 0);
 }

@@ -30,6 +30,7 @@ class AbiEnvelopeView {
     desc_.operand_residency = e.operand_residency.data();
     desc_.num_operand_residency = e.operand_residency.size();
     desc_.cost_hint = e.cost_hint;
+    desc_.weight_dtypes = e.weight_dtypes;
   }
   const sy_kernel_envelope* get() const { return &desc_; }
 
@@ -72,7 +73,7 @@ AbiDeviceView::AbiDeviceView(const DeviceInfo& d) {
   desc_.memory_is_host = d.memory_is_host ? 1 : 0;
 }
 
-Envelope Envelope::from_abi(const sy_kernel_envelope& e) {
+Envelope Envelope::from_abi(const sy_kernel_envelope& e, uint32_t minor) {
   Envelope out;
   out.kernel = str_or_empty(e.kernel);
   out.op = e.op;
@@ -89,6 +90,8 @@ Envelope Envelope::from_abi(const sy_kernel_envelope& e) {
     out.operand_residency.assign(e.operand_residency,
                                  e.operand_residency + e.num_operand_residency);
   out.cost_hint = e.cost_hint;
+  if (minor >= 3 && e.struct_size >= SY_KERNEL_ENVELOPE_SIZE_MINOR_3)
+    out.weight_dtypes = e.weight_dtypes;
   return out;
 }
 

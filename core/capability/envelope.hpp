@@ -55,8 +55,10 @@ struct Envelope {
   sy_residency default_residency = SY_RESIDENCY_DEVICE;
   std::vector<sy_residency> operand_residency;
   double cost_hint = 1.0;
+  uint64_t weight_dtypes = 0;  // since ABI 1.3 (sy_kernel_envelope.weight_dtypes)
 
-  static Envelope from_abi(const sy_kernel_envelope& e);
+  // `minor` is the ABI minor negotiated with the plugin: fields of later minors stay default.
+  static Envelope from_abi(const sy_kernel_envelope& e, uint32_t minor);
   sy_residency residency_of(size_t operand) const;
   bool accepts_head_dim(int64_t d) const;
   std::string head_dims_text() const;

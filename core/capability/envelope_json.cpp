@@ -67,6 +67,7 @@ json to_json(const Envelope& e) {
          sy_residency_name(e.default_residency) ? sy_residency_name(e.default_residency) : "?"},
         {"operands", residency_list(e.operand_residency)}}},
       {"cost_hint", e.cost_hint},
+      {"weight_dtypes", dtype_names(e.weight_dtypes)},
   };
 }
 
@@ -113,6 +114,8 @@ Envelope envelope_from_json(const json& j) {
     e.operand_residency.push_back(*parsed);
   }
   e.cost_hint = field(j, "cost_hint").get<double>();
+  if (j.contains("weight_dtypes"))  // since ABI 1.3; older manifests have none
+    e.weight_dtypes = parse_mask(j, "weight_dtypes", parse_dtype);
   return e;
 }
 

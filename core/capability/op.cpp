@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "switchyard/envelope_check.h"
+
 namespace sy {
 namespace {
 
@@ -81,7 +83,9 @@ void OpDesc::set(const std::string& name, std::variant<int64_t, double, std::str
 }
 
 sy_dtype OpDesc::dtype() const {
-  return inputs.empty() ? SY_DTYPE_F32 : inputs[0].dtype;
+  if (inputs.empty()) return SY_DTYPE_F32;
+  AbiOpView view(*this);
+  return sy_op_dtype(view.get());
 }
 
 std::optional<OpDesc::AttentionShape> OpDesc::attention_shape() const {

@@ -37,7 +37,8 @@ struct OpDesc {
   std::optional<std::string> string_attr(const std::string& name) const;
   void set(const std::string& name, std::variant<int64_t, double, std::string> value);
 
-  // The dtype that selects a kernel: the first input's.
+  // The dtype that selects a kernel: the first input's, except an embedding with a
+  // block-quantized table: its output's (sy_op_dtype).
   sy_dtype dtype() const;
   // The features this operator uses, derived from attributes and shapes.
   uint64_t required_features() const;

@@ -81,6 +81,11 @@ Value parse_value(const Reader& r) {
     elements *= d;
     v.shape.push_back(d);
   }
+  if (sy_dtype_is_blocked(v.dtype) &&
+      (v.shape.empty() || v.shape.back() % int64_t(sy_dtype_block_elements(v.dtype)) != 0))
+    shape.fail(std::string("a ") + sy_dtype_name(v.dtype) +
+               " value's last dimension must be a multiple of its " +
+               std::to_string(sy_dtype_block_elements(v.dtype)) + "-element blocks");
   std::string kind = r.has("kind") ? r.at("kind").str() : "activation";
   if (kind == "activation")
     v.kind = ValueKind::activation;
@@ -172,10 +177,9 @@ const char* value_kind_name(ValueKind k) {
   return "?";
 }
 
+// Block-quantized values are whole blocks per row (parse_value, the importer): never -1 here.
 int64_t Value::bytes() const {
-  int64_t n = sy_dtype_size(dtype);
-  for (int64_t d : shape) n *= d;
-  return n;
+  return sy_tensor_bytes(dtype, int32_t(shape.size()), shape.data());
 }
 
 void Phase::reindex() const {

@@ -161,8 +161,9 @@ class PluginLoader {
       return stage_error(LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
                          "rebuild the plugin");
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
+    // Minor 3 added no slot (block-quantized dtypes and envelope weight dtypes only).
     constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
-                                     SY_PLUGIN_API_SIZE_MINOR_2};
+                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2};
     static_assert(std::size(kTableSize) == kHostAbiMinor + 1, "one table size per minor");
     const size_t need = kTableSize[plugin_->negotiated_minor_];
     if (api->struct_size < need)
@@ -258,7 +259,7 @@ class PluginLoader {
           !sy_op_kind_name(e->op))
         return fail("kernel envelope #" + std::to_string(i) +
                     " is NULL, undersized, unnamed or of an unknown op");
-      plugin_->kernels_.push_back(Envelope::from_abi(*e));
+      plugin_->kernels_.push_back(Envelope::from_abi(*e, plugin_->negotiated_minor_));
     }
     return std::nullopt;
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "support/ops.hpp"
+#include "switchyard/op_contract.h"
 
 namespace sy {
 namespace {
@@ -137,9 +138,13 @@ TEST(EnvelopeJson, RoundTripsExactly) {
   e.operand_residency = {SY_RESIDENCY_HOST, SY_RESIDENCY_ANY};
   e.max_gqa_ratio = 8;
   e.cost_hint = 0.25;
+  e.weight_dtypes = SY_DTYPE_BIT(SY_DTYPE_Q4_K) | SY_DTYPE_BIT(SY_DTYPE_Q8_0);
   nlohmann::json j = to_json(e);
   EXPECT_EQ(to_json(envelope_from_json(j)), j);
   EXPECT_THAT(j["dtypes"], ElementsAre("f16", "bf16"));
+  EXPECT_THAT(j["weight_dtypes"], ElementsAre("q8_0", "q4_k"));
+  j.erase("weight_dtypes");  // a manifest from before ABI 1.3
+  EXPECT_EQ(envelope_from_json(j).weight_dtypes, 0u);
 }
 
 TEST(EnvelopeJson, UnknownNamesAreErrorsNamingTheField) {
@@ -155,6 +160,136 @@ TEST(EnvelopeJson, UnknownNamesAreErrorsNamingTheField) {
   j = to_json(flash_like());
   j.erase("family");
   EXPECT_THROW(envelope_from_json(j), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+using ::testing::ElementsAre;
+
+// matmul a f32 [3, K] · b [N, K] (transpose_b) -> c f32 [3, N], b of `weight` dtype.
+OpDesc quantized_matmul(sy_dtype weight, int64_t k, int64_t n, int64_t transpose_b = 1) {
+  OpDesc op;
+  op.op = SY_OP_MATMUL;
+  op.inputs = {{SY_DTYPE_F32, {3, k}, SY_MEMORY_HOST},
+               {weight, transpose_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                SY_MEMORY_HOST}};
+  op.outputs = {{SY_DTYPE_F32, {3, n}, SY_MEMORY_HOST}};
+  op.set(SY_ATTR_TRANSPOSE_B, transpose_b);
+  return op;
+}
+
+std::vector<Refusal> contract_refusals(const OpDesc& op) {
+  std::vector<Refusal> out;
+  AbiOpView v(op);
+  sy_op_contract_check(
+      v.get(),
+      [](void* ctx, const sy_refusal* r) {
+        static_cast<std::vector<Refusal>*>(ctx)->push_back(
+            {r->constraint, r->required, r->offered, r->text});
+      },
+      &out);
+  return out;
+}
+
+Envelope cpu_matmul(uint64_t weight_dtypes) {
+  Envelope e;
+  e.kernel = "matmul";
+  e.op = SY_OP_MATMUL;
+  e.family = "generic";
+  e.dtypes = SY_DTYPE_BIT(SY_DTYPE_F32) | SY_DTYPE_BIT(SY_DTYPE_BF16);
+  e.features = SY_FEATURE_BIT(SY_FEATURE_TRANSPOSED_B);
+  e.weight_dtypes = weight_dtypes;
+  return e;
+}
+
+TEST(BlockQuantized, BytesAreWholeBlocksOfEachType) {
+  struct Want {
+    sy_dtype d;
+    uint32_t elements, bytes;
+    const char* name;
+  };
+  for (Want w : {Want{SY_DTYPE_Q8_0, 32, 34, "q8_0"}, Want{SY_DTYPE_Q4_0, 32, 18, "q4_0"},
+                 Want{SY_DTYPE_Q4_1, 32, 20, "q4_1"}, Want{SY_DTYPE_Q4_K, 256, 144, "q4_k"},
+                 Want{SY_DTYPE_Q5_K, 256, 176, "q5_k"}, Want{SY_DTYPE_Q6_K, 256, 210, "q6_k"}}) {
+    SCOPED_TRACE(w.name);
+    EXPECT_STREQ(sy_dtype_name(w.d), w.name);
+    EXPECT_TRUE(sy_dtype_is_blocked(w.d));
+    EXPECT_EQ(sy_dtype_size(w.d), 0u);
+    EXPECT_EQ(sy_dtype_block_elements(w.d), w.elements);
+    EXPECT_EQ(sy_dtype_block_bytes(w.d), w.bytes);
+    int64_t shape[2] = {5, 4 * int64_t(w.elements)};
+    EXPECT_EQ(sy_tensor_bytes(w.d, 2, shape), 5 * 4 * int64_t(w.bytes));
+    shape[1] = int64_t(w.elements) + 1;
+    EXPECT_EQ(sy_tensor_bytes(w.d, 2, shape), -1);  // not whole blocks
+    DLDataType dl = sy_dtype_to_dl(w.d);
+    EXPECT_EQ(dl.code, kDLOpaqueHandle);
+    EXPECT_EQ(dl.lanes, uint16_t(w.d));
+    EXPECT_TRUE(sy_dtype_matches_dl(w.d, dl));
+    EXPECT_FALSE(sy_dtype_matches_dl(SY_DTYPE_U8, dl));
+  }
+  int64_t plain[2] = {3, 7}, huge[2] = {int64_t(1) << 40, int64_t(1) << 40};
+  EXPECT_EQ(sy_tensor_bytes(SY_DTYPE_BF16, 2, plain), 42);
+  EXPECT_EQ(sy_tensor_bytes(SY_DTYPE_F32, 0, nullptr), 4);
+  EXPECT_EQ(sy_tensor_bytes(SY_DTYPE_F64, 2, huge), -1);
+  EXPECT_FALSE(sy_dtype_is_blocked(SY_DTYPE_U8));
+}
+
+TEST(BlockQuantized, WeightsNeedTheEnvelopesWeightDtypes) {
+  OpDesc op = quantized_matmul(SY_DTYPE_Q4_K, 512, 8);
+  EXPECT_TRUE(contract_refusals(op).empty());
+  auto without = envelope_refusals(cpu_matmul(0), op, test::cpu_device());
+  ASSERT_EQ(without.size(), 1u) << without[1].constraint << ": " << without[1].text;
+  EXPECT_EQ(without[0].constraint, "dtype");
+  EXPECT_EQ(without[0].required, "q4_k");
+  EXPECT_EQ(without[0].text,
+            "dtype q4_k of the weights (input 1) is outside the kernel's dtypes (f32,bf16)");
+  auto other = envelope_refusals(cpu_matmul(SY_DTYPE_BIT(SY_DTYPE_Q8_0)), op, test::cpu_device());
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].offered, "q8_0");
+  EXPECT_TRUE(
+      envelope_refusals(cpu_matmul(SY_DTYPE_BIT(SY_DTYPE_Q4_K)), op, test::cpu_device()).empty());
+}
+
+TEST(BlockQuantized, AnEmbeddingsDtypeIsItsRowsWhenTheTableIsQuantized) {
+  OpDesc op;
+  op.op = SY_OP_EMBEDDING;
+  op.inputs = {{SY_DTYPE_Q8_0, {100, 64}, SY_MEMORY_HOST}, {SY_DTYPE_I64, {5}, SY_MEMORY_HOST}};
+  op.outputs = {{SY_DTYPE_BF16, {5, 64}, SY_MEMORY_HOST}};
+  EXPECT_EQ(op.dtype(), SY_DTYPE_BF16);
+  EXPECT_TRUE(contract_refusals(op).empty());
+  op.outputs[0].dtype = SY_DTYPE_I32;
+  auto r = contract_refusals(op);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].constraint, "block_dtype");
+  EXPECT_TRUE(sy_contract_is_dtype_constraint("block_dtype"));
+}
+
+TEST(BlockQuantized, TheContractRefusesThemWhereTheyCannotBe) {
+  auto only = [](const OpDesc& op) {
+    std::vector<std::string> c;
+    for (const Refusal& r : contract_refusals(op)) c.push_back(r.constraint + ": " + r.text);
+    return c;
+  };
+  EXPECT_THAT(only(quantized_matmul(SY_DTYPE_Q4_0, 64, 8, 0)),
+              ElementsAre("block_dtype: b is q4_0: block-quantized weights are stored as rows of "
+                          "K ([N, K], transpose_b=1)"));
+  EXPECT_THAT(only(quantized_matmul(SY_DTYPE_Q6_K, 320, 8)),
+              ElementsAre("block_dtype: b is q6_k: its rows of 320 elements are not whole blocks "
+                          "of 256"));
+  OpDesc add;
+  add.op = SY_OP_ADD;
+  add.inputs = {{SY_DTYPE_Q8_0, {2, 32}, SY_MEMORY_HOST}, {SY_DTYPE_Q8_0, {2, 32}, SY_MEMORY_HOST}};
+  add.outputs = {{SY_DTYPE_Q8_0, {2, 32}, SY_MEMORY_HOST}};
+  EXPECT_EQ(only(add).size(), 3u);
+  OpDesc copy;
+  copy.op = SY_OP_COPY;
+  copy.inputs = {{SY_DTYPE_Q4_K, {2, 256}, SY_MEMORY_HOST}};
+  copy.outputs = {{SY_DTYPE_Q4_K, {2, 256}, SY_MEMORY_DEVICE}};
+  EXPECT_TRUE(only(copy).empty());
 }
 
 }  // namespace

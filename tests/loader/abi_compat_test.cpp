@@ -65,6 +65,19 @@ Counters* counters_of(const std::filesystem::path& so) {
   return fn ? fn() : nullptr;
 }
 
+// A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none.
+TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
+  auto p3 = load(test::kGoodDir / "good_minor3.so");
+  ASSERT_TRUE(p3);
+  EXPECT_EQ(p3->negotiated_minor(), 3u);
+  ASSERT_EQ(p3->kernels().size(), 1u);
+  EXPECT_EQ(p3->kernels()[0].weight_dtypes, SY_DTYPE_BIT(SY_DTYPE_Q8_0));
+  auto p2 = load(test::kGoodDir / "good_minor2.so");
+  ASSERT_TRUE(p2);
+  EXPECT_EQ(p2->negotiated_minor(), 2u);
+  EXPECT_EQ(p2->kernels()[0].weight_dtypes, 0u);
+}
+
 // The minor-2 slots are the ones used with a minor-2 plugin: synchronize, and the struct forms
 // of release and shutdown instead of the old ones.
 TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {

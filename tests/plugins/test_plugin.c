@@ -12,9 +12,10 @@
  *   TEST_LYING_CHECK       check accepts everything, whatever the envelope says
  *   TEST_MISSING_DEP       calls into a library that is not installed beside it
  *
- * Built at ABI minors 0, 1 and 2 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
+ * Built at ABI minors 0 to 3 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
- * logs from init through the host info init received. sy_test_counters() (exported for the
+ * logs from init through the host info init received; at minor 3 its envelope declares weight
+ * dtypes. sy_test_counters() (exported for the
  * tests only) counts which slots the host called.
  */
 #include <stdlib.h>
@@ -74,7 +75,14 @@ static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
                                         SY_RESIDENCY_DEVICE,
                                         NULL,
                                         0,
-                                        1.0};
+                                        1.0
+#if SY_ABI_COMPAT_MINOR >= 3
+                                        ,
+                                        /* weight dtypes, read by a host of minor 3 (an add has
+                                           no weights: the value only proves the field crossed) */
+                                        SY_DTYPE_BIT(SY_DTYPE_Q8_0)
+#endif
+};
 static const sy_kernel_envelope* const kKernels[] = {&kAdd};
 
 static sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {

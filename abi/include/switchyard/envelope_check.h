@@ -113,18 +113,62 @@ static inline int sy_filter_device(const sy_kernel_envelope* env, const sy_devic
   return n;
 }
 
+/* The input a kernel reads as weights, whose dtype may differ from the op's (since ABI 1.3):
+ * matmul's b (input 1), an embedding's table (input 0); -1 for other kinds. */
+static inline int sy_weight_input(sy_op_kind op) {
+  return op == SY_OP_MATMUL ? 1 : op == SY_OP_EMBEDDING ? 0 : -1;
+}
+
+/* The op's dtype: its first input's, except an embedding whose table is block-quantized, whose
+ * rows (the output) carry the op's dtype. */
+static inline sy_dtype sy_op_dtype(const sy_op_desc* op) {
+  if (op->num_inputs == 0 || !op->inputs[0]) return SY_DTYPE_COUNT;
+  if (op->op == SY_OP_EMBEDDING && sy_dtype_is_blocked(op->inputs[0]->dtype) &&
+      op->num_outputs > 0 && op->outputs[0])
+    return op->outputs[0]->dtype;
+  return op->inputs[0]->dtype;
+}
+
+/* The envelope's weight dtypes: 0 when it predates them (a struct of minor < 3). */
+static inline uint64_t sy_envelope_weight_dtypes(const sy_kernel_envelope* env) {
+#if SY_ABI_COMPAT_MINOR >= 3
+  if (env->struct_size >= SY_KERNEL_ENVELOPE_SIZE_MINOR_3) return env->weight_dtypes;
+#else
+  (void)env;
+#endif
+  return 0;
+}
+
+/* The op's dtype inside env->dtypes, and a block-quantized weight inside the envelope's weight
+ * dtypes. */
 static inline int sy_filter_dtype(const sy_kernel_envelope* env, const sy_op_desc* op,
                                   sy_refusal_fn add, void* ctx) {
-  sy_dtype dt;
-  char have[128], text[192];
+  sy_dtype dt = sy_op_dtype(op);
+  int w = sy_weight_input(op->op), n = 0;
+  char have[128], text[224];
   const char* need;
-  if (op->num_inputs == 0 || !op->inputs[0]) return 0;
-  dt = op->inputs[0]->dtype;
-  if (env->dtypes & SY_DTYPE_BIT(dt)) return 0;
-  need = sy_dtype_name(dt) ? sy_dtype_name(dt) : "?";
-  sy_mask_names(env->dtypes, 0, have, sizeof have);
-  snprintf(text, sizeof text, "dtype %s is outside the kernel's dtypes (%s)", need, have);
-  return sy_refuse(add, ctx, "dtype", need, have, text);
+  if (dt == SY_DTYPE_COUNT) return 0;
+  if (!(env->dtypes & SY_DTYPE_BIT(dt))) {
+    need = sy_dtype_name(dt) ? sy_dtype_name(dt) : "?";
+    sy_mask_names(env->dtypes, 0, have, sizeof have);
+    snprintf(text, sizeof text, "dtype %s is outside the kernel's dtypes (%s)", need, have);
+    n += sy_refuse(add, ctx, "dtype", need, have, text);
+  }
+  /* A weight of another plain dtype breaks the op's contract (dtype_match), not the envelope. */
+  if (w >= 0 && (size_t)w < op->num_inputs && op->inputs[w] && op->inputs[w]->dtype != dt &&
+      sy_dtype_is_blocked(op->inputs[w]->dtype)) {
+    sy_dtype wt = op->inputs[w]->dtype;
+    uint64_t mask = sy_envelope_weight_dtypes(env);
+    if (!(mask & SY_DTYPE_BIT(wt))) {
+      need = sy_dtype_name(wt) ? sy_dtype_name(wt) : "?";
+      sy_mask_names(mask ? mask : env->dtypes, 0, have, sizeof have);
+      snprintf(text, sizeof text,
+               "dtype %s of the weights (input %d) is outside the kernel's %s (%s)", need, w,
+               mask ? "weight dtypes" : "dtypes", have);
+      n += sy_refuse(add, ctx, "dtype", need, have, text);
+    }
+  }
+  return n;
 }
 
 /* One refusal per feature the operator uses and the kernel lacks. */

@@ -14,8 +14,10 @@
  * how many. Constraint names: "operands" (arity or a missing operand), "rank", "shape"
  * (an empty, negative or absurd dimension), "shape_match", "dtype_match", "index_dtype",
  * "attribute", "broadcast", "capacity", "position", "batch", "decode", "gqa_divisible",
- * "sinks_shape", "kv_len_shape", "lse_shape", "rotary_dim", "rope_style", "softcap". A
- * "dtype_match" or "index_dtype" refusal is a dtype error, every other one a shape error.
+ * "sinks_shape", "kv_len_shape", "lse_shape", "rotary_dim", "rope_style", "softcap",
+ * "block_dtype" (since ABI 1.3: a block-quantized operand where none may be, or its rows not
+ * whole blocks). A "dtype_match", "index_dtype" or "block_dtype" refusal is a dtype error, every
+ * other one a shape error.
  */
 #ifndef SWITCHYARD_OP_CONTRACT_H_
 #define SWITCHYARD_OP_CONTRACT_H_

@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 2
+#define SY_ABI_VERSION_MINOR 3
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
@@ -153,11 +153,19 @@ static inline sy_status sy_fail(sy_error_buffer* err, sy_status status, const ch
 /* DLPack dtype mapping                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* The DLDataType of a sy_dtype (lanes = 1). */
+/* The DLDataType of a sy_dtype (lanes = 1). A block-quantized type (since ABI 1.3) has no
+ * DLPack code: it crosses as kDLOpaqueHandle, 8 bits, lanes = its sy_dtype value, a use DLPack
+ * leaves to the two sides to agree on (docs/abi.md, "Block-quantized tensors"). */
 static inline DLDataType sy_dtype_to_dl(sy_dtype d) {
   DLDataType t;
   t.lanes = 1;
   t.bits = (uint8_t)(sy_dtype_size(d) * 8);
+  if (sy_dtype_is_blocked(d)) {
+    t.code = kDLOpaqueHandle;
+    t.bits = 8;
+    t.lanes = (uint16_t)d;
+    return t;
+  }
   switch (d) {
     case SY_DTYPE_F32:
     case SY_DTYPE_F16:
@@ -258,8 +266,10 @@ typedef struct sy_kernel_envelope {
   const char* family;       /* "flash", "sdpa", "flex", "fused_decode",
                                "generic", ...; what --attention pins */
   DLDeviceType device_type; /* runs on the plugin's devices of this type */
-  uint64_t dtypes;          /* mask of SY_DTYPE_BIT(); the op's dtype is
-                               the dtype of its first input */
+  uint64_t dtypes;          /* mask of SY_DTYPE_BIT() the op's dtype may have:
+                               its first input's dtype, except an embedding
+                               with a block-quantized table: its output's
+                               (sy_op_dtype in envelope_check.h) */
   uint64_t features;        /* mask of SY_FEATURE_BIT() it offers */
   /* Head dims (attention ops): an explicit list, OR any multiple of
    * `head_dim_multiple` up to `head_dim_max`. Empty list and 0 multiple
@@ -280,8 +290,17 @@ typedef struct sy_kernel_envelope {
    * the candidate would copy, to rank the legal candidates of one op on
    * devices of equal preference; it never compares costs across ops. */
   double cost_hint;
+#if SY_ABI_COMPAT_MINOR >= 3
+  /* Since 1.3. Mask of SY_DTYPE_BIT(): the dtypes the op's WEIGHT operand (matmul's b, an
+   * embedding's table) may have when it differs from the op's dtype, e.g. "weights q4_k,
+   * activations f32/bf16". 0 = the weight must have the op's dtype (as before 1.3). */
+  uint64_t weight_dtypes;
+#endif
 } sy_kernel_envelope;
 SY_DEFINE_STRUCT_SIZE(SY_KERNEL_ENVELOPE, sy_kernel_envelope, 0, cost_hint);
+#if SY_ABI_COMPAT_MINOR >= 3
+SY_DEFINE_STRUCT_SIZE(SY_KERNEL_ENVELOPE, sy_kernel_envelope, 3, weight_dtypes);
+#endif
 
 /* One attribute of an operator. Host-owned for the call. */
 typedef enum sy_attr_type { SY_ATTR_INT = 0, SY_ATTR_FLOAT = 1, SY_ATTR_STRING = 2 } sy_attr_type;

@@ -40,7 +40,16 @@ typedef enum sy_dtype {
   SY_DTYPE_I64 = 5,
   SY_DTYPE_I8 = 6,
   SY_DTYPE_U8 = 7,
-  SY_DTYPE_COUNT /* sentinel, not a dtype; grows with the vocabulary */
+  /* Since ABI 1.3: block-quantized types, in GGUF's block layouts (docs/abi.md, "Block-quantized
+   * tensors"): the elements of each row (innermost extent) are stored in blocks of
+   * sy_dtype_block_elements() elements, each sy_dtype_block_bytes() bytes. */
+  SY_DTYPE_Q8_0 = 8,  /* 32 elements: f16 d, i8 q[32]; x = d·q */
+  SY_DTYPE_Q4_0 = 9,  /* 32 elements: f16 d, u8 q[16] (nibbles); x = d·(q − 8) */
+  SY_DTYPE_Q4_1 = 10, /* 32 elements: f16 d, f16 m, u8 q[16]; x = d·q + m */
+  SY_DTYPE_Q4_K = 11, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 q[128] */
+  SY_DTYPE_Q5_K = 12, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 q[128] */
+  SY_DTYPE_Q6_K = 13, /* 256 elements: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
+  SY_DTYPE_COUNT      /* sentinel, not a dtype; grows with the vocabulary */
 } sy_dtype;
 
 #define SY_DTYPE_BIT(d) (UINT64_C(1) << (unsigned)(d))
@@ -55,11 +64,18 @@ static inline const char* sy_dtype_name(sy_dtype d) {
     case SY_DTYPE_I64: return "i64";
     case SY_DTYPE_I8: return "i8";
     case SY_DTYPE_U8: return "u8";
+    case SY_DTYPE_Q8_0: return "q8_0";
+    case SY_DTYPE_Q4_0: return "q4_0";
+    case SY_DTYPE_Q4_1: return "q4_1";
+    case SY_DTYPE_Q4_K: return "q4_k";
+    case SY_DTYPE_Q5_K: return "q5_k";
+    case SY_DTYPE_Q6_K: return "q6_k";
     default: return 0;
   }
 }
 
-/* Size of one element in bytes, 0 for an unknown value. */
+/* Size of one element in bytes; 0 for an unknown value and for a block-quantized type (an element
+ * of those has no size of its own: see sy_dtype_block_bytes and sy_tensor_bytes). */
 static inline uint32_t sy_dtype_size(sy_dtype d) {
   switch (d) {
     case SY_DTYPE_F64:
@@ -72,6 +88,58 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
     case SY_DTYPE_U8: return 1;
     default: return 0;
   }
+}
+
+/* 1 for a block-quantized type (since ABI 1.3). */
+static inline int sy_dtype_is_blocked(sy_dtype d) {
+  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_Q6_K;
+}
+
+/* Elements per block: 32 or 256 for a block-quantized type, 1 for the others, 0 for an unknown
+ * value. */
+static inline uint32_t sy_dtype_block_elements(sy_dtype d) {
+  switch (d) {
+    case SY_DTYPE_Q8_0:
+    case SY_DTYPE_Q4_0:
+    case SY_DTYPE_Q4_1: return 32;
+    case SY_DTYPE_Q4_K:
+    case SY_DTYPE_Q5_K:
+    case SY_DTYPE_Q6_K: return 256;
+    default: return sy_dtype_size(d) ? 1 : 0;
+  }
+}
+
+/* Bytes per block: a block-quantized type's block, an element of the others, 0 for an unknown
+ * value. */
+static inline uint32_t sy_dtype_block_bytes(sy_dtype d) {
+  switch (d) {
+    case SY_DTYPE_Q8_0: return 34;
+    case SY_DTYPE_Q4_0: return 18;
+    case SY_DTYPE_Q4_1: return 20;
+    case SY_DTYPE_Q4_K: return 144;
+    case SY_DTYPE_Q5_K: return 176;
+    case SY_DTYPE_Q6_K: return 210;
+    default: return sy_dtype_size(d);
+  }
+}
+
+/* Bytes of a compact tensor of dtype `d` and shape `shape` (`ndim` extents, row-major; rank 0 is
+ * one element). -1 when a dimension is negative, the count overflows, the dtype is unknown, or a
+ * block-quantized tensor's innermost extent is not a whole number of blocks. */
+static inline int64_t sy_tensor_bytes(sy_dtype d, int32_t ndim, const int64_t* shape) {
+  uint64_t n = 1, be = sy_dtype_block_elements(d), bb = sy_dtype_block_bytes(d), bytes;
+  int32_t i;
+  if (be == 0 || bb == 0 || ndim < 0) return -1;
+  for (i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] != 0 && n > UINT64_MAX / (uint64_t)shape[i]) return -1;
+    n *= (uint64_t)shape[i];
+  }
+  if (ndim > 0 && (uint64_t)shape[ndim - 1] % be != 0) return -1;
+  if (ndim == 0 && be != 1) return -1;
+  if (n / be > (uint64_t)INT64_MAX / bb) return -1;
+  bytes = n / be * bb;
+  return (int64_t)bytes;
 }
 
 /* ------------------------------------------------------------------------ */
