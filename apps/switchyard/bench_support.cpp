@@ -102,7 +102,9 @@ BenchTensor::BenchTensor(const TensorDesc& desc, unsigned seed, const Plugin* ow
     : desc_(desc), device_(device) {
   int64_t count = 1;
   for (int64_t d : desc_.shape) count *= d;
-  const size_t bytes = size_t(count) * sy_dtype_size(desc_.dtype);
+  // Block-quantized tensors stay zero: all-zero blocks are valid (scales 0).
+  const size_t bytes = size_t(std::max<int64_t>(
+      0, sy_tensor_bytes(desc_.dtype, int32_t(desc_.shape.size()), desc_.shape.data())));
   std::unique_ptr<void, void (*)(void*)> host(aligned_zeroed(bytes), std::free);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

@@ -215,7 +215,7 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
 
 int bench_matmul(const GlobalOptions& global, const Args& args) {
   int64_t m_ = 2048, n = 2048, k = 2048;
-  std::string dtype = "f32";
+  std::string dtype = "f32", weight_dtype;
   bool transpose_b = false;
   Common c;
   po::options_description desc("switchyard bench matmul options");
@@ -224,15 +224,21 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
       "n", po::value(&n)->default_value(2048), "columns of b")(
       "k", po::value(&k)->default_value(2048), "reduction")(
       "dtype", po::value(&dtype)->default_value("f32"), "f32|bf16")(
-      "transpose-b", po::bool_switch(&transpose_b), "b stored [N, K] (Hugging Face weights)");
+      "weight-dtype", po::value(&weight_dtype),
+      "b's dtype when it differs: q8_0|q4_0|q4_1|q4_k|q5_k|q6_k (needs --transpose-b; zero "
+      "blocks)")("transpose-b", po::bool_switch(&transpose_b),
+                 "b stored [N, K] (Hugging Face weights)");
   auto vm = parse_command(args, desc);
   if (vm.count("help")) {
     std::cout << desc << "\n" << kExitCodeHelp;
     return kExitOk;
   }
   auto dt = dtype_arg(dtype);
-  if (!dt || m_ < 1 || n < 1 || k < 1 || c.repeats < 1) {
-    std::cerr << "switchyard bench matmul: sizes must be positive, --dtype f32|bf16\n";
+  std::optional<sy_dtype> wt = weight_dtype.empty() ? dt : parse_dtype(weight_dtype);
+  if (!dt || !wt || (*wt != *dt && (!sy_dtype_is_blocked(*wt) || !transpose_b)) || m_ < 1 ||
+      n < 1 || k < 1 || c.repeats < 1) {
+    std::cerr << "switchyard bench matmul: sizes must be positive, --dtype f32|bf16, "
+                 "--weight-dtype a block-quantized type with --transpose-b\n";
     return kExitUsage;
   }
   Registry reg = discover_plugins(global, default_load_options());
@@ -240,7 +246,7 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
   op.op = SY_OP_MATMUL;
   op.inputs = {
       {*dt, {m_, k}, SY_MEMORY_HOST},
-      {*dt, transpose_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, SY_MEMORY_HOST}};
+      {*wt, transpose_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, SY_MEMORY_HOST}};
   op.outputs = {{*dt, {m_, n}, SY_MEMORY_HOST}};
   if (transpose_b) op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
   Choice choice = choose_kernel(reg, op, kDLCPU, "");
@@ -258,7 +264,9 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
   MachineFigures mf = measure_machine(reg, bench_threads());
   double gflops = 2.0 * m_ * n * k / (t.median_ms * 1e-3) / 1e9;
   double gemm = *dt == SY_DTYPE_F32 ? mf.gemm_f32_gflops : mf.gemm_bf16_gflops;
-  double bytes = double(m_ * k + k * n + m_ * n) * sy_dtype_size(*dt);
+  const int64_t b_shape[2] = {n, k};
+  double bytes =
+      double(m_ * k + m_ * n) * sy_dtype_size(*dt) + double(sy_tensor_bytes(*wt, 2, b_shape));
   double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
   if (c.json) {
     json j = {{"bench", "matmul"},
@@ -266,7 +274,9 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
               {"n", n},
               {"k", k},
               {"dtype", dtype},
+              {"weight_dtype", sy_dtype_name(*wt)},
               {"transpose_b", transpose_b},
+              {"ratio_bandwidth", mf.triad_gbps > 0 ? gbps / mf.triad_gbps : 0},
               {"ms_median", t.median_ms},
               {"ms_min", t.min_ms},
               {"gflops", gflops},
@@ -277,10 +287,12 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
     return kExitOk;
   }
   std::printf(
-      "matmul m=%lld n=%lld k=%lld %s%s: median %.3f ms, %.1f GFLOP/s = %.2f of the "
-      "machine's GEMM rate\n",
-      (long long)m_, (long long)n, (long long)k, dtype.c_str(), transpose_b ? " transposed b" : "",
-      t.median_ms, gflops, gemm > 0 ? gflops / gemm : 0);
+      "matmul m=%lld n=%lld k=%lld %s%s%s: median %.3f ms, %.1f GFLOP/s = %.2f of the "
+      "machine's GEMM rate; %.1f GB/s of operands = %.2f of its triad\n",
+      (long long)m_, (long long)n, (long long)k, dtype.c_str(),
+      *wt != *dt ? (std::string(" weights ") + sy_dtype_name(*wt)).c_str() : "",
+      transpose_b ? " transposed b" : "", t.median_ms, gflops, gemm > 0 ? gflops / gemm : 0, gbps,
+      mf.triad_gbps > 0 ? gbps / mf.triad_gbps : 0);
   print_machine(mf);
   return kExitOk;
 }

@@ -172,6 +172,9 @@ int run_caps(const GlobalOptions& global, const Args& args) {
                  (e.max_gqa_ratio ? "<=" + std::to_string(e.max_gqa_ratio) : "any");
       if (e.default_residency == SY_RESIDENCY_HOST)
         limits += std::string(limits.empty() ? "" : "; ") + "host-only operands";
+      if (e.weight_dtypes)
+        limits += std::string(limits.empty() ? "" : "; ") + "weights " +
+                  join(dtype_names(e.weight_dtypes));
       table.add_row({r.name, e.kernel, sy_op_kind_name(e.op), e.family,
                      device_type_name(e.device_type), join(dtype_names(e.dtypes)),
                      join(feature_names(e.features)), limits.empty() ? "-" : limits});

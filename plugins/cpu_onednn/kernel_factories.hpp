@@ -22,4 +22,9 @@ std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const
 std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_slice(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
+// What make_matmul and make_embedding build for block-quantized weights (ops_quant.cpp).
+std::unique_ptr<CpuKernel> make_quant_matmul(int64_t m, int64_t k, int64_t n, sy_dtype wtype,
+                                             bool bf16, const CpuContext& ctx);
+std::unique_ptr<CpuKernel> make_quant_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx);
+
 }  // namespace sy::cpu

@@ -13,6 +13,10 @@ constexpr uint64_t F32 = SY_DTYPE_BIT(SY_DTYPE_F32);
 constexpr uint64_t BF16 = SY_DTYPE_BIT(SY_DTYPE_BF16);
 constexpr uint64_t I32 = SY_DTYPE_BIT(SY_DTYPE_I32);
 constexpr uint64_t I64 = SY_DTYPE_BIT(SY_DTYPE_I64);
+// Every block-quantized dtype, as matmul weights and embedding tables (ops_quant.cpp).
+constexpr uint64_t kQuantized = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q5_K) | SY_DTYPE_BIT(SY_DTYPE_Q6_K);
 
 using sy::edge::feature_mask;
 
@@ -32,6 +36,11 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
   e.features = features;
   e.default_residency = SY_RESIDENCY_DEVICE;  // a CPU's device memory is host memory
   e.cost_hint = 1.0;
+  return e;
+}
+
+constexpr sy_kernel_envelope with_weights(sy_kernel_envelope e, uint64_t weight_dtypes) {
+  e.weight_dtypes = weight_dtypes;
   return e;
 }
 
@@ -60,9 +69,10 @@ const sy_kernel_envelope kEnvelopes[] = {
     attention_envelope(),
     fused_decode_envelope(),
     envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16),
-    envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
-             feature_mask({SY_FEATURE_TRANSPOSED_B})),
-    envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16),
+    with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
+                          feature_mask({SY_FEATURE_TRANSPOSED_B})),
+                 kQuantized),
+    with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16),
     envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16),
     envelope("rope", SY_OP_ROPE, "generic", F32 | BF16,

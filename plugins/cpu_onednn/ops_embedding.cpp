@@ -48,6 +48,7 @@ class EmbeddingKernel final : public CpuKernel {
 
 std::unique_ptr<CpuKernel> make_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "embedding");
+  if (sy_dtype_is_blocked(op.inputs[0].dtype)) return make_quant_embedding(op, ctx);
   const auto& table = op.inputs[0];
   int64_t row_bytes = table.shape[1] * static_cast<int64_t>(sy_dtype_size(table.dtype));
   return std::make_unique<EmbeddingKernel>(table.shape[0], row_bytes, op.inputs[1].elements(),

@@ -177,6 +177,8 @@ std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuCont
   int64_t n = transpose_b ? b[0] : b[1];
   int64_t m = op.inputs[0].elements() / k;
   const bool bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
+  if (sy_dtype_is_blocked(op.inputs[1].dtype))  // the contract: transpose_b, whole blocks
+    return make_quant_matmul(m, k, n, op.inputs[1].dtype, bf16, ctx);
   if (transpose_b && m <= kGemvMaxRows) return std::make_unique<GemvKernel>(m, k, n, bf16, ctx);
   return std::make_unique<MatmulKernel>(m, k, n, transpose_b, op.inputs[0].dtype == SY_DTYPE_BF16,
                                         ctx);

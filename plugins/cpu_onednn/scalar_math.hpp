@@ -42,6 +42,20 @@ inline bf16_bits from_f32<bf16_bits>(float f) {
   return static_cast<bf16_bits>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
+// IEEE half (GGUF's scales) to f32, exactly: normals, subnormals, infinities and NaN.
+inline float half_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return std::bit_cast<float>(sign);
+    // Subnormal: m·2^-24, exact in f32.
+    float v = float(mant) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
 // cond ? a : b on bit masks: GCC keeps a float select feeding arithmetic as a branch
 // under the default -ftrapping-math, which stops vectorisation; integer masks do not.
 inline float select_f32(bool cond, float a, float b) {

@@ -1,9 +1,11 @@
 // A tensor in host memory for kernel tests: owned bytes, a DLTensor view, and conversion
-// from and to double (bf16 rounded to nearest even, as kernels store it).
+// from and to double (bf16 rounded to nearest even, as kernels store it). A block-quantized
+// tensor holds its blocks' bytes (bytes(); set() and get() are for the plain dtypes).
 #pragma once
 
 #include <dlpack/dlpack.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -29,7 +31,10 @@ inline float from_f16(uint16_t u) {
 class HostTensor {
  public:
   HostTensor(sy_dtype dtype, std::vector<int64_t> shape)
-      : dtype_(dtype), shape_(std::move(shape)), bytes_(size_t(elements()) * sy_dtype_size(dtype)) {
+      : dtype_(dtype),
+        shape_(std::move(shape)),
+        bytes_(size_t(
+            std::max<int64_t>(0, sy_tensor_bytes(dtype, int32_t(shape_.size()), shape_.data())))) {
     t_.data = bytes_.data();
     t_.device = {kDLCPU, 0};
     t_.ndim = int(shape_.size());

@@ -1,0 +1,100 @@
+// The block-quantized loops (quant_loops.hpp) compiled for the avx2 tier, and hand-written
+// one-token dot products for the 32-element types (q8_0, q4_0, q4_1), which the compiler's
+// vectorisation of quant_loops.hpp runs far below the memory bandwidth. Only this file's flags
+// allow its instructions; quant_tier() calls it only on a CPU that has them.
+#include <immintrin.h>
+
+#include "quant_loops.hpp"
+
+namespace sy::cpu {
+namespace {
+
+inline __m256 widen8(__m128i bytes, bool is_signed) {
+  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes));
+}
+
+// The 32 integers of a block as four vectors of f32 (see quant_avx512.cpp).
+template <sy_dtype T>
+inline void block_q(const uint8_t* blk, __m256 (&q)[4]) {
+  if constexpr (T == SY_DTYPE_Q8_0) {
+    const __m128i a = _mm_loadu_si128((const __m128i*)(blk + 2));
+    const __m128i b = _mm_loadu_si128((const __m128i*)(blk + 18));
+    q[0] = widen8(a, true);
+    q[1] = widen8(_mm_srli_si128(a, 8), true);
+    q[2] = widen8(b, true);
+    q[3] = widen8(_mm_srli_si128(b, 8), true);
+  } else {
+    const __m128i v = _mm_loadu_si128((const __m128i*)(blk + (T == SY_DTYPE_Q4_0 ? 2 : 4)));
+    const __m128i low = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(v, low), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
+    q[0] = widen8(lo, false);
+    q[1] = widen8(_mm_srli_si128(lo, 8), false);
+    q[2] = widen8(hi, false);
+    q[3] = widen8(_mm_srli_si128(hi, 8), false);
+  }
+}
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// One token: as quant_avx512.cpp's row_dot_32, 8 lanes, four accumulators.
+template <sy_dtype T>
+void row_dot_32(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
+  constexpr int BB = T == SY_DTYPE_Q8_0 ? 34 : T == SY_DTYPE_Q4_0 ? 18 : 20;
+  const int64_t blocks = a.K / 32;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = a.w + n * blocks * BB;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float offset[4] = {};  // four chains: one would cost an add's latency per block
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* blk = row + b * BB;
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + 8192, _MM_HINT_T0);
+      __m256 q[4];
+      block_q<T>(blk, q);
+      const float d = half_at(blk);
+      const __m256 dv = _mm256_set1_ps(d);
+      const float* x = a.x + b * 32;
+      for (int i = 0; i < 4; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(q[i], dv), _mm256_loadu_ps(x + 8 * i), acc[i]);
+      if constexpr (T == SY_DTYPE_Q4_0) offset[b & 3] -= 8.f * d * a.xsum[b];
+      if constexpr (T == SY_DTYPE_Q4_1) offset[b & 3] += half_at(blk + 2) * a.xsum[b];
+    }
+    const float v =
+        hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) +
+        (offset[0] + offset[1]) + (offset[2] + offset[3]);
+    if (a.y_bf16)
+      static_cast<bf16_bits*>(a.y)[n] = from_f32<bf16_bits>(v);
+    else
+      static_cast<float*>(a.y)[n] = v;
+  }
+}
+
+void gemv_rows(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
+  if (a.M == 1) switch (a.wtype) {
+      case SY_DTYPE_Q8_0: return row_dot_32<SY_DTYPE_Q8_0>(a, n0, n1);
+      case SY_DTYPE_Q4_0: return row_dot_32<SY_DTYPE_Q4_0>(a, n0, n1);
+      case SY_DTYPE_Q4_1: return row_dot_32<SY_DTYPE_Q4_1>(a, n0, n1);
+      default: break;
+    }
+  gemv_rows_any(a, n0, n1);
+}
+
+}  // namespace
+
+const QuantTier& quant_avx2() {
+  static const QuantTier tier = {"avx2", dequant_rows_any, gemv_rows};
+  return tier;
+}
+
+}  // namespace sy::cpu

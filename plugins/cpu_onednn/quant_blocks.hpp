@@ -1,0 +1,229 @@
+// Dequantization of one block of each block-quantized dtype (vocabulary.h, docs/abi.md §5a), with
+// GGUF's formulas (ggml's dequantize_row_*): the values a reference that dequantizes to f32 sees,
+// so kernels built on these compute exactly what transformers' GGUF loader computes, up to the
+// order of f32 sums. Internal linkage (scalar_math.hpp says why): the quant tier files compile
+// these for their instruction sets.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "scalar_math.hpp"
+#include "switchyard/vocabulary.h"
+
+namespace sy::cpu {
+namespace {
+
+inline float block_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return half_to_f32(h);
+}
+
+// y[0..32) of a q8_0 block: d·q.
+inline void dequant_q8_0(const uint8_t* b, float* y) {
+  const float d = block_half(b);
+  const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
+  for (int i = 0; i < 32; ++i) y[i] = d * float(q[i]);
+}
+
+// q4_0: element i in the low nibble of qs[i], element i + 16 in its high nibble; d·(q − 8).
+inline void dequant_q4_0(const uint8_t* b, float* y) {
+  const float d = block_half(b);
+  const uint8_t* qs = b + 2;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * float(int(qs[i] & 0x0f) - 8);
+    y[i + 16] = d * float(int(qs[i] >> 4) - 8);
+  }
+}
+
+// q4_1: d·q + m.
+inline void dequant_q4_1(const uint8_t* b, float* y) {
+  const float d = block_half(b), m = block_half(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * float(qs[i] & 0x0f) + m;
+    y[i + 16] = d * float(qs[i] >> 4) + m;
+  }
+}
+
+// The 6-bit scale and min of sub-block j of a q4_k / q5_k block (ggml's get_scale_min_k4).
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// q4_k: 8 sub-blocks of 32, each d·sc·q − dmin·m; qs holds sub-blocks 2i and 2i + 1 in the low
+// and high nibbles of 32 bytes.
+inline void dequant_q4_k(const uint8_t* b, float* y) {
+  const float d = block_half(b), dmin = block_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+    int sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    for (int l = 0; l < 32; ++l) y[j + l] = d1 * float(q[l] & 0x0f) - m1;
+    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * float(q[l] >> 4) - m2;
+  }
+}
+
+// q5_k: as q4_k with a fifth bit per element from qh.
+inline void dequant_q5_k(const uint8_t* b, float* y) {
+  const float d = block_half(b), dmin = block_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  unsigned u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    int sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    for (int l = 0; l < 32; ++l) y[j + l] = d1 * float((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l)
+      y[j + 32 + l] = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+  }
+}
+
+// q6_k: 16 sub-blocks of 16, each d·sc·(q − 32), q = 4 low bits from ql and 2 high from qh.
+inline void dequant_q6_k(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = block_half(b + 208);
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[n + l] = d * float(sc[is]) * float(q1);
+      y[n + l + 32] = d * float(sc[is + 2]) * float(q2);
+      y[n + l + 64] = d * float(sc[is + 4]) * float(q3);
+      y[n + l + 96] = d * float(sc[is + 6]) * float(q4);
+    }
+  }
+}
+
+// ---- the same values, multiplied into a dot product -------------------------------------------
+// dot_<type>(block, x, acc): acc[l] += w_i · x_i for the block's elements i, lane l = i mod the
+// type's lane count (32 for 32-element blocks, 64 for the 256-element ones: several independent
+// FMA chains). w_i is computed exactly as dequant_<type> computes it, in registers: no buffer.
+
+inline void dot_q8_0(const uint8_t* b, const float* x, float* acc) {
+  const float d = block_half(b);
+  const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
+#pragma omp simd
+  for (int i = 0; i < 32; ++i) acc[i] += d * float(q[i]) * x[i];
+}
+
+inline void dot_q4_0(const uint8_t* b, const float* x, float* acc) {
+  const float d = block_half(b);
+  const uint8_t* qs = b + 2;
+#pragma omp simd
+  for (int i = 0; i < 16; ++i) {
+    acc[i] += d * float(int(qs[i] & 0x0f) - 8) * x[i];
+    acc[i + 16] += d * float(int(qs[i] >> 4) - 8) * x[i + 16];
+  }
+}
+
+inline void dot_q4_1(const uint8_t* b, const float* x, float* acc) {
+  const float d = block_half(b), m = block_half(b + 2);
+  const uint8_t* qs = b + 4;
+#pragma omp simd
+  for (int i = 0; i < 16; ++i) {
+    acc[i] += (d * float(qs[i] & 0x0f) + m) * x[i];
+    acc[i + 16] += (d * float(qs[i] >> 4) + m) * x[i + 16];
+  }
+}
+
+inline void dot_q4_k(const uint8_t* b, const float* x, float* acc) {
+  const float d = block_half(b), dmin = block_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+    int sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+#pragma omp simd
+    for (int l = 0; l < 32; ++l) {
+      acc[l] += (d1 * float(q[l] & 0x0f) - m1) * x[j + l];
+      acc[l + 32] += (d2 * float(q[l] >> 4) - m2) * x[j + 32 + l];
+    }
+  }
+}
+
+inline void dot_q5_k(const uint8_t* b, const float* x, float* acc) {
+  const float d = block_half(b), dmin = block_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  unsigned u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    int sc, m;
+    scale_min_k4(is, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+#pragma omp simd
+    for (int l = 0; l < 32; ++l) {
+      acc[l] += (d1 * float((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1) * x[j + l];
+      acc[l + 32] += (d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2) * x[j + 32 + l];
+    }
+  }
+}
+
+inline void dot_q6_k(const uint8_t* b, const float* x, float* acc) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = block_half(b + 208);
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8) {
+    // One sub-block scale per 16 lanes: the products d·sc are those of dequant_q6_k.
+    float s[8];
+    for (int k = 0; k < 8; ++k) s[k] = d * float(sc[k]);
+#pragma omp simd
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      acc[l] += s[is] * float(q1) * x[n + l];
+      acc[l + 32] += s[is + 2] * float(q2) * x[n + l + 32];
+      acc[l] += s[is + 4] * float(q3) * x[n + l + 64];
+      acc[l + 32] += s[is + 6] * float(q4) * x[n + l + 96];
+    }
+  }
+}
+
+using DequantBlockFn = void (*)(const uint8_t* block, float* y);
+using DotBlockFn = void (*)(const uint8_t* block, const float* x, float* acc);
+
+// The block dequantizer of a block-quantized dtype; nullptr for the others.
+inline DequantBlockFn dequant_block_of(sy_dtype d) {
+  switch (d) {
+    case SY_DTYPE_Q8_0: return dequant_q8_0;
+    case SY_DTYPE_Q4_0: return dequant_q4_0;
+    case SY_DTYPE_Q4_1: return dequant_q4_1;
+    case SY_DTYPE_Q4_K: return dequant_q4_k;
+    case SY_DTYPE_Q5_K: return dequant_q5_k;
+    case SY_DTYPE_Q6_K: return dequant_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace sy::cpu
