@@ -24,6 +24,7 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
+#include "apps/switchyard/model_source.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/model_weights.hpp"
@@ -221,10 +222,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
   }
   std::ostream& text_out = a.json ? std::cerr : std::cout;
   try {
-    fs::path dir = a.model;
     auto t_load = std::chrono::steady_clock::now();
-    Tokenizer tok = Tokenizer::load((dir / "tokenizer.json").string());
-    GenerationSettings gen = read_generation_settings(dir, tok);
+    std::unique_ptr<ModelSource> model = ModelSource::open(a.model, a.allowed_config_keys);
+    Tokenizer tok = model->tokenizer();
+    GenerationSettings gen = model->generation(tok);
     const Prompt prompt = build_prompt(a, *text, tok, gen);
     const std::vector<int64_t>& ids = prompt.ids;
     if (ids.empty())
@@ -239,17 +240,13 @@ int run_run(const GlobalOptions& global, const Args& args) {
     opts.prompt_len = int64_t(ids.size());
     opts.context = a.context;
     opts.dtype_override = a.dtype;
-    opts.allowed_config_keys = a.allowed_config_keys;
-    Graph graph = import_hf_config((dir / "config.json").string(), opts);
-    std::string model_type =
-        nlohmann::json::parse(std::ifstream(dir / "config.json"), nullptr, false)
-            .value("model_type", "");
+    Graph graph = model->import(opts);
     for (int64_t id : ids)
       if (id >= graph.phases[0].value("embed_tokens")->shape[0])
         return fail(Error(Errc::bad_tokenizer, "prompt token id " + std::to_string(id) +
                                                    " is outside the model's vocabulary"),
                     a.json);
-    SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
+    WeightLoader weights = model->weights();
 
     Registry reg = discover_plugins(global, default_load_options());
     Inventory inv = live_inventory(reg);
@@ -266,8 +263,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     }
     Plan plan = plan_graph(graph, reg, inv, policy);
     if (!plan.ok()) return fail(*plan.error, a.json);
-    Session session(graph, plan, reg, inv,
-                    with_progress(safetensors_weight_loader(weights, model_type), weights.size()));
+    Session session(graph, plan, reg, inv, with_progress(weights, model->weight_bytes()));
     double load_ms = ms_since(t_load);
 
     std::mt19937 rng(a.seed);

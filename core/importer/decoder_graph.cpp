@@ -36,7 +36,13 @@ class PhaseBuilder {
  public:
   PhaseBuilder(const ModelSpec& m, const ImportOptions& o, const std::string& name, int64_t seq,
                const std::string& file)
-      : m(m), B(o.batch), S(seq), C(o.context), decode(name == "decode"), file_(file) {
+      : m(m),
+        B(o.batch),
+        S(seq),
+        C(o.context),
+        decode(name == "decode"),
+        weight_dtypes(o.weight_dtypes),
+        file_(file) {
     p_.name = name;
   }
 
@@ -62,7 +68,8 @@ class PhaseBuilder {
     return value(name, shape, ValueKind::activation, m.dtype);
   }
   std::string weight(const std::string& name, const Shape& shape) {
-    return value(name, shape, ValueKind::weight, m.dtype);
+    auto it = weight_dtypes.find(name);
+    return value(name, shape, ValueKind::weight, it == weight_dtypes.end() ? m.dtype : it->second);
   }
   std::string input(const std::string& name, const Shape& shape) {
     return value(name, shape, ValueKind::input, SY_DTYPE_I64);
@@ -85,6 +92,7 @@ class PhaseBuilder {
   const ModelSpec& m;
   const int64_t B, S, C;
   const bool decode;
+  const std::map<std::string, sy_dtype>& weight_dtypes;
 
  private:
   std::string file_;
@@ -166,9 +174,13 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
   return rotated;
 }
 
-// Whether the decode attention block of a layer is what fused_decode_attention computes.
+// Whether the decode attention block of a layer is what fused_decode_attention computes (whose
+// projections are of the model's dtype: no quantized q/k/v).
 bool fusable(const PhaseBuilder& b) {
   const ModelSpec& m = b.m;
+  for (const auto& [name, dtype] : b.weight_dtypes)
+    if (name.ends_with("q_proj") || name.ends_with("k_proj") || name.ends_with("v_proj"))
+      return false;
   return b.decode && b.B == 1 && !m.qk_norm && !m.qkv_bias && !m.sinks && m.softcap == 0;
 }
 

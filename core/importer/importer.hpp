@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct ImportOptions {
   // [B, 1, V]: what generation needs, without S·V logits of memory and time (parity checks and
   // perplexity turn it on).
   bool every_position_logits = false;
+  // Weights stored in another dtype than the model's (a GGUF file's quantized matrices), by
+  // importer value name ("l0.q_proj", "embed_tokens"); the rest take the model's dtype. Only
+  // block-quantized dtypes are meaningful here (a matmul's b, an embedding's table).
+  std::map<std::string, sy_dtype> weight_dtypes;
 };
 
 // Reads and imports `config_path`; throws Error (SY201 for JSON syntax, with line:column;

@@ -260,12 +260,9 @@ size_t match_llama3(const std::vector<CodePoint>& s, size_t i, size_t max_digits
 
 enum class Pattern { gpt2, llama3, qwen2 };
 
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt2Pattern = kTokenizerGpt2Pattern;
+constexpr std::string_view kLlama3Pattern = kTokenizerLlama3Pattern;
+constexpr std::string_view kQwen2Pattern = kTokenizerQwen2Pattern;
 
 void split_by(Pattern p, const std::string& piece, std::vector<std::string>& out) {
   std::vector<CodePoint> cps = code_points(piece);

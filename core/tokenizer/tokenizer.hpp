@@ -46,6 +46,16 @@
 
 namespace sy {
 
+// The Split pre-tokenizer patterns the tokenizer recognises, exactly as tokenizer.json files
+// write them: GPT-2's, Llama 3's (also SmolLM3's: digits in runs of 1-3) and Qwen2's (digits
+// one by one).
+inline constexpr std::string_view kTokenizerGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kTokenizerLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kTokenizerQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 class Tokenizer {
  public:
   // Reads and checks a tokenizer.json; throws Error SY303 naming the file and the field.

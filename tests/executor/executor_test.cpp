@@ -1,6 +1,6 @@
-// The executor against a plain double-precision forward pass of a llama decoder written here,
-// independently of the plugins: prefill logits, several decode steps, and prefill-then-decode
-// against a longer prefill (KV cache correctness).
+// The executor against a plain double-precision forward pass of a llama decoder
+// (support/llama_reference.hpp), written independently of the plugins: prefill logits, several
+// decode steps, and prefill-then-decode against a longer prefill (KV cache correctness).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,133 +11,22 @@
 #include "core/executor/executor.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
+#include "support/llama_reference.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
 namespace {
 
-constexpr int64_t kHidden = 64, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kInter = 96,
-                  kVocab = 128, kContext = 24;
-constexpr double kTheta = 10000.0, kEps = 1e-5;
-
-nlohmann::json tiny_llama() {
-  return {{"model_type", "llama"},
-          {"hidden_size", kHidden},
-          {"num_hidden_layers", kLayers},
-          {"num_attention_heads", kHeads},
-          {"num_key_value_heads", kKvHeads},
-          {"head_dim", kHeadDim},
-          {"intermediate_size", kInter},
-          {"vocab_size", kVocab},
-          {"rope_theta", kTheta},
-          {"rms_norm_eps", kEps},
-          {"max_position_embeddings", 256},
-          {"torch_dtype", "float32"},
-          {"tie_word_embeddings", false}};
-}
-
-// Deterministic weights by name: norms near 1, matrices small and random.
-double weight(const std::string& name, int64_t i) {
-  uint64_t h = std::hash<std::string>{}(name) ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull);
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  double u = double(h % 1000003) / 1000003.0 - 0.5;  // [-0.5, 0.5)
-  bool norm = name.find("norm") != std::string::npos;
-  return norm ? 1.0 + 0.2 * u : 0.35 * u;
-}
+constexpr int64_t kLayers = 2, kContext = 24;
 
 std::optional<Error> load(const Value& v, void* dst) {
   if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
   auto* out = static_cast<float*>(dst);
-  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(weight(v.name, i));
+  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(test::hashed_weight(v.name, i));
   return std::nullopt;
 }
 
-using Mat = std::vector<double>;
-
-// y[n] = sum_k W[n][k] x[k], W stored [N, K] (Hugging Face layout).
-Mat linear(const std::string& w, const Mat& x, int64_t n) {
-  int64_t k = int64_t(x.size());
-  Mat y(n, 0.0);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < k; ++c) y[r] += weight(w, r * k + c) * x[c];
-  return y;
-}
-
-Mat rms_norm(const std::string& w, const Mat& x) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  double inv = 1.0 / std::sqrt(ss / double(x.size()) + kEps);
-  Mat y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * weight(w, int64_t(i));
-  return y;
-}
-
-void rope(Mat& x, int64_t heads, int64_t pos) {
-  int64_t half = kHeadDim / 2;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < half; ++i) {
-      double freq = std::pow(kTheta, -2.0 * double(i) / double(kHeadDim));
-      double c = std::cos(double(pos) * freq), s = std::sin(double(pos) * freq);
-      double& a = x[h * kHeadDim + i];
-      double& b = x[h * kHeadDim + i + half];
-      double x1 = a, x2 = b;
-      a = x1 * c - x2 * s;
-      b = x2 * c + x1 * s;
-    }
-}
-
-// The model, one token at a time, with its own KV cache.
-class Reference {
- public:
-  Mat step(int64_t token) {
-    Mat x(kHidden);
-    for (int64_t i = 0; i < kHidden; ++i) x[i] = weight("embed_tokens", token * kHidden + i);
-    for (int64_t l = 0; l < kLayers; ++l) {
-      std::string p = "l" + std::to_string(l) + ".";
-      Mat h = rms_norm(p + "input_layernorm", x);
-      Mat q = linear(p + "q_proj", h, kHeads * kHeadDim);
-      Mat k = linear(p + "k_proj", h, kKvHeads * kHeadDim);
-      Mat v = linear(p + "v_proj", h, kKvHeads * kHeadDim);
-      rope(q, kHeads, pos_);
-      rope(k, kKvHeads, pos_);
-      keys_[l].push_back(k);
-      values_[l].push_back(v);
-      Mat attn(kHeads * kHeadDim, 0.0);
-      for (int64_t hq = 0; hq < kHeads; ++hq) {
-        int64_t hk = hq / (kHeads / kKvHeads);
-        std::vector<double> s;
-        double mx = -1e300;
-        for (const auto& kk : keys_[l]) {
-          double dot = 0;
-          for (int64_t d = 0; d < kHeadDim; ++d)
-            dot += q[hq * kHeadDim + d] * kk[hk * kHeadDim + d];
-          s.push_back(dot / std::sqrt(double(kHeadDim)));
-          mx = std::max(mx, s.back());
-        }
-        double sum = 0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (size_t j = 0; j < s.size(); ++j)
-          for (int64_t d = 0; d < kHeadDim; ++d)
-            attn[hq * kHeadDim + d] += s[j] / sum * values_[l][j][hk * kHeadDim + d];
-      }
-      Mat o = linear(p + "o_proj", attn, kHidden);
-      for (int64_t i = 0; i < kHidden; ++i) x[i] += o[i];
-      Mat h2 = rms_norm(p + "post_attention_layernorm", x);
-      Mat g = linear(p + "gate_proj", h2, kInter), u = linear(p + "up_proj", h2, kInter);
-      for (int64_t i = 0; i < kInter; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      Mat d = linear(p + "down_proj", g, kHidden);
-      for (int64_t i = 0; i < kHidden; ++i) x[i] += d[i];
-    }
-    ++pos_;
-    return linear("lm_head", rms_norm("norm", x), kVocab);
-  }
-
- private:
-  int64_t pos_ = 0;
-  std::vector<Mat> keys_[kLayers], values_[kLayers];
-};
+using Mat = test::LlamaReference::Mat;
 
 class Executor : public ::testing::Test {
  protected:
@@ -159,7 +48,7 @@ class Executor : public ::testing::Test {
     ImportOptions opts;
     opts.prompt_len = prompt_len;
     opts.context = kContext;
-    m->graph = import_hf_config_json(tiny_llama(), "tiny.json", opts);
+    m->graph = import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", opts);
     m->inventory = live_inventory(*reg);
     Policy policy;
     policy.prefer = prefer;
@@ -180,7 +69,7 @@ class Executor : public ::testing::Test {
   static void expect_prefill_and_decode_match(std::vector<DLDeviceType> prefer) {
     const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
     auto m = open(int64_t(prompt.size()), nullptr, std::move(prefer));
-    Reference ref;
+    test::LlamaReference ref;
     Mat want;
     for (int64_t t : prompt) want = ref.step(t);
     expect_close(m->session->prefill(prompt), want, "prefill");

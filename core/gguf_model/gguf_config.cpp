@@ -1,0 +1,228 @@
+// GGUF metadata -> a Hugging Face config.json, and the dtypes of the quantized weights.
+#include <algorithm>
+#include <cmath>
+
+#include "core/gguf_model/gguf_model.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3"};
+
+[[noreturn]] void bad_file(const GgufFile& f, const std::string& what) {
+  throw Error(Errc::bad_weights, "weights file is invalid: " + what, f.path());
+}
+
+// Reads the <arch>.* keys; each one read is marked, so the rest can be refused by name.
+class MetadataReader {
+ public:
+  MetadataReader(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+
+  const GgufValue* find(const std::string& suffix) {
+    const std::string key = arch_ + "." + suffix;
+    used_.push_back(key);
+    return f_.value(key);
+  }
+  // A required integer in [lo, hi]: SY302 naming the key when absent or of another kind.
+  int64_t integer(const std::string& suffix, int64_t lo, int64_t hi) {
+    auto v = optional_integer(suffix, lo, hi);
+    if (!v) bad_file(f_, "metadata '" + arch_ + "." + suffix + "' is missing");
+    return *v;
+  }
+  std::optional<int64_t> optional_integer(const std::string& suffix, int64_t lo, int64_t hi) {
+    const GgufValue* v = find(suffix);
+    if (!v) return std::nullopt;
+    auto n = v->as_int();
+    if (!n || *n < lo || *n > hi)
+      bad_file(f_, "metadata '" + arch_ + "." + suffix + "' is " + v->type_text() +
+                       (n ? " " + std::to_string(*n) : "") + ", not an integer in [" +
+                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return n;
+  }
+  std::optional<double> number(const std::string& suffix) {
+    const GgufValue* v = find(suffix);
+    if (!v) return std::nullopt;
+    auto n = v->as_number();
+    if (!n || !std::isfinite(*n))
+      bad_file(f_, "metadata '" + arch_ + "." + suffix + "' is " + v->type_text() +
+                       ", not a finite number");
+    return n;
+  }
+  std::optional<std::string> text(const std::string& suffix) {
+    const GgufValue* v = find(suffix);
+    if (!v) return std::nullopt;
+    if (v->type != GgufType::string)
+      bad_file(f_,
+               "metadata '" + arch_ + "." + suffix + "' is " + v->type_text() + ", not a string");
+    return v->s;
+  }
+  bool used(const std::string& key) const {
+    return std::find(used_.begin(), used_.end(), key) != used_.end();
+  }
+
+ private:
+  const GgufFile& f_;
+  std::string arch_;
+  std::vector<std::string> used_;
+};
+
+// llama.cpp's rope.scaling.* as transformers' rope_scaling.
+void read_rope_scaling(MetadataReader& r, const GgufFile& f, const std::string& arch, json& c) {
+  auto type = r.text("rope.scaling.type");
+  auto factor = r.number("rope.scaling.factor");
+  auto original = r.optional_integer("rope.scaling.original_context_length", 1, int64_t(1) << 40);
+  r.find("rope.scaling.finetuned");  // informational
+  if (!type || *type == "none") {
+    if (factor && *factor != 1.0)
+      throw Error(Errc::bad_config,
+                  "invalid model config: field '" + arch + ".rope.scaling.factor' is " +
+                      std::to_string(*factor) + " without a rope.scaling.type",
+                  f.path());
+    return;
+  }
+  if (*type != "linear" && *type != "yarn")
+    throw Error(Errc::bad_config,
+                "invalid model config: field '" + arch + ".rope.scaling.type' is '" + *type +
+                    "', not one Switchyard computes (none, linear, yarn)",
+                f.path());
+  json s = {{"rope_type", *type}, {"factor", factor.value_or(1.0)}};
+  if (original) s["original_max_position_embeddings"] = *original;
+  c["rope_scaling"] = s;
+}
+
+// Every other <arch>.* key is refused by name; general.* is informational; tokenizer.* is the
+// tokenizer's (gguf_tokenizer.cpp).
+void refuse_unread(const MetadataReader& r, const GgufFile& f, const std::string& arch,
+                   const std::vector<std::string>& allowed) {
+  for (const auto& [key, value] : f.metadata()) {
+    if (key.starts_with("general.") || key.starts_with("tokenizer.")) continue;
+    if (r.used(key) || std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    throw Error(Errc::bad_config,
+                "invalid model config: field '" + key +
+                    "' is not one Switchyard knows the effect "
+                    "of for architecture " +
+                    arch +
+                    "; if it changes nothing, accept it with "
+                    "--allow-config-key " +
+                    key,
+                f.path());
+  }
+}
+
+json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch) {
+  json c;
+  c["model_type"] = arch;
+  c["torch_dtype"] = "float32";  // activations; the weights keep their GGUF types
+  c["hidden_size"] = r.integer("embedding_length", 1, int64_t(1) << 20);
+  c["num_hidden_layers"] = r.integer("block_count", 1, 10000);
+  c["num_attention_heads"] = r.integer("attention.head_count", 1, 65536);
+  c["intermediate_size"] = r.integer("feed_forward_length", 1, int64_t(1) << 24);
+  if (auto kv = r.optional_integer("attention.head_count_kv", 1, 65536))
+    c["num_key_value_heads"] = *kv;
+  if (auto ctx = r.optional_integer("context_length", 1, int64_t(1) << 40))
+    c["max_position_embeddings"] = *ctx;
+  auto eps = r.number("attention.layer_norm_rms_epsilon");
+  if (!eps) bad_file(f, "metadata '" + arch + ".attention.layer_norm_rms_epsilon' is missing");
+  c["rms_norm_eps"] = *eps;
+  if (auto theta = r.number("rope.freq_base")) c["rope_theta"] = *theta;
+  const int64_t heads = c["num_attention_heads"], hidden = c["hidden_size"];
+  auto key = r.optional_integer("attention.key_length", 1, 65536);
+  auto value = r.optional_integer("attention.value_length", 1, 65536);
+  if (key && value && *key != *value)
+    bad_file(f, "metadata '" + arch + ".attention.key_length' " + std::to_string(*key) +
+                    " differs from value_length " + std::to_string(*value));
+  const int64_t head_dim = key.value_or(hidden / heads);
+  if (key) c["head_dim"] = *key;
+  if (auto rot = r.optional_integer("rope.dimension_count", 1, 65536); rot && *rot != head_dim)
+    throw Error(Errc::bad_config,
+                "invalid model config: field '" + arch + ".rope.dimension_count' is " +
+                    std::to_string(*rot) + " but the head dim is " + std::to_string(head_dim) +
+                    ": partial rotary is not part of " + arch,
+                f.path());
+  if (auto vocab = r.optional_integer("vocab_size", 1, int64_t(1) << 31))
+    c["vocab_size"] = *vocab;
+  else if (const GgufValue* t = f.value("tokenizer.ggml.tokens"); t && !t->strings.empty())
+    c["vocab_size"] = int64_t(t->strings.size());
+  if (auto experts = r.optional_integer("expert_count", 0, 1 << 20); experts && *experts > 0)
+    throw Error(Errc::bad_config,
+                "invalid model config: field '" + arch + ".expert_count' is " +
+                    std::to_string(*experts) + ": mixture-of-experts GGUF models are not supported",
+                f.path());
+  r.find("expert_used_count");
+  if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31)) {
+    c["sliding_window"] = *window;
+    c["use_sliding_window"] = true;
+  }
+  read_rope_scaling(r, f, arch, c);
+  c["tie_word_embeddings"] = f.find("output.weight") == nullptr;
+  if (f.find("rope_freqs.weight"))
+    bad_file(f, "tensor 'rope_freqs.weight' (llama 3's rope frequency table) is not supported yet");
+  return c;
+}
+
+std::optional<sy_dtype> quantized_dtype(const GgmlType& t) {
+  const std::string n = t.name;
+  if (n == "Q8_0") return SY_DTYPE_Q8_0;
+  if (n == "Q4_0") return SY_DTYPE_Q4_0;
+  if (n == "Q4_1") return SY_DTYPE_Q4_1;
+  if (n == "Q4_K") return SY_DTYPE_Q4_K;
+  if (n == "Q5_K") return SY_DTYPE_Q5_K;
+  if (n == "Q6_K") return SY_DTYPE_Q6_K;
+  return std::nullopt;
+}
+
+bool is_float_type(const GgmlType& t) {
+  const std::string n = t.name;
+  return n == "F32" || n == "F16" || n == "BF16";
+}
+
+// The quantized dtype of every weight the model has, by importer value name; SY302 for a tensor
+// of a type Switchyard serves neither as float nor as one of its quantized types.
+std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::string& arch,
+                                                 int64_t layers) {
+  std::vector<std::string> names = {"embed_tokens", "lm_head", "norm"};
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* w : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                          "down_proj", "input_layernorm", "post_attention_layernorm", "q_norm",
+                          "k_norm", "q_proj_bias", "k_proj_bias", "v_proj_bias"})
+      names.push_back("l" + std::to_string(i) + "." + w);
+  std::map<std::string, sy_dtype> out;
+  for (const std::string& name : names) {
+    auto tensor_name = gguf_tensor_name(arch, name);
+    const GgufTensor* t = tensor_name ? f.find(*tensor_name) : nullptr;
+    if (!t) continue;
+    if (auto q = quantized_dtype(*t->type)) {
+      out[name] = *q;
+    } else if (!is_float_type(*t->type)) {
+      bad_file(f, "tensor '" + t->name + "' is " + t->type->name +
+                      ", a type Switchyard does not serve (it serves F32, F16, BF16, Q8_0, Q4_0, "
+                      "Q4_1, Q4_K, Q5_K, Q6_K)");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allowed_keys) {
+  const GgufValue* a = f.value("general.architecture");
+  if (!a) bad_file(f, "metadata 'general.architecture' is missing");
+  if (a->type != GgufType::string)
+    bad_file(f, "metadata 'general.architecture' is " + a->type_text() + ", not a string");
+  if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
+    throw Error(
+        Errc::unknown_model_type,
+        "GGUF architecture '" + a->s + "' is not supported (supported: llama, qwen2, qwen3)",
+        f.path());
+  GgufModel m;
+  m.architecture = a->s;
+  MetadataReader r(f, m.architecture);
+  m.config = config_of(r, f, m.architecture);
+  refuse_unread(r, f, m.architecture, allowed_keys);
+  m.weight_dtypes = weight_dtypes_of(f, m.architecture, m.config["num_hidden_layers"]);
+  return m;
+}
+
+}  // namespace sy

@@ -1,0 +1,66 @@
+// gguf_model/ — a GGUF file as a model: the Hugging Face config.json its metadata stands for
+// (so the importer's rules apply: every field honoured or refused), the dtypes of its quantized
+// weights, the tokenizer.json and generation settings of its tokenizer.* keys, and a weight
+// loader over its tensors. `switchyard plan|run|bench decode FILE.gguf` use it as they use a
+// model folder.
+//
+// Every metadata key is honoured or refused by name: general.* is informational (alignment is
+// the reader's); <arch>.* keys map to config fields (gguf_config.cpp lists them), and any other
+// is SY207 unless --allow-config-key names it; tokenizer.* keys are the tokenizer's and the
+// generation settings' (gguf_tokenizer.cpp). A missing or mistyped key the model needs is SY302
+// naming the file and the key; an architecture outside llama, qwen2, qwen3 is SY208; a tensor of
+// a GGML type Switchyard does not serve is SY302 naming the tensor and its type.
+//
+// llama's converter (llama.cpp's convert_hf_to_gguf.py) permutes the rows of attn_q and attn_k
+// for the interleaved rope; the loader puts them back in Hugging Face's order, so the graph is
+// the checkpoint's (neox rope) and the fused and unfused paths stay one computation.
+// Depends on weights/, importer/, tokenizer/, generation/, executor/.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/executor/executor.hpp"
+#include "core/generation/generation.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+#include "core/weights/gguf.hpp"
+
+namespace sy {
+
+struct GgufModel {
+  std::string architecture;  // general.architecture
+  nlohmann::json config;     // the Hugging Face config.json the metadata stands for
+  // Importer value name ("l0.q_proj", "embed_tokens") -> the block-quantized dtype it is stored
+  // in (ImportOptions::weight_dtypes). Float tensors take the run's dtype, converted on load.
+  std::map<std::string, sy_dtype> weight_dtypes;
+};
+
+// The model a GGUF file describes. `allowed_keys` are metadata keys to accept as without effect
+// although Switchyard does not know them (--allow-config-key).
+GgufModel describe_gguf(const GgufFile& file, const std::vector<std::string>& allowed_keys = {});
+
+// The tokenizer of tokenizer.ggml.* (model "gpt2": byte-level BPE), as tokenizer.json text for
+// Tokenizer::parse. SY303 naming the key for anything else.
+std::string gguf_tokenizer_json(const GgufFile& file);
+
+// EOS ids (eos, eot, eom), the BOS a plain prompt starts with (add_bos_token), the chat
+// template (tokenizer.chat_template) and the special tokens' texts.
+GenerationSettings gguf_generation_settings(const GgufFile& file, const Tokenizer& tok);
+
+// The tensor name of an importer weight value in a GGUF file of `architecture`
+// ("l3.q_proj" -> "blk.3.attn_q.weight"), nullopt for values no GGUF file holds.
+std::optional<std::string> gguf_tensor_name(const std::string& architecture,
+                                            const std::string& value_name);
+
+// A WeightLoader over `file`'s tensors (which must outlive it): shapes checked against the
+// graph, quantized tensors copied as they are, float tensors converted to the graph's dtype,
+// llama's attn_q / attn_k rows put back in Hugging Face's order.
+WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model);
+
+// Whether `path` starts with the GGUF magic (a file, not a model folder).
+bool is_gguf_file(const std::string& path);
+
+}  // namespace sy

@@ -1,0 +1,132 @@
+// GGUF tensor names and the weight loader over a GGUF file.
+#include <charconv>
+#include <cstring>
+
+#include "core/gguf_model/gguf_model.hpp"
+
+namespace sy {
+namespace {
+
+// "l12.q_proj" -> (12, "q_proj"); nullopt for other names (no sign, no leading zero).
+std::optional<std::pair<int64_t, std::string>> layer_of(const std::string& name) {
+  if (name.size() < 4 || name[0] != 'l') return std::nullopt;
+  size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 1 || (name[1] == '0' && dot > 2)) return std::nullopt;
+  int64_t i = 0;
+  auto [p, ec] = std::from_chars(name.data() + 1, name.data() + dot, i);
+  if (ec != std::errc() || p != name.data() + dot) return std::nullopt;
+  return std::make_pair(i, name.substr(dot + 1));
+}
+
+// Reads `count` floats of GGML type `t` at `src` into dst as `dtype` (f32, bf16 or f16).
+bool convert_floats(const GgmlType& t, const void* src, int64_t count, sy_dtype dtype, void* dst) {
+  const std::string n = t.name;
+  auto load = [&](int64_t i) -> float {
+    if (n == "F32") return static_cast<const float*>(src)[i];
+    uint16_t h = static_cast<const uint16_t*>(src)[i];
+    if (n == "BF16") return sy_bf16_to_f32(h);
+    _Float16 f;
+    std::memcpy(&f, &h, 2);
+    return float(f);
+  };
+  if (n != "F32" && n != "BF16" && n != "F16") return false;
+  for (int64_t i = 0; i < count; ++i) {
+    const float x = load(i);
+    switch (dtype) {
+      case SY_DTYPE_F32: static_cast<float*>(dst)[i] = x; break;
+      case SY_DTYPE_BF16: static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x); break;
+      case SY_DTYPE_F16: {
+        _Float16 h = static_cast<_Float16>(x);
+        std::memcpy(static_cast<uint16_t*>(dst) + i, &h, 2);
+        break;
+      }
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// The rows of a llama attn_q / attn_k back in Hugging Face's order: HF row h·D + t·D/2 + i is
+// GGUF row h·D + 2i + t (llama.cpp's permute()), for the `heads` heads of D rows each.
+void unpermute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) {
+  const int64_t d = rows / heads, half = d / 2;
+  std::vector<uint8_t> head(size_t(d * row_bytes));
+  for (int64_t h = 0; h < heads; ++h) {
+    uint8_t* base = data + h * d * row_bytes;
+    std::memcpy(head.data(), base, head.size());
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t i = 0; i < half; ++i)
+        std::memcpy(base + (t * half + i) * row_bytes, head.data() + (2 * i + t) * row_bytes,
+                    size_t(row_bytes));
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> gguf_tensor_name(const std::string& architecture,
+                                            const std::string& value_name) {
+  (void)architecture;  // llama, qwen2 and qwen3 share llama.cpp's tensor names
+  if (value_name == "embed_tokens") return "token_embd.weight";
+  if (value_name == "lm_head") return "output.weight";
+  if (value_name == "norm") return "output_norm.weight";
+  auto layer = layer_of(value_name);
+  if (!layer) return std::nullopt;
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"input_layernorm", "attn_norm.weight"},
+      {"post_attention_layernorm", "ffn_norm.weight"},
+      {"q_proj", "attn_q.weight"},
+      {"k_proj", "attn_k.weight"},
+      {"v_proj", "attn_v.weight"},
+      {"o_proj", "attn_output.weight"},
+      {"gate_proj", "ffn_gate.weight"},
+      {"up_proj", "ffn_up.weight"},
+      {"down_proj", "ffn_down.weight"},
+      {"q_norm", "attn_q_norm.weight"},
+      {"k_norm", "attn_k_norm.weight"},
+      {"q_proj_bias", "attn_q.bias"},
+      {"k_proj_bias", "attn_k.bias"},
+      {"v_proj_bias", "attn_v.bias"},
+  };
+  for (const auto& [what, tensor] : kNames)
+    if (layer->second == what) return "blk." + std::to_string(layer->first) + "." + tensor;
+  return std::nullopt;
+}
+
+WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
+  const int64_t heads = model.config["num_attention_heads"];
+  const int64_t kv_heads = model.config.value("num_key_value_heads", heads);
+  const std::string arch = model.architecture;
+  return [&file, arch, heads, kv_heads](const Value& v, void* dst) -> std::optional<Error> {
+    auto bad = [&](const std::string& what) {
+      return Error(Errc::bad_weights, "weights file is invalid: " + what, file.path());
+    };
+    std::optional<std::string> name = gguf_tensor_name(arch, v.name);
+    if (!name) return bad("no GGUF tensor name for weight '" + v.name + "'");
+    const GgufTensor* t = file.find(*name);
+    if (!t) return bad("tensor '" + *name + "' is missing");
+    int64_t want = 1;
+    for (int64_t d : v.shape) want *= d;
+    if (t->elements() != want || (v.shape.size() == 2 && t->dims[0] != v.shape[1]))
+      return bad("tensor '" + *name + "' holds " + std::to_string(t->elements()) +
+                 " elements in rows of " + std::to_string(t->dims[0]) +
+                 ", the model's config makes it " + std::to_string(want) + " in rows of " +
+                 std::to_string(v.shape.back()));
+    if (sy_dtype_is_blocked(v.dtype)) {
+      if (int64_t(t->bytes) != v.bytes())
+        return bad("tensor '" + *name + "' is " + t->type->name + ", the graph expects " +
+                   sy_dtype_name(v.dtype));
+      std::memcpy(dst, file.data(*t), size_t(t->bytes));
+    } else if (!convert_floats(*t->type, file.data(*t), want, v.dtype, dst)) {
+      return bad("tensor '" + *name + "' is " + t->type->name + ", the run needs " +
+                 sy_dtype_name(v.dtype));
+    }
+    const bool q = v.name.ends_with(".q_proj"), k = v.name.ends_with(".k_proj");
+    if (arch == "llama" && (q || k) && v.shape.size() == 2) {
+      const int64_t rows = v.shape[0], row_bytes = v.bytes() / rows;
+      unpermute_rows(static_cast<uint8_t*>(dst), rows, row_bytes, q ? heads : kv_heads);
+    }
+    return std::nullopt;
+  };
+}
+
+}  // namespace sy

@@ -1,0 +1,316 @@
+// GGUF files as models (core/gguf_model/): a file written the way llama.cpp's converter writes a
+// llama checkpoint — llama.* hyper-parameters, a byte-level BPE tokenizer, tensors in GGUF order,
+// attn_q / attn_k rows permuted for the interleaved rope — describes the same config, tokenizer
+// and generation settings, and runs to the same logits as the double reference
+// (support/llama_reference.hpp) fed the values the file holds: f32, f16, and Q8_0 / Q4_1
+// matrices (quantized by the test's own GGUF quantizer, a tied head from a quantized embedding),
+// on every CPU tier. Every metadata key is honoured or refused by name.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/errors/error.hpp"
+#include "core/executor/executor.hpp"
+#include "core/gguf_model/gguf_model.hpp"
+#include "core/importer/importer.hpp"
+#include "support/cpu_tiers.hpp"
+#include "support/gguf_writer.hpp"
+#include "support/llama_reference.hpp"
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+using test::GgufWriter;
+constexpr int64_t kContext = 24;
+const test::LlamaShape kShape;
+
+enum class Storage { f32, f16, quantized };
+
+// The tokenizer: three control tokens, the 94 printable ASCII bytes, the byte-level space 'Ġ',
+// three merges, and filler tokens up to the model's vocabulary.
+std::vector<std::string> vocabulary() {
+  std::vector<std::string> t = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  for (char c = 33; c < 127; ++c) t.push_back(std::string(1, c));
+  for (const char* s : {"\xC4\xA0", "he", "\xC4\xA0t", "\xC4\xA0the"}) t.push_back(s);
+  while (int64_t(t.size()) < kShape.vocab) t.push_back("<extra_" + std::to_string(t.size()) + ">");
+  return t;
+}
+int32_t id_of(char c) {
+  return 3 + (c - 33);
+}
+
+// llama.cpp's permute() (convert_hf_to_gguf.py): GGUF row h·D + 2i + t holds Hugging Face row
+// h·D + t·D/2 + i.
+std::vector<float> permute_rows(const std::vector<float>& w, int64_t heads, int64_t k) {
+  const int64_t d = int64_t(w.size()) / k / heads, half = d / 2;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t t = 0; t < 2; ++t)
+        std::copy_n(w.begin() + (h * d + t * half + i) * k, k,
+                    out.begin() + (h * d + 2 * i + t) * k);
+  return out;
+}
+
+// The file, and the values it holds in Hugging Face's order (what the reference computes with).
+struct TinyGguf {
+  GgufWriter w;
+  std::map<std::string, std::vector<double>> values;
+
+  explicit TinyGguf(Storage storage) {
+    w.string("general.architecture", "llama").string("general.name", "tiny");
+    w.u32("llama.embedding_length", kShape.hidden).u32("llama.block_count", kShape.layers);
+    w.u32("llama.attention.head_count", kShape.heads);
+    w.u32("llama.attention.head_count_kv", kShape.kv_heads);
+    w.u32("llama.attention.key_length", kShape.head_dim);
+    w.u32("llama.attention.value_length", kShape.head_dim);
+    w.u32("llama.rope.dimension_count", kShape.head_dim);
+    w.u32("llama.feed_forward_length", kShape.inter).u32("llama.context_length", 256);
+    w.u32("llama.vocab_size", kShape.vocab);
+    w.f32("llama.attention.layer_norm_rms_epsilon", float(kShape.eps));
+    w.f32("llama.rope.freq_base", float(kShape.theta));
+    w.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "gpt2");
+    const auto tokens = vocabulary();
+    std::vector<int32_t> types(tokens.size(), 1);
+    types[0] = types[1] = types[2] = 3;
+    w.strings("tokenizer.ggml.tokens", tokens).i32s("tokenizer.ggml.token_type", types);
+    w.strings("tokenizer.ggml.merges", {"h e", "\xC4\xA0 t", "\xC4\xA0t he"});
+    w.u32("tokenizer.ggml.bos_token_id", 1).u32("tokenizer.ggml.eos_token_id", 2);
+    w.boolean("tokenizer.ggml.add_bos_token", false);
+    w.string("tokenizer.chat_template",
+             "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+    // A quantized file ties the head to its Q4_1 embedding (no output.weight), as SmolLM2's does.
+    add("embed_tokens", "token_embd.weight", kShape.vocab, kShape.hidden, 0, storage);
+    if (storage != Storage::quantized)
+      add("lm_head", "output.weight", kShape.vocab, kShape.hidden, 0, storage);
+    add("norm", "output_norm.weight", 1, kShape.hidden, 0, Storage::f32);
+    const int64_t qd = kShape.heads * kShape.head_dim, kvd = kShape.kv_heads * kShape.head_dim;
+    for (int64_t l = 0; l < kShape.layers; ++l) {
+      const std::string p = "l" + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+      add(p + "input_layernorm", b + "attn_norm.weight", 1, kShape.hidden, 0, Storage::f32);
+      add(p + "post_attention_layernorm", b + "ffn_norm.weight", 1, kShape.hidden, 0, Storage::f32);
+      add(p + "q_proj", b + "attn_q.weight", qd, kShape.hidden, kShape.heads, storage);
+      add(p + "k_proj", b + "attn_k.weight", kvd, kShape.hidden, kShape.kv_heads, storage);
+      add(p + "v_proj", b + "attn_v.weight", kvd, kShape.hidden, 0, storage);
+      add(p + "o_proj", b + "attn_output.weight", kShape.hidden, qd, 0, storage);
+      add(p + "gate_proj", b + "ffn_gate.weight", kShape.inter, kShape.hidden, 0, storage);
+      add(p + "up_proj", b + "ffn_up.weight", kShape.inter, kShape.hidden, 0, storage);
+      add(p + "down_proj", b + "ffn_down.weight", kShape.hidden, kShape.inter, 0, storage);
+    }
+    if (storage == Storage::quantized) values["lm_head"] = values["embed_tokens"];
+  }
+
+  double weight(const std::string& name, int64_t i) const { return values.at(name)[size_t(i)]; }
+
+ private:
+  // A [rows, k] weight of hashed values (`permute_heads` > 0: llama's q/k row order in the
+  // file). Quantized storage: attention Q8_0, the rest Q4_1.
+  void add(const std::string& value, const std::string& tensor, int64_t rows, int64_t k,
+           int64_t permute_heads, Storage storage) {
+    std::vector<float> hf(size_t(rows * k));
+    for (size_t i = 0; i < hf.size(); ++i) hf[i] = float(test::hashed_weight(value, int64_t(i)));
+    const std::vector<float> file = permute_heads ? permute_rows(hf, permute_heads, k) : hf;
+    std::vector<uint64_t> dims = {uint64_t(k)};
+    if (rows > 1 || value == "embed_tokens") dims.push_back(uint64_t(rows));
+    std::vector<double>& v = values[value];
+    if (storage == Storage::f32) {
+      w.tensor(tensor, dims, test::kGgmlF32, test::f32_bytes(file));
+      v.assign(hf.begin(), hf.end());
+    } else if (storage == Storage::f16) {
+      std::string bytes;
+      for (float x : file) {
+        const uint16_t h = test::f16_bits(x);
+        bytes.append(reinterpret_cast<const char*>(&h), 2);
+      }
+      w.tensor(tensor, dims, test::kGgmlF16, bytes);
+      for (float x : hf) v.push_back(test::f16_value(test::f16_bits(x)));
+    } else {
+      // Quantization is per row, so permuting rows commutes with it.
+      const bool attention =
+          value.find("_proj") != std::string::npos && value.find("gate") == std::string::npos &&
+          value.find("up_") == std::string::npos && value.find("down") == std::string::npos;
+      w.tensor(tensor, dims, attention ? test::kGgmlQ8_0 : test::kGgmlQ4_1,
+               attention ? test::quantize_q8_0(file) : test::quantize_q4_1(file));
+      v = attention ? test::dequantize_q8_0(test::quantize_q8_0(hf))
+                    : test::dequantize_q4_1(test::quantize_q4_1(hf));
+    }
+  }
+};
+
+struct Parsed {
+  std::string bytes;
+  GgufFile file;
+  explicit Parsed(std::string b)
+      : bytes(std::move(b)),
+        file(GgufFile::parse(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+                             "tiny.gguf")) {}
+};
+
+TEST(GgufModel, DescribesTheConfigItsMetadataStandsFor) {
+  Parsed f(TinyGguf(Storage::quantized).w.bytes());
+  const GgufModel m = describe_gguf(f.file);
+  nlohmann::json want = kShape.config();
+  want["tie_word_embeddings"] = true;  // no output.weight
+  for (const auto& [key, value] : want.items()) {
+    if (value.is_number_float())  // GGUF stores f32
+      EXPECT_FLOAT_EQ(m.config.at(key).get<float>(), value.get<float>()) << key;
+    else
+      EXPECT_EQ(m.config.at(key), value) << key << ": " << m.config.dump();
+  }
+  EXPECT_EQ(m.weight_dtypes.at("l1.q_proj"), SY_DTYPE_Q8_0);
+  EXPECT_EQ(m.weight_dtypes.at("l0.down_proj"), SY_DTYPE_Q4_1);
+  EXPECT_EQ(m.weight_dtypes.at("embed_tokens"), SY_DTYPE_Q4_1);
+  EXPECT_EQ(m.weight_dtypes.count("l0.input_layernorm"), 0u);
+  EXPECT_EQ(m.weight_dtypes.count("lm_head"), 0u);  // tied: the importer reuses embed_tokens
+}
+
+TEST(GgufModel, TokenizerAndGenerationSettingsComeFromTheTokenizerKeys) {
+  Parsed f(TinyGguf(Storage::f32).w.bytes());
+  const Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(f.file), "tiny.gguf");
+  // "hello the": 'h e' merges first, then 'Ġ t' and 'Ġt he' (the merges' order is their rank).
+  const std::vector<int64_t> ids = {98, id_of('l'), id_of('l'), id_of('o'), 100};
+  EXPECT_EQ(tok.encode("hello the"), ids);
+  EXPECT_EQ(tok.decode(ids), "hello the");
+  EXPECT_EQ(tok.encode("<|im_end|>"), std::vector<int64_t>{2});  // a control token is special
+  const GenerationSettings g = gguf_generation_settings(f.file, tok);
+  EXPECT_EQ(g.eos_ids, std::vector<int64_t>{2});
+  EXPECT_TRUE(g.prompt_prefix.empty());  // add_bos_token false
+  ASSERT_TRUE(g.chat_template.has_value());
+  EXPECT_EQ(g.chat_template_origin, "tiny.gguf:tokenizer.chat_template");
+  EXPECT_EQ(g.special_tokens.at("eos_token"), "<|im_end|>");
+}
+
+// Each broken or unknown piece of metadata is refused with its code, naming the key or tensor.
+TEST(GgufModel, RefusesWhatItCannotHonourByName) {
+  struct Case {
+    const char* what;
+    std::function<void(GgufWriter&)> edit;
+    Errc code;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"unknown arch key", [](GgufWriter& w) { w.u32("llama.attention.clamp_kqv", 8); },
+       Errc::bad_config, "'llama.attention.clamp_kqv'"},
+      {"architecture", [](GgufWriter& w) { w.string("general.architecture", "gemma2"); },
+       Errc::unknown_model_type, "'gemma2'"},
+      {"missing key", [](GgufWriter& w) { w.erase("llama.block_count"); }, Errc::bad_weights,
+       "'llama.block_count' is missing"},
+      {"mistyped key", [](GgufWriter& w) { w.string("llama.block_count", "two"); },
+       Errc::bad_weights, "'llama.block_count' is string"},
+      {"no architecture", [](GgufWriter& w) { w.erase("general.architecture"); }, Errc::bad_weights,
+       "'general.architecture' is missing"},
+      {"partial rotary", [](GgufWriter& w) { w.u32("llama.rope.dimension_count", 8); },
+       Errc::bad_config, "'llama.rope.dimension_count'"},
+      {"experts", [](GgufWriter& w) { w.u32("llama.expert_count", 8); }, Errc::bad_config,
+       "'llama.expert_count'"},
+      {"rope scaling", [](GgufWriter& w) { w.string("llama.rope.scaling.type", "longrope"); },
+       Errc::bad_config, "'llama.rope.scaling.type'"},
+      {"tensor type",
+       [](GgufWriter& w) {
+         // Replaces layer 0's attn_q with a tensor of a type Switchyard does not serve.
+         w.tensor("blk.0.attn_q.weight", {uint64_t(kShape.hidden), 64}, test::kGgmlQ5_0,
+                  std::string(size_t(64 * 2 * 22), '\0'));
+       },
+       Errc::bad_weights, "tensor 'blk.0.attn_q.weight' is Q5_0"},
+  };
+  for (const Case& c : cases) {
+    TinyGguf t(Storage::f32);
+    c.edit(t.w);
+    try {
+      Parsed f(t.w.bytes());
+      describe_gguf(f.file);
+      ADD_FAILURE() << c.what << ": described; expected " << c.needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code, c.code) << c.what << ": " << e.what();
+      EXPECT_EQ(e.where, "tiny.gguf") << c.what;
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos)
+          << c.what << ": " << e.what();
+    }
+  }
+  // --allow-config-key accepts a key it names.
+  TinyGguf t(Storage::f32);
+  t.w.u32("llama.attention.clamp_kqv", 8);
+  Parsed f(t.w.bytes());
+  EXPECT_NO_THROW(describe_gguf(f.file, {"llama.attention.clamp_kqv"}));
+}
+
+TEST(GgufModel, TokenizerKeysItCannotHonourAreRefused) {
+  for (auto [key, value] :
+       {std::pair{"tokenizer.ggml.model", "llama"}, std::pair{"tokenizer.ggml.pre", "falcon"}}) {
+    TinyGguf t(Storage::f32);
+    t.w.string(key, value);
+    Parsed f(t.w.bytes());
+    try {
+      gguf_tokenizer_json(f.file);
+      ADD_FAILURE() << key << " = " << value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code, Errc::bad_tokenizer) << e.what();
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
+class GgufModelRun : public ::testing::TestWithParam<std::tuple<std::string, Storage>> {
+ protected:
+  static void SetUpTestSuite() {
+    registry_ = new Registry(Registry::discover({{test::kPluginDir}, "test"}, LoadOptions{}));
+  }
+  static void TearDownTestSuite() { delete registry_; }
+  static Registry* registry_;
+};
+Registry* GgufModelRun::registry_ = nullptr;
+
+// A 12-token prefill (the quantized GEMM path) and 4 decode steps (the quantized GEMV), against
+// the reference on the file's values. Without the loader's un-permute of attn_q / attn_k, the
+// rope would rotate the wrong pairs and this fails.
+TEST_P(GgufModelRun, LogitsMatchTheReferenceOnTheFilesValues) {
+  const auto& [tier_name, storage] = GetParam();
+  SY_SKIP_UNLESS_CPU_TIER(tier_name);
+  test::ScopedCpuTier tier(tier_name);
+  const TinyGguf tiny(storage);
+  Parsed f(tiny.w.bytes());
+  const GgufModel model = describe_gguf(f.file);
+  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42, 8, 120, 64, 2, 77, 31, 9};
+  ImportOptions opts;
+  opts.prompt_len = int64_t(prompt.size());
+  opts.context = kContext;
+  opts.weight_dtypes = model.weight_dtypes;
+  const Graph graph = import_hf_config_json(model.config, "tiny.gguf", opts);
+  const Inventory inventory = live_inventory(*registry_);
+  Policy policy;
+  policy.prefer = {kDLCPU};
+  const Plan plan = plan_graph(graph, *registry_, inventory, policy);
+  ASSERT_TRUE(plan.ok()) << plan.error->message;
+  Session session(graph, plan, *registry_, inventory, gguf_weight_loader(f.file, model));
+  test::LlamaReference ref(kShape,
+                           [&](const std::string& n, int64_t i) { return tiny.weight(n, i); });
+  auto expect_close = [](const std::vector<float>& got, const test::LlamaReference::Mat& want,
+                         const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::abs(w));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-4 * std::max(1.0, scale)) << what << " logit " << i;
+  };
+  test::LlamaReference::Mat want;
+  for (int64_t t : prompt) want = ref.step(t);
+  expect_close(session.prefill(prompt), want, "prefill");
+  for (int64_t t : {7, 88, 1, 120})
+    expect_close(session.decode(t), ref.step(t), "decode of token " + std::to_string(t));
+}
+
+std::string run_name(const ::testing::TestParamInfo<std::tuple<std::string, Storage>>& info) {
+  const char* storage[] = {"f32", "f16", "q8_0_q4_1"};
+  return std::get<0>(info.param) + "_" + storage[int(std::get<1>(info.param))];
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, GgufModelRun,
+                         ::testing::Combine(::testing::ValuesIn(test::cpu_tiers()),
+                                            ::testing::Values(Storage::f32, Storage::f16,
+                                                              Storage::quantized)),
+                         run_name);
+
+}  // namespace
+}  // namespace sy
