@@ -1,7 +1,7 @@
-// `bench decode MODEL_DIR`: the model's own prefill and decode speed, against this machine's
-// ceilings measured in the same run — prefill FLOP/s ÷ GEMM rate, decode bytes/s ÷ triad. The
-// figures users and the issues quote. Weights come from the folder; the tokens are fixed ids
-// (speed does not depend on them), decoded greedily from there.
+// `bench decode MODEL` (a folder or GGUF file): the model's own prefill and decode speed, against
+// this machine's ceilings measured in the same run — prefill FLOP/s ÷ GEMM rate, decode bytes/s ÷
+// triad. The figures users and the issues quote. Weights come from the folder; the tokens are fixed
+// ids (speed does not depend on them), decoded greedily from there.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
+#include "apps/switchyard/model_source.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/model_weights.hpp"
@@ -96,8 +97,9 @@ std::vector<int64_t> parse_depths(const std::string& text) {
 int bench_decode(const GlobalOptions& global, const Args& args) {
   DecodeArgs a;
   po::options_description desc("switchyard bench decode options");
-  desc.add_options()("help,h", "show this help")("model", po::value(&a.model), "model folder")(
-      "json", po::bool_switch(&a.json), "machine-readable output")(
+  desc.add_options()("help,h", "show this help")(
+      "model", po::value(&a.model), "model folder or GGUF file")("json", po::bool_switch(&a.json),
+                                                                 "machine-readable output")(
       "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the config's dtype")(
       "prompt-len", po::value(&a.prompt_len)->default_value(512), "tokens prefilled")(
       "depths", po::value(&a.depths)->default_value("0,512"),
@@ -108,7 +110,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
   pos.add("model", 1);
   auto vm = parse_command(args, desc, &pos);
   if (vm.count("help") || a.model.empty()) {
-    std::cout << "Usage: switchyard bench decode MODEL_DIR [options]\n"
+    std::cout << "Usage: switchyard bench decode MODEL [options]\n"
               << desc << "\n"
               << kExitCodeHelp;
     return vm.count("help") ? kExitOk : kExitUsage;
@@ -121,25 +123,23 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
   }
   const int64_t deepest = *std::max_element(depths.begin(), depths.end());
   try {
-    fs::path dir = a.model;
+    std::unique_ptr<ModelSource> model = ModelSource::open(a.model, {});
     ImportOptions opts;
     opts.prompt_len = a.prompt_len;
     opts.context = std::max(a.prompt_len, deepest) + a.steps + 1;
     opts.dtype_override = a.dtype;
-    Graph graph = import_hf_config((dir / "config.json").string(), opts);
-    std::string model_type =
-        json::parse(std::ifstream(dir / "config.json"), nullptr, false).value("model_type", "");
-    SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
+    Graph graph = model->import(opts);
     Registry reg = discover_plugins(global, default_load_options());
     Inventory inv = live_inventory(reg);
     Policy policy;
     policy.prefer = {kDLCPU};
     Plan plan = plan_graph(graph, reg, inv, policy);
     if (!plan.ok()) throw *plan.error;
-    Session session(graph, plan, reg, inv, safetensors_weight_loader(weights, model_type));
+    Session session(graph, plan, reg, inv, model->weights());
     const Phase& prefill = graph.phases[0];
     const Phase& decode = graph.phases[1];
-    const sy_dtype dtype = prefill.value("embed_tokens")->dtype;
+    // The activations' dtype (a GGUF file's embedding may be quantized): the final norm's.
+    const sy_dtype dtype = prefill.value("norm")->dtype;
 
     // Ceilings first: the model's buffers are allocated, its weights not yet in cache.
     const int threads = bench_threads();
@@ -181,7 +181,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
                       {"ratio_triad", r.ratio}});
       json j = {{"bench", "decode"},
                 {"model", a.model},
-                {"model_type", model_type},
+                {"model_type", model->model_type()},
                 {"dtype", dt},
                 {"cpu", arch},
                 {"prefill",
@@ -201,8 +201,8 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
       std::cout << j.dump(2) << "\n";
       return kExitOk;
     }
-    std::printf("model %s (%s, %s), on %s, %d threads\n", a.model.c_str(), model_type.c_str(), dt,
-                arch.c_str(), threads);
+    std::printf("model %s (%s, %s), on %s, %d threads\n", a.model.c_str(),
+                model->model_type().c_str(), dt, arch.c_str(), threads);
     std::printf("prefill %lld tokens: %.1f ms, %.1f tokens/s, %.1f GFLOP/s = %.2f of the %s GEMM\n",
                 (long long)a.prompt_len, p_ms, double(a.prompt_len) / (p_ms * 1e-3), p_gflops,
                 gemm > 0 ? p_gflops / gemm : 0, dt);

@@ -8,8 +8,10 @@
 
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
+#include "apps/switchyard/model_source.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
+#include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
 
@@ -26,9 +28,18 @@ struct PlanArgs {
   int64_t prompt_len = 512, context = 4096, batch = 1;
 };
 
-// A graph JSON (schema switchyard.graph/1), a Hugging Face config.json, or a folder with one.
+// A graph JSON (schema switchyard.graph/1), a Hugging Face config.json, a folder with one, or
+// a GGUF file.
 Graph load_model(const PlanArgs& a) {
   fs::path path = a.model;
+  ImportOptions opts;
+  opts.batch = a.batch;
+  opts.prompt_len = a.prompt_len;
+  opts.context = a.context;
+  opts.dtype_override = a.dtype;
+  opts.allowed_config_keys = a.allowed_config_keys;
+  if (is_gguf_file(path.string()))
+    return ModelSource::open(path.string(), a.allowed_config_keys)->import(opts);
   if (fs::is_directory(path)) path /= "config.json";
   std::ifstream in(path);
   if (!in) throw Error(Errc::bad_config, "cannot read the file", path.string());
@@ -38,12 +49,6 @@ Graph load_model(const PlanArgs& a) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("schema"))
     return parse_graph(text, path.string());
-  ImportOptions opts;
-  opts.batch = a.batch;
-  opts.prompt_len = a.prompt_len;
-  opts.context = a.context;
-  opts.dtype_override = a.dtype;
-  opts.allowed_config_keys = a.allowed_config_keys;
   return import_hf_config(path.string(), opts);
 }
 
@@ -79,8 +84,8 @@ int print_input_error(const Error& e, bool json) {
 int run_plan(const GlobalOptions& global, const Args& args) {
   PlanArgs a;
   po::options_description desc("switchyard plan options");
-  desc.add_options()("help,h", "show this help")("model", po::value(&a.model),
-                                                 "config.json, model folder or graph JSON")(
+  desc.add_options()("help,h", "show this help")(
+      "model", po::value(&a.model), "config.json, model folder, GGUF file or graph JSON")(
       "target", po::value(&a.target), "plan for a described machine (examples/targets/*.json)")(
       "prefer", po::value(&a.prefer),
       "device order, e.g. cuda,cpu (default: accelerators, then cpu)")(

@@ -163,7 +163,8 @@ int fail(const Error& e, bool as_json) {
 int run_run(const GlobalOptions& global, const Args& args) {
   RunArgs a;
   po::options_description desc("switchyard run options");
-  desc.add_options()("help,h", "show this help")("model", po::value(&a.model), "model folder")(
+  desc.add_options()("help,h", "show this help")("model", po::value(&a.model),
+                                                 "model folder or GGUF file")(
       "prompt", po::value(&a.prompt), "text to continue (- reads standard input)")(
       "prompt-file", po::value(&a.prompt_file), "read the text to continue from a file")(
       "chat", po::value(&a.chat),
@@ -192,11 +193,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
   a.has_chat = vm.count("chat") > 0;
   a.has_system = vm.count("system") > 0;
   if (vm.count("help") || a.model.empty()) {
-    std::cout
-        << "Usage: switchyard run MODEL_DIR (--prompt TEXT | --prompt-file PATH | --chat TEXT)"
-           " [options]\n"
-        << desc << "\n"
-        << kExitCodeHelp;
+    std::cout << "Usage: switchyard run MODEL (--prompt TEXT | --prompt-file PATH | --chat TEXT)"
+                 " [options]\n"
+              << desc << "\n"
+              << kExitCodeHelp;
     return vm.count("help") ? kExitOk : kExitUsage;
   }
   if (a.max_tokens < 0 || a.context < 2 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {

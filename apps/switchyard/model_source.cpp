@@ -17,6 +17,10 @@ class FolderSource final : public ModelSource {
  public:
   FolderSource(fs::path dir, std::vector<std::string> allowed)
       : dir_(std::move(dir)), allowed_(std::move(allowed)) {}
+  std::string model_type() const override {
+    return nlohmann::json::parse(std::ifstream(dir_ / "config.json"), nullptr, false)
+        .value("model_type", "");
+  }
   Tokenizer tokenizer() const override {
     return Tokenizer::load((dir_ / "tokenizer.json").string());
   }
@@ -45,6 +49,7 @@ class GgufSource final : public ModelSource {
  public:
   GgufSource(const std::string& path, const std::vector<std::string>& allowed)
       : file_(GgufFile::open(path)), model_(describe_gguf(file_, allowed)) {}
+  std::string model_type() const override { return model_.architecture; }
   Tokenizer tokenizer() const override {
     return Tokenizer::parse(gguf_tokenizer_json(file_), file_.path());
   }
@@ -54,7 +59,9 @@ class GgufSource final : public ModelSource {
   Graph import(ImportOptions o) const override {
     // Every key of the synthesised config is one the importer knows: nothing to allow.
     o.weight_dtypes = model_.weight_dtypes;
-    return import_hf_config_json(model_.config, file_.path(), o);
+    Graph g = import_hf_config_json(model_.config, file_.path(), o);
+    g.name = fs::path(file_.path()).stem().string();
+    return g;
   }
   WeightLoader weights() override { return gguf_weight_loader(file_, model_); }
   uint64_t weight_bytes() const override { return file_.size(); }
@@ -68,8 +75,7 @@ class GgufSource final : public ModelSource {
 
 std::unique_ptr<ModelSource> ModelSource::open(const std::string& path,
                                                const std::vector<std::string>& allowed_keys) {
-  if (!fs::is_directory(path) && is_gguf_file(path))
-    return std::make_unique<GgufSource>(path, allowed_keys);
+  if (is_gguf_file(path)) return std::make_unique<GgufSource>(path, allowed_keys);
   return std::make_unique<FolderSource>(path, allowed_keys);
 }
 

@@ -21,6 +21,8 @@ class ModelSource {
                                            const std::vector<std::string>& allowed_keys);
   virtual ~ModelSource() = default;
 
+  // config.json's model_type, or the GGUF file's general.architecture.
+  virtual std::string model_type() const = 0;
   virtual Tokenizer tokenizer() const = 0;
   virtual GenerationSettings generation(const Tokenizer& tok) const = 0;
   // The graph for `options` (a GGUF file adds its weights' quantized dtypes).

@@ -60,7 +60,8 @@ std::optional<std::string> gguf_tensor_name(const std::string& architecture,
 // llama's attn_q / attn_k rows put back in Hugging Face's order.
 WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model);
 
-// Whether `path` starts with the GGUF magic (a file, not a model folder).
+// Whether `path` is meant as a GGUF file: named *.gguf (then a bad magic is the reader's SY302,
+// not a config.json's syntax error) or starting with the GGUF magic.
 bool is_gguf_file(const std::string& path);
 
 }  // namespace sy

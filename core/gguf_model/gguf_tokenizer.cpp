@@ -1,5 +1,7 @@
 // tokenizer.* keys -> tokenizer.json text, and the generation settings of a GGUF file.
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <set>
 
 #include "core/gguf_model/gguf_model.hpp"
@@ -185,6 +187,10 @@ GenerationSettings gguf_generation_settings(const GgufFile& f, const Tokenizer& 
 }
 
 bool is_gguf_file(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".gguf" && !std::filesystem::is_directory(path)) return true;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   char magic[4] = {};
