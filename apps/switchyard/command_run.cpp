@@ -1,4 +1,4 @@
-// `run MODEL_DIR --prompt TEXT | --prompt-file PATH | --chat TEXT`: plan, load, prefill, decode —
+// `run MODEL --prompt TEXT | --prompt-file PATH | --chat TEXT`: plan, load, prefill, decode —
 // printing the text as it is produced until an EOS id, a --stop text or --max-tokens, then the
 // speeds, the memory and (with --profile) where the time went. --chat renders the model's own
 // chat template (core/generation/); a plain prompt gets the special tokens the tokenizer declares.
@@ -24,6 +24,7 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
+#include "apps/switchyard/model_run.hpp"
 #include "apps/switchyard/model_source.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
@@ -56,23 +57,6 @@ struct Prompt {
   std::vector<int64_t> ids;
   std::string echo;
 };
-
-// "-" is standard input.
-std::optional<std::string> read_source(const std::string& path, std::string& why) {
-  if (path == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = "cannot read " + path;
-    return std::nullopt;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 Prompt build_prompt(const RunArgs& a, const std::string& text, const Tokenizer& tok,
                     const GenerationSettings& g) {
@@ -123,39 +107,6 @@ int64_t sample(const std::vector<float>& logits, const RunArgs& a, std::mt19937&
 std::string token_text(const Tokenizer& tok, int64_t id) {
   if (id < 0 || id >= tok.vocab_size()) return "<" + std::to_string(id) + ">";
   return tok.decode_token(id);
-}
-
-// A progress line on a terminal's stderr while weights load, when there is enough to wait for.
-WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
-  if (!isatty(2) || total_bytes < (uint64_t(256) << 20)) return load;
-  auto done = std::make_shared<uint64_t>(0);
-  return [load, total_bytes, done](const Value& v, void* dst) {
-    std::optional<Error> err = load(v, dst);
-    *done += uint64_t(v.bytes());
-    double frac = std::min(1.0, double(*done) / double(total_bytes));
-    int bar = int(frac * 30);
-    std::fprintf(stderr, "\rloading weights [%s%s] %3.0f%%", std::string(size_t(bar), '#').c_str(),
-                 std::string(size_t(30 - bar), ' ').c_str(), 100 * frac);
-    if (frac >= 1.0) std::fprintf(stderr, "\n");
-    return err;
-  };
-}
-
-int fail(const Error& e, bool as_json) {
-  const ErrorInfo& info = error_info(e.code);
-  if (as_json) {
-    json err{{"code", code_text(e.code)}, {"name", info.name}, {"message", e.what()}};
-    if (e.status)
-      err["plugin_status"] =
-          sy_status_name(sy_status(*e.status)) ? sy_status_name(sy_status(*e.status)) : "?";
-    std::cout << json{{"status", "error"}, {"error", err}}.dump(2, ' ', false,
-                                                                json::error_handler_t::replace)
-              << "\n";
-  } else {
-    std::cerr << "switchyard run: error " << code_text(e.code) << " (" << info.name
-              << "): " << e.what() << "\n";
-  }
-  return info.exit_code;
 }
 
 }  // namespace
@@ -229,9 +180,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
     const Prompt prompt = build_prompt(a, *text, tok, gen);
     const std::vector<int64_t>& ids = prompt.ids;
     if (ids.empty())
-      return fail(Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
+      return fail("run", Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
     if (int64_t(ids.size()) + a.max_tokens > a.context)
-      return fail(Error(Errc::prompt_too_long,
+      return fail("run",
+                  Error(Errc::prompt_too_long,
                         "the prompt (" + std::to_string(ids.size()) +
                             " tokens) plus --max-tokens " + std::to_string(a.max_tokens) +
                             " exceed the context of " + std::to_string(a.context) + " (--context)"),
@@ -243,26 +195,17 @@ int run_run(const GlobalOptions& global, const Args& args) {
     Graph graph = model->import(opts);
     for (int64_t id : ids)
       if (id >= graph.phases[0].value("embed_tokens")->shape[0])
-        return fail(Error(Errc::bad_tokenizer, "prompt token id " + std::to_string(id) +
+        return fail("run",
+                    Error(Errc::bad_tokenizer, "prompt token id " + std::to_string(id) +
                                                    " is outside the model's vocabulary"),
                     a.json);
     WeightLoader weights = model->weights();
 
     Registry reg = discover_plugins(global, default_load_options());
     Inventory inv = live_inventory(reg);
-    Policy policy;
-    policy.attention = a.attention;
-    policy.strict = a.strict;
-    policy.prefer = {kDLCUDA, kDLCPU};
-    if (!a.prefer.empty()) {
-      policy.prefer.clear();
-      std::stringstream ss(a.prefer);
-      for (std::string item; std::getline(ss, item, ',');)
-        if (auto t = parse_device_type(item)) policy.prefer.push_back(*t);
-      policy.prefer_given = true;
-    }
+    Policy policy = run_policy(a.prefer, a.attention, a.strict);
     Plan plan = plan_graph(graph, reg, inv, policy);
-    if (!plan.ok()) return fail(*plan.error, a.json);
+    if (!plan.ok()) return fail("run", *plan.error, a.json);
     Session session(graph, plan, reg, inv, with_progress(weights, model->weight_bytes()));
     double load_ms = ms_since(t_load);
 
@@ -372,7 +315,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
       }
     return kExitOk;
   } catch (const Error& e) {
-    return fail(e, a.json);
+    return fail("run", e, a.json);
   }
 }
 

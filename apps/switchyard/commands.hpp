@@ -23,6 +23,7 @@ int run_bench(const GlobalOptions& global, const Args& args);
 int bench_decode(const GlobalOptions& global, const Args& args);  // `bench decode`
 int run_plan(const GlobalOptions& global, const Args& args);
 int run_run(const GlobalOptions& global, const Args& args);
+int run_perplexity(const GlobalOptions& global, const Args& args);
 int run_make_test_model(const GlobalOptions& global, const Args& args);
 int run_errors(const GlobalOptions& global, const Args& args);
 int run_config_keys(const GlobalOptions& global, const Args& args);

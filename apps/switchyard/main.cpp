@@ -26,6 +26,8 @@ const std::map<std::string, Command>& commands() {
       {"run",
        {run_run,
         "generate text with a model folder (config, safetensors, tokenizer) or a GGUF file"}},
+      {"perplexity",
+       {run_perplexity, "teacher-forced mean NLL and perplexity of a text under a model"}},
       {"make-test-model", {run_make_test_model, "write a small seeded llama model to a folder"}},
       {"plan", {run_plan, "plan a model: which plugin serves each op, or why none can"}},
       {"bench", {run_bench, "time attention or matmul against this machine's own ceilings"}},

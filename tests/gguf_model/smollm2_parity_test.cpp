@@ -167,6 +167,23 @@ TEST_P(SmolLM2Parity, TeacherForcedNllAndTop1MatchTheReference) {
   RecordProperty("top1_agreement", std::to_string(double(agree) / double(ids.size() - 1)));
 }
 
+// The user-level checks through the CLI: the chat answer, and `perplexity` on the text.
+TEST(SmolLM2Cli, ChatAnswersParisAndPerplexityIsTheReferences) {
+  if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is not there (scripts/fetch-model.sh)";
+  const json expected = json::parse(std::ifstream(kFixture / "expected.json"));
+  auto chat = test::run_switchyard("run " + kModel.string() +
+                                   " --chat 'What is the capital of France?' --json");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  const json c = json::parse(chat.out);
+  EXPECT_EQ(c["text"], "The capital of France is Paris.");
+  EXPECT_EQ(c["stop_reason"], "eos");
+  auto ppl = test::run_switchyard("perplexity " + kModel.string() + " --file " +
+                                  (kFixture / "text.txt").string() + " --json");
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+  EXPECT_NEAR(json::parse(ppl.out)["mean_nll"].get<double>(),
+              expected["text"]["mean_nll"].get<double>(), kNllTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 
