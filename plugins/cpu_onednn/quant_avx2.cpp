@@ -47,44 +47,54 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// One token: as quant_avx512.cpp's row_dot_32, 8 lanes, four accumulators.
-template <sy_dtype T>
-void row_dot_32(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
+// One token (M = 1), R rows side by side sharing x's loads: per row and block, t = Σ q·x over
+// the block's four vectors (two chains), then one FMA by the block's scale d into one of two
+// accumulators; the q4 offsets (q4_0 −8·d, q4_1 m) times the block's Σx go to scalar sums.
+// (AVX2 has no 16-entry vpermps, so quant_avx512.cpp's table does not carry over.)
+template <sy_dtype T, int R>
+void rows_32(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
   constexpr int BB = T == SY_DTYPE_Q8_0 ? 34 : T == SY_DTYPE_Q4_0 ? 18 : 20;
-  const int64_t blocks = a.K / 32;
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = a.w + n * blocks * BB;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    float offset[4] = {};  // four chains: one would cost an add's latency per block
+  const int64_t blocks = a.K / 32, rb = blocks * BB;
+  BlockSweep sweep(a.w + n0 * rb);
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    __m256 acc[R][2];
+    float offset[R][2] = {};
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* blk = row + b * BB;
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + 8192, _MM_HINT_T0);
-      __m256 q[4];
-      block_q<T>(blk, q);
-      const float d = half_at(blk);
-      const __m256 dv = _mm256_set1_ps(d);
       const float* x = a.x + b * 32;
-      for (int i = 0; i < 4; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(q[i], dv), _mm256_loadu_ps(x + 8 * i), acc[i]);
-      if constexpr (T == SY_DTYPE_Q4_0) offset[b & 3] -= 8.f * d * a.xsum[b];
-      if constexpr (T == SY_DTYPE_Q4_1) offset[b & 3] += half_at(blk + 2) * a.xsum[b];
+      sweep.reach(a.w + (n + R - 1) * rb + b * BB);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = a.w + (n + r) * rb + b * BB;
+        __m256 q[4];
+        block_q<T>(blk, q);
+        __m256 t0 = _mm256_mul_ps(q[0], _mm256_loadu_ps(x));
+        __m256 t1 = _mm256_mul_ps(q[1], _mm256_loadu_ps(x + 8));
+        t0 = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(x + 16), t0);
+        t1 = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(x + 24), t1);
+        const float d = half_at(blk);
+        acc[r][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_add_ps(t0, t1), acc[r][b & 1]);
+        if constexpr (T == SY_DTYPE_Q4_0) offset[r][b & 1] -= 8.f * d * a.xsum[b];
+        if constexpr (T == SY_DTYPE_Q4_1) offset[r][b & 1] += half_at(blk + 2) * a.xsum[b];
+      }
     }
-    const float v =
-        hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) +
-        (offset[0] + offset[1]) + (offset[2] + offset[3]);
-    if (a.y_bf16)
-      static_cast<bf16_bits*>(a.y)[n] = from_f32<bf16_bits>(v);
-    else
-      static_cast<float*>(a.y)[n] = v;
+    for (int r = 0; r < R; ++r) {
+      const float v = hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + (offset[r][0] + offset[r][1]);
+      if (a.y_bf16)
+        static_cast<bf16_bits*>(a.y)[n + r] = from_f32<bf16_bits>(v);
+      else
+        static_cast<float*>(a.y)[n + r] = v;
+    }
   }
+  if constexpr (R > 1)
+    if (n < n1) rows_32<T, 1>(a, n, n1);
 }
 
 void gemv_rows(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
   if (a.M == 1) switch (a.wtype) {
-      case SY_DTYPE_Q8_0: return row_dot_32<SY_DTYPE_Q8_0>(a, n0, n1);
-      case SY_DTYPE_Q4_0: return row_dot_32<SY_DTYPE_Q4_0>(a, n0, n1);
-      case SY_DTYPE_Q4_1: return row_dot_32<SY_DTYPE_Q4_1>(a, n0, n1);
+      case SY_DTYPE_Q8_0: return rows_32<SY_DTYPE_Q8_0, 2>(a, n0, n1);
+      case SY_DTYPE_Q4_0: return rows_32<SY_DTYPE_Q4_0, 2>(a, n0, n1);
+      case SY_DTYPE_Q4_1: return rows_32<SY_DTYPE_Q4_1, 2>(a, n0, n1);
       default: break;
     }
   gemv_rows_any(a, n0, n1);
