@@ -308,7 +308,8 @@ static void quantized_weights(refuser* r, const char* name, const sy_tensor_desc
   }
 }
 
-/* Block-quantized operands anywhere but matmul's b, an embedding's table and a copy of one. */
+/* Block-quantized operands anywhere but matmul's b, an embedding's table, the fused decode
+ * block's projections and a copy of one. */
 static int blocked_elsewhere(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
   size_t i, total = op->num_inputs + op->num_outputs;
@@ -317,13 +318,15 @@ static int blocked_elsewhere(const sy_op_desc* op, sy_refusal_fn add, void* ctx)
     size_t idx = is_in ? i : i - op->num_inputs;
     const sy_tensor_desc* t = is_in ? op->inputs[idx] : op->outputs[idx];
     if (!t || !sy_dtype_is_blocked(t->dtype)) continue;
-    if (is_in && ((op->op == SY_OP_MATMUL && idx == 1) || (op->op == SY_OP_EMBEDDING && idx == 0)))
+    if (is_in && ((op->op == SY_OP_MATMUL && idx == 1) || (op->op == SY_OP_EMBEDDING && idx == 0) ||
+                  (op->op == SY_OP_FUSED_DECODE_ATTENTION && idx >= 1 && idx <= 3)))
       continue;
     if (op->op == SY_OP_COPY) continue; /* a copy keeps its dtype: sy_contract_copy */
     {
       text64 need = fmt64("%s %zu %s", is_in ? "input" : "output", idx, dtname(t->dtype));
-      refuse(&r, "block_dtype", need.s, "matmul b or embedding table",
-             "%s %zu is %s: only matmul's b and an embedding's table may be block-quantized",
+      refuse(&r, "block_dtype", need.s, "matmul b, embedding table or fused decode projection",
+             "%s %zu is %s: only matmul's b, an embedding's table and the fused decode block's "
+             "projections may be block-quantized",
              is_in ? "input" : "output", idx, dtname(t->dtype));
     }
   }
@@ -801,10 +804,18 @@ static int fd_ranks(refuser* r, const sy_tensor_desc* const t[FD_COUNT]) {
 }
 
 /* Every float operand shares x's dtype. */
+/* Every operand is x's dtype, but the projections may be block-quantized (since ABI 1.3), in
+ * rows of H = whole blocks. */
 static void fd_dtypes(refuser* r, const sy_tensor_desc* const t[FD_COUNT]) {
   int i;
-  for (i = FD_WQ; i < FD_COUNT; ++i)
-    if (i != FD_POS) same_dtype(r, kFdNames[i], t[i], "x", t[FD_X]);
+  for (i = FD_WQ; i < FD_COUNT; ++i) {
+    if (i == FD_POS) continue;
+    if (i <= FD_WV && sy_dtype_is_blocked(t[i]->dtype))
+      quantized_weights(r, kFdNames[i], t[i], "x", t[FD_X],
+                        t[i]->ndim == 2 && t[i]->shape ? t[i]->shape[1] : -1);
+    else
+      same_dtype(r, kFdNames[i], t[i], "x", t[FD_X]);
+  }
 }
 
 /* position is i64 [1]. */

@@ -174,13 +174,10 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
   return rotated;
 }
 
-// Whether the decode attention block of a layer is what fused_decode_attention computes (whose
-// projections are of the model's dtype: no quantized q/k/v).
+// Whether the decode attention block of a layer is what fused_decode_attention computes (its
+// projections may be block-quantized, as the unfused matmuls' may).
 bool fusable(const PhaseBuilder& b) {
   const ModelSpec& m = b.m;
-  for (const auto& [name, dtype] : b.weight_dtypes)
-    if (name.ends_with("q_proj") || name.ends_with("k_proj") || name.ends_with("v_proj"))
-      return false;
   return b.decode && b.B == 1 && !m.qk_norm && !m.qkv_bias && !m.sinks && m.softcap == 0;
 }
 

@@ -1,9 +1,10 @@
 // fused_decode_attention on the CPU: one token of one sequence, f32 or bf16, every operand in
 // host memory. In one call:
 //   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in]): the active tier's GEMV
-//      (gemv.hpp) over the three weight matrices in one parallel region, each thread taking its
-//      share of the rows of each, f32 results; bf16 rounds them to bf16 as the unfused graph's
-//      matmuls do, so rope sees the same inputs;
+//      (gemv.hpp), or for a block-quantized projection its one-token quantized GEMV
+//      (quant_tier.hpp, as the unfused matmul runs it), over the three weight matrices in one
+//      parallel region, each thread taking its share of the rows of each, f32 results; bf16
+//      rounds them to bf16 as the unfused graph's matmuls do, so rope sees the same inputs;
 //   2. rope (neox, partial rotary, rope_math.hpp: the rope kernel's own math) on q and k at
 //      `position`, unless rope = 0 (SmolLM3's NoPE layers);
 //   3. the k and v rows written into the caches at `position`;
@@ -24,6 +25,7 @@
 #include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
+#include "quant_tier.hpp"
 #include "rope_math.hpp"
 
 namespace sy::cpu {
@@ -36,6 +38,10 @@ struct FusedShape {
   bool table;     // a scaled rope's inv_freq is input 5
   double factor;  // on cos and sin
   int64_t rotary;
+  sy_dtype w[3];  // wq, wk, wv: x's dtype or block-quantized
+  bool quantized() const {
+    return sy_dtype_is_blocked(w[0]) || sy_dtype_is_blocked(w[1]) || sy_dtype_is_blocked(w[2]);
+  }
 };
 
 // The sdpa attention kernel for q [1,1,Hq,D] over k, v [1,C,Hkv,D] with a kv_len input, as the
@@ -107,11 +113,14 @@ class FusedDecodeKernel final : public CpuKernel {
       : s_(s),
         ctx_(ctx),
         gemv_(gemv_tier(active_tier())),
+        quant_(quant_tier(active_tier())),
         elementwise_(elementwise_tier(active_tier())),
         attention_(std::move(attention)),
         qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
         qkv16_(s.bf16 ? qkv_.size() : 0),
         x32_(s.bf16 && gemv_.widen_x ? size_t(s.H) : 0),
+        xq_(s.quantized() ? size_t(s.H) : 0),
+        xsum_(s.quantized() ? size_t(s.H / 32) : 0),
         inv_freq_(s.rope ? rope_inv_freq(theta, s.rotary) : std::vector<double>{}),
         cos_sin_(static_cast<size_t>(s.rope ? s.rotary : 0)) {
     q_shape_[0] = q_shape_[1] = 1;
@@ -197,39 +206,65 @@ class FusedDecodeKernel final : public CpuKernel {
     } else {
       base.xf = data_of<const float>(in[0]);
     }
+    const float* xq = s.quantized() ? plain_x(in[0]) : nullptr;
     const int64_t rows[3] = {s.Hq * s.D, s.Hkv * s.D, s.Hkv * s.D};
     GemvArgs parts[3];
+    QuantGemvArgs qparts[3];
     float* y = qkv_.data();
     for (int i = 0; i < 3; ++i) {
       parts[i] = base;
       parts[i].w = data_of<const void>(in[1 + i]);
       parts[i].y = y;
       parts[i].N = rows[i];
+      qparts[i] = {s.w[i],      data_of<const uint8_t>(in[1 + i]), xq, y, false, 1, s.H, rows[i],
+                   xsum_.data()};
       y += rows[i];
     }
     const int64_t total = (rows[0] + 2 * rows[1]) * s.H;
     const int threads = total >= kParallelWork ? ctx_.num_threads : 1;
     const GemvTier& tier = gemv_;
+    const QuantTier& quant = quant_;
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      for (const GemvArgs& a : parts) {  // whole 8-row blocks per thread, as in ops_matmul
-        const int64_t blocks = (a.N + 7) / 8;
-        const int64_t n0 = std::min(a.N, blocks * t / nt * 8);
-        const int64_t n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
-        if (n1 > n0) tier.rows(a, n0, n1);
+      for (int i = 0; i < 3; ++i) {  // whole 8-row blocks per thread, as in ops_matmul
+        const int64_t n = rows[i], blocks = (n + 7) / 8;
+        const int64_t n0 = std::min(n, blocks * t / nt * 8);
+        const int64_t n1 = std::min(n, blocks * (t + 1) / nt * 8);
+        if (n1 <= n0) continue;
+        if (sy_dtype_is_blocked(s.w[i]))
+          quant.gemv_rows(qparts[i], n0, n1);
+        else
+          tier.rows(parts[i], n0, n1);
       }
     }
+  }
+
+  // x as plain f32 (the quantized GEMV's operand) and its sums over each 32 elements.
+  const float* plain_x(const DLTensor* x) {
+    const float* xf = data_of<const float>(x);
+    if (s_.bf16) {
+      elementwise_.convert[1](data_of<const void>(x), xq_.data(), 0, s_.H);
+      xf = xq_.data();
+    }
+    for (int64_t b = 0; b < s_.H / 32; ++b) {
+      float sum = 0.f;
+      for (int e = 0; e < 32; ++e) sum += xf[b * 32 + e];
+      xsum_[size_t(b)] = sum;
+    }
+    return xf;
   }
 
   FusedShape s_;
   CpuContext ctx_;
   const GemvTier& gemv_;
+  const QuantTier& quant_;
   const ElementwiseTier& elementwise_;
   std::unique_ptr<CpuKernel> attention_;
   std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D], f32
   std::vector<bf16_bits> qkv16_;  // the same rounded to bf16 (bf16 blocks)
   std::vector<float> x32_;        // bf16 x widened, in the GEMV tier's lane order
+  std::vector<float> xq_, xsum_;  // x as plain f32 and its 32-element sums (quantized weights)
   std::vector<double> inv_freq_;  // [rotary/2]
   std::vector<float> cos_sin_;    // rotary/2 cosines, then rotary/2 sines
   int64_t kv_len_ = 0, one_ = 1;
@@ -252,6 +287,7 @@ std::unique_ptr<CpuKernel> make_fused_decode(const sy::edge::OpCopy& op, const C
   s.table = op.inputs.size() == 6;
   s.factor = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);
   s.rotary = op.int_attr(SY_ATTR_ROTARY_DIM, s.D);
+  for (int i = 0; i < 3; ++i) s.w[i] = op.inputs[1 + size_t(i)].dtype;
   const double theta = op.float_attr(SY_ATTR_ROPE_THETA, 10000.0);
   return std::make_unique<FusedDecodeKernel>(s, theta, make_inner_attention(s, op, ctx), ctx);
 }

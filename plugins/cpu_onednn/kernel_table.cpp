@@ -52,7 +52,8 @@ constexpr sy_kernel_envelope attention_envelope() {
   return e;
 }
 
-// The fused decode block reads raw host slices of every operand: host-only, by design.
+// The fused decode block reads raw host slices of every operand: host-only, by design. Its
+// projections may be block-quantized (quant_tier.hpp's one-token GEMV).
 constexpr sy_kernel_envelope fused_decode_envelope() {
   sy_kernel_envelope e = envelope(
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32 | BF16,
@@ -62,7 +63,7 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
   e.head_dim_max = kAttentionHeadDimMax;
   e.default_residency = SY_RESIDENCY_HOST;
   e.cost_hint = 0.5;
-  return e;
+  return with_weights(e, kQuantized);
 }
 
 const sy_kernel_envelope kEnvelopes[] = {

@@ -46,7 +46,8 @@ constexpr double kBf16CacheTol = 4e-2;
 constexpr double kBf16OutTol = 2e-2;
 
 struct Case {
-  sy_dtype dtype = SY_DTYPE_F32;  // x, the weights, o and the caches
+  sy_dtype dtype = SY_DTYPE_F32;   // x, the weights, o and the caches
+  sy_dtype wdtype = SY_DTYPE_F32;  // the projections when block-quantized (q8_0, q4_1), else dtype
   int64_t H = 64, Hq = 4, Hkv = 4, D = 64, C = 37;
   int64_t rope = 1;
   int64_t rotary = 0;  // 0: no rotary_dim attribute (= D)
@@ -57,10 +58,12 @@ struct Case {
   double attention_factor = 1.0;  // on cos and sin
 
   int64_t rotary_dim() const { return rotary ? rotary : D; }
+  sy_dtype weights() const { return sy_dtype_is_blocked(wdtype) ? wdtype : dtype; }
   std::string name() const {
     std::ostringstream s;
-    s << sy_dtype_name(dtype) << "_H" << H << "_Hq" << Hq << "_Hkv" << Hkv << "_D" << D << "_C"
-      << C;
+    s << sy_dtype_name(dtype)
+      << (weights() != dtype ? std::string("_w") + sy_dtype_name(wdtype) : "") << "_H" << H << "_Hq"
+      << Hq << "_Hkv" << Hkv << "_D" << D << "_C" << C;
     if (rope)
       s << "_rope" << rotary_dim() << "_theta" << theta;
     else
@@ -77,10 +80,11 @@ OpDesc fused_op(const Case& c) {
   OpDesc op;
   op.op = SY_OP_FUSED_DECODE_ATTENTION;
   const sy_dtype F = c.dtype;
+  const sy_dtype W = c.weights();
   op.inputs = {{F, {1, 1, c.H}, SY_MEMORY_HOST},
-               {F, {c.Hq * c.D, c.H}, SY_MEMORY_HOST},
-               {F, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
-               {F, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
+               {W, {c.Hq * c.D, c.H}, SY_MEMORY_HOST},
+               {W, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
+               {W, {c.Hkv * c.D, c.H}, SY_MEMORY_HOST},
                {SY_DTYPE_I64, {1}, SY_MEMORY_HOST}};
   if (c.table) op.inputs.push_back({SY_DTYPE_F32, {c.rotary_dim() / 2}, SY_MEMORY_HOST});
   op.outputs = {{F, {1, 1, c.Hq, c.D}, SY_MEMORY_HOST},
@@ -213,9 +217,9 @@ class CpuFusedDecode : public ::testing::Test {
     explicit Block(const Case& cs, unsigned seed)
         : c(cs),
           x(cs.dtype, {1, 1, cs.H}),
-          wq(cs.dtype, {cs.Hq * cs.D, cs.H}),
-          wk(cs.dtype, {cs.Hkv * cs.D, cs.H}),
-          wv(cs.dtype, {cs.Hkv * cs.D, cs.H}),
+          wq(cs.weights(), {cs.Hq * cs.D, cs.H}),
+          wk(cs.weights(), {cs.Hkv * cs.D, cs.H}),
+          wv(cs.weights(), {cs.Hkv * cs.D, cs.H}),
           pos(SY_DTYPE_I64, {1}),
           o(cs.dtype, {1, 1, cs.Hq, cs.D}),
           kc(cs.dtype, {1, cs.C, cs.Hkv, cs.D}),
@@ -378,6 +382,27 @@ class CpuFusedDecodeTier : public CpuFusedDecode,
   }
   std::optional<test::ScopedCpuTier> tier_;
 };
+
+// Block-quantized projections (as a GGUF model's): the reference projects with the values the
+// test's GGUF quantizer stored, so the tolerances are the plain dtype's.
+TEST_P(CpuFusedDecodeTier, QuantizedProjectionsMatchTheStepByStepReference) {
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
+    for (sy_dtype wt : {SY_DTYPE_Q8_0, SY_DTYPE_Q4_1}) {
+      Case c;
+      c.dtype = dt;
+      c.wdtype = wt;
+      c.H = 96;
+      c.Hq = 6;
+      c.Hkv = 2;
+      c.D = 64;
+      Block b(c, 17);
+      ASSERT_TRUE(b.kernel);
+      for (int64_t position : {0, 5, 36}) {
+        b.step(position);
+        if (HasFatalFailure()) return;
+      }
+    }
+}
 
 TEST_P(CpuFusedDecodeTier, MatchesTheStepByStepReference) {
   for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})

@@ -292,5 +292,43 @@ TEST(BlockQuantized, TheContractRefusesThemWhereTheyCannotBe) {
   EXPECT_TRUE(only(copy).empty());
 }
 
+// The fused decode block's three projections may be quantized (each rows of whole blocks); an
+// envelope without their dtype refuses once per dtype, naming the first input that has it.
+TEST(BlockQuantized, FusedDecodeProjectionsMayBeQuantized) {
+  OpDesc op;
+  op.op = SY_OP_FUSED_DECODE_ATTENTION;
+  op.inputs = {{SY_DTYPE_F32, {1, 1, 64}, SY_MEMORY_HOST},
+               {SY_DTYPE_Q4_1, {128, 64}, SY_MEMORY_HOST},
+               {SY_DTYPE_Q4_1, {64, 64}, SY_MEMORY_HOST},
+               {SY_DTYPE_Q8_0, {64, 64}, SY_MEMORY_HOST},
+               {SY_DTYPE_I64, {1}, SY_MEMORY_HOST}};
+  op.outputs = {{SY_DTYPE_F32, {1, 1, 2, 64}, SY_MEMORY_HOST},
+                {SY_DTYPE_F32, {1, 16, 1, 64}, SY_MEMORY_HOST},
+                {SY_DTYPE_F32, {1, 16, 1, 64}, SY_MEMORY_HOST}};
+  EXPECT_TRUE(contract_refusals(op).empty());
+  Envelope e;
+  e.kernel = "fused_decode_attention";
+  e.op = SY_OP_FUSED_DECODE_ATTENTION;
+  e.family = "fused_decode";
+  e.dtypes = SY_DTYPE_BIT(SY_DTYPE_F32);
+  e.features = SY_FEATURE_BIT(SY_FEATURE_CAUSAL) | SY_FEATURE_BIT(SY_FEATURE_DECODE) |
+               SY_FEATURE_BIT(SY_FEATURE_GQA) | SY_FEATURE_BIT(SY_FEATURE_ROPE_NEOX);
+  std::vector<std::string> texts;
+  for (const Refusal& r : envelope_refusals(e, op, test::cpu_device()))
+    if (r.constraint == "dtype") texts.push_back(r.text);
+  EXPECT_THAT(texts, ElementsAre("dtype q4_1 of the weights (input 1) is outside the kernel's "
+                                 "dtypes (f32)",
+                                 "dtype q8_0 of the weights (input 3) is outside the kernel's "
+                                 "dtypes (f32)"));
+  e.weight_dtypes = SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q8_0);
+  for (const Refusal& r : envelope_refusals(e, op, test::cpu_device()))
+    EXPECT_NE(r.constraint, "dtype") << r.text;
+  op.inputs[2].shape = {64, 48};  // not whole blocks, and not [Hkv·D, H]
+  bool whole_blocks = false;
+  for (const Refusal& r : contract_refusals(op))
+    whole_blocks |= r.text == "wk is q4_1: its rows of 48 elements are not whole blocks of 32";
+  EXPECT_TRUE(whole_blocks);
+}
+
 }  // namespace
 }  // namespace sy

@@ -76,6 +76,36 @@ TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
   EXPECT_THAT(strict.out, HasSubstr("is outside the kernel's dtypes (f32,f16,bf16)"));
 }
 
+// The seed case of candle's quantized SmolLM3, from a GGUF: a host-only quantized fused decode
+// block pinned on a target where attention (head dim 64) and the KV caches go to cuda:0. With
+// --strict the plan fails before any weight is read, SY005 `Expected CPU storage`, naming each
+// device-resident operand; without, the block is a listed fallback and the plan runs unfused.
+TEST_F(GgufCli, HostOnlyQuantizedFusedDecodeOnTheH200IsExpectedCpuStorage) {
+  test::LlamaShape shape;
+  shape.heads = 2;
+  shape.kv_heads = 1;
+  shape.head_dim = 64;
+  const std::string file = write("tiny64.gguf", TinyGguf(Storage::quantized, shape).w.bytes());
+  const std::string args =
+      "plan " + file + " --target " + kH200 +
+      " --dtype bf16 --prompt-len 8 --context 64 --attention fused_decode --json";
+  auto strict = test::run_switchyard(args + " --strict");
+  EXPECT_EQ(strict.exit_code, 3) << strict.err;
+  const json e = json::parse(strict.out)["error"];
+  EXPECT_EQ(e["code"], "SY005");
+  EXPECT_THAT(e["message"].get<std::string>(), ::testing::StartsWith("Expected CPU storage"));
+  EXPECT_THAT(e["message"].get<std::string>(),
+              HasSubstr("cpu_onednn/fused_decode_attention [fused_decode] on cpu:0: the kernel "
+                        "reads input 0 in host memory only, it is in device memory"));
+  auto loose = test::run_switchyard(args);
+  ASSERT_EQ(loose.exit_code, 0) << loose.err;
+  const json plan = json::parse(loose.out);
+  EXPECT_TRUE(plan["phases"][1]["fusions_used"].empty());
+  bool listed = false;
+  for (const auto& f : plan["phases"][1]["fallbacks"]) listed |= f["wanted"] == "fused_decode";
+  EXPECT_TRUE(listed) << plan["phases"][1]["fallbacks"].dump().substr(0, 1000);
+}
+
 // Every broken file is exit 4, SY302, and the field or tensor.
 TEST_F(GgufCli, BrokenFilesExit4NamingTheField) {
   const std::string good = TinyGguf(Storage::quantized).w.bytes();

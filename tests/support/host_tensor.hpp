@@ -1,6 +1,7 @@
 // A tensor in host memory for kernel tests: owned bytes, a DLTensor view, and conversion
 // from and to double (bf16 rounded to nearest even, as kernels store it). A block-quantized
-// tensor holds its blocks' bytes (bytes(); set() and get() are for the plain dtypes).
+// tensor holds its blocks' bytes (bytes(); set() quantizes q8_0 and q4_1 with GGUF's quantizers,
+// get() is for the plain dtypes).
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/capability/op.hpp"
+#include "support/gguf_writer.hpp"
 
 namespace sy::test {
 
@@ -56,8 +58,16 @@ class HostTensor {
   const std::vector<int64_t>& shape() const { return shape_; }
   TensorDesc desc() const { return {dtype_, shape_, SY_MEMORY_HOST}; }
 
-  // Stores `values` in the tensor's dtype; returns what was actually stored, as double.
+  // Stores `values` in the tensor's dtype (q8_0 and q4_1 by GGUF's quantizers, in whole
+  // blocks); returns what was actually stored, as double.
   std::vector<double> set(const std::vector<double>& values) {
+    if (dtype_ == SY_DTYPE_Q8_0 || dtype_ == SY_DTYPE_Q4_1) {
+      const std::vector<float> f(values.begin(), values.end());
+      const std::string q = dtype_ == SY_DTYPE_Q8_0 ? quantize_q8_0(f) : quantize_q4_1(f);
+      if (q.size() != bytes_.size()) throw std::runtime_error("HostTensor: not whole blocks");
+      std::memcpy(bytes_.data(), q.data(), q.size());
+      return dtype_ == SY_DTYPE_Q8_0 ? dequantize_q8_0(q) : dequantize_q4_1(q);
+    }
     std::vector<double> stored(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       switch (dtype_) {

@@ -19,11 +19,11 @@ enum class Storage { f32, f16, quantized };
 
 // The tokenizer: three control tokens, the 94 printable ASCII bytes, the byte-level space 'Ġ',
 // three merges, and filler tokens up to the model's vocabulary.
-inline std::vector<std::string> vocabulary() {
+inline std::vector<std::string> vocabulary(int64_t size = kShape.vocab) {
   std::vector<std::string> t = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   for (char c = 33; c < 127; ++c) t.push_back(std::string(1, c));
   for (const char* s : {"\xC4\xA0", "he", "\xC4\xA0t", "\xC4\xA0the"}) t.push_back(s);
-  while (int64_t(t.size()) < kShape.vocab) t.push_back("<extra_" + std::to_string(t.size()) + ">");
+  while (int64_t(t.size()) < size) t.push_back("<extra_" + std::to_string(t.size()) + ">");
   return t;
 }
 inline int32_t token_id_of(char c) {
@@ -48,20 +48,23 @@ struct TinyGguf {
   GgufWriter w;
   std::map<std::string, std::vector<double>> values;
 
-  explicit TinyGguf(Storage storage) {
+  LlamaShape shape;
+
+  // `shape`'s vocabulary must be vocabulary()'s size or more (128 by default).
+  explicit TinyGguf(Storage storage, LlamaShape s = kShape) : shape(s) {
     w.string("general.architecture", "llama").string("general.name", "tiny");
-    w.u32("llama.embedding_length", kShape.hidden).u32("llama.block_count", kShape.layers);
-    w.u32("llama.attention.head_count", kShape.heads);
-    w.u32("llama.attention.head_count_kv", kShape.kv_heads);
-    w.u32("llama.attention.key_length", kShape.head_dim);
-    w.u32("llama.attention.value_length", kShape.head_dim);
-    w.u32("llama.rope.dimension_count", kShape.head_dim);
-    w.u32("llama.feed_forward_length", kShape.inter).u32("llama.context_length", 256);
-    w.u32("llama.vocab_size", kShape.vocab);
-    w.f32("llama.attention.layer_norm_rms_epsilon", float(kShape.eps));
-    w.f32("llama.rope.freq_base", float(kShape.theta));
+    w.u32("llama.embedding_length", shape.hidden).u32("llama.block_count", shape.layers);
+    w.u32("llama.attention.head_count", shape.heads);
+    w.u32("llama.attention.head_count_kv", shape.kv_heads);
+    w.u32("llama.attention.key_length", shape.head_dim);
+    w.u32("llama.attention.value_length", shape.head_dim);
+    w.u32("llama.rope.dimension_count", shape.head_dim);
+    w.u32("llama.feed_forward_length", shape.inter).u32("llama.context_length", 256);
+    w.u32("llama.vocab_size", shape.vocab);
+    w.f32("llama.attention.layer_norm_rms_epsilon", float(shape.eps));
+    w.f32("llama.rope.freq_base", float(shape.theta));
     w.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "gpt2");
-    const auto tokens = vocabulary();
+    const auto tokens = vocabulary(shape.vocab);
     std::vector<int32_t> types(tokens.size(), 1);
     types[0] = types[1] = types[2] = 3;
     w.strings("tokenizer.ggml.tokens", tokens).i32s("tokenizer.ggml.token_type", types);
@@ -72,22 +75,22 @@ struct TinyGguf {
              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
              "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
     // A quantized file ties the head to its Q4_1 embedding (no output.weight), as SmolLM2's does.
-    add("embed_tokens", "token_embd.weight", kShape.vocab, kShape.hidden, 0, storage);
+    add("embed_tokens", "token_embd.weight", shape.vocab, shape.hidden, 0, storage);
     if (storage != Storage::quantized)
-      add("lm_head", "output.weight", kShape.vocab, kShape.hidden, 0, storage);
-    add("norm", "output_norm.weight", 1, kShape.hidden, 0, Storage::f32);
-    const int64_t qd = kShape.heads * kShape.head_dim, kvd = kShape.kv_heads * kShape.head_dim;
-    for (int64_t l = 0; l < kShape.layers; ++l) {
+      add("lm_head", "output.weight", shape.vocab, shape.hidden, 0, storage);
+    add("norm", "output_norm.weight", 1, shape.hidden, 0, Storage::f32);
+    const int64_t qd = shape.heads * shape.head_dim, kvd = shape.kv_heads * shape.head_dim;
+    for (int64_t l = 0; l < shape.layers; ++l) {
       const std::string p = "l" + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
-      add(p + "input_layernorm", b + "attn_norm.weight", 1, kShape.hidden, 0, Storage::f32);
-      add(p + "post_attention_layernorm", b + "ffn_norm.weight", 1, kShape.hidden, 0, Storage::f32);
-      add(p + "q_proj", b + "attn_q.weight", qd, kShape.hidden, kShape.heads, storage);
-      add(p + "k_proj", b + "attn_k.weight", kvd, kShape.hidden, kShape.kv_heads, storage);
-      add(p + "v_proj", b + "attn_v.weight", kvd, kShape.hidden, 0, storage);
-      add(p + "o_proj", b + "attn_output.weight", kShape.hidden, qd, 0, storage);
-      add(p + "gate_proj", b + "ffn_gate.weight", kShape.inter, kShape.hidden, 0, storage);
-      add(p + "up_proj", b + "ffn_up.weight", kShape.inter, kShape.hidden, 0, storage);
-      add(p + "down_proj", b + "ffn_down.weight", kShape.hidden, kShape.inter, 0, storage);
+      add(p + "input_layernorm", b + "attn_norm.weight", 1, shape.hidden, 0, Storage::f32);
+      add(p + "post_attention_layernorm", b + "ffn_norm.weight", 1, shape.hidden, 0, Storage::f32);
+      add(p + "q_proj", b + "attn_q.weight", qd, shape.hidden, shape.heads, storage);
+      add(p + "k_proj", b + "attn_k.weight", kvd, shape.hidden, shape.kv_heads, storage);
+      add(p + "v_proj", b + "attn_v.weight", kvd, shape.hidden, 0, storage);
+      add(p + "o_proj", b + "attn_output.weight", shape.hidden, qd, 0, storage);
+      add(p + "gate_proj", b + "ffn_gate.weight", shape.inter, shape.hidden, 0, storage);
+      add(p + "up_proj", b + "ffn_up.weight", shape.inter, shape.hidden, 0, storage);
+      add(p + "down_proj", b + "ffn_down.weight", shape.hidden, shape.inter, 0, storage);
     }
     if (storage == Storage::quantized) values["lm_head"] = values["embed_tokens"];
   }

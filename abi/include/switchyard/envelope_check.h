@@ -113,10 +113,17 @@ static inline int sy_filter_device(const sy_kernel_envelope* env, const sy_devic
   return n;
 }
 
-/* The input a kernel reads as weights, whose dtype may differ from the op's (since ABI 1.3):
- * matmul's b (input 1), an embedding's table (input 0); -1 for other kinds. */
+/* The first input a kernel reads as weights, whose dtype may differ from the op's (since ABI
+ * 1.3): matmul's b (input 1), an embedding's table (input 0), the fused decode block's wq (input
+ * 1, then wk and wv: sy_weight_input_count); -1 for other kinds. */
 static inline int sy_weight_input(sy_op_kind op) {
-  return op == SY_OP_MATMUL ? 1 : op == SY_OP_EMBEDDING ? 0 : -1;
+  return op == SY_OP_MATMUL || op == SY_OP_FUSED_DECODE_ATTENTION ? 1
+         : op == SY_OP_EMBEDDING                                  ? 0
+                                                                  : -1;
+}
+/* How many inputs from sy_weight_input on are weights: 3 for the fused decode block, else 1. */
+static inline int sy_weight_input_count(sy_op_kind op) {
+  return op == SY_OP_FUSED_DECODE_ATTENTION ? 3 : 1;
 }
 
 /* The op's dtype: its first input's, except an embedding whose table is block-quantized, whose
@@ -154,16 +161,21 @@ static inline int sy_filter_dtype(const sy_kernel_envelope* env, const sy_op_des
     snprintf(text, sizeof text, "dtype %s is outside the kernel's dtypes (%s)", need, have);
     n += sy_refuse(add, ctx, "dtype", need, have, text);
   }
-  /* A weight of another plain dtype breaks the op's contract (dtype_match), not the envelope. */
-  if (w >= 0 && (size_t)w < op->num_inputs && op->inputs[w] && op->inputs[w]->dtype != dt &&
-      sy_dtype_is_blocked(op->inputs[w]->dtype)) {
-    sy_dtype wt = op->inputs[w]->dtype;
+  /* A weight of another plain dtype breaks the op's contract (dtype_match), not the envelope.
+   * Each quantized dtype is refused once. */
+  for (int i = 0, reported = 0; w >= 0 && i < sy_weight_input_count(op->op); ++i) {
+    size_t in = (size_t)(w + i);
+    if (in >= op->num_inputs || !op->inputs[in] || op->inputs[in]->dtype == dt ||
+        !sy_dtype_is_blocked(op->inputs[in]->dtype))
+      continue;
+    sy_dtype wt = op->inputs[in]->dtype;
     uint64_t mask = sy_envelope_weight_dtypes(env);
-    if (!(mask & SY_DTYPE_BIT(wt))) {
+    if (!(mask & SY_DTYPE_BIT(wt)) && !(reported & (1 << (wt & 31)))) {
+      reported |= 1 << (wt & 31);
       need = sy_dtype_name(wt) ? sy_dtype_name(wt) : "?";
       sy_mask_names(mask ? mask : env->dtypes, 0, have, sizeof have);
       snprintf(text, sizeof text,
-               "dtype %s of the weights (input %d) is outside the kernel's %s (%s)", need, w,
+               "dtype %s of the weights (input %d) is outside the kernel's %s (%s)", need, (int)in,
                mask ? "weight dtypes" : "dtypes", have);
       n += sy_refuse(add, ctx, "dtype", need, have, text);
     }
