@@ -1,4 +1,4 @@
-# Relocatable install: bin/switchyard, lib/switchyard/plugins/, include/switchyard/,
+# Relocatable install: bin/switchyard, lib/switchyard/plugins/ (and reference/), include/switchyard/,
 # and a CMake package so plugin authors can `find_package(Switchyard)` and get
 # Switchyard::abi (the C headers), Switchyard::plugin_kit (the C++ edge and the operator
 # contract library) and switchyard_add_plugin().
@@ -12,6 +12,10 @@ install(DIRECTORY abi/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
 install(DIRECTORY plugins/plugin_kit/cxx_edge
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard/plugin_kit)
 install(DIRECTORY ${SWITCHYARD_PLUGIN_OUTPUT_DIR}/ DESTINATION ${SWITCHYARD_PLUGIN_SUBDIR}
+        FILES_MATCHING PATTERN "*.so" PATTERN "*.json")
+# The reference plugin ships beside the plugins, off their search path (plugins/reference/).
+install(DIRECTORY ${PROJECT_BINARY_DIR}/lib/switchyard/reference/
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/switchyard/reference
         FILES_MATCHING PATTERN "*.so" PATTERN "*.json")
 
 set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)

@@ -291,9 +291,10 @@ typedef struct sy_kernel_envelope {
    * devices of equal preference; it never compares costs across ops. */
   double cost_hint;
 #if SY_ABI_COMPAT_MINOR >= 3
-  /* Since 1.3. Mask of SY_DTYPE_BIT(): the dtypes the op's WEIGHT operand (matmul's b, an
-   * embedding's table) may have when it differs from the op's dtype, e.g. "weights q4_k,
-   * activations f32/bf16". 0 = the weight must have the op's dtype (as before 1.3). */
+  /* Since 1.3. Mask of SY_DTYPE_BIT(): the dtypes the op's WEIGHT operands (matmul's b, an
+   * embedding's table, the fused decode block's wq/wk/wv) may have when they differ from the
+   * op's dtype, e.g. "weights q4_k, activations f32/bf16". 0 = the weights must have the op's
+   * dtype (as before 1.3). */
   uint64_t weight_dtypes;
 #endif
 } sy_kernel_envelope;

@@ -1,0 +1,174 @@
+// The reference plugin (reference_ops.hpp): one host device, one kernel per vocabulary op,
+// every float dtype and every block-quantized weight type. Its envelopes carry a cost far above
+// any real kernel's and it is built off the default search path, so a plan uses it only when a
+// user names its folder. It never prints and never throws across the ABI (the kit's edge).
+#include <memory>
+
+#include "cxx_edge/plugin_edge.hpp"
+#include "reference_ops.hpp"
+
+namespace {
+
+using sy::ref::Kernel;
+using sy::ref::OpFn;
+
+constexpr uint64_t bit(sy_dtype d) {
+  return SY_DTYPE_BIT(d);
+}
+constexpr uint64_t kFloats = bit(SY_DTYPE_F32) | bit(SY_DTYPE_F16) | bit(SY_DTYPE_BF16);
+constexpr uint64_t kInts = bit(SY_DTYPE_I32) | bit(SY_DTYPE_I64);
+constexpr uint64_t kQuantized = bit(SY_DTYPE_Q8_0) | bit(SY_DTYPE_Q4_0) | bit(SY_DTYPE_Q4_1) |
+                                bit(SY_DTYPE_Q4_K) | bit(SY_DTYPE_Q5_K) | bit(SY_DTYPE_Q6_K);
+constexpr double kCost = 1000.0;  // last among any peers
+
+constexpr uint64_t features(std::initializer_list<sy_feature> fs) {
+  uint64_t m = 0;
+  for (sy_feature f : fs) m |= SY_FEATURE_BIT(f);
+  return m;
+}
+
+constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_t dtypes,
+                                      uint64_t feats = 0, uint64_t weights = 0,
+                                      const char* family = "generic") {
+  sy_kernel_envelope e{};
+  e.struct_size = sizeof e;
+  e.kernel = kernel;
+  e.op = op;
+  e.family = family;
+  e.device_type = kDLCPU;
+  e.dtypes = dtypes;
+  e.features = feats;
+  e.default_residency = SY_RESIDENCY_DEVICE;  // its device's memory is host memory
+  e.cost_hint = kCost;
+  e.weight_dtypes = weights;
+  return e;
+}
+
+const sy_kernel_envelope kEnvelopes[] = {
+    envelope("matmul", SY_OP_MATMUL, kFloats, features({SY_FEATURE_TRANSPOSED_B}), kQuantized),
+    envelope("embedding", SY_OP_EMBEDDING, kFloats, 0, kQuantized),
+    envelope("rms_norm", SY_OP_RMS_NORM, kFloats),
+    envelope("layer_norm", SY_OP_LAYER_NORM, kFloats),
+    envelope("rope", SY_OP_ROPE, kFloats,
+             features({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY,
+                       SY_FEATURE_ROPE_SCALED})),
+    envelope("silu", SY_OP_SILU, kFloats),
+    envelope("gelu", SY_OP_GELU, kFloats),
+    envelope("softcap", SY_OP_SOFTCAP, kFloats),
+    envelope("silu_mul", SY_OP_SILU_MUL, kFloats),
+    envelope("gelu_mul", SY_OP_GELU_MUL, kFloats),
+    envelope("add", SY_OP_ADD, kFloats),
+    envelope("mul", SY_OP_MUL, kFloats),
+    envelope("softmax", SY_OP_SOFTMAX, kFloats),
+    envelope("argmax", SY_OP_ARGMAX, kFloats),
+    envelope("copy", SY_OP_COPY, kFloats | kInts | kQuantized),
+    envelope("slice", SY_OP_SLICE, kFloats | kInts),
+    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, kFloats),
+    envelope("attention", SY_OP_ATTENTION, kFloats,
+             features({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
+                       SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE,
+                       SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE}),
+             0, "reference"),
+    envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, bit(SY_DTYPE_F32)),
+    envelope("fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, kFloats,
+             features({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
+                       SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_ROPE_SCALED,
+                       SY_FEATURE_PARTIAL_ROTARY}),
+             kQuantized, "fused_decode"),
+};
+constexpr size_t kCount = sizeof kEnvelopes / sizeof kEnvelopes[0];
+
+struct Context {};
+
+template <OpFn F>
+std::unique_ptr<Kernel> make(const sy::edge::OpCopy& op, const Context&) {
+  return std::make_unique<Kernel>(op, F);
+}
+
+const sy::edge::Factory<Kernel, Context> kFactories[kCount] = {
+    make<sy::ref::matmul>,
+    make<sy::ref::embedding>,
+    make<sy::ref::rms_norm>,
+    make<sy::ref::layer_norm>,
+    make<sy::ref::rope>,
+    make<sy::ref::unary>,
+    make<sy::ref::unary>,
+    make<sy::ref::unary>,
+    make<sy::ref::gated>,
+    make<sy::ref::gated>,
+    make<sy::ref::binary>,
+    make<sy::ref::binary>,
+    make<sy::ref::softmax>,
+    make<sy::ref::argmax>,
+    make<sy::ref::copy>,
+    make<sy::ref::slice>,
+    make<sy::ref::kv_cache_append>,
+    make<sy::ref::attention>,
+    make<sy::ref::sinks_from_lse>,
+    make<sy::ref::fused_decode_attention>,
+};
+const sy::edge::NarrowFn kLimits[kCount] = {};  // nothing beyond envelope and contract
+
+}  // namespace
+
+struct sy_plugin {
+  using Impl = Kernel;
+  using Context = ::Context;
+  static constexpr const char* kName = "reference";
+  static const sy::edge::KernelList<Impl, Context>& kernels() {
+    static const sy::edge::KernelSet<Impl, Context, kCount> set(kEnvelopes, kLimits, kFactories);
+    static const sy::edge::KernelList<Impl, Context> list = set.list();
+    return list;
+  }
+  const sy_device_desc* const* device_list(size_t* count, const char** no_devices_reason) const {
+    *count = 1;
+    *no_devices_reason = nullptr;
+    return devices;
+  }
+  sy_status ready(uint32_t index, sy_error_buffer* err) const {
+    return index == 0 ? SY_STATUS_OK
+                      : sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "reference: no device %u", index);
+  }
+  sy_status context(size_t, uint32_t, Context&, sy_error_buffer*) const { return SY_STATUS_OK; }
+
+  sy_device_desc device{};
+  const sy_device_desc* devices[1] = {&device};
+};
+
+namespace {
+
+sy_status init(sy_init_args* args, sy_error_buffer* err) {
+  return sy::edge::guarded(sy_plugin::kName, err, [&] {
+    if (!args || args->struct_size < SY_INIT_ARGS_SIZE_MINOR_0)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args is NULL or undersized");
+    auto* p = new sy_plugin();
+    p->device.struct_size = sizeof p->device;
+    p->device.name = "reference (double precision, host)";
+    p->device.device_type = kDLCPU;
+    p->device.arch = "generic";
+    p->device.available = 1;
+    p->device.memory_is_host = 1;
+    args->plugin = p;
+    return SY_STATUS_OK;
+  });
+}
+
+constexpr sy_plugin_api make_api() {
+  sy_plugin_api api{};
+  api.struct_size = sizeof api;
+  api.abi_major = SY_ABI_VERSION_MAJOR;
+  api.abi_minor = SY_ABI_COMPAT_MINOR;
+  api.plugin_name = sy_plugin::kName;
+  api.plugin_version = "1.0.0";
+  api.init = init;
+  sy::edge::Edge<sy_plugin>::fill(api);
+  return api;
+}
+
+constexpr sy_plugin_api kApi = make_api();
+
+}  // namespace
+
+extern "C" SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info*) {
+  return &kApi;
+}
