@@ -27,6 +27,7 @@ int run_perplexity(const GlobalOptions& global, const Args& args);
 int run_make_test_model(const GlobalOptions& global, const Args& args);
 int run_errors(const GlobalOptions& global, const Args& args);
 int run_config_keys(const GlobalOptions& global, const Args& args);
+int run_conformance_command(const GlobalOptions& global, const Args& args);
 
 // Parses `args` against `desc` (and positionals); throws boost::program_options::error.
 boost::program_options::variables_map parse_command(

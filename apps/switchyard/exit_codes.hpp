@@ -15,11 +15,12 @@ inline constexpr int kExitPluginError = exit_code::kPluginFailed;  // a named pl
 inline constexpr int kExitOutOfMemory = exit_code::kOutOfMemory;   // SY305
 inline constexpr int kExitDeviceLost = exit_code::kDeviceLost;     // SY306
 inline constexpr int kExitPluginBug = exit_code::kPluginBug;       // SY307
+inline constexpr int kExitNonconformant = exit_code::kNonconformant;  // conformance failed
 
 inline constexpr const char* kExitCodeHelp =
     "Exit codes: 0 success, 1 internal error, 2 usage error, 3 no legal plan,\n"
     "            4 bad input, 5 a plugin the user asked for failed to load,\n"
     "            6 out of memory, 7 a device became unavailable,\n"
-    "            8 a plugin failed internally.\n";
+    "            8 a plugin failed internally, 9 a plugin failed conformance.\n";
 
 }  // namespace sy::cli

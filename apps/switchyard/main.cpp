@@ -32,6 +32,8 @@ const std::map<std::string, Command>& commands() {
       {"plan", {run_plan, "plan a model: which plugin serves each op, or why none can"}},
       {"bench", {run_bench, "time attention or matmul against this machine's own ceilings"}},
       {"errors", {run_errors, "the documented errors: what each means, how to fix it"}},
+      {"conformance",
+       {run_conformance_command, "check that a plugin does what it declares (child process)"}},
       {"config-keys", {run_config_keys, "every config.json key per family: honoured or refused"}},
   };
   return table;

@@ -509,7 +509,9 @@ std::string render_errors_markdown() {
      << "| 5 | a plugin the user asked for failed to load (SY1xx) |\n"
      << "| 6 | out of memory (SY305) |\n"
      << "| 7 | a device, its driver or a library it needs became unavailable (SY306) |\n"
-     << "| 8 | a plugin failed internally (SY307: a plugin bug) |\n";
+     << "| 8 | a plugin failed internally (SY307: a plugin bug) |\n"
+     << "| 9 | `switchyard conformance`: the plugin failed at least one check (each failure is "
+        "listed with its verdict) |\n";
   return md.str();
 }
 

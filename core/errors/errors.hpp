@@ -34,6 +34,7 @@ inline constexpr int kPluginFailed = 5;  // SY1xx, for a plugin the user asked f
 inline constexpr int kOutOfMemory = 6;   // SY305
 inline constexpr int kDeviceLost = 7;    // SY306
 inline constexpr int kPluginBug = 8;     // SY307
+inline constexpr int kNonconformant = 9;  // `switchyard conformance`: the plugin failed a check
 }  // namespace exit_code
 
 struct ErrorInfo {

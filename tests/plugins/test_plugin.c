@@ -12,14 +12,23 @@
  *   TEST_LYING_CHECK       check accepts everything, whatever the envelope says
  *   TEST_MISSING_DEP       calls into a library that is not installed beside it
  *
+ * and, for `switchyard conformance`, one broken promise each:
+ *   TEST_WRONG_NUMBERS     computes a − b
+ *   TEST_PREPARE_DISAGREES prepare refuses operators of more than 40 elements that check accepts
+ *   TEST_WRITES_STDOUT     prints from execute
+ *   TEST_SEGFAULT          writes through a NULL pointer in execute
+ *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
+ *
  * Built at ABI minors 0 to 3 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
  * logs from init through the host info init received; at minor 3 its envelope declares weight
  * dtypes. sy_test_counters() (exported for the
  * tests only) counts which slots the host called.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "switchyard/envelope_check.h"
 
@@ -190,6 +199,9 @@ static sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
   if (check_op(&args->plugin->device, args->op, NULL, NULL) != 0)
     return sy_fail(err, SY_STATUS_UNSUPPORTED, "add_f32 refuses this operator (see check)");
   for (i = 0; i < args->op->inputs[0]->ndim; ++i) n *= args->op->inputs[0]->shape[i];
+#ifdef TEST_PREPARE_DISAGREES
+  if (n > 40) return sy_fail(err, SY_STATUS_UNSUPPORTED, "test: more than 40 elements");
+#endif
   k = (struct sy_kernel*)malloc(sizeof *k);
   if (!k) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "malloc");
   k->elements = n;
@@ -208,7 +220,27 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   b = (const float*)args->inputs[1]->data;
   c = (float*)args->outputs[0]->data;
   if (!a || !b || !c) return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
+#if defined(TEST_WRONG_NUMBERS)
+  for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] - b[i];
+#elif defined(TEST_WRITES_STDOUT)
+  printf("add_f32: %lld elements\n", (long long)args->kernel->elements);
   for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] + b[i];
+#elif defined(TEST_SEGFAULT)
+  *(volatile float*)(uintptr_t)args->kernel->elements = a[0];
+  (void)c;
+#elif defined(TEST_SHARED_SCRATCH)
+  {
+    static float scratch[1 << 16];
+    struct timespec pause = {0, 2000000};
+    if (args->kernel->elements > (1 << 16))
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "too large for the scratch");
+    for (i = 0; i < args->kernel->elements; ++i) scratch[i] = a[i] + b[i];
+    nanosleep(&pause, NULL); /* long enough for another thread's call to overwrite it */
+    for (i = 0; i < args->kernel->elements; ++i) c[i] = scratch[i];
+  }
+#else
+  for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] + b[i];
+#endif
   return SY_STATUS_OK;
 }
 

@@ -1,0 +1,225 @@
+#include "core/conformance/case_buffers.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "switchyard/plugin_api.h"
+
+namespace sy::conformance {
+namespace {
+
+double value(const std::vector<uint8_t>& b, sy_dtype dt, size_t i) {
+  switch (dt) {
+    case SY_DTYPE_F32: {
+      float f;
+      std::memcpy(&f, b.data() + 4 * i, 4);
+      return f;
+    }
+    case SY_DTYPE_BF16: {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      return sy_bf16_to_f32(h);
+    }
+    case SY_DTYPE_F16: {
+      _Float16 h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      return double(h);
+    }
+    case SY_DTYPE_I32: {
+      int32_t x;
+      std::memcpy(&x, b.data() + 4 * i, 4);
+      return x;
+    }
+    case SY_DTYPE_I64: {
+      int64_t x;
+      std::memcpy(&x, b.data() + 8 * i, 8);
+      return double(x);
+    }
+    default: return std::nan("");
+  }
+}
+
+void set(std::vector<uint8_t>& b, sy_dtype dt, size_t i, double v) {
+  switch (dt) {
+    case SY_DTYPE_F32: {
+      const float f = float(v);
+      std::memcpy(b.data() + 4 * i, &f, 4);
+      return;
+    }
+    case SY_DTYPE_BF16: {
+      const uint16_t h = sy_f32_to_bf16(float(v));
+      std::memcpy(b.data() + 2 * i, &h, 2);
+      return;
+    }
+    case SY_DTYPE_F16: {
+      const _Float16 h = _Float16(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+      return;
+    }
+    case SY_DTYPE_I32: {
+      const int32_t x = int32_t(v);
+      std::memcpy(b.data() + 4 * i, &x, 4);
+      return;
+    }
+    case SY_DTYPE_I64: {
+      const int64_t x = int64_t(v);
+      std::memcpy(b.data() + 8 * i, &x, 8);
+      return;
+    }
+    default: return;
+  }
+}
+
+// Random block bytes with sane f16 scales (d ~ 0.01, q4_1's and the K-quants' mins small).
+void quantized(std::vector<uint8_t>& b, sy_dtype dt, std::mt19937& rng) {
+  for (uint8_t& x : b) x = uint8_t(rng());
+  const size_t bb = sy_dtype_block_bytes(dt);
+  auto half = [&](size_t at, float v) {
+    const _Float16 h = _Float16(v);
+    std::memcpy(b.data() + at, &h, 2);
+  };
+  for (size_t blk = 0; blk + bb <= b.size(); blk += bb) {
+    const float d = 0.004f * float(1 + rng() % 5);
+    switch (dt) {
+      case SY_DTYPE_Q6_K: half(blk + 208, d * 0.1f); break;
+      case SY_DTYPE_Q4_1:
+      case SY_DTYPE_Q4_K:
+      case SY_DTYPE_Q5_K: half(blk, d), half(blk + 2, d * 0.5f); break;
+      default: half(blk, d);
+    }
+  }
+}
+
+double tolerance(sy_dtype dt, double want) {
+  const double t = dt == SY_DTYPE_F32 ? 1e-4 : dt == SY_DTYPE_F16 ? 2e-3 : 2e-2;
+  return t + t * std::abs(want);
+}
+
+}  // namespace
+
+Buffers::Buffers(const OpDesc& op, uint32_t seed) : op_(op) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  auto make = [](const TensorDesc& d) {
+    Tensor t;
+    t.desc = d;
+    t.shape = d.shape;
+    const int64_t n = sy_tensor_bytes(d.dtype, int32_t(d.shape.size()), d.shape.data());
+    t.bytes.assign(size_t(std::max<int64_t>(n, 0)), 0);
+    return t;
+  };
+  for (const TensorDesc& d : op.inputs) in_.push_back(make(d));
+  for (const TensorDesc& d : op.outputs) out_.push_back(make(d));
+  auto count = [](const Tensor& t) {
+    size_t n = 1;
+    for (int64_t s : t.shape) n *= size_t(s);
+    return n;
+  };
+  auto ints = [&](Tensor& t, int64_t lo, int64_t hi) {  // in [lo, hi]
+    for (size_t i = 0; i < count(t); ++i)
+      set(t.bytes, t.desc.dtype, i, double(lo + int64_t(rng() % uint64_t(hi - lo + 1))));
+  };
+  for (size_t i = 0; i < in_.size(); ++i) {
+    Tensor& t = in_[i];
+    const sy_dtype dt = t.desc.dtype;
+    if (sy_dtype_is_blocked(dt)) {
+      quantized(t.bytes, dt, rng);
+    } else if (dt == SY_DTYPE_I32 || dt == SY_DTYPE_I64) {
+      if (op.op == SY_OP_EMBEDDING)
+        ints(t, 0, op.inputs[0].shape[0] - 1);
+      else if (op.op == SY_OP_ROPE)
+        ints(t, 0, 200);
+      else if (op.op == SY_OP_KV_CACHE_APPEND)
+        ints(t, 0, op.outputs[0].shape[1] - op.inputs[0].shape[1]);
+      else if (op.op == SY_OP_FUSED_DECODE_ATTENTION)
+        ints(t, 0, op.outputs[1].shape[1] - 1);
+      else if (op.op == SY_OP_ATTENTION)
+        ints(t, 1, op.inputs[1].shape[1]);
+      else
+        ints(t, 0, 3);
+    } else if ((op.op == SY_OP_ROPE && i == 2) ||
+               (op.op == SY_OP_FUSED_DECODE_ATTENTION && i == 5)) {
+      for (size_t e = 0; e < count(t); ++e)  // a frequency table: decreasing, positive
+        set(t.bytes, dt, e,
+            std::pow(10000.0, -2.0 * double(e) / double(2 * count(t))) *
+                (0.5 + 0.5 * (uni(rng) + 1) / 2));
+    } else {
+      for (size_t e = 0; e < count(t); ++e) set(t.bytes, dt, e, uni(rng));
+    }
+  }
+  for (Tensor& t : out_) {
+    if (sy_dtype_is_blocked(t.desc.dtype)) continue;
+    for (size_t e = 0; e < count(t); ++e)
+      set(t.bytes, t.desc.dtype, e,
+          t.desc.dtype == SY_DTYPE_I64 || t.desc.dtype == SY_DTYPE_I32 ? -7 : uni(rng));
+  }
+  link();
+}
+
+Buffers::Buffers(const Buffers& other) : op_(other.op_), in_(other.in_), out_(other.out_) {
+  link();
+}
+
+void Buffers::link() {
+  for (auto* list : {&in_, &out_})
+    for (Tensor& t : *list) {
+      t.dl = DLTensor{};
+      t.dl.data = t.bytes.data();
+      t.dl.device = {kDLCPU, 0};
+      t.dl.ndim = int32_t(t.shape.size());
+      t.dl.dtype = sy_dtype_to_dl(t.desc.dtype);
+      t.dl.shape = t.shape.data();
+    }
+}
+
+std::vector<const DLTensor*> Buffers::inputs() const {
+  std::vector<const DLTensor*> v;
+  for (const Tensor& t : in_) v.push_back(&t.dl);
+  return v;
+}
+std::vector<const DLTensor*> Buffers::outputs() const {
+  std::vector<const DLTensor*> v;
+  for (const Tensor& t : out_) v.push_back(&t.dl);
+  return v;
+}
+std::vector<DLTensor> Buffers::input_tensors() const {
+  std::vector<DLTensor> v;
+  for (const Tensor& t : in_) v.push_back(t.dl);
+  return v;
+}
+
+std::string Buffers::differs_from(const Buffers& want, bool exact) const {
+  for (size_t o = 0; o < out_.size(); ++o) {
+    const Tensor &g = out_[o], &w = want.out_[o];
+    if (exact || sy_dtype_is_blocked(g.desc.dtype)) {
+      if (g.bytes != w.bytes) return "output " + std::to_string(o) + " differs bit for bit";
+      continue;
+    }
+    const sy_dtype dt = g.desc.dtype;
+    const bool integer = dt == SY_DTYPE_I32 || dt == SY_DTYPE_I64;
+    size_t off = 0, worst_at = 0;
+    double worst = 0;
+    const size_t n = g.bytes.size() / std::max<size_t>(1, sy_dtype_size(dt));
+    for (size_t i = 0; i < n; ++i) {
+      const double a = value(g.bytes, dt, i), b = value(w.bytes, dt, i);
+      if (std::isinf(b) && a == b) continue;
+      const double err = std::abs(a - b);
+      const bool bad = integer ? a != b : !(err <= tolerance(dt, b));
+      if (bad && (++off == 1 || err > worst))
+        worst = std::isnan(err) ? INFINITY : err, worst_at = i;
+    }
+    if (off) {
+      std::ostringstream s;
+      s << "output " << o << " [" << worst_at << "]: got " << value(g.bytes, dt, worst_at)
+        << ", the reference " << value(w.bytes, dt, worst_at) << " (tolerance "
+        << (integer ? 0.0 : tolerance(dt, value(w.bytes, dt, worst_at))) << "); " << off << " of "
+        << n << " elements off";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace sy::conformance

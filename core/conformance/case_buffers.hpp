@@ -1,0 +1,43 @@
+// Host buffers for one conformance case: inputs filled by their role (ids inside the table,
+// positions inside the cache, valid block scales for quantized weights, random floats
+// elsewhere), outputs pre-filled with random bytes (so an output left unwritten shows), and the
+// comparison of two runs within the dtype's tolerance (conformance.hpp). Internal to
+// conformance/.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <string>
+#include <vector>
+
+#include "core/capability/op.hpp"
+
+namespace sy::conformance {
+
+class Buffers {
+ public:
+  Buffers(const OpDesc& op, uint32_t seed);
+  Buffers(const Buffers& other);
+  Buffers& operator=(const Buffers&) = delete;
+
+  std::vector<const DLTensor*> inputs() const;
+  std::vector<const DLTensor*> outputs() const;
+  // Copies of the inputs' DLTensors, to break one (bad-argument checks).
+  std::vector<DLTensor> input_tensors() const;
+  // "" when every output is within the tolerance of `want`'s (bit-identical when `exact`); else
+  // the worst element and how many are off.
+  std::string differs_from(const Buffers& want, bool exact = false) const;
+
+ private:
+  struct Tensor {
+    TensorDesc desc;
+    std::vector<uint8_t> bytes;
+    std::vector<int64_t> shape;
+    DLTensor dl{};
+  };
+  void link();
+  OpDesc op_;
+  std::vector<Tensor> in_, out_;
+};
+
+}  // namespace sy::conformance

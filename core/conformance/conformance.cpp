@@ -1,0 +1,243 @@
+// The conformance run in this process (run_conformance): per kernel, its grid (op_grid.hpp),
+// check / prepare / execute against the reference plugin, bad arguments, two threads.
+#include "core/conformance/conformance.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "core/conformance/case_buffers.hpp"
+#include "core/conformance/op_grid.hpp"
+#include "core/conformance/run.hpp"
+#include "core/plugin/kernel.hpp"
+#include "core/plugin/loader.hpp"
+
+namespace sy {
+namespace {
+
+using conformance::Buffers;
+using conformance::GridCase;
+
+using conformance::Hooks;
+
+class Run {
+ public:
+  Run(const Plugin& plugin, const Plugin* reference, const ConformanceOptions& o, const Hooks& h,
+      ConformanceReport& report)
+      : plugin_(plugin), reference_(reference), opts_(o), hooks_(h), report_(report) {}
+
+  void kernel(size_t index) {
+    const Envelope& env = plugin_.kernels()[index];
+    ConformanceKernel k{env.kernel, sy_op_kind_name(env.op)};
+    bool extras_done = false;
+    for (const GridCase& c : conformance::op_grid(env, opts_.quick)) {
+      c.inside ? ++k.inside : ++k.outside;
+      if (hooks_.progress) hooks_.progress(env.kernel + ": " + c.label);
+      run_case(index, c, k, extras_done);
+      watch_output(env.kernel, c.label);
+    }
+    report_.kernels.push_back(k);
+  }
+
+ private:
+  void fail(const std::string& verdict, const std::string& kernel, const std::string& label,
+            const std::string& detail) {
+    report_.failures.push_back({verdict, kernel, label, detail});
+  }
+
+  void watch_output(const std::string& kernel, const std::string& label) {
+    if (!hooks_.new_output) return;
+    const std::string bytes = hooks_.new_output();
+    if (!bytes.empty())
+      fail("wrote_output", kernel, label,
+           "the plugin wrote " + std::to_string(bytes.size()) + " bytes to stdout/stderr: \"" +
+               bytes.substr(0, 80) + "\"");
+  }
+
+  // The device kernels run on: the first live one of the envelope's type.
+  std::optional<uint32_t> device_for(const Envelope& env) const {
+    for (uint32_t i = 0; i < plugin_.devices().size(); ++i)
+      if (plugin_.devices()[i].type == env.device_type && plugin_.devices()[i].available) return i;
+    return std::nullopt;
+  }
+
+  void run_case(size_t index, const GridCase& c, ConformanceKernel& k, bool& extras_done);
+  enum class Outcome { compared, no_reference, failed };
+  Outcome compare_with_reference(size_t index, const GridCase& c, PreparedKernel& kernel);
+  void bad_arguments(const std::string& kernel, const GridCase& c, PreparedKernel& prepared);
+  void two_threads(size_t index, uint32_t device, const GridCase& c);
+
+  const Plugin& plugin_;
+  const Plugin* reference_;
+  const ConformanceOptions& opts_;
+  const Hooks& hooks_;
+  ConformanceReport& report_;
+  uint32_t seed_ = 0;
+};
+
+void Run::run_case(size_t index, const GridCase& c, ConformanceKernel& k, bool& extras_done) {
+  const Envelope& env = plugin_.kernels()[index];
+  const std::optional<uint32_t> device = device_for(env);
+  DeviceInfo described;
+  described.type = env.device_type;
+  described.name = "described";
+  described.arch = env.device_type == kDLCUDA ? "sm_90" : "generic";
+  const DeviceInfo& dev = device ? plugin_.devices()[*device] : described;
+  const CheckResult check = plugin_.check(index, dev, c.op);
+  if (check.error) return fail("check_failed", env.kernel, c.label, check.error->what());
+  if (!c.inside && check.accepted)
+    fail("accepts_outside", env.kernel, c.label, "check accepted an operator outside the envelope");
+  if (c.inside && !check.accepted) {
+    ++k.narrowed;
+    return;
+  }
+  if (!device) return;  // nothing to prepare on here (cuda_flash without a GPU)
+  auto prepared = prepare_kernel(plugin_, index, *device, c.op);
+  if (check.accepted != bool(prepared)) {
+    fail("prepare_disagrees", env.kernel, c.label,
+         check.accepted ? "check accepted, prepare failed: " + prepared.error().message
+                        : std::string("check refused, prepare succeeded"));
+    return;
+  }
+  if (!prepared || !c.inside || !dev.memory_is_host) return;
+  const Outcome outcome = compare_with_reference(index, c, **prepared);
+  if (outcome != Outcome::compared) return;
+  ++k.executed;
+  if (!extras_done) {
+    extras_done = true;
+    bad_arguments(env.kernel, c, **prepared);
+    two_threads(index, *device, c);
+  }
+}
+
+// Runs the case on the plugin and on the reference from the same inputs. A case the reference
+// cannot run (it declares every op and dtype, so only a shape it refuses) is not counted as run.
+Run::Outcome Run::compare_with_reference(size_t index, const GridCase& c, PreparedKernel& kernel) {
+  const std::string& name = plugin_.kernels()[index].kernel;
+  std::optional<size_t> ref_index;
+  for (size_t i = 0; reference_ && i < reference_->kernels().size(); ++i)
+    if (reference_->kernels()[i].op == c.op.op) ref_index = i;
+  if (!ref_index) return Outcome::no_reference;
+  auto ref = prepare_kernel(*reference_, *ref_index, 0, c.op);
+  if (!ref) return Outcome::no_reference;
+  Buffers got(c.op, opts_.seed + ++seed_), want = got;
+  if (auto e = kernel.execute(got.inputs(), got.outputs())) {
+    fail("execute_failed", name, c.label, e->what());
+    return Outcome::failed;
+  }
+  if (auto e = (*ref)->execute(want.inputs(), want.outputs())) return Outcome::no_reference;
+  if (std::string diff = got.differs_from(want); !diff.empty()) {
+    fail("wrong_numbers", name, c.label, diff);
+    return Outcome::failed;
+  }
+  return Outcome::compared;
+}
+
+// A NULL data pointer and a wrong rank must be errors, not crashes or silent successes.
+void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKernel& prepared) {
+  Buffers b(c.op, 7);
+  std::vector<DLTensor> in = b.input_tensors();
+  in[0].data = nullptr;
+  std::vector<const DLTensor*> ins, outs = b.outputs();
+  for (const DLTensor& t : in) ins.push_back(&t);
+  if (!prepared.execute(ins, outs))
+    fail("bad_arguments", name, c.label, "execute accepted a NULL data pointer for input 0");
+  in = b.input_tensors();
+  in[0].ndim += 1;
+  std::vector<int64_t> shape(in[0].shape, in[0].shape + in[0].ndim - 1);
+  shape.push_back(1);
+  in[0].shape = shape.data();
+  if (!prepared.execute(ins, outs))
+    fail("bad_arguments", name, c.label, "execute accepted input 0 of another rank than prepared");
+}
+
+// Two kernels prepared for the case, run at once on two threads with different inputs, each
+// checked against what it computes alone.
+void Run::two_threads(size_t index, uint32_t device, const GridCase& c) {
+  const std::string& name = plugin_.kernels()[index].kernel;
+  auto k1 = prepare_kernel(plugin_, index, device, c.op);
+  auto k2 = prepare_kernel(plugin_, index, device, c.op);
+  if (!k1 || !k2) return;
+  Buffers a(c.op, 101), b(c.op, 202), a_alone = a, b_alone = b;
+  if ((*k1)->execute(a_alone.inputs(), a_alone.outputs()) ||
+      (*k1)->execute(b_alone.inputs(), b_alone.outputs()))
+    return;
+  for (int round = 0; round < 20; ++round) {
+    Buffers ra = a, rb = b;
+    std::thread t1([&] { (*k1)->execute(ra.inputs(), ra.outputs()); });
+    std::thread t2([&] { (*k2)->execute(rb.inputs(), rb.outputs()); });
+    t1.join();
+    t2.join();
+    std::string diff = ra.differs_from(a_alone, true);
+    if (diff.empty()) diff = rb.differs_from(b_alone, true);
+    if (!diff.empty())
+      return fail("not_thread_safe", name, c.label,
+                  "two prepared kernels run at once on two threads (round " +
+                      std::to_string(round) + "): " + diff);
+  }
+}
+
+}  // namespace
+
+std::string file_hash(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  uint64_t h = 0xcbf29ce484222325ull;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0)
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+ConformanceReport conformance::run_with(const std::filesystem::path& path,
+                                        const ConformanceOptions& o, const Hooks& hooks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ConformanceReport r;
+  r.path = path.string();
+  r.hash = file_hash(path);
+  // Conformance makes its own judgements: the loader's capability probe would refuse a plugin
+  // whose check lies before it could be named, and a plugin under development may have no
+  // manifest yet.
+  LoadOptions load;
+  load.require_manifest = false;
+  load.probe_capabilities = false;
+  auto loaded = load_plugin(path, load);
+  if (!loaded.plugin) {
+    r.load_error =
+        std::string(load_stage_name(loaded.diagnostic->stage)) + ": " + loaded.diagnostic->reason;
+    return r;
+  }
+  const Plugin& p = *loaded.plugin;
+  r.plugin = p.name();
+  r.version = p.version();
+  r.abi_major = p.abi_major();
+  r.abi_minor = p.abi_minor();
+  for (const DeviceInfo& d : p.devices()) r.executed |= d.available && d.memory_is_host;
+  std::unique_ptr<Plugin> reference;
+  if (r.executed) {  // without the reference nothing can be checked for numbers: a failure
+    auto ref = load_plugin(o.reference, LoadOptions{});
+    if (!ref.plugin)
+      r.failures.push_back({"no_reference", "", "",
+                            "the reference plugin " + o.reference.string() + " does not load (" +
+                                (ref.diagnostic ? ref.diagnostic->reason : "?") +
+                                "): results cannot be checked"});
+    reference = std::move(ref.plugin);
+  }
+  Run run(p, reference.get(), o, hooks, r);
+  for (size_t i = 0; i < p.kernels().size(); ++i)
+    if (o.kernel.empty() || p.kernels()[i].kernel == o.kernel) run.kernel(i);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+ConformanceReport run_conformance(const std::filesystem::path& plugin,
+                                  const ConformanceOptions& options) {
+  return conformance::run_with(plugin, options, Hooks{});
+}
+
+}  // namespace sy
