@@ -4,6 +4,7 @@
 // Exit 0 when everything passes, 9 when a check failed, 5 when the plugin cannot be found or
 // loaded.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "apps/switchyard/commands.hpp"
@@ -62,6 +63,7 @@ int run_conformance_command(const GlobalOptions& global, const Args& args) {
   std::string plugin;
   ConformanceOptions o;
   bool json = false;
+  std::string output;
   po::options_description desc("switchyard conformance options");
   desc.add_options()("help,h", "show this help")("plugin", po::value(&plugin),
                                                  "a plugin's .so, or its name on the search path")(
@@ -69,7 +71,10 @@ int run_conformance_command(const GlobalOptions& global, const Args& args) {
       "kernel", po::value(&o.kernel), "only this kernel")("quick", po::bool_switch(&o.quick),
                                                           "fewer shapes per kernel")(
       "seed", po::value(&o.seed)->default_value(1), "seed of the generated inputs")(
-      "reference", po::value<std::string>(), "the reference plugin (default: the installed one)");
+      "output", po::value(&output),
+      "also write the JSON report to this file (beside the plugin as NAME.conformance.json, it "
+      "marks the kernels verified)")("reference", po::value<std::string>(),
+                                     "the reference plugin (default: the installed one)");
   po::positional_options_description pos;
   pos.add("plugin", 1);
   auto vm = parse_command(args, desc, &pos);
@@ -89,10 +94,26 @@ int run_conformance_command(const GlobalOptions& global, const Args& args) {
                                       : executable().parent_path().parent_path() /
                                             "lib/switchyard/reference/reference.so";
   const ConformanceReport r = run_conformance_isolated(*path, o);
+  if (!output.empty()) {  // whole or not at all: a temporary file renamed over the target
+    const fs::path tmp = output + ".tmp";
+    std::ofstream(tmp) << r.to_json().dump(2) << "\n";
+    std::error_code ec;
+    fs::rename(tmp, output, ec);
+    if (ec) {
+      std::cerr << "switchyard conformance: cannot write " << output << ": " << ec.message()
+                << "\n";
+      fs::remove(tmp, ec);
+      return kExitUsage;
+    }
+  }
   if (json)
     std::cout << r.to_json().dump(2) << "\n";
-  else
+  else if (output.empty())
     print_text(r);
+  else
+    std::cout << "conformance of " << r.path << ": " << (r.passed() ? "PASS" : "FAIL") << " ("
+              << r.kernels.size() << " kernels, " << r.failures.size() << " failures) -> " << output
+              << "\n";
   if (!r.load_error.empty()) return kExitPluginError;
   return r.passed() ? kExitOk : kExitNonconformant;
 }

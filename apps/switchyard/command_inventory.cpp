@@ -159,12 +159,15 @@ int run_caps(const GlobalOptions& global, const Args& args) {
   if (!parse_listing(args, "caps", o)) return kExitOk;
   Registry reg = discover_plugins(global, default_load_options());
   json out = json::array();
-  TextTable table({"PLUGIN", "KERNEL", "OP", "FAMILY", "DEVICE", "DTYPES", "FEATURES", "LIMITS"});
+  TextTable table({"PLUGIN", "KERNEL", "OP", "FAMILY", "DEVICE", "DTYPES", "FEATURES", "LIMITS",
+                   "CONFORMANCE"});
   for (const auto& r : reg.records()) {
     if (!r.loaded() || !selected(r, o)) continue;
     for (const auto& e : r.plugin->kernels()) {
       json j = to_json(e);
       j["plugin"] = r.name;
+      const KernelVerification v = r.plugin->verification().of(e.kernel);
+      j["conformance"] = {{"state", verification_name(v.state)}, {"why", v.why}};
       out.push_back(j);
       std::string limits;
       if (e.op == SY_OP_ATTENTION || e.op == SY_OP_FUSED_DECODE_ATTENTION)
@@ -177,7 +180,8 @@ int run_caps(const GlobalOptions& global, const Args& args) {
                   join(dtype_names(e.weight_dtypes));
       table.add_row({r.name, e.kernel, sy_op_kind_name(e.op), e.family,
                      device_type_name(e.device_type), join(dtype_names(e.dtypes)),
-                     join(feature_names(e.features)), limits.empty() ? "-" : limits});
+                     join(feature_names(e.features)), limits.empty() ? "-" : limits,
+                     verification_name(v.state)});
     }
   }
   if (o.json)

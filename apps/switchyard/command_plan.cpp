@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 struct PlanArgs {
   std::string model, target, prefer, attention = "any", kv_cache_device, explain, dtype;
   std::vector<std::string> allowed_config_keys;
-  bool strict = false, no_transfers = false, json = false;
+  bool strict = false, no_transfers = false, json = false, require_verified = false;
   int64_t prompt_len = 512, context = 4096, batch = 1;
 };
 
@@ -95,6 +95,8 @@ int run_plan(const GlobalOptions& global, const Args& args) {
       "a refusal of the pinned/preferred choice is the error")(
       "kv-cache-device", po::value(&a.kv_cache_device), "where KV caches live: cpu|cuda")(
       "no-transfers", po::bool_switch(&a.no_transfers), "forbid copies between memories")(
+      "require-verified", po::bool_switch(&a.require_verified),
+      "use only kernels a conformance report beside their plugin verifies (SY010 otherwise)")(
       "prompt-len", po::value(&a.prompt_len)->default_value(512), "prefill length")(
       "context", po::value(&a.context)->default_value(4096), "KV cache length for decode")(
       "batch", po::value(&a.batch)->default_value(1), "sequences")(
@@ -114,6 +116,7 @@ int run_plan(const GlobalOptions& global, const Args& args) {
   policy.attention = a.attention;
   policy.strict = a.strict;
   policy.transfers = !a.no_transfers;
+  policy.require_verified = a.require_verified;
   const std::vector<std::string> families = {"flash", "sdpa", "flex", "fused_decode", "any"};
   if (std::find(families.begin(), families.end(), a.attention) == families.end()) {
     std::cerr << "switchyard plan: --attention must be flash, sdpa, flex, fused_decode or any\n";

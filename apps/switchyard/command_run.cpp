@@ -47,7 +47,7 @@ struct RunArgs {
   double temperature = 0, top_p = 1;
   int64_t top_k = 0;
   unsigned seed = 0;
-  bool strict = false, profile = false, json = false, ignore_eos = false;
+  bool strict = false, profile = false, json = false, ignore_eos = false, require_verified = false;
   bool has_prompt = false, has_chat = false, has_system = false;
 };
 
@@ -134,6 +134,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
                                                                      "device order, e.g. cpu,cuda")(
       "attention", po::value(&a.attention)->default_value("any"), "attention family pin")(
       "strict", po::bool_switch(&a.strict), "refusal of the pinned choice is an error")(
+      "require-verified", po::bool_switch(&a.require_verified),
+      "use only kernels a conformance report verifies")(
       "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the config's dtype")(
       "profile", po::bool_switch(&a.profile), "time per op kind and plugin, and overhead")(
       "json", po::bool_switch(&a.json), "figures as JSON (the text goes to stderr)");
@@ -204,6 +206,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     Registry reg = discover_plugins(global, default_load_options());
     Inventory inv = live_inventory(reg);
     Policy policy = run_policy(a.prefer, a.attention, a.strict);
+    policy.require_verified = a.require_verified;
     Plan plan = plan_graph(graph, reg, inv, policy);
     if (!plan.ok()) return fail("run", *plan.error, a.json);
     Session session(graph, plan, reg, inv, with_progress(weights, model->weight_bytes()));

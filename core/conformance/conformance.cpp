@@ -183,17 +183,6 @@ void Run::two_threads(size_t index, uint32_t device, const GridCase& c) {
 
 }  // namespace
 
-std::string file_hash(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  uint64_t h = 0xcbf29ce484222325ull;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0)
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 0x100000001b3ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
-
 ConformanceReport conformance::run_with(const std::filesystem::path& path,
                                         const ConformanceOptions& o, const Hooks& hooks) {
   const auto t0 = std::chrono::steady_clock::now();

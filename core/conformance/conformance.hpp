@@ -1,4 +1,5 @@
-// conformance/ — `switchyard conformance PLUGIN`: does a plugin do what it declares?
+// conformance/ — `switchyard conformance PLUGIN`: does a plugin do what it declares? Its report,
+// saved beside the plugin, is what core/plugin/verification.hpp reads as verified claims.
 //
 // For every kernel envelope of the plugin it generates operators inside the envelope (each
 // dtype, the features the op kind can use, edge sizes) and a few just outside (a dtype, a
@@ -24,6 +25,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "core/plugin/verification.hpp"
 
 namespace sy {
 
@@ -59,9 +62,6 @@ struct ConformanceReport {
   nlohmann::json to_json() const;
   static ConformanceReport from_json(const nlohmann::json& j);
 };
-
-// The file's FNV-1a 64-bit hash as 16 hex digits (identifies a build, not a signature).
-std::string file_hash(const std::filesystem::path& file);
 
 // Runs the checks in this process (the plugin may crash it: use run_conformance_isolated).
 ConformanceReport run_conformance(const std::filesystem::path& plugin,

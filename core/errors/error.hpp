@@ -25,6 +25,7 @@ enum class Errc : int {
   kv_repeat = 7,
   device_unavailable = 8,
   transfer_forbidden = 9,
+  kernel_unverified = 10,
 
   plugin_open = 101,
   plugin_entry = 102,

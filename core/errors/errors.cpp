@@ -115,6 +115,19 @@ constexpr std::array kCatalog = {
         "together (`switchyard plan MODEL --explain OP` shows why each went where it did).",
         kNoPlan},
 
+    ErrorInfo{
+        Errc::kernel_unverified, "SY010", "kernel_unverified",
+        "no verified kernel for {op}",
+        "A kernel would serve the op, but it is not verified: `--require-verified` uses only "
+        "kernels that passed `switchyard conformance` for this exact build of their plugin (a "
+        "report beside the plugin, NAME.conformance.json, whose hash is the library's), and a "
+        "kernel that failed conformance is never used. The candidates list why each is not "
+        "verified: no report, a report of another build, or the failure it recorded.",
+        "Run `switchyard conformance PLUGIN --output DIR/NAME.conformance.json` beside the plugin "
+        "and fix what it reports, or plan without `--require-verified` to accept unverified "
+        "kernels (a failed one is never used).",
+        kNoPlan},
+
     // ---- SY1xx: plugin load failures, by stage ---------------------------------------------
     ErrorInfo{
         Errc::plugin_open, "SY101", "plugin_open",
@@ -344,7 +357,7 @@ constexpr std::array kCatalog = {
               "`--attention`).",
               kPluginBug},
 };
-static_assert(kCatalog.size() == 33);
+static_assert(kCatalog.size() == 34);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {

@@ -130,6 +130,13 @@ std::optional<Refusal> Candidates::usable(const Plugin& p, const Envelope& env,
                    device_type_name(env.device_type),
                    "kernel runs on " + device_type_name(env.device_type) + " devices only, not " +
                        device_type_name(dev.info.type)};
+  const KernelVerification v = p.verification().of(env.kernel);
+  if (v.state == Verification::failed)
+    return Refusal{"conformance", "a kernel that passed conformance", "failed",
+                   "kernel failed conformance: " + v.why};
+  if (pol_.require_verified && v.state != Verification::verified)
+    return Refusal{"verified", "verified (--require-verified)", verification_name(v.state),
+                   "kernel is unverified: " + v.why};
   if (inv_.described || owns(dev, p.name())) return std::nullopt;
   std::string why = p.devices().empty() ? p.no_devices_reason() : "not one of its devices";
   return Refusal{"device", dev.id, "plugin devices: " + std::to_string(p.devices().size()),

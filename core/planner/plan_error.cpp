@@ -116,12 +116,22 @@ bool residency_only(const Facts& x) {
   });
 }
 
+// A candidate that would have served the op but for its conformance state.
+bool unverified_only(const Facts& x) {
+  return x.any([](const CandidateReport& c) {
+    return only(c, [](const Refusal& r) {
+      return r.constraint == "verified" || r.constraint == "conformance";
+    });
+  });
+}
+
 struct Rule {
   Errc code;
   bool (*matches)(const Facts&);
 };
 
 constexpr Rule kRules[] = {
+    {Errc::kernel_unverified, unverified_only},
     {Errc::flash_attn_dtype, flash_dtype},
     {Errc::flash_attn_no_cpu, flash_no_cpu},
     {Errc::sinks_flex_cpu, sinks_cpu},

@@ -28,6 +28,9 @@ struct Policy {
   bool strict = false;               // a refusal of the pinned/preferred choice is the error
   std::optional<DLDeviceType> kv_cache_device;
   bool transfers = true;
+  // Only kernels a conformance report beside their plugin verifies (plugin/verification.hpp);
+  // a kernel that failed conformance is refused whatever this says.
+  bool require_verified = false;
 };
 
 struct CandidateReport {

@@ -87,6 +87,9 @@ class PluginLoader {
       if (auto e = manifest()) return e;
     if (options_.probe_capabilities)
       if (auto e = probe()) return e;
+    std::vector<std::string> names;
+    for (const Envelope& k : plugin_->kernels_) names.push_back(k.kernel);
+    plugin_->verification_ = read_verification(path_, names);
     return std::nullopt;
   }
 

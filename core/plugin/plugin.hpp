@@ -17,6 +17,7 @@
 
 #include "core/capability/capability.hpp"
 #include "core/errors/error.hpp"
+#include "core/plugin/verification.hpp"
 #include "switchyard/plugin_api.h"
 
 namespace sy {
@@ -69,6 +70,8 @@ class Plugin {
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   const std::string& no_devices_reason() const { return no_devices_reason_; }
   const std::vector<Envelope>& kernels() const { return kernels_; }
+  // What a conformance report beside the library says of each kernel (verification.hpp).
+  const PluginVerification& verification() const { return verification_; }
 
   // Asks the plugin whether kernel `kernel_index` serves `op` on `device` (which may be
   // a described device this machine lacks).
@@ -118,6 +121,7 @@ class Plugin {
   std::vector<DeviceInfo> devices_;
   std::string no_devices_reason_;
   std::vector<Envelope> kernels_;
+  PluginVerification verification_;
 };
 
 // A host-owned error buffer for one call into a plugin.

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/test_paths.hpp"
@@ -91,6 +93,73 @@ TEST(Conformance, KernelFilterQuickAndBadArguments) {
                                      "/no_entry.so --json");
   EXPECT_EQ(broken.exit_code, 5);
   EXPECT_THAT(broken.out, ::testing::HasSubstr("\"load_error\""));
+}
+
+// Verified claims: the build's own reports mark cpu_onednn's kernels verified; a report whose
+// failure names a kernel makes the planner refuse it (SY010, the failure quoted); a report of
+// another build, or none, leaves kernels unverified, which only --require-verified refuses.
+class VerifiedClaims : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    for (const char* f : {"cpu_onednn.so", "cpu_onednn.json"})
+      fs::copy_file(test::kPluginDir / f, dir_.path() / f);
+  }
+  void write_report(const std::string& hash, const json& failures) {
+    json kernels = json::array();
+    for (const char* k : {"rms_norm", "matmul", "embedding"}) kernels.push_back({{"kernel", k}});
+    std::ofstream(dir_.path() / "cpu_onednn.conformance.json")
+        << json{{"hash", hash}, {"executed", true}, {"kernels", kernels}, {"failures", failures}};
+  }
+  test::CommandResult plan(const std::string& extra) {
+    return test::run_switchyard("--plugin-dir " + dir_.path().string() + " plan " +
+                                std::string(SY_TEST_EXAMPLES_DIR) +
+                                "/models/llama-3.2-1b/config.json --prefer cpu --json " + extra);
+  }
+  std::string hash() {
+    auto r = test::run_switchyard("conformance " + (dir_.path() / "cpu_onednn.so").string() +
+                                  " --kernel rms_norm --quick --json");
+    return json::parse(r.out)["hash"];
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(VerifiedClaims, TheBuildsReportsVerifyTheBuiltInKernels) {
+  auto caps = test::run_switchyard("caps --json");
+  ASSERT_EQ(caps.exit_code, 0);
+  int verified = 0;
+  for (const auto& k : json::parse(caps.out))
+    if (k["plugin"] == "cpu_onednn") verified += k["conformance"]["state"] == "verified";
+  EXPECT_EQ(verified, 20);
+  auto plan = test::run_switchyard("plan " + std::string(SY_TEST_EXAMPLES_DIR) +
+                                   "/models/llama-3.2-1b/config.json --require-verified --json");
+  EXPECT_EQ(plan.exit_code, 0) << plan.out.substr(0, 2000);
+}
+
+TEST_F(VerifiedClaims, AKernelThatFailedIsNeverUsedAndThePlanSaysWhy) {
+  write_report(hash(), json::array({{{"verdict", "wrong_numbers"},
+                                     {"kernel", "rms_norm"},
+                                     {"case", "f32 [3,64]"},
+                                     {"detail", "output 0 off"}}}));
+  auto r = plan("");
+  EXPECT_EQ(r.exit_code, 3);
+  const json e = json::parse(r.out)["error"];
+  EXPECT_EQ(e["code"], "SY010");
+  EXPECT_THAT(e["message"].get<std::string>(),
+              ::testing::HasSubstr("kernel failed conformance: wrong_numbers [f32 [3,64]]"));
+}
+
+TEST_F(VerifiedClaims, UnverifiedKernelsAreUsedUnlessVerifiedOnesAreRequired) {
+  write_report("0000000000000000", json::array());  // another build's report
+  EXPECT_EQ(plan("").exit_code, 0);
+  auto strict = plan("--require-verified");
+  EXPECT_EQ(strict.exit_code, 3);
+  EXPECT_EQ(json::parse(strict.out)["error"]["code"], "SY010");
+  EXPECT_THAT(strict.out, ::testing::HasSubstr("is of another build"));
+  write_report(hash(), json::array());  // this build's: rms_norm, matmul and embedding verified
+  auto partly = plan("--require-verified");
+  EXPECT_EQ(partly.exit_code, 3);  // rope is not in the report
+  EXPECT_THAT(partly.out, ::testing::HasSubstr("does not list it"));
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
       {Errc::kv_repeat, 7},
       {Errc::device_unavailable, 8},
       {Errc::transfer_forbidden, 9},
+      {Errc::kernel_unverified, 10},
       {Errc::plugin_open, 101},
       {Errc::plugin_entry, 102},
       {Errc::plugin_abi, 103},
@@ -89,7 +90,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
   }
 }
 
-// The documented series: 001-009, 101-106 (one per load stage), 201-211, 301-307.
+// The documented series: 001-010, 101-106 (one per load stage), 201-211, 301-307.
 TEST(ErrorCatalog, EverySeriesIsComplete) {
   auto expect_range = [](int first, int last) {
     for (int i = first; i <= last; ++i) {
@@ -98,11 +99,11 @@ TEST(ErrorCatalog, EverySeriesIsComplete) {
       EXPECT_EQ(static_cast<int>(find_error(code)->errc), i);
     }
   };
-  expect_range(1, 9);
+  expect_range(1, 10);
   expect_range(101, 106);
   expect_range(201, 211);
   expect_range(301, 307);
-  EXPECT_EQ(error_catalog().size(), 33u);
+  EXPECT_EQ(error_catalog().size(), 34u);
   for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }
