@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a prefix, MOVES the prefix (the tree must be relocatable),
 # builds examples/plugin_skeleton (a C plugin and a C++ one, on the installed plugin kit)
-# against the installed package only, and loads both.
+# against the installed package only, loads both, and runs `switchyard conformance` on both
+# against the installed reference plugin (docs/plugin-guide.md), saving their reports.
 set -euo pipefail
 build=$1
 plugin_src=$2
@@ -27,4 +28,11 @@ test -f "$work/ext/plugins/skeleton_cxx.json"
 # Exit 5 would mean the named plugin failed to load.
 "$sy" plugins --plugin skeleton --plugin-dir "$work/ext/plugins"
 "$sy" plugins --plugin skeleton_cxx --plugin-dir "$work/ext/plugins"
-echo "out-of-tree plugins built against the installed plugin kit load"
+# The plugin author's last step: conformance passes, and the report beside the plugin marks its
+# kernels verified.
+test -f "$work/moved/lib/switchyard/reference/reference.so" || test -f "$work/moved/lib64/switchyard/reference/reference.so"
+for p in skeleton skeleton_cxx; do
+  "$sy" conformance "$work/ext/plugins/$p.so" --output "$work/ext/plugins/$p.conformance.json"
+done
+"$sy" caps --plugin-dir "$work/ext/plugins" --json | grep -q '"state": "verified"'
+echo "out-of-tree plugins built against the installed plugin kit load and pass conformance"
