@@ -157,7 +157,10 @@ int run_devices(const GlobalOptions& global, const Args& args) {
 int run_caps(const GlobalOptions& global, const Args& args) {
   ListingOptions o;
   if (!parse_listing(args, "caps", o)) return kExitOk;
-  Registry reg = discover_plugins(global, default_load_options());
+  // Declarations come from the manifests; no library is opened (`plugins` opens them).
+  LoadOptions load = default_load_options();
+  load.manifest_only = true;
+  Registry reg = discover_plugins(global, load);
   json out = json::array();
   TextTable table({"PLUGIN", "KERNEL", "OP", "FAMILY", "DEVICE", "DTYPES", "FEATURES", "LIMITS",
                    "CONFORMANCE"});

@@ -142,7 +142,11 @@ int run_plan(const GlobalOptions& global, const Args& args) {
   auto t0 = std::chrono::steady_clock::now();
   try {
     Graph graph = load_model(a);
-    Registry reg = discover_plugins(global, default_load_options());
+    // For a described machine nothing runs here: plugins are taken from their manifests and
+    // their libraries are not opened (a CUDA plugin plans on a machine that cannot load it).
+    LoadOptions load = default_load_options();
+    load.manifest_only = !a.target.empty();
+    Registry reg = discover_plugins(global, load);
     Inventory inv = a.target.empty() ? live_inventory(reg) : load_target(a.target);
     Plan plan = plan_graph(graph, reg, inv, policy);
     double ms =

@@ -112,6 +112,7 @@ json to_json(const Plan& plan) {
          {"target", plan.target},
          {"policy", policy_json(plan.policy)},
          {"phases", phases},
+         {"plugin_sources", plan.plugin_sources},
          {"plan_hash", plan.hash}};
   if (plan.error) {
     json cands = json::array();
@@ -129,6 +130,12 @@ json to_json(const Plan& plan) {
 std::string render_plan(const Plan& plan) {
   std::ostringstream out;
   out << "Plan for " << plan.model << " on " << plan.target << " (hash " << plan.hash << ")\n";
+  if (!plan.plugin_sources.empty()) {
+    out << "plugins:";
+    for (const auto& [name, source] : plan.plugin_sources)
+      out << " " << name << " (" << source << ")";
+    out << "\n";
+  }
   for (const auto& p : plan.phases) {
     out << "\nphase " << p.name << ": " << p.ops.size() << " ops\n";
     // Fold layers: one row per (pattern, decision), with the layers it covers.

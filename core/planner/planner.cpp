@@ -383,6 +383,8 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   plan.model = graph.name;
   plan.target = inventory.name;
   plan.policy = policy;
+  for (const auto& r : registry.records())
+    if (r.loaded()) plan.plugin_sources[r.name] = r.plugin->source();
   std::map<std::string, std::string> from_attention, from_writer;
   for (const auto& phase : graph.phases)
     PhasePlanner(phase, registry, inventory, policy).learn_caches(from_attention, from_writer);

@@ -8,6 +8,7 @@
 // the plan's JSON form and hash. Depends on graph/, registry/, capability/, errors/.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ struct Plan {
   std::optional<Error> error;  // the documented SY0xx error when no legal plan exists
   PlanFailure failure;         // the op it is about (when error is set)
   std::string hash;
+  // Each loaded plugin's declaration source: "live" (opened) or "manifest" (manifest-only
+  // planning, the library never opened).
+  std::map<std::string, std::string> plugin_sources;
   bool ok() const { return !error; }
 };
 

@@ -62,6 +62,11 @@ std::optional<Error> PreparedKernel::execute(std::span<const DLTensor* const> in
 
 Expected<std::unique_ptr<PreparedKernel>> prepare_kernel(const Plugin& plugin, size_t kernel_index,
                                                          uint32_t device_index, const OpDesc& op) {
+  if (!plugin.opened())
+    return Error(Errc::kernel_failed,
+                 "UNSUPPORTED: declared by its manifest only; the library was not opened",
+                 plugin.name())
+        .with_status(SY_STATUS_UNSUPPORTED);
   const sy_plugin_api& api = plugin.api();
   if (!api.prepare || !api.execute || !api.release)
     return Error(Errc::kernel_failed,

@@ -19,6 +19,9 @@ struct LoadOptions {
   bool require_manifest = true;
   // Probe `check` with operators outside each envelope and refuse a plugin that accepts.
   bool probe_capabilities = true;
+  // Take a plugin's declaration from the manifest beside it without opening the library
+  // (planning for a target, `caps`); a library without a manifest is opened as usual.
+  bool manifest_only = false;
   // Passed to the plugin's init as key/value options (e.g. num_threads).
   std::vector<std::pair<std::string, std::string>> init_options;
   // The file a plugin of this name was already loaded from, if any: a second one is refused

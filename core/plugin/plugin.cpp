@@ -1,5 +1,11 @@
 #include "core/plugin/plugin.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "core/plugin/manifest.hpp"
+#include "switchyard/op_contract.h"
+
 namespace sy {
 namespace {
 
@@ -54,8 +60,44 @@ Plugin::~Plugin() {
   api_->shutdown(instance_);
 }
 
+std::unique_ptr<Plugin> Plugin::from_manifest(const std::filesystem::path& library,
+                                              const nlohmann::json& m) {
+  auto bad = [&](const std::string& what) {
+    return Error(Errc::plugin_manifest, "manifest of " + library.filename().string() + ": " + what,
+                 manifest_path_for(library).string());
+  };
+  if (!m.is_object() || m.value("schema", "") != kManifestSchema)
+    throw bad(std::string("not a ") + kManifestSchema + " document");
+  std::unique_ptr<Plugin> p(new Plugin());
+  p->name_ = m.value("name", "");
+  p->version_ = m.value("plugin_version", "");
+  p->path_ = library;
+  const std::string abi = m.value("abi_version", "");
+  if (p->name_.empty() ||
+      std::sscanf(abi.c_str(), "%u.%u", &p->manifest_abi_[0], &p->manifest_abi_[1]) != 2)
+    throw bad("no name or abi_version");
+  p->negotiated_minor_ = std::min<uint32_t>(p->manifest_abi_[1], SY_ABI_VERSION_MINOR);
+  try {
+    for (const auto& k : m.at("kernels")) p->kernels_.push_back(envelope_from_json(k));
+  } catch (const std::exception& e) {
+    throw bad(std::string("kernels: ") + e.what());
+  }
+  p->no_devices_reason_ = "declared by its manifest only: the library was not opened";
+  std::vector<std::string> names;
+  for (const Envelope& k : p->kernels_) names.push_back(k.kernel);
+  p->verification_ = read_verification(library, names);
+  return p;
+}
+
 CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const OpDesc& op) const {
   CheckResult result;
+  if (!api_) {  // declared by the manifest: its envelope and the operator contract
+    result.refusals = envelope_refusals(kernels_.at(kernel_index), op, device);
+    AbiOpView view(op);
+    sy_op_contract_check(view.get(), collect_refusal, &result.refusals);
+    result.accepted = result.refusals.empty();
+    return result;
+  }
   AbiOpView view(op);
   AbiDeviceView dev(device);
   sy_check_args args{};
@@ -127,7 +169,7 @@ std::optional<Error> Plugin::copy(uint32_t device_index, sy_copy_direction direc
 }
 
 void Plugin::free(uint32_t device_index, void* data) const {
-  if (!data) return;
+  if (!data || !api_) return;
 #if SY_ABI_COMPAT_MINOR >= 2
   if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, free_device_memory)) &&
       api_->free_device_memory) {
@@ -160,6 +202,7 @@ std::optional<Error> Plugin::synchronize(uint32_t device_index) const {
 }
 
 void Plugin::release(sy_kernel* kernel) const {
+  if (!api_) return;
 #if SY_ABI_COMPAT_MINOR >= 2
   if (slot_in_table(2, SY_STRUCT_SIZE_MIN(sy_plugin_api, release_kernel)) && api_->release_kernel) {
     sy_release_kernel_args args{};

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,11 +61,20 @@ class Plugin {
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;
 
+  // A plugin known from its manifest alone (manifest-only planning): the library is never
+  // opened, it has no devices, check() is the declared envelope plus the operator contract,
+  // and it cannot prepare or execute. Throws Error (SY105) for a manifest that is not one.
+  static std::unique_ptr<Plugin> from_manifest(const std::filesystem::path& library,
+                                               const nlohmann::json& manifest);
+  // Where its declaration came from: "live" (the library, opened) or "manifest".
+  const char* source() const { return api_ ? "live" : "manifest"; }
+  bool opened() const { return api_ != nullptr; }
+
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const std::filesystem::path& path() const { return path_; }
-  uint32_t abi_major() const { return api_->abi_major; }
-  uint32_t abi_minor() const { return api_->abi_minor; }
+  uint32_t abi_major() const { return api_ ? api_->abi_major : manifest_abi_[0]; }
+  uint32_t abi_minor() const { return api_ ? api_->abi_minor : manifest_abi_[1]; }
   uint32_t negotiated_minor() const { return negotiated_minor_; }
 
   const std::vector<DeviceInfo>& devices() const { return devices_; }
@@ -88,7 +98,7 @@ class Plugin {
   // when the plugin has it). Errors carry the plugin's status: SY305 for OUT_OF_MEMORY, SY306
   // for UNAVAILABLE, SY307 for INTERNAL, SY301 otherwise. A plugin without the slots (every
   // device of it is host memory) answers alloc and copy with SY301 UNSUPPORTED.
-  bool has_device_memory() const { return api_->alloc && api_->copy && api_->free_memory; }
+  bool has_device_memory() const { return api_ && api_->alloc && api_->copy && api_->free_memory; }
   Expected<void*> alloc(uint32_t device_index, uint64_t bytes, uint64_t alignment = 0) const;
   std::optional<Error> copy(uint32_t device_index, sy_copy_direction direction, void* dst,
                             const void* src, uint64_t bytes) const;
@@ -101,7 +111,7 @@ class Plugin {
   // Whether optional slot `field_end` (its table offset + size) is callable: the negotiated
   // minor reaches `minor`, the table covers it, and (checked by the caller) it is non-NULL.
   bool slot_in_table(uint32_t minor, size_t field_end) const {
-    return negotiated_minor_ >= minor && api_->struct_size >= field_end;
+    return api_ && negotiated_minor_ >= minor && api_->struct_size >= field_end;
   }
 
   const sy_plugin_api& api() const { return *api_; }
@@ -122,6 +132,7 @@ class Plugin {
   std::string no_devices_reason_;
   std::vector<Envelope> kernels_;
   PluginVerification verification_;
+  uint32_t manifest_abi_[2] = {0, 0};  // a manifest-declared plugin's abi_version
 };
 
 // A host-owned error buffer for one call into a plugin.

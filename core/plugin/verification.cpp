@@ -51,8 +51,8 @@ PluginVerification read_verification(const std::filesystem::path& library,
   std::map<std::string, std::string> failed;
   for (const auto& f : j.value("failures", nlohmann::json::array()))
     if (f.is_object() && !failed.count(f.value("kernel", "")))
-      failed[f.value("kernel", "")] = f.value("verdict", "") + " [" + f.value("case", "") + "]: " +
-                                      f.value("detail", "");
+      failed[f.value("kernel", "")] =
+          f.value("verdict", "") + " [" + f.value("case", "") + "]: " + f.value("detail", "");
   std::map<std::string, bool> listed;
   for (const auto& k : j.value("kernels", nlohmann::json::array()))
     if (k.is_object()) listed[k.value("kernel", "")] = true;

@@ -1,5 +1,7 @@
 #include "core/registry/registry.hpp"
 
+#include "core/plugin/manifest.hpp"
+
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -67,6 +69,25 @@ void Registry::add(const fs::path& file, const LoadOptions& options) {
       if (r.loaded() && r.name == name) return r.path;
     return std::nullopt;
   };
+  if (options.manifest_only) {
+    const ManifestFile m = read_manifest(manifest_path_for(file));
+    if (m.error.empty()) {
+      try {
+        std::unique_ptr<Plugin> p = Plugin::from_manifest(file, m.json);
+        const std::string name = p->name();
+        if (!find(name)) {
+          spdlog::debug("plugin {} declared by its manifest, not opened", name);
+          records_.push_back({file, name, std::move(p), std::nullopt});
+          return;
+        }
+      } catch (const Error& e) {
+        records_.push_back({file, "", nullptr,
+                            LoadDiagnostic{file, LoadStage::manifest, e.what(),
+                                           "regenerate it: switchyard manifest " + file.string()}});
+        return;
+      }
+    }
+  }
   LoadOutcome out = load_plugin(file, with_names);
   PluginRecord rec{file, out.name, std::move(out.plugin), std::move(out.diagnostic)};
   if (rec.diagnostic)
