@@ -6,6 +6,8 @@
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/text_table.hpp"
 #include "core/capability/vocabulary.hpp"
+#include "core/errors/errors.hpp"
+#include "core/planner/inventory.hpp"
 
 namespace sy::cli {
 namespace {
@@ -16,6 +18,7 @@ using nlohmann::json;
 struct ListingOptions {
   bool json = false;
   std::string plugin;  // only this plugin; exit 5 if it did not load
+  std::string target;  // devices: a described machine instead of this one
 };
 
 // Parses the options every listing shares; returns false (after printing help) on --help.
@@ -24,6 +27,10 @@ bool parse_listing(const Args& args, const char* what, ListingOptions& out) {
   desc.add_options()("help,h", "show this help")("json", po::bool_switch(&out.json),
                                                  "machine-readable output")(
       "plugin", po::value<std::string>(&out.plugin), "only this plugin (exit 5 if it failed)");
+  if (std::string(what) == "devices")
+    desc.add_options()("target", po::value<std::string>(&out.target),
+                       "the devices of a described machine (examples/targets/*.json) and the "
+                       "plugins whose manifests declare kernels for each; no library is opened");
   auto vm = parse_command(args, desc);
   if (vm.count("help")) {
     std::cout << desc << "\n" << kExitCodeHelp;
@@ -128,9 +135,50 @@ int run_plugins(const GlobalOptions& global, const Args& args) {
   return listing_exit(reg, o);
 }
 
+// `devices --target`: the profile's devices and, from the manifests, the plugins that declare
+// kernels for each device type.
+int target_devices(const GlobalOptions& global, const ListingOptions& o) {
+  Inventory inv;
+  try {
+    inv = load_target(o.target);
+  } catch (const Error& e) {
+    std::cerr << "switchyard devices: error " << code_text(e.code) << ": " << e.what() << "\n";
+    return error_info(e.code).exit_code;
+  }
+  LoadOptions load = default_load_options();
+  load.manifest_only = true;
+  Registry reg = discover_plugins(global, load);
+  json out = json::array();
+  TextTable table({"DEVICE", "TYPE", "ARCH", "MEMORY", "PLUGINS (KERNELS)"});
+  for (const InventoryDevice& d : inv.devices) {
+    json plugins = json::object();
+    std::string text;
+    for (const auto& r : reg.records()) {
+      if (!r.loaded() || !selected(r, o)) continue;
+      int n = 0;
+      for (const Envelope& e : r.plugin->kernels()) n += e.device_type == d.info.type;
+      if (!n) continue;
+      plugins[r.name] = {{"kernels", n}, {"source", r.plugin->source()}};
+      text += (text.empty() ? "" : ", ") + r.name + " (" + std::to_string(n) + ")";
+    }
+    json j = to_json(d.info);
+    j["id"] = d.id;
+    j["plugins"] = plugins;
+    out.push_back(j);
+    table.add_row({d.id + " " + d.info.name, device_type_name(d.info.type), d.info.arch,
+                   bytes_text(d.info.memory_bytes), text.empty() ? "none" : text});
+  }
+  if (o.json)
+    std::cout << out.dump(2) << "\n";
+  else
+    table.print(std::cout);
+  return kExitOk;
+}
+
 int run_devices(const GlobalOptions& global, const Args& args) {
   ListingOptions o;
   if (!parse_listing(args, "devices", o)) return kExitOk;
+  if (!o.target.empty()) return target_devices(global, o);
   Registry reg = discover_plugins(global, default_load_options());
   json out = json::array();
   TextTable table({"PLUGIN", "DEVICE", "TYPE", "ARCH", "MEMORY", "UNITS", "AVAILABLE"});

@@ -52,6 +52,16 @@ TEST_F(ManifestOnly, AGarbageLibraryStillPlansForATargetFromItsManifest) {
   EXPECT_THAT(text.out, HasSubstr("plugins: cuda_flash (manifest)"));
 }
 
+TEST_F(ManifestOnly, DevicesOfATargetListThePluginsTheirManifestsDeclare) {
+  auto r = test::run_switchyard(sy("devices --target " + kExamples + "/targets/h200.json --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json devices = json::parse(r.out);
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[1]["id"], "cuda:0");
+  EXPECT_EQ(devices[1]["plugins"]["cuda_flash"]["source"], "manifest");
+  EXPECT_GT(devices[1]["plugins"]["cuda_flash"]["kernels"].get<int>(), 0);
+}
+
 TEST_F(ManifestOnly, CapsReadsTheManifestWithoutOpeningTheLibrary) {
   auto r = test::run_switchyard(sy("caps --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

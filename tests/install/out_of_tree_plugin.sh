@@ -13,8 +13,10 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 mv "$work/prefix" "$work/moved"
 sy="$work/moved/bin/switchyard"
 
-# The relocated CLI finds its own plugins relative to itself.
+# The relocated CLI finds its own plugins relative to itself, with their conformance reports
+# (written at build time) still matching them: their kernels are verified.
 "$sy" plugins --plugin cpu_onednn >/dev/null
+"$sy" caps --plugin cpu_onednn --json | grep -q '"state": "verified"'
 test -f "$work/moved/include/switchyard/plugin_api.h"
 test -f "$work/moved/include/switchyard/op_contract.h"
 test -f "$work/moved/include/switchyard/plugin_kit/cxx_edge/plugin_edge.hpp"
