@@ -33,6 +33,8 @@ class Run {
   void kernel(size_t index) {
     const Envelope& env = plugin_.kernels()[index];
     ConformanceKernel k{env.kernel, sy_op_kind_name(env.op)};
+    if (hooks_.progress) hooks_.progress(env.kernel + ": struct sizes");
+    struct_sizes(index);
     bool extras_done = false;
     for (const GridCase& c : conformance::op_grid(env, opts_.quick)) {
       c.inside ? ++k.inside : ++k.outside;
@@ -66,6 +68,7 @@ class Run {
   }
 
   void run_case(size_t index, const GridCase& c, ConformanceKernel& k, bool& extras_done);
+  void struct_sizes(size_t index);
   enum class Outcome { compared, no_reference, failed };
   Outcome compare_with_reference(size_t index, const GridCase& c, PreparedKernel& kernel);
   void bad_arguments(const std::string& kernel, const GridCase& c, PreparedKernel& prepared);
@@ -137,22 +140,69 @@ Run::Outcome Run::compare_with_reference(size_t index, const GridCase& c, Prepar
   return Outcome::compared;
 }
 
-// A NULL data pointer and a wrong rank must be errors, not crashes or silent successes.
+// check and prepare called with an argument struct smaller than any ABI minor's must return an
+// error (INVALID_ARGUMENT), not read past it or crash.
+void Run::struct_sizes(size_t index) {
+  const std::string& name = plugin_.kernels()[index].kernel;
+  const sy_plugin_api& api = plugin_.api();
+  ErrorText err;
+  sy_check_args check{};
+  check.struct_size = sizeof(size_t);
+  check.plugin = plugin_.instance();
+  check.kernel_index = uint32_t(index);
+  if (api.check && api.check(&check, err.buffer()) == SY_STATUS_OK)
+    fail("struct_size", name, "check",
+         "check accepted a sy_check_args of " + std::to_string(check.struct_size) + " bytes");
+  sy_prepare_args prepare{};
+  prepare.struct_size = sizeof(size_t);
+  prepare.plugin = plugin_.instance();
+  prepare.kernel_index = uint32_t(index);
+  if (api.prepare && api.prepare(&prepare, err.buffer()) == SY_STATUS_OK)
+    fail("struct_size", name, "prepare",
+         "prepare accepted a sy_prepare_args of " + std::to_string(prepare.struct_size) + " bytes");
+}
+
+// A NULL data pointer, a wrong rank, non-compact strides and a position past a cache's capacity
+// must be errors, not crashes or silent successes — from the plugin itself: the host's own
+// validation is bypassed, since any host may call the plugin.
 void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKernel& prepared) {
   Buffers b(c.op, 7);
+  auto accepted = [&](const std::vector<DLTensor>& in) {
+    std::vector<const DLTensor*> ins;
+    for (const DLTensor& t : in) ins.push_back(&t);
+    return !prepared.execute_unchecked(ins, b.outputs());  // the plugin's own validation
+  };
   std::vector<DLTensor> in = b.input_tensors();
   in[0].data = nullptr;
-  std::vector<const DLTensor*> ins, outs = b.outputs();
-  for (const DLTensor& t : in) ins.push_back(&t);
-  if (!prepared.execute(ins, outs))
-    fail("bad_arguments", name, c.label, "execute accepted a NULL data pointer for input 0");
+  if (accepted(in)) fail("bad_arguments", name, c.label, "execute accepted a NULL data pointer");
   in = b.input_tensors();
-  in[0].ndim += 1;
-  std::vector<int64_t> shape(in[0].shape, in[0].shape + in[0].ndim - 1);
+  std::vector<int64_t> shape(in[0].shape, in[0].shape + in[0].ndim);
   shape.push_back(1);
   in[0].shape = shape.data();
-  if (!prepared.execute(ins, outs))
+  in[0].ndim += 1;
+  if (accepted(in))
     fail("bad_arguments", name, c.label, "execute accepted input 0 of another rank than prepared");
+  in = b.input_tensors();  // strides twice the compact ones: a view it was not prepared for
+  std::vector<int64_t> strides(size_t(in[0].ndim), 0);
+  for (int64_t d = in[0].ndim - 1, step = 2; d >= 0; step *= in[0].shape[d], --d)
+    strides[size_t(d)] = step;
+  in[0].strides = strides.data();
+  int64_t elements = 1;
+  for (int32_t d = 0; d < in[0].ndim; ++d) elements *= in[0].shape[d];
+  if (elements > 1 && accepted(in))
+    fail("bad_arguments", name, c.label, "execute accepted input 0 with non-compact strides");
+  const size_t pos = c.op.op == SY_OP_KV_CACHE_APPEND          ? 1
+                     : c.op.op == SY_OP_FUSED_DECODE_ATTENTION ? 4
+                                                               : 0;
+  if (pos) {
+    in = b.input_tensors();
+    int64_t beyond = c.op.outputs[c.op.op == SY_OP_KV_CACHE_APPEND ? 0 : 1].shape[1];
+    in[pos].data = &beyond;
+    if (accepted(in))
+      fail("bad_arguments", name, c.label,
+           "execute accepted position " + std::to_string(beyond) + " of a cache of " +
+               std::to_string(beyond) + " rows");
+  }
 }
 
 // Two kernels prepared for the case, run at once on two threads with different inputs, each

@@ -33,6 +33,10 @@ class PreparedKernel {
   // UNSUPPORTED answer, SY305-SY307 for OUT_OF_MEMORY, UNAVAILABLE and INTERNAL (status set).
   std::optional<Error> execute(std::span<const DLTensor* const> inputs,
                                std::span<const DLTensor* const> outputs);
+  // The plugin's execute without the host's validation: what `switchyard conformance` uses to
+  // see whether a plugin refuses bad tensors itself (any host may call it). Nothing else should.
+  std::optional<Error> execute_unchecked(std::span<const DLTensor* const> inputs,
+                                         std::span<const DLTensor* const> outputs);
   const OpDesc& op() const { return op_; }
   const Plugin& plugin() const { return plugin_; }
 

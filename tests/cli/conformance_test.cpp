@@ -46,6 +46,18 @@ TEST(Conformance, CpuOnednnPassesAndRunsEveryKernelAgainstTheReference) {
   EXPECT_EQ(r.report["hash"].get<std::string>().size(), 16u);
 }
 
+// Without a GPU here, cuda_flash's checks run against a described device and nothing executes;
+// the report says so.
+TEST(Conformance, CudaFlashsCpuTestablePartsPass) {
+  if (!test::kHaveCudaPlugin) GTEST_SKIP() << "cuda_flash is not built (no nvcc)";
+  Result r = conformance("cuda_flash");
+  EXPECT_EQ(r.exit_code, 0) << r.report.dump(2).substr(0, 3000);
+  EXPECT_GT(r.report["kernels"].size(), 10u);
+  int outside = 0;
+  for (const auto& k : r.report["kernels"]) outside += k["cases_outside"].get<int>();
+  EXPECT_GT(outside, 0);
+}
+
 TEST(Conformance, TheReferencePluginAndAnHonestPluginPass) {
   EXPECT_EQ(conformance("reference").exit_code, 0);
   Result honest = conformance(kConformanceDir + "/honest_add.so");

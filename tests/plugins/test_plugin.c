@@ -18,6 +18,7 @@
  *   TEST_WRITES_STDOUT     prints from execute
  *   TEST_SEGFAULT          writes through a NULL pointer in execute
  *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
+ *   TEST_TRUSTS_ARGUMENTS  execute checks only for NULL data, not ranks, shapes or strides
  *
  * Built at ABI minors 0 to 3 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
@@ -31,6 +32,7 @@
 #include <time.h>
 
 #include "switchyard/envelope_check.h"
+#include "switchyard/tensor_check.h"
 
 #ifndef TEST_PLUGIN_NAME
 #error "TEST_PLUGIN_NAME must be defined"
@@ -47,6 +49,8 @@ struct sy_plugin {
 
 struct sy_kernel {
   int64_t elements;
+  sy_tensor_desc desc[3]; /* a, b, c as prepared: execute checks its tensors against them */
+  int64_t shapes[3][8];
 };
 
 static const sy_host_info* g_host;
@@ -202,9 +206,19 @@ static sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
 #ifdef TEST_PREPARE_DISAGREES
   if (n > 40) return sy_fail(err, SY_STATUS_UNSUPPORTED, "test: more than 40 elements");
 #endif
-  k = (struct sy_kernel*)malloc(sizeof *k);
+  k = (struct sy_kernel*)calloc(1, sizeof *k);
   if (!k) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "malloc");
   k->elements = n;
+  for (i = 0; i < 3; ++i) {
+    const sy_tensor_desc* t = i < 2 ? args->op->inputs[i] : args->op->outputs[0];
+    if (t->ndim > 8) {
+      free(k);
+      return sy_fail(err, SY_STATUS_UNSUPPORTED, "add_f32: rank above 8");
+    }
+    k->desc[i] = *t;
+    memcpy(k->shapes[i], t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    k->desc[i].shape = k->shapes[i];
+  }
   args->kernel = k;
   return SY_STATUS_OK;
 }
@@ -216,10 +230,21 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || args->num_inputs != 2 ||
       args->num_outputs != 1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "add_f32 takes 2 inputs and 1 output");
+#ifdef TEST_TRUSTS_ARGUMENTS
+  if (!args->inputs[0]->data || !args->inputs[1]->data || !args->outputs[0]->data)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
+#else
+  {
+    char why[256];
+    if (!sy_tensor_matches(args->inputs[0], &args->kernel->desc[0], "a", why, sizeof why) ||
+        !sy_tensor_matches(args->inputs[1], &args->kernel->desc[1], "b", why, sizeof why) ||
+        !sy_tensor_matches(args->outputs[0], &args->kernel->desc[2], "c", why, sizeof why))
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "add_f32: %s", why);
+  }
+#endif
   a = (const float*)args->inputs[0]->data;
   b = (const float*)args->inputs[1]->data;
   c = (float*)args->outputs[0]->data;
-  if (!a || !b || !c) return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "NULL data pointer");
 #if defined(TEST_WRONG_NUMBERS)
   for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] - b[i];
 #elif defined(TEST_WRITES_STDOUT)
