@@ -16,7 +16,9 @@ sy="$work/moved/bin/switchyard"
 # The relocated CLI finds its own plugins relative to itself, with their conformance reports
 # (written at build time) still matching them: their kernels are verified.
 "$sy" plugins --plugin cpu_onednn >/dev/null
-"$sy" caps --plugin cpu_onednn --json | grep -q '"state": "verified"'
+# (The listing is captured first: grep -q closing a pipe early would SIGPIPE the writer.)
+caps=$("$sy" caps --plugin cpu_onednn --json)
+grep -q '"state": "verified"' <<<"$caps"
 test -f "$work/moved/include/switchyard/plugin_api.h"
 test -f "$work/moved/include/switchyard/op_contract.h"
 test -f "$work/moved/include/switchyard/plugin_kit/cxx_edge/plugin_edge.hpp"
@@ -36,5 +38,6 @@ test -f "$work/moved/lib/switchyard/reference/reference.so" || test -f "$work/mo
 for p in skeleton skeleton_cxx; do
   "$sy" conformance "$work/ext/plugins/$p.so" --output "$work/ext/plugins/$p.conformance.json"
 done
-"$sy" caps --plugin-dir "$work/ext/plugins" --json | grep -q '"state": "verified"'
+caps=$("$sy" caps --plugin-dir "$work/ext/plugins" --json)
+grep -q '"state": "verified"' <<<"$caps"
 echo "out-of-tree plugins built against the installed plugin kit load and pass conformance"
