@@ -32,12 +32,19 @@ LoadOptions default_load_options() {
   return options;
 }
 
-Registry discover_plugins(const GlobalOptions& options, const LoadOptions& load) {
+std::filesystem::path executable_path(const GlobalOptions& options) {
   std::error_code ec;
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) exe = std::filesystem::absolute(options.executable);
-  auto search = plugin_search_path(options.plugin_dirs, std::getenv("SWITCHYARD_PLUGIN_PATH"), exe);
-  return Registry::discover(search, load);
+  return ec ? std::filesystem::absolute(options.executable) : exe;
+}
+
+SearchPath search_path(const GlobalOptions& options) {
+  return plugin_search_path(options.plugin_dirs, std::getenv("SWITCHYARD_PLUGIN_PATH"),
+                            executable_path(options));
+}
+
+Registry discover_plugins(const GlobalOptions& options, const LoadOptions& load) {
+  return Registry::discover(search_path(options), load);
 }
 
 }  // namespace sy::cli

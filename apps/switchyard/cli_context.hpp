@@ -1,6 +1,7 @@
 // What every command shares: global options, logging set-up, plugin discovery.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +20,11 @@ struct GlobalOptions {
 // Returns an error text for an unknown level name.
 std::optional<std::string> configure_logging(const std::string& level_flag);
 
-// Discovers plugins on the search path the options and environment describe.
+// This program's path (for folders relative to the install, e.g. lib/switchyard/reference).
+std::filesystem::path executable_path(const GlobalOptions& options);
+// The plugin search path the options and environment describe.
+SearchPath search_path(const GlobalOptions& options);
+// Discovers plugins on that search path.
 Registry discover_plugins(const GlobalOptions& options, const LoadOptions& load = {});
 
 // LoadOptions carrying SWITCHYARD_NUM_THREADS to the plugins' init.

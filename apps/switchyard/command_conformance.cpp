@@ -18,19 +18,12 @@ namespace {
 namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
-fs::path executable() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec);
-}
-
 // A path as given, or NAME.so in the plugin search path's folders (nothing is loaded here).
 std::optional<fs::path> find_plugin(const std::string& what, const GlobalOptions& global) {
   if (what.find('/') != std::string::npos || what.ends_with(".so"))
     return fs::exists(what) ? std::optional<fs::path>(fs::absolute(what)) : std::nullopt;
-  const SearchPath search =
-      plugin_search_path(global.plugin_dirs, std::getenv("SWITCHYARD_PLUGIN_PATH"), executable());
-  std::vector<fs::path> dirs = search.dirs;
-  dirs.push_back(executable().parent_path().parent_path() / "lib/switchyard/reference");
+  std::vector<fs::path> dirs = search_path(global).dirs;
+  dirs.push_back(executable_path(global).parent_path().parent_path() / "lib/switchyard/reference");
   for (const fs::path& d : dirs)
     if (fs::exists(d / (what + ".so"))) return d / (what + ".so");
   return std::nullopt;
@@ -91,7 +84,7 @@ int run_conformance_command(const GlobalOptions& global, const Args& args) {
     return kExitPluginError;
   }
   o.reference = vm.count("reference") ? fs::path(vm["reference"].as<std::string>())
-                                      : executable().parent_path().parent_path() /
+                                      : executable_path(global).parent_path().parent_path() /
                                             "lib/switchyard/reference/reference.so";
   const ConformanceReport r = run_conformance_isolated(*path, o);
   if (!output.empty()) {  // whole or not at all: a temporary file renamed over the target

@@ -13,6 +13,7 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "core/importer/importer.hpp"
+#include "core/tokenizer/tokenizer.hpp"
 #include "core/weights/weights.hpp"
 
 namespace sy::cli {
@@ -68,42 +69,13 @@ int64_t write_tokenizer(const fs::path& file) {
     if (!vocab.contains(a + b)) vocab[a + b] = id++;
     merge_list.push_back(a + " " + b);
   }
-  json added = json::array();
-  for (const char* special : kSpecialTokens)
-    added.push_back({{"id", id++},
-                     {"content", special},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
-  json tok = {{"version", "1.0"},
-              {"truncation", nullptr},
-              {"padding", nullptr},
-              {"added_tokens", added},
-              {"normalizer", nullptr},
-              {"pre_tokenizer",
-               {{"type", "ByteLevel"},
-                {"add_prefix_space", false},
-                {"trim_offsets", true},
-                {"use_regex", true}}},
-              {"post_processor", nullptr},
-              {"decoder",
-               {{"type", "ByteLevel"},
-                {"add_prefix_space", true},
-                {"trim_offsets", true},
-                {"use_regex", true}}},
-              {"model",
-               {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", nullptr},
-                {"continuing_subword_prefix", nullptr},
-                {"end_of_word_suffix", nullptr},
-                {"fuse_unk", false},
-                {"byte_fallback", false},
-                {"vocab", vocab},
-                {"merges", merge_list}}}};
-  std::ofstream(file) << tok.dump(1) << "\n";
+  std::vector<AddedTokenSpec> added;
+  for (const char* special : kSpecialTokens) added.push_back({id++, special, true, false});
+  const json pre = {{"type", "ByteLevel"},
+                    {"add_prefix_space", false},
+                    {"trim_offsets", true},
+                    {"use_regex", true}};
+  std::ofstream(file) << byte_level_bpe_json(vocab, merge_list, added, pre) << "\n";
   return id;
 }
 

@@ -116,8 +116,7 @@ constexpr std::array kCatalog = {
         kNoPlan},
 
     ErrorInfo{
-        Errc::kernel_unverified, "SY010", "kernel_unverified",
-        "no verified kernel for {op}",
+        Errc::kernel_unverified, "SY010", "kernel_unverified", "no verified kernel for {op}",
         "A kernel would serve the op, but it is not verified: `--require-verified` uses only "
         "kernels that passed `switchyard conformance` for this exact build of their plugin (a "
         "report beside the plugin, NAME.conformance.json, whose hash is the library's), and a "

@@ -26,14 +26,14 @@ namespace sy {
 // The `switchyard` exit codes, owned here because every catalog entry maps to one.
 namespace exit_code {
 inline constexpr int kOk = 0;
-inline constexpr int kInternal = 1;      // an internal error, or SY301 (a planner/plugin bug)
-inline constexpr int kUsage = 2;         // a bad command line
-inline constexpr int kNoPlan = 3;        // SY0xx
-inline constexpr int kBadInput = 4;      // SY2xx, SY302-SY304
-inline constexpr int kPluginFailed = 5;  // SY1xx, for a plugin the user asked for
-inline constexpr int kOutOfMemory = 6;   // SY305
-inline constexpr int kDeviceLost = 7;    // SY306
-inline constexpr int kPluginBug = 8;     // SY307
+inline constexpr int kInternal = 1;       // an internal error, or SY301 (a planner/plugin bug)
+inline constexpr int kUsage = 2;          // a bad command line
+inline constexpr int kNoPlan = 3;         // SY0xx
+inline constexpr int kBadInput = 4;       // SY2xx, SY302-SY304
+inline constexpr int kPluginFailed = 5;   // SY1xx, for a plugin the user asked for
+inline constexpr int kOutOfMemory = 6;    // SY305
+inline constexpr int kDeviceLost = 7;     // SY306
+inline constexpr int kPluginBug = 8;      // SY307
 inline constexpr int kNonconformant = 9;  // `switchyard conformance`: the plugin failed a check
 }  // namespace exit_code
 

@@ -119,40 +119,16 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
   }
   const GgufValue* pre = f.value("tokenizer.ggml.pre");
   const std::string pre_name = pre ? pre->s : "default";
-  json vocab = json::object(), added = json::array();
+  json vocab = json::object();
+  std::vector<AddedTokenSpec> added;
   for (size_t id = 0; id < tokens.strings.size(); ++id) {
     vocab[tokens.strings[id]] = id;
     if (types[id] == kControl || types[id] == kUserDefined)
-      added.push_back({{"id", id},
-                       {"content", tokens.strings[id]},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", types[id] == kUserDefined},
-                       {"special", types[id] == kControl}});
+      added.push_back(
+          {int64_t(id), tokens.strings[id], types[id] == kControl, types[id] == kUserDefined});
   }
-  json j = {{"version", "1.0"},
-            {"added_tokens", added},
-            {"normalizer", nullptr},
-            {"pre_tokenizer", pre_tokenizer(f, pre_name)},
-            {"post_processor", nullptr},
-            {"decoder",
-             {{"type", "ByteLevel"},
-              {"add_prefix_space", true},
-              {"trim_offsets", true},
-              {"use_regex", true}}},
-            {"model",
-             {{"type", "BPE"},
-              {"dropout", nullptr},
-              {"unk_token", nullptr},
-              {"continuing_subword_prefix", nullptr},
-              {"end_of_word_suffix", nullptr},
-              {"fuse_unk", false},
-              {"byte_fallback", false},
-              {"ignore_merges", pre_name == "llama-bpe" || pre_name == "llama3"},
-              {"vocab", vocab},
-              {"merges", merges.strings}}}};
-  return j.dump();
+  return byte_level_bpe_json(vocab, merges.strings, added, pre_tokenizer(f, pre_name),
+                             pre_name == "llama-bpe" || pre_name == "llama3");
 }
 
 GenerationSettings gguf_generation_settings(const GgufFile& f, const Tokenizer& tok) {

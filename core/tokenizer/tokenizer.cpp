@@ -905,4 +905,43 @@ const std::string& Tokenizer::file() const {
   return impl_->file;
 }
 
+std::string byte_level_bpe_json(const nlohmann::json& vocab, const nlohmann::json& merges,
+                                const std::vector<AddedTokenSpec>& added,
+                                const nlohmann::json& pre_tokenizer, bool ignore_merges) {
+  using nlohmann::json;
+  json tokens = json::array();
+  for (const AddedTokenSpec& t : added)
+    tokens.push_back({{"id", t.id},
+                      {"content", t.content},
+                      {"single_word", false},
+                      {"lstrip", false},
+                      {"rstrip", false},
+                      {"normalized", t.normalized},
+                      {"special", t.special}});
+  const json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", true},
+                           {"trim_offsets", true},
+                           {"use_regex", true}};
+  const json j = {{"version", "1.0"},
+                  {"truncation", nullptr},
+                  {"padding", nullptr},
+                  {"added_tokens", tokens},
+                  {"normalizer", nullptr},
+                  {"pre_tokenizer", pre_tokenizer},
+                  {"post_processor", nullptr},
+                  {"decoder", byte_level},
+                  {"model",
+                   {{"type", "BPE"},
+                    {"dropout", nullptr},
+                    {"unk_token", nullptr},
+                    {"continuing_subword_prefix", nullptr},
+                    {"end_of_word_suffix", nullptr},
+                    {"fuse_unk", false},
+                    {"byte_fallback", false},
+                    {"ignore_merges", ignore_merges},
+                    {"vocab", vocab},
+                    {"merges", merges}}}};
+  return j.dump(1);
+}
+
 }  // namespace sy

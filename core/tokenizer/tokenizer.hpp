@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,22 @@ inline constexpr std::string_view kTokenizerLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view kTokenizerQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A token the tokenizer matches before BPE (tokenizer.json's added_tokens).
+struct AddedTokenSpec {
+  int64_t id;
+  std::string content;
+  bool special;     // a control token (decoded as itself, never split)
+  bool normalized;  // matched after normalisation (user-defined tokens)
+};
+
+// The tokenizer.json text of a byte-level BPE (GPT-2 style): `vocab` (token -> id), `merges`
+// in rank order ("a b"), the added tokens, the pre_tokenizer object, and whether merges are
+// skipped for words that are whole tokens (llama 3's ignore_merges). For writers of
+// tokenizers: make-test-model, a GGUF file's tokenizer.ggml.* keys.
+std::string byte_level_bpe_json(const nlohmann::json& vocab, const nlohmann::json& merges,
+                                const std::vector<AddedTokenSpec>& added,
+                                const nlohmann::json& pre_tokenizer, bool ignore_merges = false);
 
 class Tokenizer {
  public:

@@ -80,21 +80,11 @@ void rows_32(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
     }
     for (int r = 0; r < R; ++r) {
       const float v = hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + (offset[r][0] + offset[r][1]);
-      if (a.y_bf16)
-        static_cast<bf16_bits*>(a.y)[n + r] = from_f32<bf16_bits>(v);
-      else
-        static_cast<float*>(a.y)[n + r] = v;
+      store_y(a, n + r, v);
     }
   }
   if constexpr (R > 1)
     if (n < n1) rows_32<T, 1>(a, n, n1);
-}
-
-inline void store(const QuantGemvArgs& a, int64_t n, float v) {
-  if (a.y_bf16)
-    static_cast<bf16_bits*>(a.y)[n] = from_f32<bf16_bits>(v);
-  else
-    static_cast<float*>(a.y)[n] = v;
 }
 
 // Eight bytes as eight i32 lanes.
@@ -170,7 +160,7 @@ void rows_k4(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
       }
     }
     for (int r = 0; r < R; ++r)
-      store(a, n + r, hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + offset[r]);
+      store_y(a, n + r, hsum(_mm256_add_ps(acc[r][0], acc[r][1])) + offset[r]);
   }
   if constexpr (R > 1)
     if (n < n1) rows_k4<T, 1>(a, n, n1);
@@ -223,7 +213,7 @@ void rows_q6_k(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
         }
       }
     }
-    for (int r = 0; r < R; ++r) store(a, n + r, hsum(_mm256_add_ps(acc[r][0], acc[r][1])));
+    for (int r = 0; r < R; ++r) store_y(a, n + r, hsum(_mm256_add_ps(acc[r][0], acc[r][1])));
   }
   if constexpr (R > 1)
     if (n < n1) rows_q6_k<1>(a, n, n1);

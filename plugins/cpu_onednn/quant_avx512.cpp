@@ -17,13 +17,6 @@ inline float half_at(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-inline void store(const QuantGemvArgs& a, int64_t n, float v) {
-  if (a.y_bf16)
-    static_cast<bf16_bits*>(a.y)[n] = from_f32<bf16_bits>(v);
-  else
-    static_cast<float*>(a.y)[n] = v;
-}
-
 // One token (M = 1) over q4_0 / q4_1, R rows side by side (sharing x's loads). Each block's 16
 // possible values d·i + m (q4_0: m = −8·d) are made once, exactly as GGUF's f32 dequantization
 // rounds them (one FMA), into a table that vpermps indexes by nibble: vpermps reads only an
@@ -63,7 +56,7 @@ void rows_q4(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
       }
     }
     for (int r = 0; r < R; ++r)
-      store(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
+      store_y(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
   }
   if constexpr (R > 1)
     if (n < n1) rows_q4<T, 1>(a, n, n1);
@@ -94,7 +87,7 @@ void rows_q8_0(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
       }
     }
     for (int r = 0; r < R; ++r)
-      store(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
+      store_y(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
   }
   if constexpr (R > 1)
     if (n < n1) rows_q8_0<1>(a, n, n1);
@@ -183,7 +176,7 @@ void rows_k4(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
       }
     }
     for (int r = 0; r < R; ++r)
-      store(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
+      store_y(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
   }
   if constexpr (R > 1)
     if (n < n1) rows_k4<T, 1>(a, n, n1);
@@ -237,7 +230,7 @@ void rows_q6_k(const QuantGemvArgs& a, int64_t n0, int64_t n1) {
       }
     }
     for (int r = 0; r < R; ++r)
-      store(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
+      store_y(a, n + r, _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])));
   }
   if constexpr (R > 1)
     if (n < n1) rows_q6_k<1>(a, n, n1);

@@ -11,6 +11,14 @@
 namespace sy::cpu {
 namespace {
 
+// y's element `index` (row-major [M, N]) = v, in y's dtype.
+inline void store_y(const QuantGemvArgs& a, int64_t index, float v) {
+  if (a.y_bf16)
+    static_cast<bf16_bits*>(a.y)[index] = from_f32<bf16_bits>(v);
+  else
+    static_cast<float*>(a.y)[index] = v;
+}
+
 // Prefetches a thread's weight rows in address order, kQuantPrefetchBytes ahead of the furthest
 // byte read so far, one line per 64 bytes (the per-row prefetch of gemv_tile misses the first
 // lines of rows read side by side). Prefetches never fault, so running past the end is harmless.
@@ -46,10 +54,7 @@ void gemv_tile(const QuantGemvArgs& a, int m0, int64_t n0, int64_t n1) {
     for (int m = 0; m < MR; ++m) {
       for (int width = L / 2; width > 0; width /= 2)
         for (int l = 0; l < width; ++l) acc[m][l] += acc[m][l + width];
-      if (a.y_bf16)
-        static_cast<bf16_bits*>(a.y)[(m0 + m) * a.N + n] = from_f32<bf16_bits>(acc[m][0]);
-      else
-        static_cast<float*>(a.y)[(m0 + m) * a.N + n] = acc[m][0];
+      store_y(a, (m0 + m) * a.N + n, acc[m][0]);
     }
   }
 }

@@ -380,6 +380,15 @@ class CpuFusedDecodeTier : public CpuFusedDecode,
     SY_SKIP_UNLESS_CPU_TIER(GetParam());
     tier_.emplace(GetParam());
   }
+  // Decode steps at positions 0, 5 and 36 of a block for `c`, each against the reference.
+  static void run_steps(const Case& c, unsigned seed) {
+    Block b(c, seed);
+    ASSERT_TRUE(b.kernel);
+    for (int64_t position : {0, 5, 36}) {
+      b.step(position);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
   std::optional<test::ScopedCpuTier> tier_;
 };
 
@@ -395,12 +404,8 @@ TEST_P(CpuFusedDecodeTier, QuantizedProjectionsMatchTheStepByStepReference) {
       c.Hq = 6;
       c.Hkv = 2;
       c.D = 64;
-      Block b(c, 17);
-      ASSERT_TRUE(b.kernel);
-      for (int64_t position : {0, 5, 36}) {
-        b.step(position);
-        if (HasFatalFailure()) return;
-      }
+      run_steps(c, 17);
+      if (HasFatalFailure()) return;
     }
 }
 
@@ -415,12 +420,8 @@ TEST_P(CpuFusedDecodeTier, MatchesTheStepByStepReference) {
       c.D = 128;
       c.rotary = 96;
       c.window = 5;
-      Block b(c, 9);
-      ASSERT_TRUE(b.kernel);
-      for (int64_t position : {0, 5, 36}) {
-        b.step(position);
-        if (HasFatalFailure()) return;
-      }
+      run_steps(c, 9);
+      if (HasFatalFailure()) return;
     }
 }
 

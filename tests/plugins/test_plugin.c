@@ -73,22 +73,9 @@ static void plugin_log(sy_log_level level, const char* message) {
   log_to(g_host, level, message);
 }
 
-static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
-                                        "add_f32",
-                                        SY_OP_ADD,
-                                        "generic",
-                                        kDLCPU,
-                                        SY_DTYPE_BIT(SY_DTYPE_F32),
-                                        0,
-                                        NULL,
-                                        0,
-                                        0,
-                                        0,
-                                        0,
-                                        SY_RESIDENCY_DEVICE,
-                                        NULL,
-                                        0,
-                                        1.0
+static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope), "add_f32", SY_OP_ADD, "generic",
+                                        kDLCPU, SY_DTYPE_BIT(SY_DTYPE_F32), 0, NULL, 0, 0, 0, 0,
+                                        SY_RESIDENCY_DEVICE, NULL, 0, 1.0
 #if SY_ABI_COMPAT_MINOR >= 3
                                         ,
                                         /* weight dtypes, read by a host of minor 3 (an add has

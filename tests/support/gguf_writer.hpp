@@ -92,16 +92,17 @@ inline std::string f32_bytes(const std::vector<float>& x) {
   return std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4);
 }
 
-inline uint16_t f16_bits(float x) {
-  _Float16 h = static_cast<_Float16>(x);
+// IEEE half through the compiler's _Float16 (rounded to nearest even).
+inline uint16_t to_f16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
   uint16_t u;
   std::memcpy(&u, &h, 2);
   return u;
 }
-inline float f16_value(uint16_t u) {
+inline float from_f16(uint16_t u) {
   _Float16 h;
   std::memcpy(&h, &u, 2);
-  return float(h);
+  return static_cast<float>(h);
 }
 
 // Q8_0: per 32 values, d = max|x| / 127 (stored f16) and qs = round(x / d) as int8.
@@ -111,7 +112,7 @@ inline std::string quantize_q8_0(const std::vector<float>& x) {
     float amax = 0;
     for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
     const float d = amax / 127.f, id = d != 0 ? 1.f / d : 0.f;
-    const uint16_t dh = f16_bits(d);
+    const uint16_t dh = to_f16(d);
     out.append(reinterpret_cast<const char*>(&dh), 2);
     for (size_t i = 0; i < 32; ++i) out.push_back(char(int8_t(std::lround(x[b + i] * id))));
   }
@@ -122,7 +123,7 @@ inline std::vector<double> dequantize_q8_0(const std::string& q) {
   for (size_t b = 0; b < q.size(); b += 34) {
     uint16_t dh;
     std::memcpy(&dh, q.data() + b, 2);
-    for (size_t i = 0; i < 32; ++i) x.push_back(double(f16_value(dh)) * int8_t(q[b + 2 + i]));
+    for (size_t i = 0; i < 32; ++i) x.push_back(double(from_f16(dh)) * int8_t(q[b + 2 + i]));
   }
   return x;
 }
@@ -134,7 +135,7 @@ inline std::string quantize_q4_1(const std::vector<float>& x) {
   for (size_t b = 0; b < x.size(); b += 32) {
     const auto [lo, hi] = std::minmax_element(x.begin() + long(b), x.begin() + long(b) + 32);
     const float d = (*hi - *lo) / 15.f, id = d != 0 ? 1.f / d : 0.f;
-    const uint16_t dh = f16_bits(d), mh = f16_bits(*lo);
+    const uint16_t dh = to_f16(d), mh = to_f16(*lo);
     out.append(reinterpret_cast<const char*>(&dh), 2);
     out.append(reinterpret_cast<const char*>(&mh), 2);
     auto q = [&](size_t i) {
@@ -150,7 +151,7 @@ inline std::vector<double> dequantize_q4_1(const std::string& q) {
     uint16_t dh, mh;
     std::memcpy(&dh, q.data() + b, 2);
     std::memcpy(&mh, q.data() + b + 2, 2);
-    const double d = f16_value(dh), m = f16_value(mh);
+    const double d = from_f16(dh), m = from_f16(mh);
     for (size_t j = 0; j < 16; ++j) {
       const uint8_t byte = uint8_t(q[b + 4 + j]);
       x[o + j] = d * (byte & 15) + m;

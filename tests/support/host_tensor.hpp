@@ -17,18 +17,7 @@
 
 namespace sy::test {
 
-// IEEE half through the compiler's _Float16 (rounded to nearest even).
-inline uint16_t to_f16(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t u;
-  std::memcpy(&u, &h, 2);
-  return u;
-}
-inline float from_f16(uint16_t u) {
-  _Float16 h;
-  std::memcpy(&h, &u, 2);
-  return static_cast<float>(h);
-}
+// to_f16 / from_f16 (IEEE half) come from support/gguf_writer.hpp.
 
 class HostTensor {
  public:

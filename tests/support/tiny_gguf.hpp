@@ -114,11 +114,11 @@ struct TinyGguf {
     } else if (storage == Storage::f16) {
       std::string bytes;
       for (float x : file) {
-        const uint16_t h = f16_bits(x);
+        const uint16_t h = to_f16(x);
         bytes.append(reinterpret_cast<const char*>(&h), 2);
       }
       w.tensor(tensor, dims, kGgmlF16, bytes);
-      for (float x : hf) v.push_back(f16_value(f16_bits(x)));
+      for (float x : hf) v.push_back(from_f16(to_f16(x)));
     } else {
       // Quantization is per row, so permuting rows commutes with it.
       const bool attention =
