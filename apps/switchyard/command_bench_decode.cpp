@@ -15,11 +15,11 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
-#include "apps/switchyard/model_source.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/model_weights.hpp"
 #include "core/importer/importer.hpp"
+#include "core/runtime/model_source.hpp"
 
 namespace sy::cli {
 namespace {

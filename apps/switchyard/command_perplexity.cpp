@@ -20,8 +20,8 @@
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_run.hpp"
-#include "apps/switchyard/model_source.hpp"
 #include "core/generation/generation.hpp"
+#include "core/runtime/model_source.hpp"
 
 namespace sy::cli {
 namespace {

@@ -8,12 +8,13 @@
 
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
-#include "apps/switchyard/model_source.hpp"
+#include "apps/switchyard/model_run.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
+#include "core/runtime/model_source.hpp"
 
 namespace sy::cli {
 namespace {
@@ -23,7 +24,8 @@ namespace fs = std::filesystem;
 
 struct PlanArgs {
   std::string model, target, prefer, attention = "any", kv_cache_device, explain, dtype;
-  std::vector<std::string> allowed_config_keys;
+  std::string memory_reserve;
+  std::vector<std::string> allowed_config_keys, max_device_memory;
   bool strict = false, no_transfers = false, json = false, require_verified = false;
   int64_t prompt_len = 512, context = 4096, batch = 1;
 };
@@ -103,6 +105,10 @@ int run_plan(const GlobalOptions& global, const Args& args) {
       "dtype", po::value(&a.dtype), "override the model's dtype: f32|bf16|f16")(
       "allow-config-key", po::value(&a.allowed_config_keys),
       "accept this unknown config.json key as without effect; repeatable")(
+      "memory-reserve", po::value(&a.memory_reserve),
+      "memory left free on every device (default: 1GiB, or an eighth of a smaller device)")(
+      "max-device-memory", po::value(&a.max_device_memory),
+      "cap a device's memory for this plan, e.g. cuda:0=8GiB; repeatable")(
       "explain", po::value(&a.explain), "print every candidate of this op with all its reasons")(
       "json", po::bool_switch(&a.json), "machine-readable plan (schema switchyard.plan/1)");
   po::positional_options_description pos;
@@ -117,6 +123,10 @@ int run_plan(const GlobalOptions& global, const Args& args) {
   policy.strict = a.strict;
   policy.transfers = !a.no_transfers;
   policy.require_verified = a.require_verified;
+  if (auto why = apply_memory_options(a.memory_reserve, a.max_device_memory, policy)) {
+    std::cerr << "switchyard plan: " << *why << "\n";
+    return kExitUsage;
+  }
   const std::vector<std::string> families = {"flash", "sdpa", "flex", "fused_decode", "any"};
   if (std::find(families.begin(), families.end(), a.attention) == families.end()) {
     std::cerr << "switchyard plan: --attention must be flash, sdpa, flex, fused_decode or any\n";

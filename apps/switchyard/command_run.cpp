@@ -25,89 +25,36 @@
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
 #include "apps/switchyard/model_run.hpp"
-#include "apps/switchyard/model_source.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/executor/model_weights.hpp"
 #include "core/generation/generation.hpp"
 #include "core/importer/importer.hpp"
+#include "core/runtime/model_source.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace sy::cli {
 namespace {
 
 namespace po = boost::program_options;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct RunArgs {
   std::string model, prompt, prompt_file, chat, system, prefer, attention = "any", dtype;
-  std::vector<std::string> stop, allowed_config_keys;
+  std::string memory_reserve;
+  std::vector<std::string> stop, allowed_config_keys, max_device_memory;
   int64_t max_tokens = 32, context = 1024;
   double temperature = 0, top_p = 1;
   int64_t top_k = 0;
-  unsigned seed = 0;
+  uint64_t seed = 0;
   bool strict = false, profile = false, json = false, ignore_eos = false, require_verified = false;
   bool has_prompt = false, has_chat = false, has_system = false;
 };
-
-// The prompt's ids, and the text printed before the answer (the prompt itself, or nothing
-// for --chat).
-struct Prompt {
-  std::vector<int64_t> ids;
-  std::string echo;
-};
-
-Prompt build_prompt(const RunArgs& a, const std::string& text, const Tokenizer& tok,
-                    const GenerationSettings& g) {
-  if (a.has_chat) {
-    std::optional<std::string> system;
-    if (a.has_system) system = a.system;
-    std::string rendered = render_chat_prompt(g, text, system, std::time(nullptr));
-    spdlog::debug("chat prompt ({}): {}", g.chat_template_origin, rendered);
-    return {tok.encode(rendered), ""};
-  }
-  return {plain_prompt_ids(tok, g, text), text};
-}
-
-const char* reason_name(StopRule::Reason r) {
-  switch (r) {
-    case StopRule::Reason::eos: return "eos";
-    case StopRule::Reason::stop_text: return "stop_text";
-    default: return "max_tokens";
-  }
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Greedy at temperature 0; otherwise softmax(logits / T), cut to the top k and the top-p mass.
-int64_t sample(const std::vector<float>& logits, const RunArgs& a, std::mt19937& rng) {
-  if (a.temperature <= 0)
-    return int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  std::vector<std::pair<double, int64_t>> p;
-  double mx = *std::max_element(logits.begin(), logits.end());
-  for (size_t i = 0; i < logits.size(); ++i)
-    p.emplace_back(std::exp((logits[i] - mx) / a.temperature), int64_t(i));
-  std::sort(p.begin(), p.end(), std::greater<>());
-  if (a.top_k > 0 && size_t(a.top_k) < p.size()) p.resize(size_t(a.top_k));
-  double total = 0;
-  for (const auto& x : p) total += x.first;
-  double kept = 0;
-  size_t n = 0;
-  while (n < p.size() && (n == 0 || kept / total < a.top_p)) kept += p[n++].first;
-  std::uniform_real_distribution<double> u(0, kept);
-  double r = u(rng);
-  for (size_t i = 0; i < n; ++i)
-    if ((r -= p[i].first) <= 0) return p[i].second;
-  return p[n - 1].second;
-}
-
-std::string token_text(const Tokenizer& tok, int64_t id) {
-  if (id < 0 || id >= tok.vocab_size()) return "<" + std::to_string(id) + ">";
-  return tok.decode_token(id);
-}
 
 }  // namespace
 
@@ -137,6 +84,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
       "require-verified", po::bool_switch(&a.require_verified),
       "use only kernels a conformance report verifies")(
       "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the config's dtype")(
+      "memory-reserve", po::value(&a.memory_reserve),
+      "memory left free on every device (default: 1GiB, or an eighth of a smaller device)")(
+      "max-device-memory", po::value(&a.max_device_memory),
+      "cap a device's memory, e.g. cuda:0=8GiB; repeatable")(
       "profile", po::bool_switch(&a.profile), "time per op kind and plugin, and overhead")(
       "json", po::bool_switch(&a.json), "figures as JSON (the text goes to stderr)");
   po::positional_options_description pos;
@@ -176,10 +127,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
   std::ostream& text_out = a.json ? std::cerr : std::cout;
   try {
     auto t_load = std::chrono::steady_clock::now();
-    std::unique_ptr<ModelSource> model = ModelSource::open(a.model, a.allowed_config_keys);
-    Tokenizer tok = model->tokenizer();
-    GenerationSettings gen = model->generation(tok);
-    const Prompt prompt = build_prompt(a, *text, tok, gen);
+    OpenedModel model = OpenedModel::open(a.model, a.allowed_config_keys);
+    PromptRequest request{*text, a.has_chat, std::nullopt};
+    if (a.has_system) request.system = a.system;
+    const Prompt prompt = build_prompt(model, request);
     const std::vector<int64_t>& ids = prompt.ids;
     if (ids.empty())
       return fail("run", Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
@@ -194,54 +145,42 @@ int run_run(const GlobalOptions& global, const Args& args) {
     opts.prompt_len = int64_t(ids.size());
     opts.context = a.context;
     opts.dtype_override = a.dtype;
-    Graph graph = model->import(opts);
+    Registry reg = discover_plugins(global, default_load_options());
+    Policy policy = run_policy(a.prefer, a.attention, a.strict);
+    policy.require_verified = a.require_verified;
+    if (auto why = apply_memory_options(a.memory_reserve, a.max_device_memory, policy)) {
+      std::cerr << "switchyard run: " << *why << "\n";
+      return kExitUsage;
+    }
+    std::unique_ptr<PlannedModel> planned = plan_model(*model.source, opts, reg, policy);
+    const Graph& graph = planned->graph;
+    const Plan& plan = planned->plan;
     for (int64_t id : ids)
       if (id >= graph.phases[0].value("embed_tokens")->shape[0])
         return fail("run",
                     Error(Errc::bad_tokenizer, "prompt token id " + std::to_string(id) +
                                                    " is outside the model's vocabulary"),
                     a.json);
-    WeightLoader weights = model->weights();
-
-    Registry reg = discover_plugins(global, default_load_options());
-    Inventory inv = live_inventory(reg);
-    Policy policy = run_policy(a.prefer, a.attention, a.strict);
-    policy.require_verified = a.require_verified;
-    Plan plan = plan_graph(graph, reg, inv, policy);
     if (!plan.ok()) return fail("run", *plan.error, a.json);
-    Session session(graph, plan, reg, inv, with_progress(weights, model->weight_bytes()));
+    WeightLoader weights = model.source->weights();
+    Session session(graph, plan, reg, planned->inventory,
+                    with_progress(weights, model.source->weight_bytes()));
     double load_ms = ms_since(t_load);
 
-    std::mt19937 rng(a.seed);
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = session.prefill(ids);
-    double prefill_ms = ms_since(t0);
+    SamplingOptions sampling{a.max_tokens, a.temperature, a.top_k, a.top_p,
+                             a.seed,       a.ignore_eos,  a.stop};
+    Generator generator(session, model.tokenizer, model.generation);
     text_out << prompt.echo << std::flush;
-    StopRule stop(a.ignore_eos ? std::vector<int64_t>{} : gen.eos_ids, a.stop);
-    StopRule::Reason reason = StopRule::Reason::none;
-    std::vector<int64_t> generated;
-    std::string answer;
-    int64_t decode_steps = 0;
-    auto t1 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < a.max_tokens && reason == StopRule::Reason::none; ++i) {
-      int64_t next = sample(logits, a, rng);
-      generated.push_back(next);
-      std::string emit;
-      reason = stop.feed(next, token_text(tok, next), emit);
-      answer += emit;
-      text_out << emit << std::flush;
-      if (reason == StopRule::Reason::none && i + 1 < a.max_tokens) {
-        logits = session.decode(next);
-        ++decode_steps;
-      }
-    }
-    if (reason == StopRule::Reason::none) {  // the held-back tail was no stop text after all
-      std::string rest = stop.flush();
-      answer += rest;
-      text_out << rest;
-    }
+    Generation g = generator.generate(ids, sampling, [&](int64_t, const std::string& piece) {
+      text_out << piece << std::flush;
+      return true;
+    });
     text_out << "\n";
-    double decode_ms = ms_since(t1);
+    const std::vector<int64_t>& generated = g.ids;
+    const std::string& answer = g.text;
+    const int64_t decode_steps = g.decode_steps;
+    const double prefill_ms = g.prefill_ms, decode_ms = g.decode_ms;
+    const char* reason = stop_reason_name(g.reason);
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     const StepProfile& dp = session.profile("decode");
@@ -255,8 +194,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
            {"generated_tokens", generated.size()},
            {"generated_ids", generated},
            {"text", answer},
-           {"stop_reason", reason_name(reason)},
-           {"eos_ids", a.ignore_eos ? std::vector<int64_t>{} : gen.eos_ids},
+           {"stop_reason", reason},
+           {"eos_ids", a.ignore_eos ? std::vector<int64_t>{} : model.generation.eos_ids},
            {"load_ms", load_ms},
            {"prefill_ms", prefill_ms},
            {"prefill_tokens_per_s", prefill_tps},
@@ -278,9 +217,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
       j["machine_bandwidth_gbps"] = triad;
       j["decode_bandwidth_ratio"] = triad > 0 ? gbps / triad : 0;
     }
-    json mem = json::object();
-    for (const auto& [loc, bytes] : session.memory_bytes()) mem[loc] = bytes;
-    j["buffers_bytes"] = mem;
+    j["memory"] = memory_report(plan, session);
     if (a.profile) {
       json per = json::object();
       for (const auto* p : {&pp, &dp}) {
@@ -304,8 +241,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
         "stopped: %s after %zu tokens; prefill: %zu tokens in %.1f ms (%.1f tokens/s); decode: "
         "%lld steps, %.1f tokens/s; runtime overhead %.1f%% of decode time; peak RSS %.1f MiB; "
         "load %.0f ms\n",
-        reason_name(reason), generated.size(), ids.size(), prefill_ms, prefill_tps,
-        (long long)decode_steps, decode_tps, 100 * overhead, double(ru.ru_maxrss) / 1024, load_ms);
+        reason, generated.size(), ids.size(), prefill_ms, prefill_tps, (long long)decode_steps,
+        decode_tps, 100 * overhead, double(ru.ru_maxrss) / 1024, load_ms);
     if (a.profile)
       for (const auto* p : {&pp, &dp}) {
         std::printf("%s: total %.2f ms, kernels %.2f ms, copies %.2f ms\n",

@@ -47,19 +47,60 @@ WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
   };
 }
 
-Policy run_policy(const std::string& prefer, const std::string& attention, bool strict) {
-  Policy policy;
-  policy.attention = attention;
-  policy.strict = strict;
-  policy.prefer = {kDLCUDA, kDLCPU};
-  if (!prefer.empty()) {
-    policy.prefer.clear();
-    std::stringstream ss(prefer);
-    for (std::string item; std::getline(ss, item, ',');)
-      if (auto t = parse_device_type(item)) policy.prefer.push_back(*t);
-    policy.prefer_given = true;
+namespace {
+
+std::optional<int64_t> parse_size(const std::string& text) {
+  size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
-  return policy;
+  std::string unit = text.substr(used);
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"K", 1024.0},
+                                                          {"KiB", 1024.0},
+                                                          {"M", 1048576.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"G", 1073741824.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"T", 1099511627776.0},
+                                                          {"TiB", 1099511627776.0},
+                                                          {"TB", 1e12}};
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name && n >= 0) return int64_t(n * scale);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> apply_memory_options(const std::string& reserve,
+                                                const std::vector<std::string>& caps,
+                                                Policy& policy) {
+  if (!reserve.empty()) {
+    auto bytes = parse_size(reserve);
+    if (!bytes)
+      return "--memory-reserve takes a size such as 512MiB or 2GiB, not '" + reserve + "'";
+    policy.memory_reserve = *bytes;
+  }
+  for (const auto& arg : caps) {
+    std::stringstream ss(arg);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const size_t eq = item.find('=');
+      auto bytes = eq == std::string::npos ? std::nullopt : parse_size(item.substr(eq + 1));
+      if (!bytes)
+        return "--max-device-memory takes DEVICE=SIZE, e.g. cuda:0=8GiB, not '" + item + "'";
+      std::string loc = item.substr(0, eq);
+      if (loc == "cpu" || loc.rfind("cpu:", 0) == 0) loc = "host";
+      policy.max_device_memory[loc] = *bytes;
+    }
+  }
+  return std::nullopt;
 }
 
 int fail(const char* command, const Error& e, bool as_json) {

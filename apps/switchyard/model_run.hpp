@@ -5,10 +5,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/errors/error.hpp"
 #include "core/executor/executor.hpp"
 #include "core/planner/planner.hpp"
+#include "core/runtime/runtime.hpp"
 
 namespace sy::cli {
 
@@ -18,9 +20,12 @@ std::optional<std::string> read_source(const std::string& path, std::string& why
 // `load`, drawing a progress bar on a terminal's stderr when there is enough to wait for.
 WeightLoader with_progress(WeightLoader load, uint64_t total_bytes);
 
-// The policy of --prefer (comma-separated device types; empty: cuda, then cpu), --attention and
-// --strict.
-Policy run_policy(const std::string& prefer, const std::string& attention, bool strict);
+// --memory-reserve SIZE and --max-device-memory LOC=SIZE (repeatable, or comma-separated) into
+// `policy`. SIZE: bytes, or a number with K, M, G, KiB, MiB, GiB, KB, MB, GB; LOC: a device
+// id (cuda:0), or host / cpu / cpu:N for host memory. Returns the usage error, if any.
+std::optional<std::string> apply_memory_options(const std::string& reserve,
+                                                const std::vector<std::string>& caps,
+                                                Policy& policy);
 
 // Prints `e` ("switchyard COMMAND: error SYxxx (name): ..." on stderr, or {"status": "error"}
 // on stdout as JSON) and returns its exit code.

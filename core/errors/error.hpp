@@ -26,6 +26,7 @@ enum class Errc : int {
   device_unavailable = 8,
   transfer_forbidden = 9,
   kernel_unverified = 10,
+  does_not_fit = 11,
 
   plugin_open = 101,
   plugin_entry = 102,

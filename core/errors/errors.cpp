@@ -127,6 +127,23 @@ constexpr std::array kCatalog = {
         "kernels (a failed one is never used).",
         kNoPlan},
 
+    ErrorInfo{
+        Errc::does_not_fit, "SY011", "does_not_fit", "the plan needs more memory than {device} has",
+        "The planner counted, per device, the weights at their stored dtype, the KV caches for "
+        "the context, the largest activation set of each phase, the second copies of values "
+        "the plan moves, and the workspace each kernel declares, and one device cannot hold "
+        "its share: its capacity is the free memory its plugin reports (or the target "
+        "profile's `memory_bytes`) minus `--memory-reserve`, capped by `--max-device-memory`. "
+        "Without `--strict` the planner first moves whole layers to the next device in the "
+        "preference order (usually the host CPU) and fails only when that is not enough; with "
+        "`--strict` it moves nothing. The message names each device, its need by kind and its "
+        "capacity, and the largest context that would fit.",
+        "Shorten `--context` to the figure the message gives (the KV caches grow with it), "
+        "drop `--strict` to let whole layers move to the next device, use a quantized model "
+        "(GGUF Q4/Q8 weights take a quarter to a half of bf16), lower `--memory-reserve`, or "
+        "plan for a device with more memory. `switchyard plan MODEL` prints the memory table.",
+        kNoPlan},
+
     // ---- SY1xx: plugin load failures, by stage ---------------------------------------------
     ErrorInfo{
         Errc::plugin_open, "SY101", "plugin_open",
@@ -356,7 +373,7 @@ constexpr std::array kCatalog = {
               "`--attention`).",
               kPluginBug},
 };
-static_assert(kCatalog.size() == 34);
+static_assert(kCatalog.size() == 35);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {

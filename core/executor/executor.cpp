@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include "core/capability/vocabulary.hpp"
@@ -14,6 +15,11 @@ namespace sy {
 namespace {
 
 constexpr const char* kHost = "host";
+
+int64_t heap_in_use() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return int64_t(m.uordblks + m.hblkhd);
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -54,6 +60,7 @@ struct Session::Impl {
     std::string location;
     const Plugin* plugin = nullptr;  // device memory: the plugin that allocated it
     uint32_t device_index = 0;
+    int64_t allocated = 0;  // bytes this buffer allocated; 0 for a view into an arena
   };
   struct CopyStep {
     Buffer *src, *dst;
@@ -86,24 +93,28 @@ struct Session::Impl {
   const Graph& graph;
   const Registry& registry;
   const Inventory& inventory;
+  const MemoryPlan memory;                // the plan's layout: every activation's offset
+  std::map<std::string, Buffer> arenas;   // location -> the activations of every phase
   std::map<std::string, Buffer> buffers;  // scope|name@location
   std::map<std::string, PhaseRun> phases;
   std::map<std::string, Value> added_values;  // phase|name: values the plan's adaptations add
   std::set<std::pair<const Plugin*, uint32_t>> devices;  // every (plugin, device) that runs work
   std::string logits_location;
 
-  Impl(const Graph& g, const Registry& r, const Inventory& i)
-      : graph(g), registry(r), inventory(i) {}
+  Impl(const Graph& g, const Registry& r, const Inventory& i, const MemoryPlan& m)
+      : graph(g), registry(r), inventory(i), memory(m) {}
 
   ~Impl() {
     synchronize_all(true);
     phases.clear();  // kernels are released before the memory they may reference
-    for (auto& [key, b] : buffers) {
-      if (b.plugin)
-        b.plugin->free(b.device_index, b.data);
-      else
-        std::free(b.data);
-    }
+    for (auto* owned : {&buffers, &arenas})
+      for (auto& [key, b] : *owned) {
+        if (!b.allocated) continue;
+        if (b.plugin)
+          b.plugin->free(b.device_index, b.data);
+        else
+          std::free(b.data);
+      }
   }
 
   const Value& value(const Phase& phase, const std::string& name) const {
@@ -138,31 +149,62 @@ struct Session::Impl {
     return p;
   }
 
-  Buffer& buffer(const std::string& scope, const Value& v, const std::string& location) {
-    std::string key = scope + "|" + v.name + "@" + location;
-    auto it = buffers.find(key);
-    if (it != buffers.end()) return it->second;
+  // `bytes` of new memory at `location`, zeroed on the host.
+  Buffer allocate(const std::string& what, int64_t bytes, const std::string& location) {
     Buffer b;
-    b.bytes = v.bytes();
+    b.bytes = bytes;
     b.location = location;
-    size_t rounded = (size_t(b.bytes) + 63) / 64 * 64 + 64;
+    b.allocated = bytes;
+    const size_t rounded = size_t(bytes);
     if (location == kHost) {
       b.data = host_alloc(rounded);
       if (!b.data)
         throw Error(Errc::device_out_of_memory,
-                    "out of memory on host: " + std::to_string(rounded) + " bytes for " + v.name);
+                    "out of memory on host: " + std::to_string(rounded) + " bytes for " + what);
       std::memset(b.data, 0, rounded);
     } else {
       auto [plugin, index] = device_owner(location);
       Expected<void*> data = plugin->alloc(index, rounded);
       if (!data)
-        throw in_op(data.error(), v.name,
+        throw in_op(data.error(), what,
                     "allocating " + std::to_string(rounded) + " bytes on " + location);
       b.data = *data;
       b.plugin = plugin;
       b.device_index = index;
     }
-    return buffers.emplace(key, b).first->second;
+    return b;
+  }
+
+  // The buffer of value `v` at `location`: its own allocation for a weight or a cache, else a
+  // view at the plan's offset into the location's activation arena (planner/memory.hpp).
+  Buffer& buffer(const std::string& scope, const Value& v, const std::string& location) {
+    const std::string key = buffer_key(scope, v.name, location);
+    auto it = buffers.find(key);
+    if (it != buffers.end()) return it->second;
+    if (scope.empty())
+      return buffers.emplace(key, allocate(v.name, buffer_bytes(v.bytes()), location))
+          .first->second;
+    auto slot = memory.slots.find(key);
+    if (slot == memory.slots.end() || slot->second.bytes < buffer_bytes(v.bytes()))
+      throw plan_bug("has no activation slot for " + v.name + " in phase " + scope + " on " +
+                     location);
+    Buffer& arena = arena_at(location);
+    if (slot->second.offset + slot->second.bytes > arena.bytes)
+      throw plan_bug("puts " + v.name + " past the end of the arena on " + location);
+    Buffer view = arena;
+    view.data = static_cast<char*>(arena.data) + slot->second.offset;
+    view.bytes = v.bytes();
+    view.allocated = 0;
+    return buffers.emplace(key, view).first->second;
+  }
+
+  Buffer& arena_at(const std::string& location) {
+    auto it = arenas.find(location);
+    if (it != arenas.end()) return it->second;
+    const LocationMemory* m = memory.find(location);
+    if (!m || m->activations <= 0) throw plan_bug("has no activation arena on " + location);
+    return arenas.emplace(location, allocate("activations", m->activations, location))
+        .first->second;
   }
 
   void copy(const Buffer& src, const Buffer& dst, int64_t bytes) {
@@ -190,6 +232,21 @@ struct Session::Impl {
     if (location == kHost) return {kDLCPU, 0};
     const InventoryDevice* dev = inventory.find(location);
     return {dev->info.type, dev->info.id};
+  }
+
+  // Free memory of every non-host device whose plugin reports it (ABI 1.1 memory_info).
+  std::map<std::string, int64_t> free_memory() const {
+    std::map<std::string, int64_t> out;
+    for (const auto& dev : inventory.devices) {
+      if (dev.info.memory_is_host) continue;
+      for (const auto& name : dev.plugins)
+        if (const Plugin* p = registry.find(name))
+          for (uint32_t k = 0; k < p->devices().size(); ++k)
+            if (p->devices()[k].type == dev.info.type && p->devices()[k].id == dev.info.id)
+              if (auto m = p->memory_info(k); m && !out.count(dev.id))
+                out[dev.id] = int64_t(m->free_bytes);
+    }
+    return out;
   }
 
   static const Node* node_of(const Phase& phase, const std::string& id) {
@@ -228,6 +285,7 @@ struct Session::Impl {
     Target t = target(c);
     Expected<std::unique_ptr<PreparedKernel>> r =
         prepare_kernel(*t.plugin, t.kernel, t.device, c.op);
+
     if (!r) throw in_op(r.error(), id, "prepare " + c.plugin + "/" + c.kernel);
     devices.insert({t.plugin, t.device});
     PreparedOp out;
@@ -406,14 +464,16 @@ struct Session::Impl {
     std::memcpy(it->second->data, data, std::min(n * 8, size_t(it->second->bytes)));
   }
 
-  const std::vector<float>& last_logits(PhaseRun& run) {
+  // The logits of position `row` of the step (-1: the last), as float.
+  const std::vector<float>& last_logits(PhaseRun& run, int64_t row = -1) {
     if (!run.logits) throw plan_bug("runs a graph that has no 'logits' value");
     const Value* v = run.phase->value("logits");
     Buffer host{staging.data(), v->bytes(), kHost, nullptr, 0};
     copy(*run.logits, host, v->bytes());
     int64_t vocab = v->shape.back(), rows = v->bytes() / sy_dtype_size(v->dtype) / vocab;
+    if (row < 0 || row >= rows) row = rows - 1;
     for (int64_t i = 0; i < vocab; ++i)
-      logits_out[size_t(i)] = to_float(staging.data(), v->dtype, (rows - 1) * vocab + i);
+      logits_out[size_t(i)] = to_float(staging.data(), v->dtype, row * vocab + i);
     staged = v;
     return logits_out;
   }
@@ -425,8 +485,10 @@ struct Session::Impl {
 
 Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
                  const Inventory& inventory, const WeightLoader& load)
-    : impl_(std::make_unique<Impl>(graph, registry, inventory)) {
+    : impl_(std::make_unique<Impl>(graph, registry, inventory, plan.memory)) {
   if (!plan.ok()) throw *plan.error;
+  const std::map<std::string, int64_t> free_before = impl_->free_memory();
+  const int64_t heap_before = heap_in_use();
   for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
     const Phase& phase = graph.phases[i];
     Impl::PhaseRun& run = impl_->phases[phase.name];
@@ -444,21 +506,34 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
   }
   impl_->load_weights(load);
   for (auto& [name, run] : impl_->phases) impl_->bind_io(run);
+  for (const auto& [loc, after] : impl_->free_memory())
+    if (auto it = free_before.find(loc); it != free_before.end())
+      free_drop_[loc] = it->second - after;
+  heap_growth_ = heap_in_use() - heap_before;
 }
 
 Session::~Session() = default;
 
 const std::vector<float>& Session::prefill(const std::vector<int64_t>& tokens) {
   Impl::PhaseRun& run = impl_->phases.at("prefill");
-  std::vector<int64_t> positions(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = int64_t(i);
+  const Value* planned = run.phase->value("tokens");
+  const size_t length = planned ? size_t(planned->bytes() / 8) : tokens.size();
+  if (tokens.empty() || tokens.size() > length)
+    throw Error(Errc::prompt_too_long, "the prompt has " + std::to_string(tokens.size()) +
+                                           " tokens; the plan's prefill takes 1 to " +
+                                           std::to_string(length));
+  // A shorter prompt is padded at the end: causal attention never lets a real position see a
+  // pad, and decoding overwrites the pads' cache rows before any step reads them.
+  std::vector<int64_t> padded(tokens), positions(length);
+  padded.resize(length, 0);
+  for (size_t i = 0; i < length; ++i) positions[i] = int64_t(i);
   const int64_t zero = 0;
-  impl_->set_input(run, "tokens", tokens.data(), tokens.size());
+  impl_->set_input(run, "tokens", padded.data(), padded.size());
   impl_->set_input(run, "positions", positions.data(), positions.size());
   impl_->set_input(run, "cache_position", &zero, 1);
   impl_->run_phase(run);
   position_ = int64_t(tokens.size());
-  return impl_->last_logits(run);
+  return impl_->last_logits(run, position_ - 1);
 }
 
 const std::vector<float>& Session::decode(int64_t token) {
@@ -503,7 +578,8 @@ const StepProfile& Session::profile(const std::string& phase) const {
 
 std::map<std::string, int64_t> Session::memory_bytes() const {
   std::map<std::string, int64_t> out;
-  for (const auto& [key, b] : impl_->buffers) out[b.location] += b.bytes;
+  for (const auto* owned : {&impl_->buffers, &impl_->arenas})
+    for (const auto& [key, b] : *owned) out[b.location] += b.allocated;
   return out;
 }
 

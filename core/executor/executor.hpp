@@ -47,8 +47,8 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Runs the prefill phase on `tokens` (exactly the graph's prompt length) and returns the
-  // logits of the last position (valid until the next call).
+  // Runs the prefill phase on `tokens` (1 to the graph's prompt length; a shorter prompt is
+  // padded at the end) and returns the logits of its last token (valid until the next call).
   const std::vector<float>& prefill(const std::vector<int64_t>& tokens);
   // One decode step for `token` at the next position; returns its logits (valid until the next
   // call). Allocates nothing: every buffer was sized when the session was made.
@@ -65,12 +65,22 @@ class Session {
   int64_t position() const { return position_; }
   int64_t context() const { return context_; }
   const StepProfile& profile(const std::string& phase) const;
-  // Bytes of every buffer the session allocated, per memory location.
+  // Bytes the session allocated, per memory location ("host", "cuda:0"): weights, caches and
+  // the activation arenas, as allocated (what the plan's memory table predicts).
   std::map<std::string, int64_t> memory_bytes() const;
+  // Per device whose plugin reports free memory (ABI memory_info): how much the free memory
+  // dropped while the session was made — its buffers plus whatever the kernels took at
+  // prepare (their workspace) and the allocator's rounding. Measured by the plugin, not by us.
+  const std::map<std::string, int64_t>& device_free_drop() const { return free_drop_; }
+  // How much the process's heap (glibc mallinfo2: in use plus mmapped) grew while the session
+  // was made: its host buffers plus everything else preparing kernels allocated.
+  int64_t host_heap_growth() const { return heap_growth_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::map<std::string, int64_t> free_drop_;
+  int64_t heap_growth_ = 0;
   int64_t position_ = 0, context_ = 0;
 };
 

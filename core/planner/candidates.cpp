@@ -107,6 +107,10 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
     c.report.reasons.push_back(*refusal);
     return c;
   }
+  if (auto refusal = kept_off(phase, n, dev)) {
+    c.report.reasons.push_back(*refusal);
+    return c;
+  }
   OpDesc op = op_desc(phase, n);
   bool missing_device = false;
   double copy_bytes = locate(phase, n, where, env, dev, op, c, missing_device);
@@ -119,6 +123,7 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   CheckResult r = judge(phase, n, where, p, kernel, dev, op, c);
   c.report.accepted = r.accepted;
   c.report.reasons = r.refusals;
+  c.workspace = int64_t(r.workspace_bytes);
   c.cost = env.cost_hint * work(op) + kCostPerByte * copy_bytes;
   return c;
 }
@@ -141,6 +146,17 @@ std::optional<Refusal> Candidates::usable(const Plugin& p, const Envelope& env,
   std::string why = p.devices().empty() ? p.no_devices_reason() : "not one of its devices";
   return Refusal{"device", dev.id, "plugin devices: " + std::to_string(p.devices().size()),
                  "plugin '" + p.name() + "' cannot use " + dev.id + ": " + why};
+}
+
+std::optional<Refusal> Candidates::kept_off(const Phase& phase, const Node& n,
+                                            const InventoryDevice& dev) const {
+  auto it = pol_.memory_excluded.find(dev.id);
+  if (it == pol_.memory_excluded.end()) return std::nullopt;
+  const std::string unit = memory_unit(phase, n);
+  if (!it->second.count(unit)) return std::nullopt;
+  return Refusal{"memory", unit + " on " + dev.id, "no room",
+                 unit + " does not fit in the memory of " + dev.id +
+                     " (binding split: whole layers go to the next device in --prefer order)"};
 }
 
 double Candidates::locate(const Phase& phase, const Node& n, const Placement& where,

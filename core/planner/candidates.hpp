@@ -32,6 +32,7 @@ struct Candidate {
   std::vector<std::string> in_locs, out_locs;  // memory location of each operand
   std::vector<Adaptation> adaptations;         // what serving the op through it takes
   std::string rule_extra;                      // the adaptations, for a person
+  int64_t workspace = 0;                       // bytes its check declared (ABI 1.4)
 };
 
 class Candidates {
@@ -49,6 +50,9 @@ class Candidates {
   // Whether `p` may run on `dev` at all; the refusal when not.
   std::optional<Refusal> usable(const Plugin& p, const Envelope& env,
                                 const InventoryDevice& dev) const;
+  // The binding split's refusal when the op's unit was moved off `dev` for memory.
+  std::optional<Refusal> kept_off(const Phase& phase, const Node& n,
+                                  const InventoryDevice& dev) const;
   // Fills in_locs/out_locs and the operands' memory in `op`; the bytes that would be copied.
   double locate(const Phase& phase, const Node& n, const Placement& where, const Envelope& env,
                 const InventoryDevice& dev, OpDesc& op, Candidate& c, bool& missing) const;

@@ -11,6 +11,41 @@ namespace sy {
 
 using nlohmann::json;
 
+namespace {
+
+// The host's MemAvailable (what the kernel could give without swapping), in bytes.
+std::optional<uint64_t> host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+void measure_free_memory(const Registry& registry, InventoryDevice& dev) {
+  if (dev.info.memory_is_host) {
+    if (auto b = host_available_bytes()) dev.free_bytes = *b, dev.free_source = "MemAvailable";
+    return;
+  }
+  for (const auto& name : dev.plugins) {
+    const Plugin* p = registry.find(name);
+    for (uint32_t k = 0; p && k < p->devices().size(); ++k)
+      if (p->devices()[k].type == dev.info.type && p->devices()[k].id == dev.info.id)
+        if (auto m = p->memory_info(k)) {
+          dev.free_bytes = m->free_bytes;
+          dev.free_source = "memory_info of " + name;
+          return;
+        }
+  }
+  if (dev.info.memory_bytes)
+    dev.free_bytes = dev.info.memory_bytes, dev.free_source = "memory_bytes";
+}
+
+}  // namespace
+
 const InventoryDevice* Inventory::find(const std::string& id) const {
   for (const auto& d : devices)
     if (d.id == id) return &d;
@@ -37,6 +72,7 @@ Inventory live_inventory(const Registry& registry) {
       inv.devices[it->second].plugins.push_back(r.name);
     }
   }
+  for (auto& dev : inv.devices) measure_free_memory(registry, dev);
   return inv;
 }
 
@@ -96,6 +132,8 @@ Inventory read_target(const std::string& path) {
       dev.info.compute_units = d.value("compute_units", 0);
       dev.info.available = d.value("available", true);
       dev.info.memory_is_host = *type == kDLCPU;
+      if (dev.info.memory_bytes)
+        dev.free_bytes = dev.info.memory_bytes, dev.free_source = "target profile";
       inv.devices.push_back(dev);
     }
   }

@@ -2,6 +2,7 @@
 // target profile (examples/targets/*.json) for a machine that is not this one.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ struct InventoryDevice {
   std::string id;  // "cpu:0", "cuda:0": type and index among devices of that type
   DeviceInfo info;
   std::vector<std::string> plugins;  // live: plugins that own this device; target: empty
+  // Memory a plan may use there before anything is loaded: live, the free memory the owning
+  // plugin's memory_info reports (a CPU: the host's MemAvailable); a target, its memory_bytes.
+  // Unset when nothing says (memory_info missing and memory_bytes 0).
+  std::optional<uint64_t> free_bytes;
+  std::string free_source;  // "memory_info", "MemAvailable", "target profile", "memory_bytes"
 };
 
 struct Inventory {

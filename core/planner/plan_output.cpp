@@ -56,14 +56,44 @@ std::string pad(const std::string& s, size_t w) {
 }
 
 std::string bytes_text(int64_t b) {
-  char buf[32];
-  if (b >= (int64_t(1) << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / (1 << 30));
-  else if (b >= (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.2f MiB", double(b) / (1 << 20));
-  else
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
+  return format_bytes(b);
+}
+
+json memory_json(const MemoryPlan& m) {
+  json locations = json::array();
+  for (const auto& l : m.locations) {
+    json j{{"location", l.location},           {"weights_bytes", l.weights},
+           {"kv_cache_bytes", l.kv_cache},     {"activations_bytes", l.activations},
+           {"copies_bytes", l.copies},         {"workspace_bytes", l.workspace},
+           {"total_bytes", l.total()},         {"kv_bytes_per_position", l.kv_bytes_per_position},
+           {"capacity_rule", l.capacity_rule}, {"fits", l.fits()}};
+    j["capacity_bytes"] = l.capacity ? json(*l.capacity) : json(nullptr);
+    locations.push_back(j);
+  }
+  json j{{"locations", locations},
+         {"copies_per_token", m.copies_per_token},
+         {"copy_bytes_per_token", m.copy_bytes_per_token},
+         {"split", m.split}};
+  if (m.max_context) j["max_context"] = *m.max_context;
+  return j;
+}
+
+void render_memory(std::ostream& out, const MemoryPlan& m) {
+  if (m.locations.empty()) return;
+  out << "\nmemory (predicted; capacity = free memory - reserve, or --max-device-memory)\n  "
+      << pad("LOCATION", 10) << pad("WEIGHTS", 12) << pad("KV CACHE", 12) << pad("ACTIVATIONS", 13)
+      << pad("COPIES", 11) << pad("WORKSPACE", 11) << pad("TOTAL", 12) << pad("CAPACITY", 12)
+      << "\n";
+  for (const auto& l : m.locations) {
+    out << "  " << pad(l.location, 10) << pad(bytes_text(l.weights), 12)
+        << pad(bytes_text(l.kv_cache), 12) << pad(bytes_text(l.activations), 13)
+        << pad(bytes_text(l.copies), 11) << pad(bytes_text(l.workspace), 11)
+        << pad(bytes_text(l.total()), 12) << pad(l.capacity ? bytes_text(*l.capacity) : "?", 12)
+        << (l.fits() ? "" : "DOES NOT FIT ") << "(" << l.capacity_rule << ")\n";
+  }
+  out << "  decode: " << m.copies_per_token << " copies per token ("
+      << bytes_text(m.copy_bytes_per_token) << ")\n";
+  if (!m.split.empty()) out << "  binding split: " << m.split << "\n";
 }
 
 }  // namespace
@@ -113,6 +143,7 @@ json to_json(const Plan& plan) {
          {"policy", policy_json(plan.policy)},
          {"phases", phases},
          {"plugin_sources", plan.plugin_sources},
+         {"memory", memory_json(plan.memory)},
          {"plan_hash", plan.hash}};
   if (plan.error) {
     json cands = json::array();
@@ -190,6 +221,7 @@ std::string render_plan(const Plan& plan) {
     if (p.fallbacks.size() > 5)
       out << "  ... " << p.fallbacks.size() - 5 << " more fallbacks (--json)\n";
   }
+  render_memory(out, plan.memory);
   if (plan.error)
     out << "\nerror " << code_text(plan.error->code) << " (" << error_info(plan.error->code).name
         << "): " << plan.error->message << "\n";

@@ -13,6 +13,7 @@
 
 #include "core/capability/vocabulary.hpp"
 #include "core/planner/candidates.hpp"
+#include "core/planner/memory_fit.hpp"
 #include "core/planner/plan_error.hpp"
 
 namespace sy {
@@ -232,6 +233,7 @@ class PhasePlanner {
     p.device = best.report.device;
     p.rule = rule;
     p.adaptations = best.adaptations;
+    p.workspace_bytes = best.workspace;
     for (const auto& f : phase_.fusions)
       if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id) p.fused_group = f.group;
     for (const auto& r : reports)
@@ -377,8 +379,9 @@ class PhasePlanner {
 
 }  // namespace
 
-Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
-                const Policy& policy) {
+// Every op placed, before memory is looked at.
+static Plan place_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
+                        const Policy& policy) {
   Plan plan;
   plan.model = graph.name;
   plan.target = inventory.name;
@@ -401,6 +404,18 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   }
   plan.hash = plan_hash(plan);
   return plan;
+}
+
+Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
+                const Policy& policy) {
+  auto place = [&](const Policy& p) {
+    Plan plan = place_graph(graph, registry, inventory, p);
+    if (plan.ok()) plan.memory = plan_memory(graph, plan, inventory, p);
+    return plan;
+  };
+  Plan plan = place(policy);
+  if (!plan.ok() || !policy.check_memory) return plan;
+  return fit_memory(std::move(plan), graph, place, policy);
 }
 
 }  // namespace sy

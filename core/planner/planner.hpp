@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "core/graph/graph.hpp"
 #include "core/planner/adaptation.hpp"
 #include "core/planner/inventory.hpp"
+#include "core/planner/memory.hpp"
 #include "core/registry/registry.hpp"
 
 namespace sy {
@@ -32,6 +34,14 @@ struct Policy {
   // Only kernels a conformance report beside their plugin verifies (plugin/verification.hpp);
   // a kernel that failed conformance is refused whatever this says.
   bool require_verified = false;
+  // Memory (memory.hpp): bytes left free on every device (--memory-reserve), caps per location
+  // ("host", "cuda:0"; --max-device-memory), and whether a plan that does not fit is an error.
+  std::optional<int64_t> memory_reserve;  // unset: default_memory_reserve() of each device
+  std::map<std::string, int64_t> max_device_memory;
+  bool check_memory = true;
+  // Set by the planner's binding split, never by a user: per device id, the units
+  // (memory_unit()) kept off it because they do not fit there.
+  std::map<std::string, std::set<std::string>> memory_excluded;
 };
 
 struct CandidateReport {
@@ -54,6 +64,8 @@ struct PlannedOp {
   // Memory location of each operand ("host" or a device id), inputs then outputs: where the
   // executor finds and puts them (after the plan's copies).
   std::vector<std::string> input_locations, output_locations;
+  // Memory the kernel holds from prepare to release (its check's ABI 1.4 workspace_bytes).
+  int64_t workspace_bytes = 0;
 };
 
 struct Copy {
@@ -90,6 +102,7 @@ struct Plan {
   // Each loaded plugin's declaration source: "live" (opened) or "manifest" (manifest-only
   // planning, the library never opened).
   std::map<std::string, std::string> plugin_sources;
+  MemoryPlan memory;  // per location: need, capacity, the activation layout
   bool ok() const { return !error; }
 };
 

@@ -115,6 +115,7 @@ CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const O
     return result;
   }
   result.accepted = args.accepted != 0;
+  if (result.accepted && negotiated_minor_ >= 4) result.workspace_bytes = args.workspace_bytes;
   return result;
 }
 

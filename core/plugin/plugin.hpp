@@ -39,6 +39,9 @@ struct CheckResult {
   bool accepted = false;
   std::vector<Refusal> refusals;  // every failing constraint the plugin reported
   std::optional<Error> error;     // set when check itself failed (status != OK)
+  // Memory the kernel holds from prepare to release for this op (ABI 1.4 check output; 0 from
+  // older plugins and from manifest-only plugins, whose check is never called).
+  uint64_t workspace_bytes = 0;
 };
 
 // Per-plugin state the host hands to the plugin's log callback.

@@ -27,4 +27,10 @@ std::unique_ptr<CpuKernel> make_quant_matmul(int64_t m, int64_t k, int64_t n, sy
                                              bool bf16, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_quant_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
+// The scratch the kernel make_matmul / make_quant_matmul would build for `op` keeps until
+// release (check's ABI 1.4 workspace_bytes). The f32 operands of a bf16 matmul oneDNN cannot
+// run natively are decided at prepare and are not counted.
+uint64_t matmul_workspace_bytes(const sy_op_desc* op);
+uint64_t quant_matmul_workspace_bytes(int64_t m, int64_t k, int64_t n, bool bf16);
+
 }  // namespace sy::cpu

@@ -151,6 +151,16 @@ const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
     make_binary,    make_binary,         make_softmax,         make_argmax,
     make_copy,      make_sinks_from_lse, make_softcap,         make_slice,
 };
+// matmul: what make_matmul's kernel for this op keeps from prepare to release.
+uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
+  return matmul_workspace_bytes(op);
+}
+const sy::edge::WorkspaceFn kWorkspace[] = {
+    nullptr, nullptr, nullptr, matmul_workspace, nullptr, nullptr, nullptr,
+    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr, nullptr,
+    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr,
+};
+static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
@@ -158,7 +168,7 @@ static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
 const Kernels& kernels() {
   static const sy::edge::KernelSet<CpuKernel, CpuContext, kCount> set(kEnvelopes, kLimits,
-                                                                      kFactories);
+                                                                      kFactories, kWorkspace);
   static const Kernels list = set.list();
   return list;
 }

@@ -169,6 +169,17 @@ class GemvKernel final : public CpuKernel {
 
 }  // namespace
 
+uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
+  if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
+  if (!sy_dtype_is_blocked(op->inputs[1]->dtype)) return 0;  // GEMV/oneDNN: nothing held
+  const int64_t* b = op->inputs[1]->shape;                   // quantized weights are always [N, K]
+  int64_t elements = 1;
+  for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
+  return b[1] > 0 ? quant_matmul_workspace_bytes(elements / b[1], b[1], b[0],
+                                                 op->inputs[0]->dtype == SY_DTYPE_BF16)
+                  : 0;
+}
+
 std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "matmul");
   const auto& b = op.inputs[1].shape;

@@ -8,7 +8,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <dnnl.hpp>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,32 @@ namespace {
 using dnnl::memory;
 
 constexpr int64_t kChunkRows = 256;
+
+// The f32 matmul of one chunk, a [M, K] · (w32 [nc, K])ᵀ -> c32 [M, nc], with its scratchpad in
+// user mode: the kernel owns it, so check can declare it (quant_matmul_workspace_bytes) instead
+// of oneDNN holding it out of sight.
+dnnl::matmul::primitive_desc chunk_pd(const dnnl::engine& engine, int64_t m, int64_t k,
+                                      int64_t nc) {
+  memory::desc a({m, k}, memory::data_type::f32, memory::dims{k, 1});
+  memory::desc b({k, nc}, memory::data_type::f32, memory::dims{1, k});
+  memory::desc c({m, nc}, memory::data_type::f32, memory::dims{nc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine);
+}
+
+// Scratchpad bytes of a chunk's matmul, by shape, cached: check asks often, from any thread.
+uint64_t chunk_scratchpad_bytes(int64_t m, int64_t k, int64_t nc) {
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 3>, uint64_t> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, added] = cache.try_emplace({m, k, nc}, 0);
+  if (added) {
+    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    it->second = chunk_pd(engine, m, k, nc).scratchpad_desc().get_size();
+  }
+  return it->second;
+}
 
 // a [M, K] as f32: a itself, or widened from bf16 into `scratch`.
 const float* as_f32(const DLTensor* a, bool bf16, int64_t count, std::vector<float>& scratch,
@@ -106,6 +135,7 @@ class QuantGemmKernel final : public CpuKernel {
       c.a.set_data_handle(const_cast<float*>(a));
       c.b.set_data_handle(w32_.data());
       c.c.set_data_handle(c32_.data());
+      if (c.scratch) c.scratch.set_data_handle(scratch_.data());
       execute(c);
       scatter(data_of<void>(out[0]), n0, nc);
     }
@@ -114,23 +144,25 @@ class QuantGemmKernel final : public CpuKernel {
  private:
   struct Chunk {
     dnnl::matmul primitive;
-    memory a, b, c;
+    memory a, b, c, scratch;
     std::vector<dnnl_exec_arg_t> args;
   };
 
-  // a [M, K] · (w32 [nc, K])ᵀ -> c32 [M, nc], all f32.
-  Chunk make_chunk(int64_t nc) const {
-    memory::desc a({m_, k_}, memory::data_type::f32, memory::dims{k_, 1});
-    memory::desc b({k_, nc}, memory::data_type::f32, memory::dims{1, k_});
-    memory::desc c({m_, nc}, memory::data_type::f32, memory::dims{nc, 1});
+  Chunk make_chunk(int64_t nc) {
     Chunk ch;
-    auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine_);
+    auto pd = chunk_pd(engine_, m_, k_, nc);
     ch.primitive = dnnl::matmul(pd);
     ch.a = memory(pd.src_desc(), engine_, DNNL_MEMORY_NONE);
     ch.b = memory(pd.weights_desc(), engine_, DNNL_MEMORY_NONE);
     ch.c = memory(pd.dst_desc(), engine_, DNNL_MEMORY_NONE);
     ch.args = {
         {DNNL_ARG_SRC, ch.a.get()}, {DNNL_ARG_WEIGHTS, ch.b.get()}, {DNNL_ARG_DST, ch.c.get()}};
+    const size_t scratch = pd.scratchpad_desc().get_size();
+    if (scratch > 0) {  // the chunks run one after the other: one buffer serves both
+      if (scratch_.size() < scratch) scratch_.resize(scratch);
+      ch.scratch = memory(pd.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
+      ch.args.push_back({DNNL_ARG_SCRATCHPAD, ch.scratch.get()});
+    }
     return ch;
   }
 
@@ -177,6 +209,7 @@ class QuantGemmKernel final : public CpuKernel {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::vector<float> a32_, w32_, c32_;
+  std::vector<uint8_t> scratch_;  // the chunk matmuls' oneDNN scratchpad
   Chunk full_, tail_;
 };
 
@@ -228,6 +261,16 @@ class QuantEmbeddingKernel final : public CpuKernel {
 };
 
 }  // namespace
+
+uint64_t quant_matmul_workspace_bytes(int64_t m, int64_t k, int64_t n, bool bf16) {
+  const int64_t x32 = bf16 ? m * k : 0;  // both kernels widen a bf16 x once
+  if (m <= kQuantGemvMaxRows) return uint64_t(x32 + m * (k / 32)) * sizeof(float);
+  const int64_t chunk = std::min(n, kChunkRows);
+  uint64_t scratch = chunk_scratchpad_bytes(m, k, chunk);
+  if (n % kChunkRows != 0 && n > kChunkRows)
+    scratch = std::max(scratch, chunk_scratchpad_bytes(m, k, n % kChunkRows));
+  return uint64_t(x32 + chunk * k + m * chunk) * sizeof(float) + scratch;
+}
 
 std::unique_ptr<CpuKernel> make_quant_matmul(int64_t m, int64_t k, int64_t n, sy_dtype wtype,
                                              bool bf16, const CpuContext& ctx) {

@@ -51,7 +51,12 @@ int main(int argc, char** argv) {
   const sy_tensor_desc* ins[2] = {&t, &t};
   const sy_tensor_desc* outs[1] = {&t};
   sy_op_desc op = {sizeof(sy_op_desc), SY_OP_ADD, ins, 2, outs, 1, NULL, 0, 0};
-  sy_check_args check;
+  /* The canary after the old struct catches a newer plugin writing a field this host lacks
+   * (1.4's workspace_bytes). */
+  struct {
+    sy_check_args args;
+    uint64_t canary;
+  } guarded;
   sy_prepare_args prep;
   float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, c[4] = {0};
   DLTensor ta, tb, tc;
@@ -93,18 +98,22 @@ int main(int argc, char** argv) {
   kers.plugin = init.plugin;
   EXPECT(api->get_kernels(&kers, &err) == SY_STATUS_OK && kers.num_kernels == 1, "one kernel");
 
-  memset(&check, 0, sizeof check);
-  check.struct_size = sizeof check;
-  check.plugin = init.plugin;
-  check.device = devs.devices[0];
-  check.op = &op;
-  check.refusal_context = &refusals;
-  check.add_refusal = count_refusal;
-  EXPECT(api->check(&check, &err) == SY_STATUS_OK && check.accepted == 1, "check accepts add");
+  memset(&guarded, 0, sizeof guarded);
+  guarded.canary = 0x5a5a5a5a5a5a5a5aull;
+  guarded.args.struct_size = sizeof guarded.args;
+  guarded.args.plugin = init.plugin;
+  guarded.args.device = devs.devices[0];
+  guarded.args.op = &op;
+  guarded.args.refusal_context = &refusals;
+  guarded.args.add_refusal = count_refusal;
+  EXPECT(api->check(&guarded.args, &err) == SY_STATUS_OK && guarded.args.accepted == 1,
+         "check accepts add");
 
   t.dtype = SY_DTYPE_F16; /* outside the envelope: must refuse with a reason */
-  EXPECT(api->check(&check, &err) == SY_STATUS_OK && check.accepted == 0 && refusals >= 1,
+  EXPECT(api->check(&guarded.args, &err) == SY_STATUS_OK && guarded.args.accepted == 0 &&
+             refusals >= 1,
          "check refuses f16 with a reason");
+  EXPECT(guarded.canary == 0x5a5a5a5a5a5a5a5aull, "check writes nothing past the host's struct");
   t.dtype = SY_DTYPE_F32;
 
   memset(&prep, 0, sizeof prep);

@@ -133,6 +133,34 @@ TEST_F(Executor, MixedPlanWithCopiesGivesTheSameTokens) {
   }
 }
 
+// The plan's memory prediction against what the session took: on the CPU, the executor's own
+// allocations (weights, caches, the activation arena); on a device with its own memory
+// (remote_norm), the drop of the free memory the plugin itself reports, its kernels' workspace
+// included. (The host heap's growth, kernels' private scratch and all, is checked on the real
+// model, where the plugins' fixed overheads do not dwarf the weights: tests/cli/run_test.cpp.)
+TEST_F(Executor, MemoryPredictionAgreesWithWhatTheSessionTook) {
+  auto cpu = open(5);
+  const LocationMemory* host = cpu->plan.memory.find("host");
+  ASSERT_TRUE(host);
+  const double allocated = double(cpu->session->memory_bytes().at("host"));
+  EXPECT_NEAR(double(host->total() - host->workspace), allocated, 0.1 * allocated);
+
+  Registry mixed = Registry::discover(
+      {{test::kPluginDir, std::string(SY_TEST_SETS_DIR) + "/remote_norm"}, "test"}, LoadOptions{});
+  auto split = open(5, &mixed, {kDLExtDev, kDLCPU});
+  const LocationMemory* ext = split->plan.memory.find("ext_dev:0");
+  ASSERT_TRUE(ext);
+  EXPECT_GT(ext->workspace, 0);  // rms_norm_remote declares a double per row (ABI 1.4)
+  EXPECT_GT(ext->activations, 0);
+  ASSERT_TRUE(split->session->device_free_drop().count("ext_dev:0"));
+  const double drop = double(split->session->device_free_drop().at("ext_dev:0"));
+  EXPECT_NEAR(double(ext->total()), drop, 0.1 * drop);
+  std::printf(
+      "memory: host predicted %lld, allocated %.0f; ext_dev:0 predicted %lld, free-memory "
+      "drop %.0f\n",
+      (long long)host->total(), allocated, (long long)ext->total(), drop);
+}
+
 TEST_F(Executor, DecodePastTheContextIsAnError) {
   auto m = open(kContext - 1);
   std::vector<int64_t> prompt(size_t(kContext - 1), 1);

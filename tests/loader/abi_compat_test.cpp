@@ -65,6 +65,27 @@ Counters* counters_of(const std::filesystem::path& so) {
   return fn ? fn() : nullptr;
 }
 
+// A minor-4 check declares its kernel's workspace and the host reads it; a minor-3 plugin's
+// check has no such field, so its workspace is 0.
+TEST(AbiVersions, WorkspaceCrossesFromMinor4PluginsOnly) {
+  auto p4 = load(test::kGoodDir / "good_minor4.so");
+  ASSERT_TRUE(p4);
+  EXPECT_EQ(p4->negotiated_minor(), 4u);
+  const std::vector<int64_t> shape{4};
+  OpDesc op;
+  op.op = SY_OP_ADD;
+  op.inputs = {{SY_DTYPE_F32, shape, SY_MEMORY_HOST}, {SY_DTYPE_F32, shape, SY_MEMORY_HOST}};
+  op.outputs = {{SY_DTYPE_F32, shape, SY_MEMORY_HOST}};
+  CheckResult r4 = p4->check(0, p4->devices()[0], op);
+  ASSERT_TRUE(r4.accepted);
+  EXPECT_EQ(r4.workspace_bytes, 4096u);
+  auto p3 = load(test::kGoodDir / "good_minor3.so");
+  ASSERT_TRUE(p3);
+  CheckResult r3 = p3->check(0, p3->devices()[0], op);
+  ASSERT_TRUE(r3.accepted);
+  EXPECT_EQ(r3.workspace_bytes, 0u);
+}
+
 // A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
   auto p3 = load(test::kGoodDir / "good_minor3.so");

@@ -9,6 +9,12 @@
  * status SWITCHYARD_TEST_FAIL_STATUS names (out_of_memory, unavailable, internal; default
  * out_of_memory): how the suite proves that a plugin's run-time answer reaches the user as its
  * own documented code and exit code.
+ *
+ * remote_norm also keeps books like a device with its own memory: the device has
+ * kRemoteMemory bytes, alloc and the kernels' workspace (declared by check, ABI 1.4: one double
+ * per row, the row's inverse RMS, held from prepare to release) are counted, and memory_info
+ * reports total minus what is held. The memory tests compare the planner's prediction with
+ * what this plugin counts.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,15 +35,47 @@
 #include "switchyard/envelope_check.h"
 #include "switchyard/tensor_check.h"
 
+#define kRemoteMemory ((uint64_t)256 << 20)
+
 struct sy_plugin {
   sy_device_desc device;
   const sy_device_desc* devices[1];
+  uint64_t held; /* bytes allocated and not freed (the host allocates from one thread) */
 };
 
 struct sy_kernel {
   int64_t rows, cols;
   double eps, offset;
+  double* inv_rms; /* workspace, device memory (remote_norm only) */
 };
+
+#ifndef FAILING_NORM
+/* Device memory with its size in a 64-byte header, so free can count it. */
+static void* take(struct sy_plugin* p, uint64_t bytes) {
+  unsigned char* raw;
+  if (bytes > kRemoteMemory - p->held) return NULL;
+  raw = (unsigned char*)calloc(1, (size_t)bytes + 128);
+  if (!raw) return NULL;
+  memcpy(raw, &bytes, sizeof bytes);
+  p->held += bytes;
+  return raw + 64;
+}
+
+static void give_back(struct sy_plugin* p, void* data) {
+  uint64_t bytes;
+  if (!data) return;
+  memcpy(&bytes, (unsigned char*)data - 64, sizeof bytes);
+  p->held -= bytes;
+  free((unsigned char*)data - 64);
+}
+#endif
+
+static int64_t rows_of(const sy_op_desc* op) {
+  int64_t rows = 1;
+  int i;
+  for (i = 0; i + 1 < op->inputs[0]->ndim; ++i) rows *= op->inputs[0]->shape[i];
+  return rows;
+}
 
 static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
                                          NORM_KERNEL,
@@ -95,6 +133,7 @@ static sy_status init(sy_init_args* args, sy_error_buffer* err) {
   p->device.arch = "test";
   p->device.available = 1;
   p->device.memory_is_host = NORM_DEVICE == kDLCPU;
+  p->device.memory_bytes = NORM_DEVICE == kDLCPU ? 0 : kRemoteMemory;
   p->devices[0] = &p->device;
   args->plugin = p;
   return SY_STATUS_OK;
@@ -125,12 +164,15 @@ static sy_status check(sy_check_args* args, sy_error_buffer* err) {
       args->kernel_index != 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "bad sy_check_args");
   args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
+#if SY_ABI_COMPAT_MINOR >= 4 && !defined(FAILING_NORM)
+  if (args->struct_size >= SY_CHECK_ARGS_SIZE_MINOR_4 && args->accepted)
+    args->workspace_bytes = (uint64_t)rows_of(args->op) * sizeof(double);
+#endif
   return SY_STATUS_OK;
 }
 
 static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
   struct sy_kernel* k;
-  int i;
   if (!args || args->struct_size < SY_PREPARE_ARGS_SIZE_MINOR_0 || !args->op)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args undersized");
   if (check_op(&args->plugin->device, args->op, NULL, NULL))
@@ -138,8 +180,14 @@ static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
   k = (struct sy_kernel*)calloc(1, sizeof *k);
   if (!k) return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
   k->cols = args->op->inputs[0]->shape[args->op->inputs[0]->ndim - 1];
-  k->rows = 1;
-  for (i = 0; i + 1 < args->op->inputs[0]->ndim; ++i) k->rows *= args->op->inputs[0]->shape[i];
+  k->rows = rows_of(args->op);
+#ifndef FAILING_NORM
+  k->inv_rms = (double*)take(args->plugin, (uint64_t)k->rows * sizeof(double));
+  if (!k->inv_rms) {
+    free(k);
+    return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "rms_norm_remote: no room for the workspace");
+  }
+#endif
   k->eps = attr_float(args->op, SY_ATTR_EPS, 1e-6);
   k->offset = attr_float(args->op, SY_ATTR_WEIGHT_OFFSET, 0.0);
   args->kernel = k;
@@ -175,6 +223,7 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
     double ss = 0;
     for (c = 0; c < k->cols; ++c) ss += (double)x[r * k->cols + c] * x[r * k->cols + c];
     double inv = 1.0 / sqrt(ss / (double)k->cols + k->eps);
+    if (k->inv_rms) k->inv_rms[r] = inv;
     for (c = 0; c < k->cols; ++c)
       y[r * k->cols + c] = (float)(x[r * k->cols + c] * inv * (w[c] + k->offset));
   }
@@ -182,6 +231,9 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
 }
 
 static void release(sy_plugin* p, sy_kernel* k) {
+#ifndef FAILING_NORM
+  give_back(p, k->inv_rms);
+#endif
   (void)p;
   free(k);
 }
@@ -190,14 +242,21 @@ static void release(sy_plugin* p, sy_kernel* k) {
 static sy_status alloc_memory(sy_alloc_args* args, sy_error_buffer* err) {
   if (!args || args->struct_size < SY_ALLOC_ARGS_SIZE_MINOR_0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_alloc_args undersized");
-  args->data = calloc(1, (size_t)args->size_bytes + 64);
-  return args->data ? SY_STATUS_OK : sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "calloc");
+  args->data = take(args->plugin, args->size_bytes);
+  return args->data ? SY_STATUS_OK : sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "out of device memory");
 }
 
 static void free_memory(sy_plugin* p, uint32_t device, void* data) {
-  (void)p;
   (void)device;
-  free(data);
+  give_back(p, data);
+}
+
+static sy_status memory_info(sy_memory_info_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_MEMORY_INFO_ARGS_SIZE_MINOR_1 || !args->plugin)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_memory_info_args undersized");
+  args->total_bytes = kRemoteMemory;
+  args->free_bytes = kRemoteMemory - args->plugin->held;
+  return SY_STATUS_OK;
 }
 
 static sy_status copy(sy_copy_args* args, sy_error_buffer* err) {
@@ -229,6 +288,7 @@ SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
   api.alloc = alloc_memory;
   api.free_memory = free_memory;
   api.copy = copy;
+  api.memory_info = memory_info;
 #endif
   return &api;
 }

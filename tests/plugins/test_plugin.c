@@ -34,6 +34,9 @@
 #include "switchyard/envelope_check.h"
 #include "switchyard/tensor_check.h"
 
+/* What a minor-4 build declares as each kernel's workspace (tests/loader/abi_compat_test.cpp). */
+#define TEST_WORKSPACE_BYTES 4096
+
 #ifndef TEST_PLUGIN_NAME
 #error "TEST_PLUGIN_NAME must be defined"
 #endif
@@ -177,6 +180,11 @@ static sy_status plugin_check(sy_check_args* args, sy_error_buffer* err) {
   args->accepted = 1;
 #else
   args->accepted = check_op(args->device, args->op, args->add_refusal, args->refusal_context) == 0;
+#endif
+#if SY_ABI_COMPAT_MINOR >= 4
+  /* 1.4: the scratch a kernel would hold, written only into a host struct that has the field. */
+  if (args->struct_size >= SY_CHECK_ARGS_SIZE_MINOR_4)
+    args->workspace_bytes = args->accepted ? TEST_WORKSPACE_BYTES : 0;
 #endif
   return SY_STATUS_OK;
 }

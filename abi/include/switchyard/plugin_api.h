@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 3
+#define SY_ABI_VERSION_MINOR 4
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
@@ -416,8 +416,25 @@ typedef struct sy_check_args {
   void* refusal_context;
   void (*add_refusal)(void* refusal_context, const sy_refusal* refusal);
   int32_t accepted; /* out: 1 accepted, 0 refused */
+#if SY_ABI_COMPAT_MINOR >= 4
+  /* Since 1.4, out (host-initialised to 0). When accepting: the bytes of
+   * memory the kernel will hold for this op from prepare to release, beyond
+   * its operands (scratch, split-KV partials, flags), in the memory of
+   * `device` (host memory for a device with memory_is_host). The planner
+   * adds it to the device's need before any weight is loaded, so a kernel
+   * that allocates more than it declares can make a plan that "fits" fail
+   * with OUT_OF_MEMORY at prepare. 0 = none. A plugin writes it only when
+   * struct_size >= SY_CHECK_ARGS_SIZE_MINOR_4 (an older host has no field);
+   * a host reads it only when the negotiated minor is >= 4. Memory a kernel
+   * takes only during execute and gives back before returning is not held
+   * and is not declared. */
+  uint64_t workspace_bytes;
+#endif
 } sy_check_args;
 SY_DEFINE_STRUCT_SIZE(SY_CHECK_ARGS, sy_check_args, 0, accepted);
+#if SY_ABI_COMPAT_MINOR >= 4
+SY_DEFINE_STRUCT_SIZE(SY_CHECK_ARGS, sy_check_args, 4, workspace_bytes);
+#endif
 
 typedef struct sy_prepare_args {
   size_t struct_size;

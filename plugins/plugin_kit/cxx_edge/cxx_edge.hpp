@@ -44,14 +44,18 @@ sy_status guarded(const char* plugin, sy_error_buffer* err, Fn&& fn) noexcept {
   }
 }
 
-// A kernel's declared envelope and the limits of its own it adds on top of the envelope and the
-// operator contract (NULL when none).
+using NarrowFn = int (*)(const sy_device_desc*, const sy_op_desc*, sy_refusal_fn, void*);
+// Bytes a kernel prepared for `op` holds until release beyond its operands (ABI 1.4's
+// sy_check_args.workspace_bytes): what its prepare will allocate, computed from the op alone.
+using WorkspaceFn = uint64_t (*)(const sy_device_desc*, const sy_op_desc*);
+
+// A kernel's declared envelope, the limits of its own it adds on top of the envelope and the
+// operator contract (NULL when none), and its workspace (NULL: none).
 struct KernelEntry {
   const sy_kernel_envelope* envelope;
-  int (*limits)(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx);
+  NarrowFn limits;
+  WorkspaceFn workspace = nullptr;
 };
-
-using NarrowFn = int (*)(const sy_device_desc*, const sy_op_desc*, sy_refusal_fn, void*);
 
 constexpr uint64_t feature_mask(std::initializer_list<sy_feature> features) {
   uint64_t m = 0;
@@ -93,8 +97,14 @@ inline sy_status check_against_table(const char* plugin, const KernelEntry* tabl
     if (args->kernel_index >= count)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: kernel index %u out of range (%zu)",
                      plugin, args->kernel_index, count);
-    args->accepted = apply_entry(table[args->kernel_index], args->device, args->op,
-                                 args->add_refusal, args->refusal_context) == 0;
+    const KernelEntry& k = table[args->kernel_index];
+    args->accepted =
+        apply_entry(k, args->device, args->op, args->add_refusal, args->refusal_context) == 0;
+#if SY_ABI_COMPAT_MINOR >= 4
+    if (args->struct_size >= SY_CHECK_ARGS_SIZE_MINOR_4)  // an older host's struct has no field
+      args->workspace_bytes =
+          args->accepted && k.workspace ? k.workspace(args->device, args->op) : 0;
+#endif
     return SY_STATUS_OK;
   });
 }

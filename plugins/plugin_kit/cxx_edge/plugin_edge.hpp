@@ -50,10 +50,16 @@ struct KernelSet {
   KernelSet(const sy_kernel_envelope (&env)[N], const NarrowFn (&limits)[N],
             const Factory<Impl, Context> (&make)[N]) {
     for (size_t i = 0; i < N; ++i) {
-      entries[i] = {&env[i], limits[i]};
+      entries[i] = {&env[i], limits[i], nullptr};
       envelopes[i] = &env[i];
       factories[i] = make[i];
     }
+  }
+  // With each kernel's workspace declaration (NULL entries: none).
+  KernelSet(const sy_kernel_envelope (&env)[N], const NarrowFn (&limits)[N],
+            const Factory<Impl, Context> (&make)[N], const WorkspaceFn (&workspace)[N])
+      : KernelSet(env, limits, make) {
+    for (size_t i = 0; i < N; ++i) entries[i].workspace = workspace[i];
   }
   KernelList<Impl, Context> list() const { return {entries, envelopes, factories, N}; }
 };

@@ -1,4 +1,4 @@
-#include "apps/switchyard/model_source.hpp"
+#include "core/runtime/model_source.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/weights/weights.hpp"
 
-namespace sy::cli {
+namespace sy {
 namespace {
 
 namespace fs = std::filesystem;
@@ -79,4 +79,4 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path,
   return std::make_unique<FolderSource>(path, allowed_keys);
 }
 
-}  // namespace sy::cli
+}  // namespace sy

@@ -12,7 +12,7 @@
 #include "core/importer/importer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
-namespace sy::cli {
+namespace sy {
 
 class ModelSource {
  public:
@@ -33,4 +33,4 @@ class ModelSource {
   virtual uint64_t weight_bytes() const = 0;
 };
 
-}  // namespace sy::cli
+}  // namespace sy

@@ -1,0 +1,252 @@
+#include "core/planner/memory.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "core/planner/planner.hpp"
+
+namespace sy {
+namespace {
+
+constexpr const char* kHost = "host";
+
+// One buffer of one phase (or of the session: weights, caches), and the kernel calls that
+// touch it: [first, last] in the phase's op order.
+struct Use {
+  const Value* value = nullptr;
+  std::string scope, location;
+  int first = 0, last = 0;
+};
+
+class Uses {
+ public:
+  void touch(const Value& v, const std::string& scope, const std::string& location, int step) {
+    const std::string key = buffer_key(scope, v.name, location);
+    auto [it, added] = uses_.try_emplace(key, Use{&v, scope, location, step, step});
+    if (added) order_.push_back(key);
+    it->second.first = std::min(it->second.first, step);
+    it->second.last = std::max(it->second.last, step);
+  }
+  Use& at(const std::string& key) { return uses_.at(key); }
+  const std::vector<std::string>& order() const { return order_; }  // first touch first
+
+ private:
+  std::map<std::string, Use> uses_;
+  std::vector<std::string> order_;
+};
+
+std::string scope_of(const Value& v, const std::string& phase) {
+  return v.is_parameter() || v.kind == ValueKind::kv_cache ? "" : phase;
+}
+
+const Node* node_of(const Phase& phase, const std::string& id) {
+  if (const Node* n = phase.node(id)) return n;
+  for (const auto& f : phase.fusions)
+    if (f.fused.id == id) return &f.fused;
+  return nullptr;
+}
+
+// Every operand each kernel call of a phase touches, where the plan put it: the ops (their
+// adapted and completing kernels included, as the executor runs them) and the copies before
+// each op. `added` keeps the values adaptations add alive while `uses` points at them.
+void collect_phase(const Phase& phase, const PhasePlan& pp, Uses& uses,
+                   std::vector<std::vector<Value>>& added) {
+  auto touch = [&](const Value* v, const std::string& loc, int step) {
+    if (v) uses.touch(*v, scope_of(*v, phase.name), loc, step);
+  };
+  for (int step = 0; step < int(pp.ops.size()); ++step) {
+    const PlannedOp& op = pp.ops[size_t(step)];
+    const Node* node = node_of(phase, op.id);
+    if (!node) continue;
+    for (const auto& c : pp.copies)
+      if (c.before_op == op.id)
+        touch(phase.value(c.value), c.from, step), touch(phase.value(c.value), c.to, step);
+    for (size_t i = 0; i < node->inputs.size() && i < op.input_locations.size(); ++i)
+      touch(phase.value(node->inputs[i]), op.input_locations[i], step);
+    for (size_t i = 0; i < node->outputs.size() && i < op.output_locations.size(); ++i)
+      touch(phase.value(node->outputs[i]), op.output_locations[i], step);
+    for (const auto& a : op.adaptations) {
+      added.push_back(adaptation_values(a, phase, *node));
+      auto value = [&](const std::string& name) -> const Value* {
+        for (const auto& v : added.back())
+          if (v.name == name) return &v;
+        return phase.value(name);
+      };
+      for (const AdaptedOperands& run :
+           {adapted_operands(a, *node, op.input_locations, op.output_locations),
+            completing_operands(a, *node)}) {
+        for (size_t i = 0; i < run.inputs.size(); ++i)
+          touch(value(run.inputs[i]), run.input_locations[i], step);
+        for (size_t i = 0; i < run.outputs.size(); ++i)
+          touch(value(run.outputs[i]), run.output_locations[i], step);
+      }
+    }
+  }
+}
+
+// Offsets for buffers whose lifetimes may overlap: largest first, each at the lowest offset
+// that does not overlap a placed buffer alive at the same time. Returns the arena's size.
+int64_t pack(std::vector<std::pair<std::string, Use*>>& items,
+             std::map<std::string, ArenaSlot>& slots) {
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return buffer_bytes(a.second->value->bytes()) > buffer_bytes(b.second->value->bytes());
+  });
+  struct Placed {
+    int64_t offset, bytes;
+    int first, last;
+  };
+  std::vector<Placed> placed;
+  int64_t size = 0;
+  for (auto& [key, use] : items) {
+    const int64_t bytes = buffer_bytes(use->value->bytes());
+    std::vector<const Placed*> alive;
+    for (const auto& p : placed)
+      if (p.first <= use->last && use->first <= p.last) alive.push_back(&p);
+    std::sort(alive.begin(), alive.end(),
+              [](const Placed* a, const Placed* b) { return a->offset < b->offset; });
+    int64_t offset = 0;
+    for (const Placed* p : alive) {
+      if (offset + bytes <= p->offset) break;
+      offset = std::max(offset, p->offset + p->bytes);
+    }
+    placed.push_back({offset, bytes, use->first, use->last});
+    slots[key] = {offset, bytes};
+    size = std::max(size, offset + bytes);
+  }
+  return size;
+}
+
+// Where a device's memory is: the host for a CPU, else its own id.
+std::string location_of(const Inventory& inv, const std::string& device) {
+  const InventoryDevice* d = inv.find(device);
+  return !d || d->info.memory_is_host ? kHost : device;
+}
+
+void set_capacity(LocationMemory& m, const Inventory& inv, const Policy& pol) {
+  const InventoryDevice* dev = nullptr;
+  for (const auto& d : inv.devices)
+    if (m.location == kHost ? d.info.memory_is_host : d.id == m.location) {
+      dev = &d;
+      break;
+    }
+  if (dev && dev->free_bytes) {
+    const int64_t free = int64_t(*dev->free_bytes);
+    const int64_t reserve = pol.memory_reserve.value_or(default_memory_reserve(free));
+    m.capacity = std::max<int64_t>(0, free - reserve);
+    m.capacity_rule =
+        format_bytes(free) + " (" + dev->free_source + ") - " + format_bytes(reserve) + " reserve";
+  }
+  if (auto it = pol.max_device_memory.find(m.location); it != pol.max_device_memory.end())
+    if (!m.capacity || it->second < *m.capacity) {
+      m.capacity = it->second;
+      m.capacity_rule = format_bytes(it->second) + " (--max-device-memory)";
+    }
+  if (!m.capacity) m.capacity_rule = "unknown (no memory_info, no memory_bytes)";
+}
+
+}  // namespace
+
+const LocationMemory* MemoryPlan::find(const std::string& location) const {
+  for (const auto& l : locations)
+    if (l.location == location) return &l;
+  return nullptr;
+}
+
+int64_t buffer_bytes(int64_t value_bytes) {
+  return (value_bytes + 63) / 64 * 64 + 64;
+}
+
+std::string buffer_key(const std::string& scope, const std::string& value,
+                       const std::string& location) {
+  return scope + "|" + value + "@" + location;
+}
+
+std::string memory_unit(const Phase& phase, const Node& node) {
+  if (node.layer >= 0) return "layer " + std::to_string(node.layer);
+  const Node* in_phase = phase.node(node.id);
+  if (!in_phase) return "output";
+  for (const auto& n : phase.nodes) {
+    if (&n == in_phase) return "input";
+    if (n.layer >= 0) return "output";
+  }
+  return "output";
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  const double b = double(bytes);
+  if (bytes >= kGiB)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(kGiB));
+  else if (bytes >= (int64_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1 << 20));
+  else if (bytes >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", (long long)bytes);
+  return buf;
+}
+
+MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& inventory,
+                       const Policy& policy) {
+  MemoryPlan out;
+  std::map<std::string, LocationMemory> per;
+  per[kHost].location = kHost;
+  for (const auto& d : inventory.devices)
+    if (!d.info.memory_is_host) per[d.id].location = d.id;
+  std::map<std::string, std::string> home;  // weight or cache -> where it was first put
+  std::map<std::string, int64_t> arena;     // location -> largest phase's arena
+  int64_t context = 0;
+  for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
+    const Phase& phase = graph.phases[i];
+    const PhasePlan& pp = plan.phases[i];
+    Uses uses;
+    std::vector<std::vector<Value>> added;
+    collect_phase(phase, pp, uses, added);
+    std::map<std::string, std::vector<std::pair<std::string, Use*>>> by_location;
+    const int end = int(pp.ops.size());
+    for (const auto& key : uses.order()) {
+      Use& u = uses.at(key);
+      const Value& v = *u.value;
+      if (!u.scope.empty()) {
+        if (v.kind == ValueKind::input) u.first = 0;  // written before the step's first call
+        if (v.name == "logits") u.last = end;         // read after its last
+        by_location[u.location].push_back({key, &u});
+        continue;
+      }
+      LocationMemory& m = per[u.location];
+      if (v.kind == ValueKind::kv_cache && v.shape.size() > 1)
+        context = std::max(context, v.shape[1]);
+      auto [it, first_home] = home.try_emplace(key.substr(0, key.rfind('@')), u.location);
+      if (out.slots.count(key)) continue;
+      out.slots[key] = {0, buffer_bytes(v.bytes())};  // session-scoped: its own allocation
+      int64_t& slot = !first_home && it->second != u.location ? m.copies
+                      : v.kind == ValueKind::kv_cache         ? m.kv_cache
+                                                              : m.weights;
+      slot += buffer_bytes(v.bytes());
+    }
+    for (auto& [loc, items] : by_location) {
+      std::map<std::string, ArenaSlot> slots;
+      const int64_t size = pack(items, slots);
+      arena[loc] = std::max(arena[loc], size);
+      out.slots.insert(slots.begin(), slots.end());
+    }
+    // Every phase's kernels are prepared together and held for the session.
+    for (const auto& op : pp.ops)
+      per[location_of(inventory, op.device)].workspace += op.workspace_bytes;
+    if (pp.name == "decode")
+      for (const auto& c : pp.copies) ++out.copies_per_token, out.copy_bytes_per_token += c.bytes;
+  }
+  for (auto& [loc, m] : per) {
+    m.location = loc;
+    m.activations = arena[loc];
+    if (context > 0) m.kv_bytes_per_position = m.kv_cache / context;
+    set_capacity(m, inventory, policy);
+    out.locations.push_back(m);
+  }
+  std::stable_partition(out.locations.begin(), out.locations.end(),
+                        [](const LocationMemory& m) { return m.location == kHost; });
+  return out;
+}
+
+}  // namespace sy

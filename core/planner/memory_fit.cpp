@@ -1,0 +1,151 @@
+#include "core/planner/memory_fit.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace sy {
+namespace {
+
+constexpr const char* kHost = "host";
+
+// The units of the model in the order they run: the input ops, the layers, the output ops.
+std::vector<std::string> units_of(const Graph& graph) {
+  std::set<int> layers;
+  bool input = false, output = false;
+  for (const auto& phase : graph.phases)
+    for (const auto& n : phase.nodes) {
+      if (n.layer >= 0)
+        layers.insert(n.layer);
+      else if (memory_unit(phase, n) == "input")
+        input = true;
+      else
+        output = true;
+    }
+  std::vector<std::string> units;
+  if (input) units.push_back("input");
+  for (int l : layers) units.push_back("layer " + std::to_string(l));
+  if (output) units.push_back("output");
+  return units;
+}
+
+// "input, layers 0-13" for units [from, to).
+std::string describe(const std::vector<std::string>& units, size_t from, size_t to) {
+  std::vector<std::string> parts;
+  int first = -1, last = -1;
+  auto flush = [&] {
+    if (first < 0) return;
+    parts.push_back(first == last ? "layer " + std::to_string(first)
+                                  : "layers " + std::to_string(first) + "-" + std::to_string(last));
+    first = last = -1;
+  };
+  for (size_t i = from; i < to; ++i) {
+    const std::string& u = units[i];
+    if (u.rfind("layer ", 0) == 0) {
+      int l = std::stoi(u.substr(6));
+      if (first < 0) first = l;
+      last = l;
+      continue;
+    }
+    flush();
+    parts.push_back(u == "input" ? "the input ops (embedding)" : "the output ops (norm, head)");
+  }
+  flush();
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return out.empty() ? "nothing" : out;
+}
+
+const LocationMemory* overfull_device(const MemoryPlan& m) {
+  for (const auto& l : m.locations)
+    if (l.location != kHost && !l.fits()) return &l;
+  return nullptr;
+}
+
+// The largest context whose KV caches leave every location within its capacity.
+std::optional<int64_t> largest_context(const MemoryPlan& m) {
+  std::optional<int64_t> best;
+  for (const auto& l : m.locations) {
+    if (!l.capacity) continue;
+    const int64_t rest = l.total() - l.kv_cache;
+    if (l.kv_bytes_per_position <= 0) {
+      if (rest > *l.capacity) return 0;
+      continue;
+    }
+    const int64_t ctx = std::max<int64_t>(0, (*l.capacity - rest) / l.kv_bytes_per_position);
+    best = best ? std::min(*best, ctx) : ctx;
+  }
+  return best;
+}
+
+std::string need_text(const LocationMemory& l) {
+  std::string s = l.location + " needs " + format_bytes(l.total()) + " (weights " +
+                  format_bytes(l.weights) + ", KV cache " + format_bytes(l.kv_cache) +
+                  ", activations " + format_bytes(l.activations) + ", copies " +
+                  format_bytes(l.copies) + ", workspace " + format_bytes(l.workspace) + ") of ";
+  return s + (l.capacity ? format_bytes(*l.capacity) + " = " + l.capacity_rule : l.capacity_rule);
+}
+
+Plan does_not_fit(Plan plan, const std::string& why) {
+  MemoryPlan& m = plan.memory;
+  m.max_context = largest_context(m);
+  const LocationMemory* over = nullptr;
+  for (const auto& l : m.locations)
+    if (!l.fits() && !over) over = &l;
+  std::string msg =
+      "the plan needs more memory than " + (over ? over->location : "a device") + " has: ";
+  for (size_t i = 0; i < m.locations.size(); ++i)
+    msg += (i ? "; " : "") + need_text(m.locations[i]);
+  if (!why.empty()) msg += "; " + why;
+  if (m.max_context)
+    msg += *m.max_context > 0 ? "; the largest context that fits is " +
+                                    std::to_string(*m.max_context) + " tokens (--context)"
+                              : "; no context fits: the weights alone exceed the capacity";
+  plan.error = Error(Errc::does_not_fit, msg);
+  plan.failure = {};
+  return plan;
+}
+
+}  // namespace
+
+Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Policy& policy) {
+  const std::vector<std::string> units = units_of(graph);
+  Policy pol = policy;
+  std::string story;
+  for (size_t round = 0; round < 8; ++round) {
+    const LocationMemory* over = overfull_device(plan.memory);
+    if (!over) break;
+    if (policy.strict)
+      return does_not_fit(std::move(plan), "--strict keeps every op where the preference puts it");
+    const std::string dev = over->location;
+    const std::string before = need_text(*over);
+    // The fewest leading units kept off `dev` that make it fit: each trial is a full plan.
+    size_t lo = 1, hi = units.size(), best = 0;
+    Plan best_plan;
+    while (lo <= hi) {
+      const size_t mid = (lo + hi) / 2;
+      Policy trial = pol;
+      trial.memory_excluded[dev].insert(units.begin(), units.begin() + long(mid));
+      Plan t = place(trial);
+      const LocationMemory* m = t.ok() ? t.memory.find(dev) : nullptr;
+      if (t.ok() && (!m || m->fits())) {
+        best = mid, best_plan = std::move(t), hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (best == 0)
+      return does_not_fit(std::move(plan), "moving layers off " + dev + " does not make it fit");
+    pol.memory_excluded[dev].insert(units.begin(), units.begin() + long(best));
+    plan = std::move(best_plan);
+    story += (story.empty() ? "" : "; ") + before + ", so " + describe(units, 0, best) +
+             " run on the next device in --prefer order and " +
+             describe(units, best, units.size()) + " stay on " + dev;
+  }
+  for (const auto& l : plan.memory.locations)
+    if (!l.fits()) return does_not_fit(std::move(plan), story);
+  plan.memory.split = story;
+  return plan;
+}
+
+}  // namespace sy

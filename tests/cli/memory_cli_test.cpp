@@ -1,0 +1,99 @@
+// Memory through the CLI as a user meets it: `plan` prints the table and a binding split, fails
+// with SY011 (exit 3) under --strict, takes --max-device-memory and --memory-reserve; `run
+// --json` sets the prediction beside what the session took, on the test model and on the real
+// SmolLM2 GGUF (where the host's heap growth, every plugin's private scratch included, is the
+// measurement).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kExamples = std::string(SY_TEST_EXAMPLES_DIR);
+const std::string kLlama31 = kExamples + "/models/llama-3.1-8b/config.json";
+const std::string kGpu8 = " --target " + kExamples + "/targets/gpu-8gb.json";
+const std::string kH200 = " --target " + kExamples + "/targets/h200.json";
+const fs::path kSmolLM2 = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+TEST(MemoryCli, Llama31OnOne8GiBGpuIsABindingSplitAndStrictIsSY011) {
+  auto r = test::run_switchyard("plan " + kLlama31 + kGpu8);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("memory (predicted"));
+  EXPECT_THAT(r.out, HasSubstr("binding split: cuda:0 needs"));
+  auto j = json::parse(test::run_switchyard("plan " + kLlama31 + kGpu8 + " --json").out);
+  EXPECT_FALSE(j["memory"]["split"].get<std::string>().empty());
+  for (const auto& l : j["memory"]["locations"]) EXPECT_TRUE(l["fits"].get<bool>()) << l.dump();
+  auto strict = test::run_switchyard("plan " + kLlama31 + kGpu8 + " --strict");
+  EXPECT_EQ(strict.exit_code, 3);
+  EXPECT_THAT(strict.out, HasSubstr("SY011 (does_not_fit)"));
+  EXPECT_THAT(strict.out, HasSubstr("DOES NOT FIT"));
+}
+
+TEST(MemoryCli, OnTheH200ItFitsUnlessCapped) {
+  auto fits = json::parse(test::run_switchyard("plan " + kLlama31 + kH200 + " --json").out);
+  EXPECT_EQ(fits["status"], "ok");
+  EXPECT_EQ(fits["memory"]["split"], "");
+  auto capped = json::parse(
+      test::run_switchyard("plan " + kLlama31 + kH200 + " --max-device-memory cuda:0=8GiB --json")
+          .out);
+  EXPECT_EQ(capped["status"], "ok");
+  EXPECT_NE(capped["memory"]["split"], "");
+  // Reserving all but 4 GiB of the H200's 131 GiB leaves too little for 15.5 GiB: a split too.
+  auto reserved = json::parse(
+      test::run_switchyard("plan " + kLlama31 + kH200 + " --memory-reserve 127GiB --json").out);
+  EXPECT_NE(reserved["memory"]["split"], "");
+  for (const char* bad : {" --max-device-memory cuda:0=lots", " --max-device-memory cuda:0",
+                          " --memory-reserve -1G"}) {
+    auto r = test::run_switchyard("plan " + kLlama31 + kH200 + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("memory")) << bad;
+  }
+}
+
+// What `run --json` reports per location, and that the prediction holds within 10 %.
+void expect_memory_report(const json& run, bool heap_too) {
+  ASSERT_TRUE(run.contains("memory")) << run.dump();
+  const json& host = run["memory"]["host"];
+  EXPECT_GT(host["predicted_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(std::abs(host["buffers"]["error"].get<double>()), 0.10) << host.dump();
+  ASSERT_TRUE(host.contains("measured")) << host.dump();
+  EXPECT_GT(host["measured"]["bytes"].get<int64_t>(), 0);
+  if (heap_too) EXPECT_LE(std::abs(host["measured"]["error"].get<double>()), 0.10) << host.dump();
+}
+
+TEST(MemoryCli, RunJsonSetsThePredictionBesideTheMeasurement) {
+  test::TempDir dir;
+  const fs::path model = dir.path() / "model";
+  ASSERT_EQ(test::run_switchyard("make-test-model " + model.string()).exit_code, 0);
+  auto r =
+      test::run_switchyard("run " + model.string() + " --prompt 'the cat' --max-tokens 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_memory_report(json::parse(r.out), false);
+}
+
+// The real model: the heap the session took, oneDNN's scratchpads and the quantized matmuls'
+// dequantization chunks included (declared through ABI 1.4's workspace), within 10 % of the
+// plan — for a short prompt (one-token kernels) and a chat prompt (prefill through oneDNN).
+TEST(MemoryCli, RealModelPredictionIsWithinTenPercentOfTheHeap) {
+  if (!fs::exists(kSmolLM2))
+    GTEST_SKIP() << kSmolLM2 << " is not there: scripts/fetch-model.sh could not fetch it";
+  for (const char* prompt :
+       {"--prompt 'The capital of France is'", "--chat 'What is the capital of France?'"}) {
+    auto r =
+        test::run_switchyard("run " + kSmolLM2.string() + " " + prompt + " --max-tokens 4 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    expect_memory_report(json::parse(r.out), true);
+  }
+}
+
+}  // namespace
+}  // namespace sy
