@@ -1,4 +1,6 @@
-# Relocatable install: bin/switchyard, lib/switchyard/plugins/ (and reference/), include/switchyard/,
+# Relocatable install: bin/switchyard, lib/libswitchyard.so (the host C API, include/switchyard/
+# host.h; it finds lib/switchyard/plugins beside itself), lib/switchyard/plugins/ (and
+# reference/), include/switchyard/, share/switchyard/examples/embed_c,
 # and a CMake package so plugin authors can `find_package(Switchyard)` and get
 # Switchyard::abi (the C headers), Switchyard::plugin_kit (the C++ edge and the operator
 # contract library) and switchyard_add_plugin().
@@ -8,6 +10,11 @@ install(TARGETS switchyard EXPORT SwitchyardTargets RUNTIME DESTINATION ${CMAKE_
 install(TARGETS switchyard_abi switchyard_op_contract switchyard_plugin_kit
         EXPORT SwitchyardTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY abi/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS switchyard_host EXPORT SwitchyardTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES include/switchyard/host.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard)
+install(FILES examples/embed_c/main.c
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/switchyard/examples/embed_c)
 # The plugin kit's C++ headers: #include "cxx_edge/cxx_edge.hpp" through Switchyard::plugin_kit.
 install(DIRECTORY plugins/plugin_kit/cxx_edge
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard/plugin_kit)

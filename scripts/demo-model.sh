@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The model part of `make demo`: the real SmolLM2-135M-Instruct Q4_1 GGUF when
 # scripts/fetch-model.sh got it (make demo runs that first), else the bundled seeded test model,
-# saying so. Usage: demo-model.sh SWITCHYARD BUILD_DIR
+# saying so; then the same model from a C program on libswitchyard (examples/embed_c).
+# Usage: demo-model.sh SWITCHYARD BUILD_DIR [EMBED_C]
 set -euo pipefail
 sy=$1
 build=$2
+embed=${3:-}
 gguf="$build/model-cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 question="What is the capital of France?"
 
@@ -21,6 +23,7 @@ if [[ -f "$gguf" ]]; then
   show plan "$gguf" --target examples/targets/h200.json --dtype bf16 --prompt-len 64 --context 512
   show run "$gguf" --prompt "The three primary colours are" --max-tokens 32 --profile
   show run "$gguf" --chat "$question"
+  model="$gguf"
 else
   echo
   echo "switchyard demo: the real model could not be fetched (see the message above);" \
@@ -28,4 +31,11 @@ else
   show make-test-model "$build/test-model"
   show run "$build/test-model" --prompt "The quick brown fox" --max-tokens 24 --profile
   show run "$build/test-model" --chat "$question" --max-tokens 16
+  model="$build/test-model"
+fi
+if [[ -n "$embed" ]]; then
+  # The same pipeline inside a C99 program (docs/host-api.md): 16 tokens, streamed.
+  echo
+  echo "\$ examples/embed_c $model 'The capital of France is'"
+  "$embed" "$model" "The capital of France is"
 fi

@@ -54,6 +54,9 @@ enum class Errc : int {
   device_out_of_memory = 305,
   device_lost = 306,
   plugin_internal = 307,
+
+  invalid_handle = 401,
+  invalid_argument = 402,
 };
 
 // "SY004" for Errc::sinks_flex_cpu.

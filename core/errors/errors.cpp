@@ -372,8 +372,30 @@ constexpr std::array kCatalog = {
               "--json`. To carry on meanwhile, steer the op to another plugin (`--prefer`, "
               "`--attention`).",
               kPluginBug},
+
+    // ---- SY4xx: host C API misuse ------------------------------------------------------------
+    ErrorInfo{Errc::invalid_handle, "SY401", "invalid_handle",
+              "{function}: the {handle} handle is NULL or was destroyed",
+              "A function of the host C API (switchyard/host.h) was given a handle that is NULL, "
+              "that was already destroyed, or that is not a handle of that kind. The call did "
+              "nothing. Destroying a handle twice is this error, not a crash: the library keeps "
+              "a registry of the handles it gave out.",
+              "Pass the handle the matching _create or _open function returned, and destroy each "
+              "handle once, children (sessions, plans, models) before the runtime is no longer "
+              "needed. docs/host-api.md lists the ownership rules per function.",
+              kUsage},
+    ErrorInfo{Errc::invalid_argument, "SY402", "invalid_argument",
+              "{function}: {argument} is invalid: {detail}",
+              "A function of the host C API was given an argument it cannot use: a NULL pointer "
+              "where one is required, an options struct whose struct_size is smaller than the "
+              "API's first version of it, an output buffer too small (the call reports the size "
+              "it needs), or a value out of range. The call did nothing.",
+              "Set struct_size = sizeof(the struct) from the header you compile with, pass the "
+              "buffers the function's documentation asks for (docs/host-api.md), and read the "
+              "message: it names the argument.",
+              kUsage},
 };
-static_assert(kCatalog.size() == 35);
+static_assert(kCatalog.size() == 37);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {
@@ -417,6 +439,10 @@ constexpr std::array kSeries = {
            "Errors while loading or running a plan: a kernel failing (a bug), weights, "
            "tokenizer or prompt that do not fit the model, and what a plugin reports at run "
            "time: memory exhausted, a device lost, an internal failure."},
+    Series{'4', "SY4xx: host C API misuse",
+           "A program embedding libswitchyard (switchyard/host.h) passed a handle or an "
+           "argument the API cannot use. Every function returns one of these instead of "
+           "crashing; the CLI never does."},
 };
 
 // GitHub's heading anchor for "SY001 `name`".
@@ -449,6 +475,7 @@ const ErrorInfo* find_error(std::string_view code_or_name) {
 const char* error_exit_code_meaning(int exit_code) {
   switch (exit_code) {
     case kInternal: return "internal error";
+    case kUsage: return "usage error";
     case kNoPlan: return "no legal plan";
     case kBadInput: return "bad input";
     case kPluginFailed: return "a plugin the user asked for failed to load";

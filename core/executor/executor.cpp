@@ -464,16 +464,15 @@ struct Session::Impl {
     std::memcpy(it->second->data, data, std::min(n * 8, size_t(it->second->bytes)));
   }
 
-  // The logits of position `row` of the step (-1: the last), as float.
-  const std::vector<float>& last_logits(PhaseRun& run, int64_t row = -1) {
+  // The logits of the step's last position, as float.
+  const std::vector<float>& last_logits(PhaseRun& run) {
     if (!run.logits) throw plan_bug("runs a graph that has no 'logits' value");
     const Value* v = run.phase->value("logits");
     Buffer host{staging.data(), v->bytes(), kHost, nullptr, 0};
     copy(*run.logits, host, v->bytes());
     int64_t vocab = v->shape.back(), rows = v->bytes() / sy_dtype_size(v->dtype) / vocab;
-    if (row < 0 || row >= rows) row = rows - 1;
     for (int64_t i = 0; i < vocab; ++i)
-      logits_out[size_t(i)] = to_float(staging.data(), v->dtype, row * vocab + i);
+      logits_out[size_t(i)] = to_float(staging.data(), v->dtype, (rows - 1) * vocab + i);
     staged = v;
     return logits_out;
   }
@@ -522,18 +521,23 @@ const std::vector<float>& Session::prefill(const std::vector<int64_t>& tokens) {
     throw Error(Errc::prompt_too_long, "the prompt has " + std::to_string(tokens.size()) +
                                            " tokens; the plan's prefill takes 1 to " +
                                            std::to_string(length));
-  // A shorter prompt is padded at the end: causal attention never lets a real position see a
-  // pad, and decoding overwrites the pads' cache rows before any step reads them.
-  std::vector<int64_t> padded(tokens), positions(length);
-  padded.resize(length, 0);
+  if (tokens.size() < length) {
+    // The prefill phase's shapes are the plan's (and its head reads the last row only): a
+    // shorter prompt goes through the decode phase, one token at a time, from position 0.
+    position_ = 0;
+    const std::vector<float>* logits = nullptr;
+    for (int64_t t : tokens) logits = &decode(t);
+    return *logits;
+  }
+  std::vector<int64_t> positions(length);
   for (size_t i = 0; i < length; ++i) positions[i] = int64_t(i);
   const int64_t zero = 0;
-  impl_->set_input(run, "tokens", padded.data(), padded.size());
+  impl_->set_input(run, "tokens", tokens.data(), tokens.size());
   impl_->set_input(run, "positions", positions.data(), positions.size());
   impl_->set_input(run, "cache_position", &zero, 1);
   impl_->run_phase(run);
   position_ = int64_t(tokens.size());
-  return impl_->last_logits(run, position_ - 1);
+  return impl_->last_logits(run);
 }
 
 const std::vector<float>& Session::decode(int64_t token) {

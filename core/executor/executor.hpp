@@ -47,8 +47,9 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Runs the prefill phase on `tokens` (1 to the graph's prompt length; a shorter prompt is
-  // padded at the end) and returns the logits of its last token (valid until the next call).
+  // Runs the prefill phase on `tokens` (the graph's prompt length; a shorter prompt goes through
+  // decode steps from position 0) and returns the logits of its last token (valid until the
+  // next call).
   const std::vector<float>& prefill(const std::vector<int64_t>& tokens);
   // One decode step for `token` at the next position; returns its logits (valid until the next
   // call). Allocates nothing: every buffer was sized when the session was made.

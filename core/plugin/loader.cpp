@@ -31,8 +31,8 @@ spdlog::level::level_enum to_spdlog(sy_log_level level) {
 
 void host_log(void* context, sy_log_level level, const char* message) {
   auto* ctx = static_cast<PluginHostContext*>(context);
-  spdlog::log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
-              message ? message : "");
+  core_logger()->log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
+                     message ? message : "");
 }
 
 // Host bindings live for the process (see HostBinding); a deque keeps their addresses
@@ -310,6 +310,11 @@ class PluginLoader {
 
 LoadOutcome load_plugin(const fs::path& path, const LoadOptions& options) {
   return PluginLoader(path, options).run();
+}
+
+std::shared_ptr<spdlog::logger> core_logger() {
+  auto named = spdlog::get(kCoreLoggerName);
+  return named ? named : spdlog::default_logger();
 }
 
 }  // namespace sy

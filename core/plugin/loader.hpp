@@ -1,6 +1,8 @@
 // Loading one plugin through all its stages; see plugin.hpp for the folder's overview.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -41,5 +43,11 @@ LoadOutcome load_plugin(const std::filesystem::path& path, const LoadOptions& op
 inline constexpr uint32_t kHostAbiMajor = SY_ABI_VERSION_MAJOR;
 inline constexpr uint32_t kHostAbiMinor = SY_ABI_VERSION_MINOR;
 inline constexpr uint32_t kHostAbiMinorMin = 0;  // ABI 1.0 plugins still load
+
+// The logger the core writes through: the one registered as kCoreLoggerName (libswitchyard
+// registers its own, silent unless the embedding program asks) or else spdlog's default (the
+// CLI's, on stderr).
+inline constexpr const char* kCoreLoggerName = "switchyard";
+std::shared_ptr<spdlog::logger> core_logger();
 
 }  // namespace sy

@@ -94,8 +94,8 @@ class Generator {
  public:
   Generator(Session& session, const Tokenizer& tokenizer, const GenerationSettings& settings)
       : session_(session), tokenizer_(tokenizer), settings_(settings) {}
-  // Prefills `prompt` (at most the plan's prompt length: a shorter one is padded, which a causal
-  // model never reads) and samples until an EOS id, a stop text, max_tokens or the callback
+  // Prefills `prompt` (at most the plan's prompt length: a shorter one goes through decode
+  // steps) and samples until an EOS id, a stop text, max_tokens or the callback
   // says stop. Throws Error (SY304 for a prompt or answer longer than the plan allows).
   Generation generate(const std::vector<int64_t>& prompt, const SamplingOptions& options,
                       const TokenCallback& on_token = {});

@@ -29,7 +29,7 @@ bool empty(const char* s) {
 
 TEST(ErrorCatalog, CodesAndNamesAreUniqueAndWellFormed) {
   std::set<std::string> codes, names;
-  const std::regex code_form(std::string(kCodePrefix) + "[0-3][0-9][0-9]");
+  const std::regex code_form(std::string(kCodePrefix) + "[0-4][0-9][0-9]");
   for (const auto& e : error_catalog()) {
     ASSERT_FALSE(empty(e.code));
     ASSERT_FALSE(empty(e.name)) << e.code;
@@ -56,6 +56,8 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
       {Errc::transfer_forbidden, 9},
       {Errc::kernel_unverified, 10},
       {Errc::does_not_fit, 11},
+      {Errc::invalid_handle, 401},
+      {Errc::invalid_argument, 402},
       {Errc::plugin_open, 101},
       {Errc::plugin_entry, 102},
       {Errc::plugin_abi, 103},
@@ -91,7 +93,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
   }
 }
 
-// The documented series: 001-010, 101-106 (one per load stage), 201-211, 301-307.
+// The documented series: 001-011, 101-106 (one per load stage), 201-211, 301-307, 401-402.
 TEST(ErrorCatalog, EverySeriesIsComplete) {
   auto expect_range = [](int first, int last) {
     for (int i = first; i <= last; ++i) {
@@ -100,11 +102,12 @@ TEST(ErrorCatalog, EverySeriesIsComplete) {
       EXPECT_EQ(static_cast<int>(find_error(code)->errc), i);
     }
   };
-  expect_range(1, 10);
+  expect_range(1, 11);
   expect_range(101, 106);
   expect_range(201, 211);
   expect_range(301, 307);
-  EXPECT_EQ(error_catalog().size(), 35u);
+  expect_range(401, 402);
+  EXPECT_EQ(error_catalog().size(), 37u);
   for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }
@@ -151,6 +154,7 @@ TEST(ErrorCatalog, ExitCodesFollowTheSeries) {
                    : e.errc == Errc::plugin_internal      ? cli::kExitPluginBug
                    : n < 100                              ? cli::kExitNoPlan
                    : n < 200                              ? cli::kExitPluginError
+                   : n > 400                              ? cli::kExitUsage
                                                           : cli::kExitBadInput;
     EXPECT_EQ(e.exit_code, expected) << e.code;
     // The catalog's words for the exit code are the CLI's own (`switchyard --help`).

@@ -2,7 +2,8 @@
 # Installs the build into a prefix, MOVES the prefix (the tree must be relocatable),
 # builds examples/plugin_skeleton (a C plugin and a C++ one, on the installed plugin kit)
 # against the installed package only, loads both, and runs `switchyard conformance` on both
-# against the installed reference plugin (docs/plugin-guide.md), saving their reports.
+# against the installed reference plugin (docs/plugin-guide.md), saving their reports; then
+# builds the installed examples/embed_c (C99) against the installed libswitchyard and runs it.
 set -euo pipefail
 build=$1
 plugin_src=$2
@@ -41,3 +42,17 @@ done
 caps=$("$sy" caps --plugin-dir "$work/ext/plugins" --json)
 grep -q '"state": "verified"' <<<"$caps"
 echo "out-of-tree plugins built against the installed plugin kit load and pass conformance"
+
+# A program embedding Switchyard: examples/embed_c as installed, C99, built with the installed
+# header and libswitchyard only, generates 16 tokens from a test model (plugins found beside
+# the relocated library).
+libdir=$(dirname "$(find "$work/moved" -name 'libswitchyard.so' | head -n 1)")
+test -f "$work/moved/include/switchyard/host.h"
+cc -std=c99 -pedantic -Werror -o "$work/embed_c" \
+   "$work/moved/share/switchyard/examples/embed_c/main.c" \
+   -I"$work/moved/include" -L"$libdir" -lswitchyard -Wl,-rpath,"$libdir"
+"$sy" make-test-model "$work/model" >/dev/null
+out=$(env -u SWITCHYARD_PLUGIN_PATH "$work/embed_c" "$work/model" "the cat")
+ids=$(grep '^ids:' <<<"$out")
+test "$(wc -w <<<"$ids")" -eq 17  # "ids:" and 16 ids
+echo "examples/embed_c built against the installed libswitchyard generates 16 tokens"

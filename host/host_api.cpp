@@ -1,0 +1,538 @@
+// The host C API (include/switchyard/host.h) over core/runtime: handles are shared states in a
+// registry of live pointers, so a NULL, destroyed or wrong-kind handle is SY401 rather than a
+// crash; every entry point catches everything at the edge and answers with a catalog code.
+#include "switchyard/host.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/capability/vocabulary.hpp"
+#include "core/errors/errors.hpp"
+#include "core/runtime/runtime.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sy::Errc;
+using sy::Error;
+
+// ---- handles ---------------------------------------------------------------------------------
+
+struct RuntimeState {
+  explicit RuntimeState(sy::Registry r) : registry(std::move(r)) {}
+  sy::Registry registry;
+  // Sessions are made one at a time: the model source maps its weights then, and plugins
+  // prepare kernels.
+  std::mutex sessions;
+};
+struct ModelState {
+  ModelState(std::shared_ptr<RuntimeState> r, sy::OpenedModel m)
+      : runtime(std::move(r)), model(std::move(m)) {}
+  std::shared_ptr<RuntimeState> runtime;
+  sy::OpenedModel model;
+};
+struct PlanState {
+  std::shared_ptr<ModelState> model;
+  std::unique_ptr<sy::PlannedModel> planned;
+};
+struct SessionState {
+  std::shared_ptr<PlanState> plan;
+  std::unique_ptr<sy::Session> session;
+  std::unique_ptr<sy::Generator> generator;
+};
+
+enum class Kind { runtime, model, plan, session };
+
+std::mutex g_handles_mu;
+std::map<const void*, Kind> g_handles;
+
+void add_handle(const void* h, Kind k) {
+  std::lock_guard<std::mutex> lock(g_handles_mu);
+  g_handles[h] = k;
+}
+
+// Removes `h` from the registry; false when it was not a live handle of kind `k`.
+bool remove_handle(const void* h, Kind k) {
+  std::lock_guard<std::mutex> lock(g_handles_mu);
+  auto it = g_handles.find(h);
+  if (!h || it == g_handles.end() || it->second != k) return false;
+  g_handles.erase(it);
+  return true;
+}
+
+bool is_handle(const void* h, Kind k) {
+  std::lock_guard<std::mutex> lock(g_handles_mu);
+  auto it = g_handles.find(h);
+  return h && it != g_handles.end() && it->second == k;
+}
+
+// ---- errors ----------------------------------------------------------------------------------
+
+int report(sy_host_error* out, const Error& e) {
+  const sy::ErrorInfo& info = sy::error_info(e.code);
+  if (out && out->struct_size >= sizeof(sy_host_error)) {
+    out->code = int32_t(e.code);
+    std::snprintf(out->code_text, sizeof out->code_text, "%s", info.code);
+    std::snprintf(out->name, sizeof out->name, "%s", info.name);
+    std::snprintf(out->message, sizeof out->message, "%s", e.what());
+  }
+  return int(e.code);
+}
+
+Error invalid_handle(const char* fn, const char* handle) {
+  return Error(Errc::invalid_handle,
+               std::string(fn) + ": the " + handle + " handle is NULL or was destroyed");
+}
+
+Error invalid_argument(const char* fn, const std::string& argument, const std::string& detail) {
+  return Error(Errc::invalid_argument,
+               std::string(fn) + ": " + argument + " is invalid: " + detail);
+}
+
+// Runs `body` with everything caught at the edge: a core Error keeps its code, anything else is
+// an internal failure (SY301) or out of memory (SY305).
+template <typename Body>
+int guarded(const char* fn, sy_host_error* err, Body&& body) noexcept {
+  try {
+    body();
+    return 0;
+  } catch (const Error& e) {
+    return report(err, e);
+  } catch (const std::bad_alloc&) {
+    return report(err, Error(Errc::device_out_of_memory, std::string(fn) + ": out of host memory"));
+  } catch (const std::exception& e) {
+    return report(err, Error(Errc::kernel_failed, std::string(fn) + ": " + e.what()));
+  } catch (...) {
+    return report(err, Error(Errc::kernel_failed, std::string(fn) + ": unknown exception"));
+  }
+}
+
+// Every options struct is at least as large as its 1.0 form, which ends with `last`.
+template <typename T>
+void require_size(const T* options, size_t minimum, const char* fn, const char* name) {
+  if (options && options->struct_size < minimum)
+    throw invalid_argument(fn, name,
+                           "struct_size " + std::to_string(options->struct_size) +
+                               " is smaller than version 1.0's " + std::to_string(minimum));
+}
+#define SY_MIN_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
+char* copy_string(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!out) throw std::bad_alloc();
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+// ---- the runtime's plugin folders -------------------------------------------------------------
+
+// `switchyard/plugins` beside this library: the layout of the install and of the build tree.
+fs::path library_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&sy_host_api_version), &info) && info.dli_fname)
+    return fs::absolute(info.dli_fname).parent_path();
+  return fs::current_path();
+}
+
+sy::SearchPath search_path(const sy_runtime_options* o) {
+  sy::SearchPath path;
+  if (o && o->num_plugin_dirs > 0) {
+    for (size_t i = 0; i < o->num_plugin_dirs; ++i)
+      if (o->plugin_dirs[i]) path.dirs.emplace_back(o->plugin_dirs[i]);
+    path.source = "sy_runtime_options.plugin_dirs";
+    return path;
+  }
+  if (const char* env = std::getenv("SWITCHYARD_PLUGIN_PATH"); env && *env) {
+    std::stringstream ss(env);
+    for (std::string dir; std::getline(ss, dir, ':');)
+      if (!dir.empty()) path.dirs.emplace_back(dir);
+    path.source = "SWITCHYARD_PLUGIN_PATH";
+    return path;
+  }
+  path.dirs.push_back(library_dir() / "switchyard" / "plugins");
+  path.source = "default";
+  return path;
+}
+
+// The core's logger (plugin/loader.hpp) for this process: silent unless `level` asks, and
+// then on stderr. The embedding program's own spdlog default logger is left alone.
+void set_logging(const char* level) {
+  auto parsed = spdlog::level::off;
+  if (level) {
+    parsed = spdlog::level::from_str(level);
+    if (parsed == spdlog::level::off && std::string(level) != "off")
+      throw Error(Errc::invalid_argument,
+                  std::string("sy_runtime_create: log_level is invalid: '") + level +
+                      "' is not trace, debug, info, warn, err or off");
+  }
+  auto logger = spdlog::get(sy::kCoreLoggerName);
+  if (!logger) logger = spdlog::stderr_color_mt(sy::kCoreLoggerName);
+  logger->set_level(parsed);
+}
+
+nlohmann::json report_json(const sy::Registry& reg) {
+  nlohmann::json plugins = nlohmann::json::array(), devices = nlohmann::json::array();
+  for (const auto& r : reg.records()) {
+    nlohmann::json p{{"name", r.name}, {"path", r.path.string()}, {"loaded", r.loaded()}};
+    if (r.diagnostic) {
+      p["stage"] = sy::load_stage_name(r.diagnostic->stage);
+      p["reason"] = r.diagnostic->reason;
+      p["code"] = sy::code_text(r.diagnostic->code());
+    }
+    if (r.loaded() && r.plugin->devices().empty())
+      p["no_devices_reason"] = r.plugin->no_devices_reason();
+    plugins.push_back(p);
+  }
+  for (const auto& d : sy::live_inventory(reg).devices) {
+    nlohmann::json j{{"id", d.id},
+                     {"name", d.info.name},
+                     {"arch", d.info.arch},
+                     {"available", d.info.available},
+                     {"memory_bytes", d.info.memory_bytes},
+                     {"plugins", d.plugins}};
+    if (d.free_bytes) j["free_bytes"] = *d.free_bytes;
+    if (!d.info.available) j["unavailable_reason"] = d.info.unavailable_reason;
+    devices.push_back(j);
+  }
+  nlohmann::json dirs = nlohmann::json::array();
+  for (const auto& d : reg.search_path().dirs) dirs.push_back(d.string());
+  return {{"schema", "switchyard.host-report/1"},
+          {"search_path", {{"dirs", dirs}, {"source", reg.search_path().source}}},
+          {"plugins", plugins},
+          {"devices", devices}};
+}
+
+sy::Policy plan_policy(const sy_plan_options& o) {
+  sy::Policy p =
+      sy::run_policy(o.prefer ? o.prefer : "", o.attention ? o.attention : "any", o.strict != 0);
+  if (o.prefer && p.prefer.empty())
+    throw invalid_argument("sy_plan_create", "options->prefer",
+                           std::string("'") + o.prefer + "' names no device type (cpu, cuda)");
+  if (o.memory_reserve_set) {
+    if (o.memory_reserve < 0)
+      throw invalid_argument("sy_plan_create", "options->memory_reserve", "negative");
+    p.memory_reserve = o.memory_reserve;
+  }
+  for (size_t i = 0; i < o.num_memory_caps; ++i) {
+    if (!o.memory_cap_locations || !o.memory_cap_locations[i] || !o.memory_cap_bytes ||
+        o.memory_cap_bytes[i] < 0)
+      throw invalid_argument("sy_plan_create", "options->memory_cap_*",
+                             "entry " + std::to_string(i) + " needs a location and bytes >= 0");
+    p.max_device_memory[o.memory_cap_locations[i]] = o.memory_cap_bytes[i];
+  }
+  return p;
+}
+
+int stop_code(sy::StopReason r) {
+  switch (r) {
+    case sy::StopReason::eos: return SY_STOP_EOS;
+    case sy::StopReason::stop_text: return SY_STOP_TEXT;
+    case sy::StopReason::callback: return SY_STOP_CALLBACK;
+    default: return SY_STOP_MAX_TOKENS;
+  }
+}
+
+template <typename H>
+auto state_of(H* h, Kind k, const char* fn, const char* name) {
+  if (!is_handle(h, k)) throw invalid_handle(fn, name);
+  return h->state;
+}
+
+void write_logits(const std::vector<float>& logits, float* out, size_t capacity, const char* fn) {
+  if (!out) return;
+  if (capacity < logits.size())
+    throw invalid_argument(
+        fn, "capacity",
+        std::to_string(capacity) + " floats, the vocabulary has " + std::to_string(logits.size()));
+  std::copy(logits.begin(), logits.end(), out);
+}
+
+}  // namespace
+
+struct sy_runtime {
+  std::shared_ptr<RuntimeState> state;
+};
+struct sy_model {
+  std::shared_ptr<ModelState> state;
+};
+struct sy_plan {
+  std::shared_ptr<PlanState> state;
+};
+struct sy_session {
+  std::shared_ptr<SessionState> state;
+};
+
+namespace {
+
+template <typename H>
+int destroy(H* h, Kind k) {
+  if (!remove_handle(h, k)) return int(Errc::invalid_handle);
+  delete h;
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t sy_host_api_version(void) {
+  return (uint32_t(SY_HOST_API_VERSION_MAJOR) << 16) | SY_HOST_API_VERSION_MINOR;
+}
+
+const char* sy_host_error_name(int32_t code) {
+  for (const auto& e : sy::error_catalog())
+    if (int32_t(e.errc) == code) return e.name;
+  return nullptr;
+}
+
+void sy_host_string_free(char* text) {
+  std::free(text);
+}
+
+int sy_runtime_create(const sy_runtime_options* options, sy_runtime** runtime,
+                      sy_host_error* error) {
+  return guarded("sy_runtime_create", error, [&] {
+    if (!runtime) throw invalid_argument("sy_runtime_create", "runtime", "NULL");
+    require_size(options, SY_MIN_SIZE(sy_runtime_options, log_level), "sy_runtime_create",
+                 "options");
+    set_logging(options ? options->log_level : nullptr);
+    sy::LoadOptions load;
+    if (options && options->num_threads > 0)
+      load.init_options.emplace_back("num_threads", std::to_string(options->num_threads));
+    else if (const char* t = std::getenv("SWITCHYARD_NUM_THREADS"); t && *t)
+      load.init_options.emplace_back("num_threads", t);
+    auto state = std::make_shared<RuntimeState>(sy::Registry::discover(search_path(options), load));
+    auto* h = new sy_runtime{std::move(state)};
+    add_handle(h, Kind::runtime);
+    *runtime = h;
+  });
+}
+
+int sy_runtime_destroy(sy_runtime* runtime) {
+  return destroy(runtime, Kind::runtime);
+}
+
+int sy_runtime_report_json(sy_runtime* runtime, char** json, sy_host_error* error) {
+  return guarded("sy_runtime_report_json", error, [&] {
+    auto rt = state_of(runtime, Kind::runtime, "sy_runtime_report_json", "runtime");
+    if (!json) throw invalid_argument("sy_runtime_report_json", "json", "NULL");
+    *json = copy_string(report_json(rt->registry).dump(2));
+  });
+}
+
+int sy_model_open(sy_runtime* runtime, const char* path, sy_model** model, sy_host_error* error) {
+  return guarded("sy_model_open", error, [&] {
+    auto rt = state_of(runtime, Kind::runtime, "sy_model_open", "runtime");
+    if (!path || !*path) throw invalid_argument("sy_model_open", "path", "NULL or empty");
+    if (!model) throw invalid_argument("sy_model_open", "model", "NULL");
+    auto state = std::make_shared<ModelState>(rt, sy::OpenedModel::open(path, {}));
+    auto* h = new sy_model{std::move(state)};
+    add_handle(h, Kind::model);
+    *model = h;
+  });
+}
+
+int sy_model_destroy(sy_model* model) {
+  return destroy(model, Kind::model);
+}
+
+int sy_model_tokenize(sy_model* model, const char* text, sy_prompt_kind kind, int64_t* ids,
+                      size_t capacity, size_t* count, sy_host_error* error) {
+  return guarded("sy_model_tokenize", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_model_tokenize", "model");
+    if (!text) throw invalid_argument("sy_model_tokenize", "text", "NULL");
+    if (!count) throw invalid_argument("sy_model_tokenize", "count", "NULL");
+    if (kind != SY_PROMPT_PLAIN && kind != SY_PROMPT_CHAT)
+      throw invalid_argument("sy_model_tokenize", "kind", std::to_string(int(kind)));
+    sy::Prompt p = sy::build_prompt(m->model, {text, kind == SY_PROMPT_CHAT, std::nullopt});
+    *count = p.ids.size();
+    if (p.ids.size() > capacity)
+      throw invalid_argument(
+          "sy_model_tokenize", "capacity",
+          std::to_string(capacity) + " ids, the prompt has " + std::to_string(p.ids.size()));
+    if (!p.ids.empty() && !ids) throw invalid_argument("sy_model_tokenize", "ids", "NULL");
+    std::copy(p.ids.begin(), p.ids.end(), ids);
+  });
+}
+
+int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** plan,
+                   sy_host_error* error) {
+  int planned_code = 0;
+  const int status = guarded("sy_plan_create", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_plan_create", "model");
+    if (!options) throw invalid_argument("sy_plan_create", "options", "NULL");
+    require_size(options, SY_MIN_SIZE(sy_plan_options, num_memory_caps), "sy_plan_create",
+                 "options");
+    if (!plan) throw invalid_argument("sy_plan_create", "plan", "NULL");
+    if (options->prompt_tokens < 1)
+      throw invalid_argument("sy_plan_create", "options->prompt_tokens", "must be >= 1");
+    sy::ImportOptions opts;
+    opts.prompt_len = options->prompt_tokens;
+    opts.context = options->context > 0 ? options->context : 1024;
+    if (opts.context < opts.prompt_len)
+      throw invalid_argument("sy_plan_create", "options->context",
+                             "shorter than prompt_tokens " + std::to_string(opts.prompt_len));
+    if (options->dtype) opts.dtype_override = options->dtype;
+    const sy::Policy policy = plan_policy(*options);
+    auto state = std::make_shared<PlanState>();
+    state->model = m;
+    state->planned = sy::plan_model(*m->model.source, opts, m->runtime->registry, policy);
+    if (!state->planned->plan.ok()) planned_code = report(error, *state->planned->plan.error);
+    auto* h = new sy_plan{std::move(state)};
+    add_handle(h, Kind::plan);
+    *plan = h;
+  });
+  return status ? status : planned_code;
+}
+
+int sy_plan_destroy(sy_plan* plan) {
+  return destroy(plan, Kind::plan);
+}
+
+int sy_plan_status(sy_plan* plan, sy_host_error* error) {
+  int code = 0;
+  const int status = guarded("sy_plan_status", error, [&] {
+    auto p = state_of(plan, Kind::plan, "sy_plan_status", "plan");
+    if (!p->planned->plan.ok()) code = report(error, *p->planned->plan.error);
+  });
+  return status ? status : code;
+}
+
+int sy_plan_json(sy_plan* plan, char** json, sy_host_error* error) {
+  return guarded("sy_plan_json", error, [&] {
+    auto p = state_of(plan, Kind::plan, "sy_plan_json", "plan");
+    if (!json) throw invalid_argument("sy_plan_json", "json", "NULL");
+    *json = copy_string(sy::to_json(p->planned->plan).dump(2));
+  });
+}
+
+int sy_session_create(sy_plan* plan, sy_session** session, sy_host_error* error) {
+  return guarded("sy_session_create", error, [&] {
+    auto p = state_of(plan, Kind::plan, "sy_session_create", "plan");
+    if (!session) throw invalid_argument("sy_session_create", "session", "NULL");
+    const sy::PlannedModel& pm = *p->planned;
+    if (!pm.plan.ok()) throw *pm.plan.error;
+    ModelState& m = *p->model;
+    auto state = std::make_shared<SessionState>();
+    state->plan = p;
+    {
+      std::lock_guard<std::mutex> lock(m.runtime->sessions);
+      sy::WeightLoader weights = m.model.source->weights();
+      state->session = std::make_unique<sy::Session>(pm.graph, pm.plan, m.runtime->registry,
+                                                     pm.inventory, weights);
+    }
+    state->generator =
+        std::make_unique<sy::Generator>(*state->session, m.model.tokenizer, m.model.generation);
+    auto* h = new sy_session{std::move(state)};
+    add_handle(h, Kind::session);
+    *session = h;
+  });
+}
+
+int sy_session_destroy(sy_session* session) {
+  return destroy(session, Kind::session);
+}
+
+int sy_session_info_get(sy_session* session, sy_session_info* info, sy_host_error* error) {
+  return guarded("sy_session_info_get", error, [&] {
+    auto s = state_of(session, Kind::session, "sy_session_info_get", "session");
+    if (!info) throw invalid_argument("sy_session_info_get", "info", "NULL");
+    require_size(info, SY_MIN_SIZE(sy_session_info, position), "sy_session_info_get", "info");
+    const sy::Graph& g = s->plan->planned->graph;
+    const sy::Value* logits = g.phases.back().value("logits");
+    const sy::Value* tokens = g.phases.front().value("tokens");
+    info->vocab_size = logits ? logits->shape.back() : 0;
+    info->context = s->session->context();
+    info->prompt_tokens = tokens ? tokens->bytes() / 8 : 0;
+    info->position = s->session->position();
+  });
+}
+
+int sy_session_prefill(sy_session* session, const int64_t* ids, size_t count, float* logits,
+                       size_t capacity, sy_host_error* error) {
+  return guarded("sy_session_prefill", error, [&] {
+    auto s = state_of(session, Kind::session, "sy_session_prefill", "session");
+    if (!ids || count == 0) throw invalid_argument("sy_session_prefill", "ids", "NULL or empty");
+    write_logits(s->session->prefill(std::vector<int64_t>(ids, ids + count)), logits, capacity,
+                 "sy_session_prefill");
+  });
+}
+
+int sy_session_decode(sy_session* session, int64_t token, float* logits, size_t capacity,
+                      sy_host_error* error) {
+  return guarded("sy_session_decode", error, [&] {
+    auto s = state_of(session, Kind::session, "sy_session_decode", "session");
+    write_logits(s->session->decode(token), logits, capacity, "sy_session_decode");
+  });
+}
+
+int sy_session_generate(sy_session* session, const int64_t* prompt, size_t prompt_count,
+                        const sy_generate_options* options, int64_t* out_ids, size_t capacity,
+                        sy_generate_result* result, sy_host_error* error) {
+  return guarded("sy_session_generate", error, [&] {
+    auto s = state_of(session, Kind::session, "sy_session_generate", "session");
+    if (!prompt || prompt_count == 0)
+      throw invalid_argument("sy_session_generate", "prompt", "NULL or empty");
+    require_size(options, SY_MIN_SIZE(sy_generate_options, user_data), "sy_session_generate",
+                 "options");
+    require_size(result, SY_MIN_SIZE(sy_generate_result, decode_ms), "sy_session_generate",
+                 "result");
+    if (capacity > 0 && !out_ids) throw invalid_argument("sy_session_generate", "out_ids", "NULL");
+    sy::SamplingOptions o;
+    sy::TokenCallback callback;
+    if (options) {
+      if (options->max_tokens < 0 || options->temperature < 0 || options->top_p < 0 ||
+          options->top_p > 1 || options->top_k < 0)
+        throw invalid_argument("sy_session_generate", "options",
+                               "max_tokens, temperature, top_k >= 0 and 0 <= top_p <= 1");
+      o.max_tokens = options->max_tokens > 0 ? options->max_tokens : 32;
+      o.temperature = options->temperature;
+      o.top_k = options->top_k;
+      o.top_p = options->top_p > 0 ? options->top_p : 1.0;
+      o.seed = options->seed;
+      o.ignore_eos = options->ignore_eos != 0;
+      for (size_t i = 0; i < options->num_stop; ++i)
+        if (options->stop && options->stop[i]) o.stop.emplace_back(options->stop[i]);
+      if (options->on_token)
+        callback = [cb = options->on_token, user = options->user_data](int64_t id,
+                                                                       const std::string& text) {
+          return cb(user, id, text.data(), text.size()) == 0;
+        };
+    }
+    sy::Generation g =
+        s->generator->generate(std::vector<int64_t>(prompt, prompt + prompt_count), o, callback);
+    std::copy_n(g.ids.begin(), std::min(capacity, g.ids.size()), out_ids);
+    if (result) {
+      result->generated_tokens = int64_t(g.ids.size());
+      result->stop_reason = stop_code(g.reason);
+      result->decode_steps = g.decode_steps;
+      result->prefill_ms = g.prefill_ms;
+      result->decode_ms = g.decode_ms;
+    }
+  });
+}
+
+int sy_session_memory_json(sy_session* session, char** json, sy_host_error* error) {
+  return guarded("sy_session_memory_json", error, [&] {
+    auto s = state_of(session, Kind::session, "sy_session_memory_json", "session");
+    if (!json) throw invalid_argument("sy_session_memory_json", "json", "NULL");
+    *json = copy_string(sy::memory_report(s->plan->planned->plan, *s->session).dump(2));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,281 @@
+/*
+ * Switchyard host C API: the runtime inside your own program (libswitchyard.so).
+ *
+ * The same pipeline as `switchyard run`, as a library: a runtime discovers the backend
+ * plugins once; a model is opened (a Hugging Face folder or a GGUF file); a plan places every
+ * op on a device of this machine before any weight is loaded, or says with a documented code
+ * why it cannot; a session loads the weights and generates. The CLI's `run` and this API call
+ * the same core code, so they give the same tokens for the same model, prompt and seed.
+ *
+ * Conventions (they hold for every declaration below):
+ *
+ * - Pure C99. No C++ type, exception or allocator crosses. Link with -lswitchyard only.
+ * - Status: every function except the *_destroy family, sy_host_api_version and
+ *   sy_host_string_free returns an int: 0 for success, else the number of an entry of the
+ *   error catalog (`switchyard errors`, docs/errors.md): 11 is SY011 does_not_fit, 304 is
+ *   SY304 prompt_too_long, 401 is SY401 invalid_handle, 402 SY402 invalid_argument, ...
+ *   The *_destroy functions return 0 or 401.
+ * - Errors: functions that can fail take a `sy_host_error*` last; when it is non-NULL and
+ *   the call fails, the code, its name and a message naming what was wrong are written there
+ *   (truncated to the buffer, always NUL-terminated). NULL means "no message wanted".
+ * - struct_size: every options/result struct starts with `size_t struct_size`, which the
+ *   caller sets to sizeof() as its header knows it. Structs only grow at the end; the library
+ *   reads a newer caller's known prefix and refuses a struct smaller than version 1.0's with
+ *   SY402. Zero-initialise a struct, set struct_size, then set the fields you need: 0/NULL
+ *   fields take the documented defaults.
+ * - Handles are opaque. Each is created by one function and destroyed by its *_destroy. The
+ *   library keeps a registry of live handles: a NULL, destroyed or wrong-kind handle is SY401
+ *   and the call does nothing (destroying twice is SY401, never a crash — unless the same
+ *   address was handed out again in between, which the registry cannot tell apart).
+ * - Ownership: a child keeps what it was made from alive. A model keeps its runtime, a plan its
+ *   model, a session its plan; destroying a parent first only drops your reference, and the
+ *   last child's destroy frees it. Strings the library returns (char**) are the caller's, freed
+ *   with sy_host_string_free. Strings and arrays the caller passes are read during the call
+ *   only.
+ * - Threads: runtime, model and plan handles may be used from any number of threads at once
+ *   (creating sessions is serialised inside the runtime). A session is used by one thread at a
+ *   time; different sessions, of one runtime or plan, run on different threads at once.
+ *   Callbacks run on the calling thread, inside the call.
+ * - Nothing is printed unless sy_runtime_options.log_level asks for it (on stderr).
+ */
+#ifndef SWITCHYARD_HOST_H_
+#define SWITCHYARD_HOST_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SY_HOST_API __attribute__((visibility("default")))
+#else
+#define SY_HOST_API
+#endif
+
+/* Major changes only on incompatible change; minor grows with additive change. */
+#define SY_HOST_API_VERSION_MAJOR 1
+#define SY_HOST_API_VERSION_MINOR 0
+
+/* The library's (major << 16) | minor. A program built against major M should refuse a
+ * library whose major differs. */
+SY_HOST_API uint32_t sy_host_api_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors and strings                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Caller-owned. Filled only when a call fails (and the pointer is non-NULL). */
+typedef struct sy_host_error {
+  size_t struct_size; /* sizeof(sy_host_error) */
+  int32_t code;       /* catalog number, e.g. 11; 0 = no error */
+  char code_text[8];  /* "SY011" */
+  char name[40];      /* "does_not_fit" */
+  char message[2048]; /* what went wrong and where, truncated, NUL-terminated */
+} sy_host_error;
+
+/* The catalog name of `code` ("does_not_fit"), or NULL for a number that is not a code.
+ * Static storage. */
+SY_HOST_API const char* sy_host_error_name(int32_t code);
+
+/* Frees a string the library returned. NULL is a no-op. */
+SY_HOST_API void sy_host_string_free(char* text);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime: the plugins, discovered once                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_runtime sy_runtime;
+
+typedef struct sy_runtime_options {
+  size_t struct_size;
+  /* Plugin folders, searched in order, replacing the default. NULL/0: the folders of
+   * SWITCHYARD_PLUGIN_PATH (a colon list) if it is set, else `switchyard/plugins` beside
+   * libswitchyard.so (the layout of an install and of the build tree). */
+  const char* const* plugin_dirs;
+  size_t num_plugin_dirs;
+  /* Worker threads a CPU plugin may use; 0: SWITCHYARD_NUM_THREADS, else every core. */
+  int32_t num_threads;
+  /* "trace", "debug", "info", "warn", "err", "off"; NULL: print nothing. What the runtime
+   * and its plugins log goes to stderr at this level (through an spdlog logger named
+   * "switchyard"; the program's own default spdlog logger is left alone). The last runtime
+   * created sets it for the process. */
+  const char* log_level;
+} sy_runtime_options;
+
+/* Discovers the plugins. A plugin that fails to load is not an error: it is listed, with its
+ * stage and reason, by sy_runtime_report_json. `options` may be NULL (every default).
+ * On success *runtime is a new handle. */
+SY_HOST_API int sy_runtime_create(const sy_runtime_options* options, sy_runtime** runtime,
+                                  sy_host_error* error);
+
+/* Drops the caller's reference; children keep the runtime alive until they are destroyed. */
+SY_HOST_API int sy_runtime_destroy(sy_runtime* runtime);
+
+/* Every plugin (loaded or failed: path, stage, reason), every device of this machine (id,
+ * name, arch, availability, memory and free memory) and the search path, as JSON (schema
+ * switchyard.host-report/1). *json is the caller's: free it with sy_host_string_free. */
+SY_HOST_API int sy_runtime_report_json(sy_runtime* runtime, char** json, sy_host_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Model: a Hugging Face folder or a GGUF file, with its tokenizer           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_model sy_model;
+
+/* Opens `path` (a folder with config.json, model.safetensors and tokenizer.json, or a .gguf
+ * file): reads its config, tokenizer and generation settings; the weights are mapped later,
+ * by sy_session_create. Errors: SY2xx / SY302 / SY303 naming the file and field. */
+SY_HOST_API int sy_model_open(sy_runtime* runtime, const char* path, sy_model** model,
+                              sy_host_error* error);
+SY_HOST_API int sy_model_destroy(sy_model* model);
+
+/* How sy_model_tokenize reads the text. */
+typedef enum sy_prompt_kind {
+  SY_PROMPT_PLAIN = 0, /* the text, with the special tokens the tokenizer declares */
+  SY_PROMPT_CHAT = 1   /* one user message rendered with the model's chat template */
+} sy_prompt_kind;
+
+/* The ids of `text` (NUL-terminated UTF-8), as `switchyard run --prompt` / `--chat` makes
+ * them. Writes at most `capacity` ids to `ids` (which may be NULL when capacity is 0) and sets
+ * *count to the number of ids the prompt has: when *count > capacity the call returns SY402
+ * and writes nothing, so call once with capacity 0 to learn the size. */
+SY_HOST_API int sy_model_tokenize(sy_model* model, const char* text, sy_prompt_kind kind,
+                                  int64_t* ids, size_t capacity, size_t* count,
+                                  sy_host_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Plan: every op placed on a device of this machine, before any weight     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_plan sy_plan;
+
+typedef struct sy_plan_options {
+  size_t struct_size;
+  /* The prompt length the prefill phase is planned for (required, >= 1): a prompt of that
+   * length runs as one prefill; a shorter one runs token by token through the decode phase
+   * (slower, the same model); a longer one is SY304. */
+  int64_t prompt_tokens;
+  /* KV-cache length: prompt plus generated tokens. 0: 1024. */
+  int64_t context;
+  /* Device types, most preferred first, e.g. "cuda,cpu". NULL: cuda, then cpu. */
+  const char* prefer;
+  /* Attention family pin: "flash", "sdpa", "flex", "fused_decode"; NULL: any. */
+  const char* attention;
+  /* Non-zero: a refusal of the preferred choice, or memory that does not fit, is the error
+   * (no fallback, no split). */
+  int32_t strict;
+  /* "f32" or "bf16" instead of the model's dtype; NULL: the model's. */
+  const char* dtype;
+  /* Bytes left free on every device, when memory_reserve_set is non-zero; otherwise the
+   * default (1 GiB, or an eighth of a smaller device). */
+  int64_t memory_reserve;
+  int32_t memory_reserve_set;
+  /* Caps per location ("cuda:0", "host"), parallel arrays of num_memory_caps entries. */
+  const char* const* memory_cap_locations;
+  const int64_t* memory_cap_bytes;
+  size_t num_memory_caps;
+} sy_plan_options;
+
+/* Imports the model for `options` and plans it for the runtime's live devices. Returns 0 for
+ * a legal plan; for none, the SY0xx code (e.g. SY011 when it does not fit in memory) — and
+ * *plan is set all the same, so sy_plan_json can show what was refused and why. For an error
+ * before planning (bad options, a config the importer refuses) *plan is not set. */
+SY_HOST_API int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** plan,
+                               sy_host_error* error);
+SY_HOST_API int sy_plan_destroy(sy_plan* plan);
+
+/* 0 for a legal plan, else its SY0xx code (with the message in *error). */
+SY_HOST_API int sy_plan_status(sy_plan* plan, sy_host_error* error);
+
+/* The plan as `switchyard plan --json` prints it (schema switchyard.plan/1): per op the
+ * plugin, kernel, device and why; rejected candidates with every reason; copies; KV caches;
+ * the memory table. Caller frees *json with sy_host_string_free. */
+SY_HOST_API int sy_plan_json(sy_plan* plan, char** json, sy_host_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Session: weights loaded, caches allocated, generation                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_session sy_session;
+
+/* Loads the weights and prepares every kernel of a legal plan (a plan with an error is
+ * SY0xx again). Errors: SY302 weights, SY305 out of memory, SY306/SY307 from plugins. */
+SY_HOST_API int sy_session_create(sy_plan* plan, sy_session** session, sy_host_error* error);
+SY_HOST_API int sy_session_destroy(sy_session* session);
+
+typedef struct sy_session_info {
+  size_t struct_size;
+  int64_t vocab_size;    /* logits per position */
+  int64_t context;       /* KV-cache length */
+  int64_t prompt_tokens; /* the longest prompt prefill takes */
+  int64_t position;      /* the next position decode writes */
+} sy_session_info;
+
+SY_HOST_API int sy_session_info_get(sy_session* session, sy_session_info* info,
+                                    sy_host_error* error);
+
+/* Runs the prompt (1 to prompt_tokens ids) from position 0 and writes its last token's logits
+ * (vocab_size floats) to `logits`, or skips that when logits is NULL. A capacity below
+ * vocab_size with non-NULL logits is SY402. */
+SY_HOST_API int sy_session_prefill(sy_session* session, const int64_t* ids, size_t count,
+                                   float* logits, size_t capacity, sy_host_error* error);
+
+/* One token at the next position; its logits as for prefill. SY304 when the context is full;
+ * the session stays usable (prefill starts over). */
+SY_HOST_API int sy_session_decode(sy_session* session, int64_t token, float* logits,
+                                  size_t capacity, sy_host_error* error);
+
+/* Called once per generated token, with the text that may be shown now (held back while it
+ * may still become a stop text or an incomplete UTF-8 character; `text` is valid during the
+ * call only, `length` bytes, not NUL-terminated). A final call with token -1 hands over text
+ * still held back when generation ended otherwise. Return 0 to go on, non-zero to stop. */
+typedef int (*sy_token_callback)(void* user_data, int64_t token, const char* text, size_t length);
+
+typedef struct sy_generate_options {
+  size_t struct_size;
+  int64_t max_tokens; /* 0: 32 */
+  double temperature; /* 0: greedy */
+  int64_t top_k;      /* 0: all */
+  double top_p;       /* 0: 1.0 */
+  uint64_t seed;      /* the sampler's seed (std::mt19937 of its low 32 bits, as `run --seed`) */
+  int32_t ignore_eos; /* non-zero: generate past the model's EOS ids */
+  const char* const* stop; /* stop texts, num_stop entries */
+  size_t num_stop;
+  sy_token_callback on_token; /* NULL: none */
+  void* user_data;
+} sy_generate_options;
+
+typedef enum sy_stop_reason {
+  SY_STOP_EOS = 1,
+  SY_STOP_TEXT = 2,
+  SY_STOP_MAX_TOKENS = 3,
+  SY_STOP_CALLBACK = 4
+} sy_stop_reason;
+
+typedef struct sy_generate_result {
+  size_t struct_size;
+  int64_t generated_tokens; /* ids written (or that would have been) */
+  int32_t stop_reason;      /* sy_stop_reason */
+  int64_t decode_steps;
+  double prefill_ms, decode_ms;
+} sy_generate_result;
+
+/* Prefills `prompt` and samples until an EOS id, a stop text, max_tokens, or the callback
+ * asks to stop. Writes up to `capacity` generated ids to `out_ids` (NULL when 0) and fills
+ * *result (NULL: not wanted). prompt + max_tokens beyond the context is SY304. */
+SY_HOST_API int sy_session_generate(sy_session* session, const int64_t* prompt, size_t prompt_count,
+                                    const sy_generate_options* options, int64_t* out_ids,
+                                    size_t capacity, sy_generate_result* result,
+                                    sy_host_error* error);
+
+/* The plan's memory prediction per location beside what this session took, as `run --json`
+ * reports it under "memory". Caller frees *json with sy_host_string_free. */
+SY_HOST_API int sy_session_memory_json(sy_session* session, char** json, sy_host_error* error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SWITCHYARD_HOST_H_ */
