@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
 
-#include <malloc.h>
 #include <sys/mman.h>
 
 #include "core/capability/vocabulary.hpp"
@@ -16,9 +16,13 @@ namespace {
 
 constexpr const char* kHost = "host";
 
-int64_t heap_in_use() {
-  const struct mallinfo2 m = ::mallinfo2();
-  return int64_t(m.uordblks + m.hblkhd);
+// The process's resident anonymous memory (RssAnon of /proc/self/status), in bytes: what it
+// holds in RAM that no file backs — allocated and touched, by anyone in the process.
+int64_t resident_anonymous_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
+  return 0;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -138,39 +142,41 @@ struct Session::Impl {
     throw plan_bug("puts a value on " + id + ", but no plugin can allocate memory there");
   }
 
-  // Host memory for a value. Large buffers (weights, KV caches) are 2 MiB aligned and asked to
-  // be backed by transparent huge pages: a decode step streams every weight once, and on 4 KiB
-  // pages that is one TLB miss per page (65k pages per token for a 135M-parameter bf16 model).
+  // Host memory for a value. Large buffers (weights, KV caches) are 2 MiB aligned, whole 2 MiB
+  // pages (host_allocation_bytes, which the plan counts), and asked to be backed by transparent
+  // huge pages: a decode step streams every weight once, and on 4 KiB pages that is one TLB
+  // miss per page (65k pages per token for a 135M-parameter bf16 model).
   static void* host_alloc(size_t bytes) {
-    constexpr size_t kHuge = size_t(2) << 20;
-    if (bytes < kHuge) return std::aligned_alloc(64, bytes);
-    void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
+    if (bytes < size_t(kHostHugePage)) return std::aligned_alloc(64, bytes);
+    void* p = std::aligned_alloc(size_t(kHostHugePage), bytes);
     if (p) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
     return p;
   }
 
-  // `bytes` of new memory at `location`, zeroed on the host.
+  // `bytes` of new memory at `location`; on the host, zeroed (every page: what the plan counts
+  // is resident whether or not huge pages back it).
   Buffer allocate(const std::string& what, int64_t bytes, const std::string& location) {
     Buffer b;
     b.bytes = bytes;
     b.location = location;
-    b.allocated = bytes;
-    const size_t rounded = size_t(bytes);
     if (location == kHost) {
-      b.data = host_alloc(rounded);
+      const size_t size = size_t(host_allocation_bytes(bytes));
+      b.data = host_alloc(size);
       if (!b.data)
         throw Error(Errc::device_out_of_memory,
-                    "out of memory on host: " + std::to_string(rounded) + " bytes for " + what);
-      std::memset(b.data, 0, rounded);
+                    "out of memory on host: " + std::to_string(size) + " bytes for " + what);
+      std::memset(b.data, 0, size);
+      b.allocated = int64_t(size);
     } else {
       auto [plugin, index] = device_owner(location);
-      Expected<void*> data = plugin->alloc(index, rounded);
+      Expected<void*> data = plugin->alloc(index, uint64_t(bytes));
       if (!data)
         throw in_op(data.error(), what,
-                    "allocating " + std::to_string(rounded) + " bytes on " + location);
+                    "allocating " + std::to_string(bytes) + " bytes on " + location);
       b.data = *data;
       b.plugin = plugin;
       b.device_index = index;
+      b.allocated = bytes;
     }
     return b;
   }
@@ -487,7 +493,7 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
     : impl_(std::make_unique<Impl>(graph, registry, inventory, plan.memory)) {
   if (!plan.ok()) throw *plan.error;
   const std::map<std::string, int64_t> free_before = impl_->free_memory();
-  const int64_t heap_before = heap_in_use();
+  const int64_t resident_before = resident_anonymous_bytes();
   for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
     const Phase& phase = graph.phases[i];
     Impl::PhaseRun& run = impl_->phases[phase.name];
@@ -508,7 +514,7 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
   for (const auto& [loc, after] : impl_->free_memory())
     if (auto it = free_before.find(loc); it != free_before.end())
       free_drop_[loc] = it->second - after;
-  heap_growth_ = heap_in_use() - heap_before;
+  resident_growth_ = resident_anonymous_bytes() - resident_before;
 }
 
 Session::~Session() = default;

@@ -73,15 +73,16 @@ class Session {
   // dropped while the session was made — its buffers plus whatever the kernels took at
   // prepare (their workspace) and the allocator's rounding. Measured by the plugin, not by us.
   const std::map<std::string, int64_t>& device_free_drop() const { return free_drop_; }
-  // How much the process's heap (glibc mallinfo2: in use plus mmapped) grew while the session
-  // was made: its host buffers plus everything else preparing kernels allocated.
-  int64_t host_heap_growth() const { return heap_growth_; }
+  // How much the process's resident anonymous memory (RssAnon) grew while the session was made:
+  // its host buffers plus everything preparing kernels allocated and touched. Measured by the
+  // kernel, not by us.
+  int64_t host_resident_growth() const { return resident_growth_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::map<std::string, int64_t> free_drop_;
-  int64_t heap_growth_ = 0;
+  int64_t resident_growth_ = 0;
   int64_t position_ = 0, context_ = 0;
 };
 

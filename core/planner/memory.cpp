@@ -157,6 +157,11 @@ int64_t buffer_bytes(int64_t value_bytes) {
   return (value_bytes + 63) / 64 * 64 + 64;
 }
 
+int64_t host_allocation_bytes(int64_t bytes) {
+  return bytes < kHostHugePage ? bytes
+                               : (bytes + kHostHugePage - 1) / kHostHugePage * kHostHugePage;
+}
+
 std::string buffer_key(const std::string& scope, const std::string& value,
                        const std::string& location) {
   return scope + "|" + value + "@" + location;
@@ -223,7 +228,8 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
       int64_t& slot = !first_home && it->second != u.location ? m.copies
                       : v.kind == ValueKind::kv_cache         ? m.kv_cache
                                                               : m.weights;
-      slot += buffer_bytes(v.bytes());
+      const int64_t b = buffer_bytes(v.bytes());
+      slot += u.location == kHost ? host_allocation_bytes(b) : b;
     }
     for (auto& [loc, items] : by_location) {
       std::map<std::string, ArenaSlot> slots;
@@ -239,7 +245,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
   }
   for (auto& [loc, m] : per) {
     m.location = loc;
-    m.activations = arena[loc];
+    m.activations = loc == kHost ? host_allocation_bytes(arena[loc]) : arena[loc];
     if (context > 0) m.kv_bytes_per_position = m.kv_cache / context;
     set_capacity(m, inventory, policy);
     out.locations.push_back(m);

@@ -68,6 +68,11 @@ struct MemoryPlan {
 // of slack for vector loads past the end.
 int64_t buffer_bytes(int64_t value_bytes);
 
+// What a host allocation of `bytes` (buffer_bytes() applied) takes: from 2 MiB on, whole 2 MiB
+// pages, 2 MiB aligned, so transparent huge pages can back weights and caches (executor.cpp).
+inline constexpr int64_t kHostHugePage = int64_t(2) << 20;
+int64_t host_allocation_bytes(int64_t bytes);
+
 // The key of a buffer: scope ("" for weights and caches, else the phase), value, location.
 std::string buffer_key(const std::string& scope, const std::string& value,
                        const std::string& location);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/planner/candidates.hpp"
+
 namespace sy {
 namespace {
 
@@ -103,6 +105,7 @@ Plan does_not_fit(Plan plan, const std::string& why) {
                               : "; no context fits: the weights alone exceed the capacity";
   plan.error = Error(Errc::does_not_fit, msg);
   plan.failure = {};
+  plan.hash = plan_hash(plan);  // a plan's hash covers its error
   return plan;
 }
 

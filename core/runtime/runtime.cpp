@@ -161,13 +161,14 @@ nlohmann::json memory_report(const Plan& plan, const Session& session) {
         {"buffers",
          {{"predicted_bytes", buffers}, {"allocated_bytes", got}, {"error", error(buffers, got)}}}};
     // Everything the location gave while the session was made, measured outside the executor:
-    // the device's own free-memory figure, or the host's heap.
+    // the device's own free-memory figure, or the host process's resident anonymous memory.
     std::optional<int64_t> measured;
     std::string by;
     if (auto d = drop.find(l.location); d != drop.end())
       measured = d->second, by = "drop of the device's free memory (its plugin's memory_info)";
     else if (l.location == "host")
-      measured = session.host_heap_growth(), by = "growth of the process heap (mallinfo2)";
+      measured = session.host_resident_growth(),
+      by = "growth of the process's resident anonymous memory (RssAnon)";
     if (measured)
       j["measured"] = {{"bytes", *measured}, {"by", by}, {"error", error(l.total(), *measured)}};
     out[l.location] = j;

@@ -109,8 +109,8 @@ class Generator {
 // The plan's prediction per location beside what the session measured: its buffers (weights,
 // caches, arenas, copies) against the executor's allocations, and the whole need (workspace
 // included) against what the location gave — the free-memory drop the device's plugin reports,
-// or the growth of the host's heap — each with the relative error (predicted − measured) /
-// measured.
+// or the growth of the host process's resident anonymous memory — each with the relative error
+// (predicted − measured) / measured.
 nlohmann::json memory_report(const Plan& plan, const Session& session);
 
 }  // namespace sy
