@@ -180,20 +180,31 @@ int run_devices(const GlobalOptions& global, const Args& args) {
   if (!parse_listing(args, "devices", o)) return kExitOk;
   if (!o.target.empty()) return target_devices(global, o);
   Registry reg = discover_plugins(global, default_load_options());
+  // Free memory as the planner sees it (the plugin's memory_info; the host's MemAvailable).
+  const Inventory inv = live_inventory(reg);
+  auto free_of = [&](const DeviceInfo& d) -> const InventoryDevice* {
+    for (const auto& dev : inv.devices)
+      if (dev.info.type == d.type && dev.info.id == d.id && dev.free_bytes) return &dev;
+    return nullptr;
+  };
   json out = json::array();
-  TextTable table({"PLUGIN", "DEVICE", "TYPE", "ARCH", "MEMORY", "UNITS", "AVAILABLE"});
+  TextTable table({"PLUGIN", "DEVICE", "TYPE", "ARCH", "MEMORY", "FREE", "UNITS", "AVAILABLE"});
   for (const auto& r : reg.records()) {
     if (!r.loaded() || !selected(r, o)) continue;
     for (const auto& d : r.plugin->devices()) {
       json j = to_json(d);
       j["plugin"] = r.name;
+      const InventoryDevice* live = free_of(d);
+      if (live) j["free_bytes"] = *live->free_bytes, j["free_source"] = live->free_source;
       out.push_back(j);
       table.add_row({r.name, d.name, device_type_name(d.type), d.arch, bytes_text(d.memory_bytes),
+                     live ? bytes_text(*live->free_bytes) : "-",
                      d.compute_units ? std::to_string(d.compute_units) : "-",
                      d.available ? "yes" : "no: " + d.unavailable_reason});
     }
     if (r.plugin->devices().empty())
-      table.add_row({r.name, "(none)", "-", "-", "-", "-", "no: " + r.plugin->no_devices_reason()});
+      table.add_row(
+          {r.name, "(none)", "-", "-", "-", "-", "-", "no: " + r.plugin->no_devices_reason()});
   }
   if (o.json)
     std::cout << out.dump(2) << "\n";
