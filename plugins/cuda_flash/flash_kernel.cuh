@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "device_math.cuh"
+#include "flash_shape.hpp"
 
 #ifdef SY_CUDA_EMULATION
 #define SY_DYNAMIC_SHARED(name) unsigned char* name = sy_emu::dynamic_shared()
@@ -37,13 +38,6 @@ namespace sy::cuda::flash {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-// Keys per shared-memory tile: 64, but 32 for D = 256 so the output accumulators (D/2 floats
-// per thread) and the scores fit in registers together.
-__host__ __device__ constexpr int keys_per_tile(int d) {
-  return d <= 128 ? 64 : 32;
-}
-constexpr int kMaxSplits = 64;
 
 struct FlashParams {
   const void *q, *k, *v;
@@ -422,25 +416,14 @@ size_t smem_for(int warps) {
   return warps == 1 ? flash_smem_bytes<T, D, 1>() : flash_smem_bytes<T, D, 4>();
 }
 
-// Splits the keys when the blocks without a split would not give every multiprocessor several
-// warps to hide memory latency with; each split keeps at least 4 tiles of a full cache.
+// The block shape of one call and its split of the keys (flash_shape.hpp).
 template <typename T, int D>
 LaunchShape launch_shape(const FlashParams& p, int sm_count) {
-  constexpr int BN = keys_per_tile(D);
   LaunchShape s;
-  s.warps = p.M <= 16 ? 1 : 4;
+  s.warps = flash_warps(p.M);
   s.row_blocks = (p.M + 16 * s.warps - 1) / (16 * s.warps);
   s.smem = smem_for<T, D>(s.warps);
-  const long long blocks = (long long)s.row_blocks * p.B * p.Hkv;
-  const long long want_warps = 8LL * sm_count;  // ~8 resident warps per multiprocessor
-  const long long have_warps = blocks * s.warps;
-  int splits = 1;
-  if (have_warps < want_warps) {
-    long long by_occupancy = (want_warps + have_warps - 1) / have_warps;
-    long long by_length = std::max(1, p.Skv / (4 * BN));
-    splits = int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
-  }
-  s.splits = splits;
+  s.splits = flash_splits(p.M, p.B, p.Hkv, p.Skv, D, sm_count);
   return s;
 }
 

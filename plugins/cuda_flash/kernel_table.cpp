@@ -5,6 +5,7 @@
 
 #include "cuda_devices.hpp"
 #include "cuda_kernel.hpp"
+#include "flash_shape.hpp"
 
 namespace sy::cuda {
 namespace {
@@ -86,6 +87,24 @@ const sy::edge::NarrowFn kLimits[] = {
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 
+// flash_attention: the split-KV workspace its prepare will allocate for this op on this
+// device (its multiprocessors from the description; none given: as many as the splits can use).
+uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
+  if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[0]->ndim != 4 ||
+      op->inputs[1]->ndim != 4 || op->inputs[1]->shape[2] <= 0)
+    return 0;
+  const int64_t* q = op->inputs[0]->shape;  // [B, Sq, Hq, D]
+  const int64_t* k = op->inputs[1]->shape;  // [B, Skv, Hkv, D]
+  const int sms = device && device->compute_units > 0 ? device->compute_units : 1 << 20;
+  const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms);
+  return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, int(q[3]));
+}
+const sy::edge::WorkspaceFn kWorkspace[] = {
+    flash_workspace, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    nullptr,         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+};
+static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
+
 const sy::edge::Factory<CudaKernel, CudaContext> kFactories[] = {
     make_flash_attention, make_kv_cache_append, make_matmul,
     make_embedding,       make_rms_norm,        make_rope,
@@ -99,7 +118,7 @@ static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
 
 const Kernels& kernels() {
   static const sy::edge::KernelSet<CudaKernel, CudaContext, kCount> set(kEnvelopes, kLimits,
-                                                                        kFactories);
+                                                                        kFactories, kWorkspace);
   static const Kernels list = set.list();
   return list;
 }

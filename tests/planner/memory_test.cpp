@@ -102,7 +102,8 @@ TEST_F(Memory, StrictRefusesWithTheMemoryCodeAndTheNumbers) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error->code, Errc::does_not_fit);
   EXPECT_THAT(p.error->message, HasSubstr("more memory than cuda:0 has"));
-  EXPECT_THAT(p.error->message, HasSubstr("cuda:0 needs 15.50 GiB"));  // 14.96 GiB of weights + KV
+  EXPECT_THAT(p.error->message,
+              HasSubstr("cuda:0 needs 15.5"));  // 14.96 GiB of weights + KV + the rest
   EXPECT_THAT(p.error->message, HasSubstr("of 7.00 GiB"));
   EXPECT_THAT(p.error->message, HasSubstr("no context fits"));  // the weights alone are too big
 }
@@ -143,6 +144,22 @@ TEST_F(Memory, TheLargestContextThatFitsIsNamedAndFits) {
   EXPECT_TRUE(at.ok()) << at.error->message;
   Plan over = plan("llama-3.2-1b", "gpu-8gb", strict, fits + fits / 20);
   EXPECT_FALSE(over.ok());
+}
+
+// cuda_flash declares the split-KV workspace its prepare will allocate (ABI 1.4), from the
+// device's description: on the H200 (132 multiprocessors), Llama-3.2-1B (Hq 32, Hkv 8, D 64,
+// 16 layers) at prompt 512 and context 4096. The rule (docs/cuda_flash.md): split the keys when
+// the blocks give fewer than 8 warps per multiprocessor, by that shortfall, at most one split
+// per 4 tiles of 64 keys, at most 64; each split keeps D + 1 floats per query row.
+TEST_F(Memory, CudaFlashDeclaresItsSplitKvWorkspace) {
+  if (!test::kHaveCudaPlugin) GTEST_SKIP() << "cuda_flash is not built here (no nvcc)";
+  Plan p = plan("llama-3.2-1b", "h200");
+  ASSERT_TRUE(p.ok()) << p.error->message;
+  // Prefill: 512 x 4 packed rows, 4 warps a block, 32 blocks per KV head: 1024 warps of the
+  // 1056 wanted -> 2 splits. Decode: 4 packed rows, 1 warp, 8 warps -> 132 by occupancy, 16 by
+  // length (4096 / 256) -> 16 splits.
+  const int64_t prefill = 512LL * 32 * 2 * 65 * 4, decode = 32LL * 16 * 65 * 4;
+  EXPECT_EQ(p.memory.find("cuda:0")->workspace, 16 * (prefill + decode));
 }
 
 // Activations whose lifetimes do not overlap share bytes: the arena is far below the sum of
