@@ -75,12 +75,6 @@ bool remove_handle(const void* h, Kind k) {
   return true;
 }
 
-bool is_handle(const void* h, Kind k) {
-  std::lock_guard<std::mutex> lock(g_handles_mu);
-  auto it = g_handles.find(h);
-  return h && it != g_handles.end() && it->second == k;
-}
-
 // ---- errors ----------------------------------------------------------------------------------
 
 int report(sy_host_error* out, const Error& e) {
@@ -152,6 +146,9 @@ fs::path library_dir() {
 sy::SearchPath search_path(const sy_runtime_options* o) {
   sy::SearchPath path;
   if (o && o->num_plugin_dirs > 0) {
+    if (!o->plugin_dirs)
+      throw invalid_argument("sy_runtime_create", "options->plugin_dirs",
+                             "NULL with num_plugin_dirs " + std::to_string(o->num_plugin_dirs));
     for (size_t i = 0; i < o->num_plugin_dirs; ++i)
       if (o->plugin_dirs[i]) path.dirs.emplace_back(o->plugin_dirs[i]);
     path.source = "sy_runtime_options.plugin_dirs";
@@ -180,6 +177,8 @@ void set_logging(const char* level) {
                   std::string("sy_runtime_create: log_level is invalid: '") + level +
                       "' is not trace, debug, info, warn, err or off");
   }
+  static std::mutex mu;  // two runtimes made at once must not both register the logger
+  std::lock_guard<std::mutex> lock(mu);
   auto logger = spdlog::get(sy::kCoreLoggerName);
   if (!logger) logger = spdlog::stderr_color_mt(sy::kCoreLoggerName);
   logger->set_level(parsed);
@@ -233,7 +232,9 @@ sy::Policy plan_policy(const sy_plan_options& o) {
         o.memory_cap_bytes[i] < 0)
       throw invalid_argument("sy_plan_create", "options->memory_cap_*",
                              "entry " + std::to_string(i) + " needs a location and bytes >= 0");
-    p.max_device_memory[o.memory_cap_locations[i]] = o.memory_cap_bytes[i];
+    std::string where = o.memory_cap_locations[i];
+    if (where == "cpu" || where.rfind("cpu:", 0) == 0) where = "host";  // as the CLI reads it
+    p.max_device_memory[where] = o.memory_cap_bytes[i];
   }
   return p;
 }
@@ -247,19 +248,33 @@ int stop_code(sy::StopReason r) {
   }
 }
 
+// The state behind a live handle of kind `k`, copied under the registry's lock: a destroy on
+// another thread either happened before (SY401) or frees the handle after the copy.
 template <typename H>
 auto state_of(H* h, Kind k, const char* fn, const char* name) {
-  if (!is_handle(h, k)) throw invalid_handle(fn, name);
+  std::lock_guard<std::mutex> lock(g_handles_mu);
+  auto it = g_handles.find(h);
+  if (!h || it == g_handles.end() || it->second != k) throw invalid_handle(fn, name);
   return h->state;
 }
 
-void write_logits(const std::vector<float>& logits, float* out, size_t capacity, const char* fn) {
-  if (!out) return;
-  if (capacity < logits.size())
+// The vocabulary of a planned model: the logits each step writes.
+int64_t vocab_of(const sy::PlannedModel& pm) {
+  const sy::Value* logits = pm.graph.phases.back().value("logits");
+  return logits ? logits->shape.back() : 0;
+}
+
+// Refuses a logits buffer too small before anything runs: a failed call changes nothing.
+void require_logits_room(const sy::PlannedModel& pm, const float* out, size_t capacity,
+                         const char* fn) {
+  if (out && capacity < size_t(vocab_of(pm)))
     throw invalid_argument(
         fn, "capacity",
-        std::to_string(capacity) + " floats, the vocabulary has " + std::to_string(logits.size()));
-  std::copy(logits.begin(), logits.end(), out);
+        std::to_string(capacity) + " floats, the vocabulary has " + std::to_string(vocab_of(pm)));
+}
+
+void write_logits(const std::vector<float>& logits, float* out) {
+  if (out) std::copy(logits.begin(), logits.end(), out);
 }
 
 }  // namespace
@@ -381,6 +396,8 @@ int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** pl
     if (!plan) throw invalid_argument("sy_plan_create", "plan", "NULL");
     if (options->prompt_tokens < 1)
       throw invalid_argument("sy_plan_create", "options->prompt_tokens", "must be >= 1");
+    if (options->context < 0)
+      throw invalid_argument("sy_plan_create", "options->context", "negative");
     sy::ImportOptions opts;
     opts.prompt_len = options->prompt_tokens;
     opts.context = options->context > 0 ? options->context : 1024;
@@ -453,10 +470,8 @@ int sy_session_info_get(sy_session* session, sy_session_info* info, sy_host_erro
     auto s = state_of(session, Kind::session, "sy_session_info_get", "session");
     if (!info) throw invalid_argument("sy_session_info_get", "info", "NULL");
     require_size(info, SY_MIN_SIZE(sy_session_info, position), "sy_session_info_get", "info");
-    const sy::Graph& g = s->plan->planned->graph;
-    const sy::Value* logits = g.phases.back().value("logits");
-    const sy::Value* tokens = g.phases.front().value("tokens");
-    info->vocab_size = logits ? logits->shape.back() : 0;
+    const sy::Value* tokens = s->plan->planned->graph.phases.front().value("tokens");
+    info->vocab_size = vocab_of(*s->plan->planned);
     info->context = s->session->context();
     info->prompt_tokens = tokens ? tokens->bytes() / 8 : 0;
     info->position = s->session->position();
@@ -468,8 +483,8 @@ int sy_session_prefill(sy_session* session, const int64_t* ids, size_t count, fl
   return guarded("sy_session_prefill", error, [&] {
     auto s = state_of(session, Kind::session, "sy_session_prefill", "session");
     if (!ids || count == 0) throw invalid_argument("sy_session_prefill", "ids", "NULL or empty");
-    write_logits(s->session->prefill(std::vector<int64_t>(ids, ids + count)), logits, capacity,
-                 "sy_session_prefill");
+    require_logits_room(*s->plan->planned, logits, capacity, "sy_session_prefill");
+    write_logits(s->session->prefill(std::vector<int64_t>(ids, ids + count)), logits);
   });
 }
 
@@ -477,7 +492,8 @@ int sy_session_decode(sy_session* session, int64_t token, float* logits, size_t 
                       sy_host_error* error) {
   return guarded("sy_session_decode", error, [&] {
     auto s = state_of(session, Kind::session, "sy_session_decode", "session");
-    write_logits(s->session->decode(token), logits, capacity, "sy_session_decode");
+    require_logits_room(*s->plan->planned, logits, capacity, "sy_session_decode");
+    write_logits(s->session->decode(token), logits);
   });
 }
 
@@ -496,7 +512,7 @@ int sy_session_generate(sy_session* session, const int64_t* prompt, size_t promp
     sy::SamplingOptions o;
     sy::TokenCallback callback;
     if (options) {
-      if (options->max_tokens < 0 || options->temperature < 0 || options->top_p < 0 ||
+      if (options->max_tokens < 0 || !(options->temperature >= 0) || !(options->top_p >= 0) ||
           options->top_p > 1 || options->top_k < 0)
         throw invalid_argument("sy_session_generate", "options",
                                "max_tokens, temperature, top_k >= 0 and 0 <= top_p <= 1");

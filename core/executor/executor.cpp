@@ -83,6 +83,7 @@ struct Session::Impl {
     std::vector<PreparedOp> ops;
     std::map<std::string, Buffer*> host_inputs;  // input values consumed from host memory
     Buffer* logits = nullptr;
+    std::string logits_location;  // where this phase's head writes the logits
     StepProfile profile;
     std::map<std::string, std::pair<double, int64_t>> per_kind;
   };
@@ -103,7 +104,6 @@ struct Session::Impl {
   std::map<std::string, PhaseRun> phases;
   std::map<std::string, Value> added_values;  // phase|name: values the plan's adaptations add
   std::set<std::pair<const Plugin*, uint32_t>> devices;  // every (plugin, device) that runs work
-  std::string logits_location;
 
   Impl(const Graph& g, const Registry& r, const Inventory& i, const MemoryPlan& m)
       : graph(g), registry(r), inventory(i), memory(m) {}
@@ -458,7 +458,8 @@ struct Session::Impl {
             it != buffers.end())
           run.host_inputs[v.name] = &it->second;
     if (const Value* v = run.phase->value("logits")) {
-      run.logits = &buffer(run.phase->name, *v, logits_location.empty() ? kHost : logits_location);
+      run.logits =
+          &buffer(run.phase->name, *v, run.logits_location.empty() ? kHost : run.logits_location);
       staging.resize(size_t(v->bytes()));
       logits_out.resize(size_t(v->shape.back()));
     }
@@ -503,7 +504,7 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
         run.ops.push_back(std::move(op));
       for (size_t o = 0; o < planned.output_locations.size(); ++o)
         if (const Node* n = Impl::node_of(phase, planned.id); n && n->outputs[o] == "logits")
-          impl_->logits_location = planned.output_locations[o];
+          run.logits_location = planned.output_locations[o];
     }
     for (const auto& v : phase.values)
       if (v.kind == ValueKind::kv_cache)

@@ -55,8 +55,9 @@ class Session {
   // call). Allocates nothing: every buffer was sized when the session was made.
   const std::vector<float>& decode(int64_t token);
   // Every position's logits from the last prefill() or decode() as float, [positions, vocab]
-  // row-major: the whole prompt after prefill(), one row after decode(). It copies; for
-  // parity checks against a reference, not for the generation loop.
+  // row-major: the whole prompt after a prefill() of the plan's prompt length, one row after
+  // decode() (and after a shorter prompt, which ran as decode steps). It copies; for parity
+  // checks against a reference, not for the generation loop.
   std::vector<float> every_position_logits() const;
 
   // Makes `position` (0 <= position <= position()) the next one decoded: the cache rows from

@@ -123,22 +123,32 @@ Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Polic
     const std::string dev = over->location;
     const std::string before = need_text(*over);
     // The fewest leading units kept off `dev` that make it fit: each trial is a full plan.
+    // Moving more units only ever frees `dev`, but may hit an op the next device cannot serve:
+    // such a trial bounds the search from above, and its error is part of the answer.
     size_t lo = 1, hi = units.size(), best = 0;
     Plan best_plan;
+    std::string unplaceable;
     while (lo <= hi) {
       const size_t mid = (lo + hi) / 2;
       Policy trial = pol;
       trial.memory_excluded[dev].insert(units.begin(), units.begin() + long(mid));
       Plan t = place(trial);
-      const LocationMemory* m = t.ok() ? t.memory.find(dev) : nullptr;
-      if (t.ok() && (!m || m->fits())) {
-        best = mid, best_plan = std::move(t), hi = mid - 1;
-      } else {
-        lo = mid + 1;
+      if (!t.ok()) {
+        unplaceable = "moving " + describe(units, 0, mid) + " off " + dev +
+                      " fails: " + code_text(t.error->code) + " " + t.error->message;
+        hi = mid - 1;
+        continue;
       }
+      const LocationMemory* m = t.memory.find(dev);
+      if (!m || m->fits())
+        best = mid, best_plan = std::move(t), hi = mid - 1;
+      else
+        lo = mid + 1;
     }
     if (best == 0)
-      return does_not_fit(std::move(plan), "moving layers off " + dev + " does not make it fit");
+      return does_not_fit(
+          std::move(plan),
+          unplaceable.empty() ? "moving layers off " + dev + " does not make it fit" : unplaceable);
     pol.memory_excluded[dev].insert(units.begin(), units.begin() + long(best));
     plan = std::move(best_plan);
     story += (story.empty() ? "" : "; ") + before + ", so " + describe(units, 0, best) +

@@ -10,8 +10,8 @@
  * Conventions (they hold for every declaration below):
  *
  * - Pure C99. No C++ type, exception or allocator crosses. Link with -lswitchyard only.
- * - Status: every function except the *_destroy family, sy_host_api_version and
- *   sy_host_string_free returns an int: 0 for success, else the number of an entry of the
+ * - Status: every function except the *_destroy family, sy_host_api_version,
+ *   sy_host_error_name and sy_host_string_free returns an int: 0 for success, else the number of an entry of the
  *   error catalog (`switchyard errors`, docs/errors.md): 11 is SY011 does_not_fit, 304 is
  *   SY304 prompt_too_long, 401 is SY401 invalid_handle, 402 SY402 invalid_argument, ...
  *   The *_destroy functions return 0 or 401.
@@ -34,8 +34,10 @@
  *   only.
  * - Threads: runtime, model and plan handles may be used from any number of threads at once
  *   (creating sessions is serialised inside the runtime). A session is used by one thread at a
- *   time; different sessions, of one runtime or plan, run on different threads at once.
- *   Callbacks run on the calling thread, inside the call.
+ *   time; different sessions, of one runtime or plan, run on different threads at once, each
+ *   with its own kernels and buffers. Sessions on one accelerator share its plugin's device:
+ *   its copies and synchronize must then be thread-safe (docs/host-api.md says what is
+ *   tested). Callbacks run on the calling thread, inside the call.
  * - Nothing is printed unless sy_runtime_options.log_level asks for it (on stderr).
  */
 #ifndef SWITCHYARD_HOST_H_
@@ -157,7 +159,7 @@ typedef struct sy_plan_options {
    * length runs as one prefill; a shorter one runs token by token through the decode phase
    * (slower, the same model); a longer one is SY304. */
   int64_t prompt_tokens;
-  /* KV-cache length: prompt plus generated tokens. 0: 1024. */
+  /* KV-cache length: prompt plus generated tokens. 0: 1024; negative: SY402. */
   int64_t context;
   /* Device types, most preferred first, e.g. "cuda,cpu". NULL: cuda, then cpu. */
   const char* prefer;
@@ -172,7 +174,8 @@ typedef struct sy_plan_options {
    * default (1 GiB, or an eighth of a smaller device). */
   int64_t memory_reserve;
   int32_t memory_reserve_set;
-  /* Caps per location ("cuda:0", "host"), parallel arrays of num_memory_caps entries. */
+  /* Caps per location ("cuda:0"; "host", "cpu" or "cpu:N" for host memory), parallel arrays
+   * of num_memory_caps entries, bytes >= 0. */
   const char* const* memory_cap_locations;
   const int64_t* memory_cap_bytes;
   size_t num_memory_caps;

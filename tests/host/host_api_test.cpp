@@ -269,9 +269,14 @@ TEST_F(HostApi, BadArgumentsAreSY402AndBadFilesTheirOwnCodes) {
   EXPECT_LT(bad, 400);
   EXPECT_EQ(m, nullptr);
   EXPECT_EQ(sy_model_open(runtime_, "/nonexistent/model", &m, nullptr), bad);  // no message
+  sy_runtime* rt_none = nullptr;
   sy_runtime_options ro;
   std::memset(&ro, 0, sizeof ro);
   ro.struct_size = sizeof ro;
+  ro.num_plugin_dirs = 2;  // and no array
+  EXPECT_EQ(sy_runtime_create(&ro, &rt_none, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("plugin_dirs"));
+  ro.num_plugin_dirs = 0;
   ro.log_level = "loud";
   sy_runtime* rt = nullptr;
   EXPECT_EQ(sy_runtime_create(&ro, &rt, &e), kInvalidArgument);
@@ -341,8 +346,17 @@ TEST_F(HostApi, ACallbackStopsAndASessionOutlivesItsErrors) {
   for (int i = 0; i < 8; ++i) ASSERT_EQ(sy_session_decode(s, 1, nullptr, 0, &e), kOk) << i;
   EXPECT_EQ(sy_session_decode(s, 1, nullptr, 0, &e), kPromptTooLong);
   EXPECT_THAT(e.message, HasSubstr("context"));
+  // A logits buffer too small is refused before anything runs: the position does not move.
   float small[2];
+  sy_session_info before;
+  std::memset(&before, 0, sizeof before);
+  before.struct_size = sizeof before;
+  ASSERT_EQ(sy_session_info_get(s, &before, nullptr), kOk);
   EXPECT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), small, 2, &e), kInvalidArgument);
+  EXPECT_EQ(sy_session_decode(s, 1, small, 2, &e), kInvalidArgument);
+  sy_session_info after = before;
+  ASSERT_EQ(sy_session_info_get(s, &after, nullptr), kOk);
+  EXPECT_EQ(after.position, before.position);
   EXPECT_EQ(generate(s, prompt, greedy(8)), whole);
   // A prompt shorter than the plan's runs through decode steps: what a plan of its own
   // length gives.
