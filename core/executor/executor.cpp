@@ -465,10 +465,14 @@ struct Session::Impl {
     }
   }
 
+  // Writes input `name`; the entries `data` does not cover (another batch row's) are zeroed,
+  // since the arena gives the input's bytes to other values between steps.
   void set_input(PhaseRun& run, const char* name, const int64_t* data, size_t n) {
     auto it = run.host_inputs.find(name);
     if (it == run.host_inputs.end()) return;  // not consumed by any op
-    std::memcpy(it->second->data, data, std::min(n * 8, size_t(it->second->bytes)));
+    const size_t bytes = size_t(it->second->bytes), written = std::min(n * 8, bytes);
+    std::memcpy(it->second->data, data, written);
+    std::memset(static_cast<char*>(it->second->data) + written, 0, bytes - written);
   }
 
   // The logits of the step's last position, as float.
