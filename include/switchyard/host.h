@@ -11,10 +11,11 @@
  *
  * - Pure C99. No C++ type, exception or allocator crosses. Link with -lswitchyard only.
  * - Status: every function except the *_destroy family, sy_host_api_version,
- *   sy_host_error_name and sy_host_string_free returns an int: 0 for success, else the number of an entry of the
- *   error catalog (`switchyard errors`, docs/errors.md): 11 is SY011 does_not_fit, 304 is
- *   SY304 prompt_too_long, 401 is SY401 invalid_handle, 402 SY402 invalid_argument, ...
- *   The *_destroy functions return 0 or 401.
+ *   sy_host_error_name and sy_host_string_free returns an int: 0 for success, else
+ *   the number of an entry of the error catalog (`switchyard errors`,
+ *   docs/errors.md): 11 is SY011 does_not_fit, 304 is SY304 prompt_too_long, 401 is
+ *   SY401 invalid_handle, 402 SY402 invalid_argument, ... The *_destroy functions
+ *   return 0 or 401.
  * - Errors: functions that can fail take a `sy_host_error*` last; when it is non-NULL and
  *   the call fails, the code, its name and a message naming what was wrong are written there
  *   (truncated to the buffer, always NUL-terminated). NULL means "no message wanted".
