@@ -8,10 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <dnnl.hpp>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,8 +25,8 @@ using dnnl::memory;
 constexpr int64_t kChunkRows = 256;
 
 // The f32 matmul of one chunk, a [M, K] · (w32 [nc, K])ᵀ -> c32 [M, nc], with its scratchpad in
-// user mode: the kernel owns it, so check can declare it (quant_matmul_workspace_bytes) instead
-// of oneDNN holding it out of sight.
+// user mode: it lives in the calling thread's scratch (ThreadScratch) instead of oneDNN holding
+// one per primitive out of sight.
 dnnl::matmul::primitive_desc chunk_pd(const dnnl::engine& engine, int64_t m, int64_t k,
                                       int64_t nc) {
   memory::desc a({m, k}, memory::data_type::f32, memory::dims{k, 1});
@@ -40,17 +37,23 @@ dnnl::matmul::primitive_desc chunk_pd(const dnnl::engine& engine, int64_t m, int
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine);
 }
 
-// Scratchpad bytes of a chunk's matmul, by shape, cached: check asks often, from any thread.
-uint64_t chunk_scratchpad_bytes(int64_t m, int64_t k, int64_t nc) {
-  static std::mutex mu;
-  static std::map<std::array<int64_t, 3>, uint64_t> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto [it, added] = cache.try_emplace({m, k, nc}, 0);
-  if (added) {
-    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    it->second = chunk_pd(engine, m, k, nc).scratchpad_desc().get_size();
-  }
-  return it->second;
+// What a prefill matmul needs only while it runs: a bf16 activation widened, the dequantized
+// chunk, its product and oneDNN's scratchpad. One set per calling thread serves every kernel
+// that thread runs (the ABI runs one kernel at a time per thread, and separate kernels on
+// separate threads, each with its own set), sized by the largest so far: a model's prefill
+// needs a few MiB of scratch, not a chunk per matmul (205 MiB for SmolLM2-135M at 37 tokens).
+struct ThreadScratch {
+  std::vector<float> a32, w32, c32;
+  std::vector<uint8_t> pad;
+};
+ThreadScratch& thread_scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+template <typename T>
+T* at_least(std::vector<T>& v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v.data();
 }
 
 // a [M, K] as f32: a itself, or widened from bf16 into `scratch`.
@@ -116,28 +119,31 @@ class QuantGemmKernel final : public CpuKernel {
         wtype_(wtype),
         bf16_(bf16),
         engine_(dnnl::engine::kind::cpu, 0),
-        stream_(engine_),
-        a32_(bf16 ? size_t(m * k) : 0),
-        w32_(size_t(std::min(n, kChunkRows) * k)),
-        c32_(size_t(m * std::min(n, kChunkRows))) {
+        stream_(engine_) {
     full_ = make_chunk(std::min(n, kChunkRows));
     if (n % kChunkRows != 0 && n > kChunkRows) tail_ = make_chunk(n % kChunkRows);
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     omp_set_num_threads(ctx_.num_threads);
-    const float* a = as_f32(in[0], bf16_, m_ * k_, a32_, ctx_);
+    ThreadScratch& s = thread_scratch();
+    const int64_t chunk = std::min(n_, kChunkRows);
+    if (bf16_) at_least(s.a32, m_ * k_);
+    float* w32 = at_least(s.w32, chunk * k_);
+    float* c32 = at_least(s.c32, m_ * chunk);
+    uint8_t* pad = at_least(s.pad, int64_t(pad_bytes_));
+    const float* a = as_f32(in[0], bf16_, m_ * k_, s.a32, ctx_);
     const uint8_t* w = data_of<const uint8_t>(in[1]);
     for (int64_t n0 = 0; n0 < n_; n0 += kChunkRows) {
       const int64_t nc = std::min(kChunkRows, n_ - n0);
-      dequantize(w, n0, nc);
-      Chunk& c = nc == std::min(n_, kChunkRows) ? full_ : tail_;
+      dequantize(w, n0, nc, w32);
+      Chunk& c = nc == chunk ? full_ : tail_;
       c.a.set_data_handle(const_cast<float*>(a));
-      c.b.set_data_handle(w32_.data());
-      c.c.set_data_handle(c32_.data());
-      if (c.scratch) c.scratch.set_data_handle(scratch_.data());
+      c.b.set_data_handle(w32);
+      c.c.set_data_handle(c32);
+      if (c.scratch) c.scratch.set_data_handle(pad);
       execute(c);
-      scatter(data_of<void>(out[0]), n0, nc);
+      scatter(c32, data_of<void>(out[0]), n0, nc);
     }
   }
 
@@ -159,18 +165,17 @@ class QuantGemmKernel final : public CpuKernel {
         {DNNL_ARG_SRC, ch.a.get()}, {DNNL_ARG_WEIGHTS, ch.b.get()}, {DNNL_ARG_DST, ch.c.get()}};
     const size_t scratch = pd.scratchpad_desc().get_size();
     if (scratch > 0) {  // the chunks run one after the other: one buffer serves both
-      if (scratch_.size() < scratch) scratch_.resize(scratch);
+      pad_bytes_ = std::max(pad_bytes_, scratch);
       ch.scratch = memory(pd.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
       ch.args.push_back({DNNL_ARG_SCRATCHPAD, ch.scratch.get()});
     }
     return ch;
   }
 
-  void dequantize(const uint8_t* w, int64_t n0, int64_t nc) {
+  void dequantize(const uint8_t* w, int64_t n0, int64_t nc, float* dst) const {
     const QuantTier& tier = tier_;
     const sy_dtype t = wtype_;
     const int64_t k = k_;
-    float* dst = w32_.data();
     parallel_for(ctx_, nc, k, [=, &tier](int64_t r) {
       tier.dequant_rows(t, w, k, n0 + r, n0 + r + 1, dst + r * k);
     });
@@ -186,8 +191,7 @@ class QuantGemmKernel final : public CpuKernel {
   }
 
   // c32 [M, nc] into columns [n0, n0 + nc) of c [M, N].
-  void scatter(void* c, int64_t n0, int64_t nc) const {
-    const float* src = c32_.data();
+  void scatter(const float* src, void* c, int64_t n0, int64_t nc) const {
     const int64_t n = n_;
     const bool bf16 = bf16_;
     parallel_for(ctx_, m_, nc, [=](int64_t r) {
@@ -208,8 +212,7 @@ class QuantGemmKernel final : public CpuKernel {
   bool bf16_;
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::vector<float> a32_, w32_, c32_;
-  std::vector<uint8_t> scratch_;  // the chunk matmuls' oneDNN scratchpad
+  size_t pad_bytes_ = 0;  // the larger chunk matmul's oneDNN scratchpad
   Chunk full_, tail_;
 };
 
@@ -263,13 +266,11 @@ class QuantEmbeddingKernel final : public CpuKernel {
 }  // namespace
 
 uint64_t quant_matmul_workspace_bytes(int64_t m, int64_t k, int64_t n, bool bf16) {
-  const int64_t x32 = bf16 ? m * k : 0;  // both kernels widen a bf16 x once
-  if (m <= kQuantGemvMaxRows) return uint64_t(x32 + m * (k / 32)) * sizeof(float);
-  const int64_t chunk = std::min(n, kChunkRows);
-  uint64_t scratch = chunk_scratchpad_bytes(m, k, chunk);
-  if (n % kChunkRows != 0 && n > kChunkRows)
-    scratch = std::max(scratch, chunk_scratchpad_bytes(m, k, n % kChunkRows));
-  return uint64_t(x32 + chunk * k + m * chunk) * sizeof(float) + scratch;
+  (void)n;
+  // The one-token kernel keeps x widened and its 32-element sums; the prefill kernel keeps
+  // nothing of its own (its scratch is the calling thread's: ThreadScratch).
+  if (m > kQuantGemvMaxRows) return 0;
+  return uint64_t((bf16 ? m * k : 0) + m * (k / 32)) * sizeof(float);
 }
 
 std::unique_ptr<CpuKernel> make_quant_matmul(int64_t m, int64_t k, int64_t n, sy_dtype wtype,
