@@ -33,6 +33,8 @@ struct Adaptation {
   // lse output of its own).
   std::string lse;
   bool lse_added = false;
+  // Memory the completing kernel holds from prepare to release (its check's workspace_bytes).
+  int64_t workspace_bytes = 0;
 };
 
 // The operator the adapted kernel is prepared with (sinks_via_lse: the attention without its

@@ -254,6 +254,7 @@ std::optional<Adaptation> Candidates::sinks_completion(const Phase& phase, const
       best->device = dev.id;
       best->input_locations = {lse_loc, sinks_loc};
       best->output_locations = {o_loc};
+      best->workspace_bytes = int64_t(r.workspace_bytes);
       best_cost = env.cost_hint;
     }
   }

@@ -238,8 +238,11 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
       out.slots.insert(slots.begin(), slots.end());
     }
     // Every phase's kernels are prepared together and held for the session.
-    for (const auto& op : pp.ops)
+    for (const auto& op : pp.ops) {
       per[location_of(inventory, op.device)].workspace += op.workspace_bytes;
+      for (const auto& a : op.adaptations)  // the completing kernel is prepared too
+        per[location_of(inventory, a.device)].workspace += a.workspace_bytes;
+    }
     if (pp.name == "decode")
       for (const auto& c : pp.copies) ++out.copies_per_token, out.copy_bytes_per_token += c.bytes;
   }

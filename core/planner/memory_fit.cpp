@@ -88,9 +88,19 @@ std::string need_text(const LocationMemory& l) {
   return s + (l.capacity ? format_bytes(*l.capacity) + " = " + l.capacity_rule : l.capacity_rule);
 }
 
-Plan does_not_fit(Plan plan, const std::string& why) {
+// The prompt length the prefill phase is planned for: no context below it is an answer.
+int64_t prompt_length(const Graph& graph) {
+  for (const auto& phase : graph.phases)
+    if (const Value* t = phase.value("tokens"); t && phase.name == "prefill" && !t->shape.empty())
+      return t->shape.back();
+  return 0;
+}
+
+Plan does_not_fit(Plan plan, const Graph& graph, const std::string& why) {
   MemoryPlan& m = plan.memory;
   m.max_context = largest_context(m);
+  const int64_t prompt = prompt_length(graph);
+  if (m.max_context && *m.max_context < prompt) m.max_context = 0;
   const LocationMemory* over = nullptr;
   for (const auto& l : m.locations)
     if (!l.fits() && !over) over = &l;
@@ -100,9 +110,12 @@ Plan does_not_fit(Plan plan, const std::string& why) {
     msg += (i ? "; " : "") + need_text(m.locations[i]);
   if (!why.empty()) msg += "; " + why;
   if (m.max_context)
-    msg += *m.max_context > 0 ? "; the largest context that fits is " +
-                                    std::to_string(*m.max_context) + " tokens (--context)"
-                              : "; no context fits: the weights alone exceed the capacity";
+    msg += *m.max_context > 0
+               ? "; the largest context that fits is " + std::to_string(*m.max_context) +
+                     " tokens (--context)"
+               : "; no context fits: the rest of the plan (weights, a " + std::to_string(prompt) +
+                     "-token prompt's activations) leaves no room for the KV "
+                     "caches";
   plan.error = Error(Errc::does_not_fit, msg);
   plan.failure = {};
   plan.hash = plan_hash(plan);  // a plan's hash covers its error
@@ -119,7 +132,8 @@ Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Polic
     const LocationMemory* over = overfull_device(plan.memory);
     if (!over) break;
     if (policy.strict)
-      return does_not_fit(std::move(plan), "--strict keeps every op where the preference puts it");
+      return does_not_fit(std::move(plan), graph,
+                          "--strict keeps every op where the preference puts it");
     const std::string dev = over->location;
     const std::string before = need_text(*over);
     // The fewest leading units kept off `dev` that make it fit: each trial is a full plan.
@@ -147,7 +161,7 @@ Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Polic
     }
     if (best == 0)
       return does_not_fit(
-          std::move(plan),
+          std::move(plan), graph,
           unplaceable.empty() ? "moving layers off " + dev + " does not make it fit" : unplaceable);
     pol.memory_excluded[dev].insert(units.begin(), units.begin() + long(best));
     plan = std::move(best_plan);
@@ -156,7 +170,7 @@ Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Polic
              describe(units, best, units.size()) + " stay on " + dev;
   }
   for (const auto& l : plan.memory.locations)
-    if (!l.fits()) return does_not_fit(std::move(plan), story);
+    if (!l.fits()) return does_not_fit(std::move(plan), graph, story);
   plan.memory.split = story;
   return plan;
 }
