@@ -232,9 +232,7 @@ sy::Policy plan_policy(const sy_plan_options& o) {
         o.memory_cap_bytes[i] < 0)
       throw invalid_argument("sy_plan_create", "options->memory_cap_*",
                              "entry " + std::to_string(i) + " needs a location and bytes >= 0");
-    std::string where = o.memory_cap_locations[i];
-    if (where == "cpu" || where.rfind("cpu:", 0) == 0) where = "host";  // as the CLI reads it
-    p.max_device_memory[where] = o.memory_cap_bytes[i];
+    p.max_device_memory[sy::memory_location(o.memory_cap_locations[i])] = o.memory_cap_bytes[i];
   }
   return p;
 }

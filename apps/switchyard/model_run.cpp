@@ -95,9 +95,7 @@ std::optional<std::string> apply_memory_options(const std::string& reserve,
       auto bytes = eq == std::string::npos ? std::nullopt : parse_size(item.substr(eq + 1));
       if (!bytes)
         return "--max-device-memory takes DEVICE=SIZE, e.g. cuda:0=8GiB, not '" + item + "'";
-      std::string loc = item.substr(0, eq);
-      if (loc == "cpu" || loc.rfind("cpu:", 0) == 0) loc = "host";
-      policy.max_device_memory[loc] = *bytes;
+      policy.max_device_memory[memory_location(item.substr(0, eq))] = *bytes;
     }
   }
   return std::nullopt;

@@ -146,20 +146,17 @@ void Run::struct_sizes(size_t index) {
   const std::string& name = plugin_.kernels()[index].kernel;
   const sy_plugin_api& api = plugin_.api();
   ErrorText err;
-  sy_check_args check{};
-  check.struct_size = sizeof(size_t);
-  check.plugin = plugin_.instance();
-  check.kernel_index = uint32_t(index);
-  if (api.check && api.check(&check, err.buffer()) == SY_STATUS_OK)
-    fail("struct_size", name, "check",
-         "check accepted a sy_check_args of " + std::to_string(check.struct_size) + " bytes");
-  sy_prepare_args prepare{};
-  prepare.struct_size = sizeof(size_t);
-  prepare.plugin = plugin_.instance();
-  prepare.kernel_index = uint32_t(index);
-  if (api.prepare && api.prepare(&prepare, err.buffer()) == SY_STATUS_OK)
-    fail("struct_size", name, "prepare",
-         "prepare accepted a sy_prepare_args of " + std::to_string(prepare.struct_size) + " bytes");
+  auto refuses_undersized = [&](auto args, auto slot, const char* slot_name, const char* type) {
+    args.struct_size = sizeof(size_t);
+    args.plugin = plugin_.instance();
+    args.kernel_index = uint32_t(index);
+    if (slot && slot(&args, err.buffer()) == SY_STATUS_OK)
+      fail("struct_size", name, slot_name,
+           std::string(slot_name) + " accepted a " + type + " of " +
+               std::to_string(args.struct_size) + " bytes");
+  };
+  refuses_undersized(sy_check_args{}, api.check, "check", "sy_check_args");
+  refuses_undersized(sy_prepare_args{}, api.prepare, "prepare", "sy_prepare_args");
 }
 
 // A NULL data pointer, a wrong rank, non-compact strides and a position past a cache's capacity

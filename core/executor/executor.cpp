@@ -34,11 +34,6 @@ float to_float(const void* p, sy_dtype dt, int64_t i) {
   return sy_bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
 }
 
-// Which values live once for the whole session (weights, caches) and which per phase.
-std::string scope_of(const Value& v, const std::string& phase) {
-  return v.is_parameter() || v.kind == ValueKind::kv_cache ? "" : phase;
-}
-
 sy_memory_kind memory_of(const std::string& location) {
   return location == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
 }
@@ -255,13 +250,6 @@ struct Session::Impl {
     return out;
   }
 
-  static const Node* node_of(const Phase& phase, const std::string& id) {
-    if (const Node* n = phase.node(id)) return n;
-    for (const auto& f : phase.fusions)
-      if (f.fused.id == id) return &f.fused;
-    return nullptr;
-  }
-
   // The plugin, kernel index and device index a call names.
   struct Target {
     const Plugin* plugin;
@@ -304,7 +292,7 @@ struct Session::Impl {
       const Value& v = value(phase, i < n_in ? c.inputs[i] : c.outputs[i - n_in]);
       const std::string& loc = i < n_in ? c.input_locations[i] : c.output_locations[i - n_in];
       DLTensor tensor{};
-      tensor.data = buffer(scope_of(v, phase.name), v, loc).data;
+      tensor.data = buffer(buffer_scope(v, phase.name), v, loc).data;
       tensor.device = dl_device(loc);
       tensor.ndim = int(v.shape.size());
       tensor.dtype = sy_dtype_to_dl(v.dtype);
@@ -324,45 +312,39 @@ struct Session::Impl {
   // The calls of one planned op: the op itself, or its adapted kernel and the kernels that
   // complete it (adaptation.hpp), in order.
   std::vector<Call> calls_of(const Phase& phase, const PlannedOp& planned, const Node& node) {
-    OpDesc op = op_desc(phase, node);
-    set_memory(op, planned.input_locations, planned.output_locations);
-    std::vector<Call> calls{{planned.plugin, planned.kernel, planned.device, op, node.inputs,
-                             node.outputs, planned.input_locations, planned.output_locations}};
+    const OpDesc op = op_desc(phase, node);
+    const std::vector<AdaptedOperands> operands =
+        call_operands(planned.adaptations, node, planned.input_locations, planned.output_locations);
+    auto call = [](const std::string& plugin, const std::string& kernel, const std::string& device,
+                   OpDesc desc, const AdaptedOperands& o) {
+      set_memory(desc, o.input_locations, o.output_locations);
+      return Call{plugin,
+                  kernel,
+                  device,
+                  std::move(desc),
+                  o.inputs,
+                  o.outputs,
+                  o.input_locations,
+                  o.output_locations};
+    };
+    OpDesc own = op;
     for (const auto& a : planned.adaptations) {
       for (const auto& v : adaptation_values(a, phase, node))
         added_values.emplace(phase.name + "|" + v.name, v);
-      switch (a.kind) {
-        case AdaptationKind::sinks_via_lse: {
-          AdaptedOperands run =
-              adapted_operands(a, node, planned.input_locations, planned.output_locations);
-          Call& first = calls.front();
-          first.op = adapted_op(a.kind, op);
-          first.inputs = run.inputs;
-          first.outputs = run.outputs;
-          first.input_locations = run.input_locations;
-          first.output_locations = run.output_locations;
-          set_memory(first.op, first.input_locations, first.output_locations);
-          AdaptedOperands done = completing_operands(a, node);
-          Call complete{a.plugin,
-                        a.kernel,
-                        a.device,
-                        completing_op(a.kind, op),
-                        done.inputs,
-                        done.outputs,
-                        done.input_locations,
-                        done.output_locations};
-          set_memory(complete.op, complete.input_locations, complete.output_locations);
-          calls.push_back(std::move(complete));
-          break;
-        }
-      }
+      own = adapted_op(a.kind, own);
+    }
+    std::vector<Call> calls{call(planned.plugin, planned.kernel, planned.device, own, operands[0])};
+    for (size_t i = 0; i < planned.adaptations.size(); ++i) {
+      const Adaptation& a = planned.adaptations[i];
+      calls.push_back(
+          call(a.plugin, a.kernel, a.device, completing_op(a.kind, op), operands[i + 1]));
     }
     return calls;
   }
 
   std::vector<PreparedOp> prepare(const Phase& phase, const PhasePlan& pp,
                                   const PlannedOp& planned) {
-    const Node* node = node_of(phase, planned.id);
+    const Node* node = planned_node(phase, planned.id);
     if (!node) throw plan_bug("names op " + planned.id + ", not in the graph");
     std::vector<PreparedOp> out;
     for (const Call& c : calls_of(phase, planned, *node))
@@ -370,7 +352,7 @@ struct Session::Impl {
     for (const auto& c : pp.copies) {  // the plan's copies come before the op's first call
       if (c.before_op != planned.id) continue;
       const Value& v = value(phase, c.value);
-      std::string scope = scope_of(v, phase.name);
+      std::string scope = buffer_scope(v, phase.name);
       out.front().copies_before.push_back(
           {&buffer(scope, v, c.from), &buffer(scope, v, c.to), c.bytes});
     }
@@ -507,7 +489,7 @@ Session::Session(const Graph& graph, const Plan& plan, const Registry& registry,
       for (auto& op : impl_->prepare(phase, plan.phases[i], planned))
         run.ops.push_back(std::move(op));
       for (size_t o = 0; o < planned.output_locations.size(); ++o)
-        if (const Node* n = Impl::node_of(phase, planned.id); n && n->outputs[o] == "logits")
+        if (const Node* n = planned_node(phase, planned.id); n && n->outputs[o] == "logits")
           run.logits_location = planned.output_locations[o];
     }
     for (const auto& v : phase.values)

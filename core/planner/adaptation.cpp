@@ -96,4 +96,16 @@ AdaptedOperands completing_operands(const Adaptation& a, const Node& node) {
   return {};
 }
 
+std::vector<AdaptedOperands> call_operands(const std::vector<Adaptation>& adaptations,
+                                           const Node& node,
+                                           const std::vector<std::string>& in_locs,
+                                           const std::vector<std::string>& out_locs) {
+  std::vector<AdaptedOperands> calls{{node.inputs, node.outputs, in_locs, out_locs}};
+  for (const auto& a : adaptations) {
+    calls.front() = adapted_operands(a, node, in_locs, out_locs);
+    calls.push_back(completing_operands(a, node));
+  }
+  return calls;
+}
+
 }  // namespace sy

@@ -57,6 +57,14 @@ AdaptedOperands adapted_operands(const Adaptation& a, const Node& node,
                                  const std::vector<std::string>& out_locs);
 AdaptedOperands completing_operands(const Adaptation& a, const Node& node);
 
+// The operands of every kernel call that serves `node`, in order: its own kernel's (as the
+// adaptations change them), then each adaptation's completing kernel's. The executor prepares
+// exactly these calls and the memory plan counts their operands: one list for both.
+std::vector<AdaptedOperands> call_operands(const std::vector<Adaptation>& adaptations,
+                                           const Node& node,
+                                           const std::vector<std::string>& in_locs,
+                                           const std::vector<std::string>& out_locs);
+
 // The name the plan gives an LSE it adds for `node`.
 std::string added_lse_name(const Node& node);
 

@@ -36,51 +36,32 @@ class Uses {
   std::vector<std::string> order_;
 };
 
-std::string scope_of(const Value& v, const std::string& phase) {
-  return v.is_parameter() || v.kind == ValueKind::kv_cache ? "" : phase;
-}
-
-const Node* node_of(const Phase& phase, const std::string& id) {
-  if (const Node* n = phase.node(id)) return n;
-  for (const auto& f : phase.fusions)
-    if (f.fused.id == id) return &f.fused;
-  return nullptr;
-}
-
 // Every operand each kernel call of a phase touches, where the plan put it: the ops (their
 // adapted and completing kernels included, as the executor runs them) and the copies before
 // each op. `added` keeps the values adaptations add alive while `uses` points at them.
 void collect_phase(const Phase& phase, const PhasePlan& pp, Uses& uses,
                    std::vector<std::vector<Value>>& added) {
-  auto touch = [&](const Value* v, const std::string& loc, int step) {
-    if (v) uses.touch(*v, scope_of(*v, phase.name), loc, step);
-  };
   for (int step = 0; step < int(pp.ops.size()); ++step) {
     const PlannedOp& op = pp.ops[size_t(step)];
-    const Node* node = node_of(phase, op.id);
+    const Node* node = planned_node(phase, op.id);
     if (!node) continue;
+    added.emplace_back();
+    for (const auto& a : op.adaptations)
+      for (auto& v : adaptation_values(a, phase, *node)) added.back().push_back(std::move(v));
+    auto touch = [&](const std::string& name, const std::string& loc) {
+      const Value* v = phase.value(name);
+      for (const auto& extra : added.back())
+        if (extra.name == name) v = &extra;
+      if (v) uses.touch(*v, buffer_scope(*v, phase.name), loc, step);
+    };
     for (const auto& c : pp.copies)
-      if (c.before_op == op.id)
-        touch(phase.value(c.value), c.from, step), touch(phase.value(c.value), c.to, step);
-    for (size_t i = 0; i < node->inputs.size() && i < op.input_locations.size(); ++i)
-      touch(phase.value(node->inputs[i]), op.input_locations[i], step);
-    for (size_t i = 0; i < node->outputs.size() && i < op.output_locations.size(); ++i)
-      touch(phase.value(node->outputs[i]), op.output_locations[i], step);
-    for (const auto& a : op.adaptations) {
-      added.push_back(adaptation_values(a, phase, *node));
-      auto value = [&](const std::string& name) -> const Value* {
-        for (const auto& v : added.back())
-          if (v.name == name) return &v;
-        return phase.value(name);
-      };
-      for (const AdaptedOperands& run :
-           {adapted_operands(a, *node, op.input_locations, op.output_locations),
-            completing_operands(a, *node)}) {
-        for (size_t i = 0; i < run.inputs.size(); ++i)
-          touch(value(run.inputs[i]), run.input_locations[i], step);
-        for (size_t i = 0; i < run.outputs.size(); ++i)
-          touch(value(run.outputs[i]), run.output_locations[i], step);
-      }
+      if (c.before_op == op.id) touch(c.value, c.from), touch(c.value, c.to);
+    for (const AdaptedOperands& call :
+         call_operands(op.adaptations, *node, op.input_locations, op.output_locations)) {
+      for (size_t i = 0; i < call.inputs.size(); ++i)
+        touch(call.inputs[i], call.input_locations[i]);
+      for (size_t i = 0; i < call.outputs.size(); ++i)
+        touch(call.outputs[i], call.output_locations[i]);
     }
   }
 }
@@ -165,6 +146,21 @@ int64_t host_allocation_bytes(int64_t bytes) {
 std::string buffer_key(const std::string& scope, const std::string& value,
                        const std::string& location) {
   return scope + "|" + value + "@" + location;
+}
+
+std::string buffer_scope(const Value& v, const std::string& phase) {
+  return v.is_parameter() || v.kind == ValueKind::kv_cache ? "" : phase;
+}
+
+const Node* planned_node(const Phase& phase, const std::string& id) {
+  if (const Node* n = phase.node(id)) return n;
+  for (const auto& f : phase.fusions)
+    if (f.fused.id == id) return &f.fused;
+  return nullptr;
+}
+
+std::string memory_location(const std::string& name) {
+  return name == "cpu" || name.rfind("cpu:", 0) == 0 ? kHost : name;
 }
 
 std::string memory_unit(const Phase& phase, const Node& node) {

@@ -76,6 +76,14 @@ int64_t host_allocation_bytes(int64_t bytes);
 // The key of a buffer: scope ("" for weights and caches, else the phase), value, location.
 std::string buffer_key(const std::string& scope, const std::string& value,
                        const std::string& location);
+// The scope of `v`'s buffers: "" for weights, constants and KV caches (one per session), else
+// `phase` (an activation of one step, in the arena).
+std::string buffer_scope(const Value& v, const std::string& phase);
+// The node a planned op runs: the phase's own, or the fused node of one of its fusions.
+const Node* planned_node(const Phase& phase, const std::string& id);
+// A location as a user names it ("cpu", "cpu:1", "host", "cuda:0") as plans name it: every
+// CPU's memory is "host".
+std::string memory_location(const std::string& name);
 
 // The memory `plan` needs, with each location's capacity from `inventory` under `policy`.
 MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& inventory,
