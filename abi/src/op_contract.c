@@ -631,10 +631,71 @@ int sy_contract_copy(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   return r.n;
 }
 
+/* attr paged: 0 or 1 (since ABI 1.5); 1 selects the block-pool form of attention and append. */
+static int paged_form(refuser* r, const sy_op_desc* op) {
+  int64_t paged = int_attr(r, op, SY_ATTR_PAGED, 0);
+  if (paged != 0 && paged != 1) {
+    text64 need = fmt64("paged=%lld", (long long)paged);
+    refuse(r, "attribute", need.s, "paged 0|1", "attribute paged is %lld, must be 0 or 1",
+           (long long)paged);
+  }
+  return paged == 1;
+}
+
+/* A metadata operand: dtype `dt`, rank `rank`. */
+static int metadata_is(refuser* r, const char* name, const sy_tensor_desc* t, sy_dtype dt,
+                       int rank, const char* layout) {
+  int ok = rank_is(r, name, t, rank, layout);
+  if (t->dtype != dt) {
+    text64 need = fmt64("%s %s", name, dtname(t->dtype));
+    text64 have = fmt64("%s %s", name, dtname(dt));
+    refuse(r, "index_dtype", need.s, have.s, "%s must be %s %s, is %s", name, dtname(dt), layout,
+           dtname(t->dtype));
+    ok = 0;
+  }
+  return ok;
+}
+
+/* The paged append: rows [1, T, Hkv, D], slot_mapping i64 [T] -> pool [NB, BS, Hkv, D], row t
+ * written at block slot_mapping[t] / BS, offset slot_mapping[t] % BS (vLLM's slot mapping). */
+static int kv_append_paged(refuser* r, const sy_op_desc* op) {
+  const sy_tensor_desc *rows, *slots, *pool;
+  int ranks;
+  if (!operands(r, op, 2, 1, "rows, slot_mapping -> pool (paged)")) return r->n;
+  rows = op->inputs[0];
+  slots = op->inputs[1];
+  pool = op->outputs[0];
+  ranks = rank_is(r, "rows", rows, 4, "[1, T, Hkv, D]");
+  ranks = rank_is(r, "pool", pool, 4, "[NB, BS, Hkv, D]") && ranks;
+  ranks = metadata_is(r, "slot_mapping", slots, SY_DTYPE_I64, 1, "[T]") && ranks;
+  same_dtype(r, "pool", pool, "rows", rows);
+  if (!ranks) return r->n;
+  if (rows->shape[0] != 1) {
+    text64 d = dims(rows), need = fmt64("rows %s", d.s);
+    refuse(r, "batch", need.s, "rows [1, T, Hkv, D]",
+           "the paged append takes every sequence's rows packed along T: rows must be [1, T, "
+           "Hkv, D], is %s",
+           d.s);
+  }
+  if (slots->shape[0] != rows->shape[1]) {
+    text64 need = fmt64("slot_mapping [%lld]", (long long)slots->shape[0]);
+    text64 have = fmt64("slot_mapping [%lld]", (long long)rows->shape[1]);
+    refuse(r, "shape_match", need.s, have.s, "slot_mapping must hold one slot per row (T=%lld)",
+           (long long)rows->shape[1]);
+  }
+  if (pool->shape[2] != rows->shape[2] || pool->shape[3] != rows->shape[3]) {
+    text64 pd = dims(pool), need = fmt64("pool %s", pd.s);
+    refuse(r, "shape_match", need.s, "pool [NB, BS, Hkv, D] with rows' Hkv and D",
+           "the pool %s must have rows' Hkv and D", pd.s);
+  }
+  return r->n;
+}
+
 int sy_contract_kv_cache_append(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
   const sy_tensor_desc *rows, *pos, *cache;
   int ranks;
+  if (paged_form(&r, op)) return kv_append_paged(&r, op);
   if (!operands(&r, op, 2, 1, "rows, position -> cache")) return r.n;
   rows = op->inputs[0];
   pos = op->inputs[1];
@@ -704,13 +765,93 @@ static void attention_extras(refuser* r, const sy_op_desc* op, const sy_tensor_d
     refuse(r, "lse_shape", "lse", "f32 [B,Hq,Sq]", "lse must be f32 [B,Hq,Sq]");
 }
 
+/* The paged form's metadata, the last three inputs: query_start i32 [S+1], seq_lens i32 [S],
+ * block_table i32 [S, MB]. */
+static void paged_metadata(refuser* r, const sy_op_desc* op) {
+  const sy_tensor_desc *starts = input(op, op->num_inputs - 3), *lens = input(op, op->num_inputs - 2),
+                       *table = input(op, op->num_inputs - 1);
+  int ok = metadata_is(r, "query_start", starts, SY_DTYPE_I32, 1, "[S+1]");
+  ok = metadata_is(r, "seq_lens", lens, SY_DTYPE_I32, 1, "[S]") && ok;
+  ok = metadata_is(r, "block_table", table, SY_DTYPE_I32, 2, "[S, MB]") && ok;
+  if (ok && (starts->shape[0] != lens->shape[0] + 1 || table->shape[0] != lens->shape[0])) {
+    text64 need = fmt64("query_start [%lld], seq_lens [%lld], block_table [%lld, ...]",
+                        (long long)starts->shape[0], (long long)lens->shape[0],
+                        (long long)table->shape[0]);
+    refuse(r, "shape_match", need.s, "[S+1], [S], [S, MB]",
+           "query_start, seq_lens and block_table must describe the same S sequences");
+  }
+}
+
+/* The paged form (attr paged = 1, since ABI 1.5): q [1,T,Hq,D] packing every sequence's query
+ * tokens, k/v pools [NB,BS,Hkv,D], optional sinks f32 [Hq], then query_start, seq_lens and
+ * block_table; o [1,T,Hq,D], optional lse f32 [1,Hq,T]. */
+static int attention_paged(refuser* r, const sy_op_desc* op) {
+  const sy_tensor_desc *q = input(op, 0), *k = input(op, 1), *v = input(op, 2), *o = output(op, 0);
+  const sy_tensor_desc* lse = output(op, 1);
+  int i, same_kv = 1, ranks;
+  if (op->num_inputs != 6 && op->num_inputs != 7) {
+    text64 need = fmt64("%zu inputs", op->num_inputs);
+    refuse(r, "operands", need.s, "6 or 7 inputs",
+           "the paged attention takes q, k_pool, v_pool, optional sinks, query_start, seq_lens, "
+           "block_table");
+    return r->n;
+  }
+  if (sy_op_int_attr(op, SY_ATTR_KV_LEN_INPUT, 0) != 0)
+    refuse(r, "attribute", "kv_len_input=1", "kv_len_input 0 with paged",
+           "the paged attention reads its lengths from seq_lens: kv_len_input must be 0");
+  ranks = rank4_or_refuse(r, "q", q);
+  ranks = rank4_or_refuse(r, "k_pool", k) && ranks;
+  ranks = rank4_or_refuse(r, "v_pool", v) && ranks;
+  ranks = rank4_or_refuse(r, "o", o) && ranks;
+  if (!ranks) return r->n;
+  gqa_divisible(r, q->shape[2], k->shape[2]);
+  for (i = 0; i < 4; ++i) same_kv = same_kv && k->shape[i] == v->shape[i];
+  if (!same_kv || q->shape[0] != 1 || q->shape[3] != k->shape[3] || !shape_equals(o, q->shape, 4))
+    refuse(r, "shape", "mismatched q/k/v/o shapes",
+           "q, o [1,T,Hq,D]; k_pool, v_pool [NB,BS,Hkv,D]",
+           "q and o must be [1,T,Hq,D] and the pools [NB,BS,Hkv,D] with q's D");
+  if (k->dtype != q->dtype || v->dtype != q->dtype)
+    refuse(r, "dtype_match", "q, k, v of one dtype", "q, k, v of one dtype",
+           "q, k and v must share one dtype");
+  if (op->num_inputs == 7) {
+    const sy_tensor_desc* sinks = input(op, 3);
+    if (sinks->dtype != SY_DTYPE_F32 || sinks->ndim != 1 || sinks->shape[0] != q->shape[2])
+      refuse(r, "sinks_shape", "sinks", "f32 [Hq]", "sinks must be f32 [Hq]");
+  }
+  paged_metadata(r, op);
+  if (op->num_outputs > 2)
+    refuse(r, "arity", "more outputs", "o[, lse]", "attention writes o and an optional lse");
+  if (lse && (lse->dtype != SY_DTYPE_F32 || lse->ndim != 3 || !lse->shape || lse->shape[0] != 1 ||
+              lse->shape[1] != q->shape[2] || lse->shape[2] != q->shape[1]))
+    refuse(r, "lse_shape", "lse", "f32 [1,Hq,T]", "lse must be f32 [1,Hq,T]");
+  return r->n;
+}
+
 /* q [B,Sq,Hq,D], k/v [B,Skv,Hkv,D], optional sinks f32 [Hq], optional kv_len i64 [B];
- * o [B,Sq,Hq,D], optional lse f32 [B,Hq,Sq]. */
+ * o [B,Sq,Hq,D], optional lse f32 [B,Hq,Sq]. The paged form: attention_paged. */
 int sy_contract_attention(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
   const sy_tensor_desc *q = input(op, 0), *k = input(op, 1), *v = input(op, 2), *o = output(op, 0);
   int i, same_kv = 1, fits;
-  int ranks = rank4_or_refuse(&r, "q", q);
+  int ranks;
+  if (paged_form(&r, op)) {
+    size_t n;
+    if ((op->num_inputs && !op->inputs) || (op->num_outputs && !op->outputs)) {
+      refuse(&r, "operands", "operand arrays missing", "q, k_pool, v_pool, ... -> o[, lse]",
+             "the operand arrays are NULL");
+      return r.n;
+    }
+    for (n = 0; n < op->num_inputs; ++n)
+      if (!well_formed(&r, op->inputs[n], "an input")) return r.n;
+    for (n = 0; n < op->num_outputs; ++n)
+      if (!well_formed(&r, op->outputs[n], "an output")) return r.n;
+    if (op->num_outputs < 1) {
+      refuse(&r, "operands", "no outputs", "o[, lse]", "attention writes o and an optional lse");
+      return r.n;
+    }
+    return attention_paged(&r, op);
+  }
+  ranks = rank4_or_refuse(&r, "q", q);
   ranks = rank4_or_refuse(&r, "k", k) && ranks;
   ranks = rank4_or_refuse(&r, "v", v) && ranks;
   ranks = rank4_or_refuse(&r, "o", o) && ranks;

@@ -73,6 +73,11 @@ AbiDeviceView::AbiDeviceView(const DeviceInfo& d) {
   desc_.memory_is_host = d.memory_is_host ? 1 : 0;
 }
 
+uint64_t features_at_minor(uint64_t features, uint32_t minor) {
+  if (minor >= 5) return features;
+  return features & ~(SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
+}
+
 Envelope Envelope::from_abi(const sy_kernel_envelope& e, uint32_t minor) {
   Envelope out;
   out.kernel = str_or_empty(e.kernel);
@@ -80,7 +85,7 @@ Envelope Envelope::from_abi(const sy_kernel_envelope& e, uint32_t minor) {
   out.family = str_or_empty(e.family);
   out.device_type = e.device_type;
   out.dtypes = e.dtypes;
-  out.features = e.features;
+  out.features = features_at_minor(e.features, minor);
   if (e.head_dims) out.head_dims.assign(e.head_dims, e.head_dims + e.num_head_dims);
   out.head_dim_multiple = e.head_dim_multiple;
   out.head_dim_max = e.head_dim_max;

@@ -64,6 +64,11 @@ struct Envelope {
   std::string head_dims_text() const;
 };
 
+// The features an envelope of a plugin at ABI minor `minor` may declare: the varlen and paged
+// operand forms exist since 1.5, so an older plugin's bits there (paged_kv predates its
+// operands) promise nothing the host may rely on.
+uint64_t features_at_minor(uint64_t features, uint32_t minor);
+
 struct Refusal {
   std::string constraint;
   std::string required;

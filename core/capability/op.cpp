@@ -31,7 +31,12 @@ uint64_t attention_features(const OpDesc& op) {
   if (op.int_attr(SY_ATTR_WINDOW_LEFT).value_or(-1) >= 0)
     f |= SY_FEATURE_BIT(SY_FEATURE_SLIDING_WINDOW);
   if (op.float_attr(SY_ATTR_SOFTCAP).value_or(0.0) > 0.0) f |= SY_FEATURE_BIT(SY_FEATURE_SOFTCAP);
-  size_t operands = op.inputs.size() - (op.int_attr(SY_ATTR_KV_LEN_INPUT).value_or(0) ? 1 : 0);
+  // The operands before the trailing metadata: kv_len (kv_len_input), or the paged form's
+  // query_start, seq_lens and block_table.
+  const size_t metadata = op.int_attr(SY_ATTR_PAGED).value_or(0)             ? 3
+                          : op.int_attr(SY_ATTR_KV_LEN_INPUT).value_or(0) ? 1
+                                                                             : 0;
+  size_t operands = op.inputs.size() >= metadata ? op.inputs.size() - metadata : 0;
   if (op.op == SY_OP_ATTENTION && operands > 3) f |= SY_FEATURE_BIT(SY_FEATURE_SINKS);
   if (op.op == SY_OP_ATTENTION && op.outputs.size() > 1) f |= SY_FEATURE_BIT(SY_FEATURE_LSE);
   if (op.op == SY_OP_FUSED_DECODE_ATTENTION && rope_scaled(op, 5))
@@ -93,15 +98,33 @@ std::optional<OpDesc::AttentionShape> OpDesc::attention_shape() const {
   const auto& q = inputs[0].shape;
   const auto& k = inputs[1].shape;
   if (q.size() != 4 || k.size() != 4) return std::nullopt;
+  if (op == SY_OP_ATTENTION && int_attr(SY_ATTR_PAGED).value_or(0)) {
+    // The paged form: q packs every sequence's tokens [1, T, Hq, D], k is the block pool
+    // [NB, BS, Hkv, D]; the sequences are the block table's rows (its last input).
+    const auto& table = inputs.back().shape;
+    const int64_t sequences = table.size() == 2 ? table[0] : 1;
+    return AttentionShape{sequences, q[1], k[0] * k[1], q[2], k[2], q[3]};
+  }
   return AttentionShape{q[0], q[1], k[1], q[2], k[2], q[3]};
 }
 
+// Varlen: some extent varies per execute. Paged: the block-pool form of the KV operands.
+uint64_t extent_features(const OpDesc& op) {
+  uint64_t f = 0;
+  for (const auto* list : {&op.inputs, &op.outputs})
+    for (const auto& t : *list)
+      if (t.dynamic_dims) f |= SY_FEATURE_BIT(SY_FEATURE_VARLEN);
+  if (op.int_attr(SY_ATTR_PAGED).value_or(0)) f |= SY_FEATURE_BIT(SY_FEATURE_PAGED_KV);
+  return f;
+}
+
 uint64_t OpDesc::required_features() const {
-  if (is_attention(op)) return attention_features(*this);
-  if (op == SY_OP_ROPE) return rope_features(*this);
+  uint64_t f = extent_features(*this);
+  if (is_attention(op)) return f | attention_features(*this);
+  if (op == SY_OP_ROPE) return f | rope_features(*this);
   if (op == SY_OP_MATMUL && int_attr(SY_ATTR_TRANSPOSE_B).value_or(0))
-    return SY_FEATURE_BIT(SY_FEATURE_TRANSPOSED_B);
-  return 0;
+    return f | SY_FEATURE_BIT(SY_FEATURE_TRANSPOSED_B);
+  return f;
 }
 
 AbiOpView::AbiOpView(const OpDesc& op) {
@@ -113,6 +136,7 @@ AbiOpView::AbiOpView(const OpDesc& op) {
     d.ndim = static_cast<int32_t>(t.shape.size());
     d.shape = t.shape.data();
     d.memory = t.memory;
+    d.dynamic_dims = t.dynamic_dims;
     tensors_.push_back(d);
     return &tensors_.back();
   };

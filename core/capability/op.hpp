@@ -14,8 +14,9 @@ namespace sy {
 
 struct TensorDesc {
   sy_dtype dtype = SY_DTYPE_F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // upper bounds for the dims in dynamic_dims
   sy_memory_kind memory = SY_MEMORY_HOST;
+  uint32_t dynamic_dims = 0;  // bit i: dim i varies per execute (ABI 1.5, sy_tensor_desc)
 };
 
 struct Attr {

@@ -10,6 +10,7 @@ std::optional<std::string> tensor_mismatch(const DLTensor& t, const TensorDesc& 
   d.dtype = desc.dtype;
   d.ndim = static_cast<int32_t>(desc.shape.size());
   d.shape = desc.shape.data();
+  d.dynamic_dims = desc.dynamic_dims;
   char msg[256];
   if (!sy_tensor_matches(&t, &d, label.c_str(), msg, sizeof msg)) return msg;
   bool host = desc.memory == SY_MEMORY_HOST || device.memory_is_host;

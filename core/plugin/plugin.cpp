@@ -78,7 +78,11 @@ std::unique_ptr<Plugin> Plugin::from_manifest(const std::filesystem::path& libra
     throw bad("no name or abi_version");
   p->negotiated_minor_ = std::min<uint32_t>(p->manifest_abi_[1], SY_ABI_VERSION_MINOR);
   try {
-    for (const auto& k : m.at("kernels")) p->kernels_.push_back(envelope_from_json(k));
+    for (const auto& k : m.at("kernels")) {
+      Envelope e = envelope_from_json(k);
+      e.features = features_at_minor(e.features, p->negotiated_minor_);
+      p->kernels_.push_back(std::move(e));
+    }
   } catch (const std::exception& e) {
     throw bad(std::string("kernels: ") + e.what());
   }

@@ -51,6 +51,27 @@ TEST(FeatureDerivation, EachAttributeMapsToItsFeature) {
   EXPECT_FALSE(f & SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
 }
 
+// The paged form (ABI 1.5) needs paged_kv and, with dynamic extents, varlen; several sequences
+// are a batch; its sinks are counted before the three metadata inputs.
+TEST(FeatureDerivation, PagedAttentionNeedsPagedKvVarlenAndBatch) {
+  test::PagedSpec s;
+  s.sinks = true;
+  uint64_t f = test::paged_attention_op(s).required_features();
+  for (sy_feature x : {SY_FEATURE_PAGED_KV, SY_FEATURE_VARLEN, SY_FEATURE_BATCH, SY_FEATURE_GQA,
+                       SY_FEATURE_CAUSAL, SY_FEATURE_SINKS})
+    EXPECT_TRUE(f & SY_FEATURE_BIT(x)) << sy_feature_name(x);
+  s.sinks = false;
+  s.sequences = 1;
+  s.dynamic = false;
+  f = test::paged_attention_op(s).required_features();
+  EXPECT_FALSE(f & SY_FEATURE_BIT(SY_FEATURE_SINKS));
+  EXPECT_FALSE(f & SY_FEATURE_BIT(SY_FEATURE_BATCH));
+  EXPECT_FALSE(f & SY_FEATURE_BIT(SY_FEATURE_VARLEN));
+  EXPECT_TRUE(f & SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
+  f = test::paged_append_op(test::PagedSpec{}).required_features();
+  EXPECT_EQ(f, SY_FEATURE_BIT(SY_FEATURE_PAGED_KV) | SY_FEATURE_BIT(SY_FEATURE_VARLEN));
+}
+
 TEST(FeatureDerivation, NaturalScaleIsNotCustom) {
   AttentionSpec s;
   s.head_dim = 128;
@@ -328,6 +349,61 @@ TEST(BlockQuantized, FusedDecodeProjectionsMayBeQuantized) {
   for (const Refusal& r : contract_refusals(op))
     whole_blocks |= r.text == "wk is q4_1: its rows of 48 elements are not whole blocks of 32";
   EXPECT_TRUE(whole_blocks);
+}
+
+}  // namespace
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+std::vector<std::string> constraint_names(const OpDesc& op) {
+  std::vector<std::string> out;
+  AbiOpView view(op);
+  sy_op_contract_check(
+      view.get(),
+      [](void* ctx, const sy_refusal* r) {
+        static_cast<std::vector<std::string>*>(ctx)->push_back(r->constraint);
+      },
+      &out);
+  return out;
+}
+
+// The paged forms' contracts (docs/abi.md, "Varlen and paged"): well-formed operators pass, and
+// each malformed operand is refused by name.
+TEST(PagedContract, WellFormedOperatorsPass) {
+  test::PagedSpec s;
+  s.sinks = s.lse = true;
+  EXPECT_EQ(constraint_names(test::paged_attention_op(s)), std::vector<std::string>{});
+  EXPECT_EQ(constraint_names(test::paged_append_op(s)), std::vector<std::string>{});
+}
+
+TEST(PagedContract, MalformedOperandsAreRefusedByName) {
+  test::PagedSpec s;
+  OpDesc op = test::paged_attention_op(s);
+  op.inputs[3].dtype = SY_DTYPE_I64;  // query_start must be i32
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("index_dtype"));
+  op = test::paged_attention_op(s);
+  op.inputs[4].shape = {3};  // seq_lens of another S than query_start's S+1
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("shape_match"));
+  op = test::paged_attention_op(s);
+  op.inputs[0].shape[0] = 2;  // q must pack every token along one axis: [1, T, Hq, D]
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("shape"));
+  op = test::paged_attention_op(s);
+  op.set(SY_ATTR_KV_LEN_INPUT, int64_t{1});
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("attribute"));
+  op = test::paged_attention_op(s);
+  op.inputs.pop_back();
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("operands"));
+  op = test::paged_append_op(s);
+  op.inputs[1].shape = {s.tokens - 1};  // one slot per row
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("shape_match"));
+  op = test::paged_append_op(s);
+  op.outputs[0].shape[3] = 32;  // the pool's D must be the rows'
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("shape_match"));
+  op = test::paged_append_op(s);
+  op.set(SY_ATTR_PAGED, int64_t{2});
+  EXPECT_THAT(constraint_names(op), ::testing::Contains("attribute"));
 }
 
 }  // namespace

@@ -86,6 +86,63 @@ TEST(AbiVersions, WorkspaceCrossesFromMinor4PluginsOnly) {
   EXPECT_EQ(r3.workspace_bytes, 0u);
 }
 
+// The varlen feature crosses from a minor-5 plugin only: a minor-4 build sets the same bit in
+// its envelope, and the host drops it (the dynamic extents it promises did not exist then).
+TEST(AbiVersions, VarlenCrossesFromMinor5PluginsOnly) {
+  auto p5 = load(test::kGoodDir / "good_minor5.so");
+  auto p4 = load(test::kGoodDir / "good_minor4.so");
+  ASSERT_TRUE(p5 && p4);
+  EXPECT_EQ(p5->negotiated_minor(), 5u);
+  EXPECT_EQ(p4->negotiated_minor(), 4u);
+  EXPECT_EQ(p5->kernels()[0].features, SY_FEATURE_BIT(SY_FEATURE_VARLEN));
+  EXPECT_EQ(p4->kernels()[0].features, 0u);
+  OpDesc op = add_op();
+  for (auto& t : op.inputs) t.shape = {8}, t.dynamic_dims = 1;
+  op.outputs[0].shape = {8};
+  op.outputs[0].dynamic_dims = 1;
+  EXPECT_TRUE(p5->check(0, p5->devices()[0], op).accepted);
+  CheckResult r4 = p4->check(0, p4->devices()[0], op);
+  EXPECT_TRUE(r4.accepted) << "the plugin's own check believes its bit";
+  EXPECT_FALSE(envelope_refusals(p4->kernels()[0], op, p4->devices()[0]).empty())
+      << "the host's envelope, which the planner trusts, does not";
+}
+
+// A kernel prepared for dynamic dims runs on the step's actual extents: 3 of 8 elements, the
+// rest of the output untouched. Extents above the bound, or that disagree, never reach it.
+TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
+  auto p = load(test::kGoodDir / "good_minor5.so");
+  ASSERT_TRUE(p);
+  OpDesc op = add_op();
+  for (auto* list : {&op.inputs, &op.outputs})
+    for (auto& t : *list) t.shape = {8}, t.dynamic_dims = 1;
+  auto k = prepare_kernel(*p, 0, 0, op);
+  ASSERT_TRUE(k) << k.error().message;
+  std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8}, b(8, 10.f), c(8, -1.f);
+  int64_t three[1] = {3}, nine[1] = {9}, two[1] = {2};
+  auto tensor = [](std::vector<float>& v, int64_t* shape) {
+    DLTensor t{};
+    t.data = v.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = sy_dtype_to_dl(SY_DTYPE_F32);
+    t.shape = shape;
+    return t;
+  };
+  DLTensor ta = tensor(a, three), tb = tensor(b, three), tc = tensor(c, three);
+  const DLTensor* in[] = {&ta, &tb};
+  const DLTensor* out[] = {&tc};
+  ASSERT_FALSE((*k)->execute(in, out));
+  EXPECT_EQ(c, (std::vector<float>{11, 12, 13, -1, -1, -1, -1, -1}));
+  tc.shape = nine;
+  auto e = (*k)->execute(in, out);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("prepared for 1 to 8"), std::string::npos) << e->message;
+  tc.shape = two;  // within bounds, but not a's extent: the plugin's own check refuses it
+  e = (*k)->execute_unchecked(in, out);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("differ"), std::string::npos) << e->message;
+}
+
 // A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
   auto p3 = load(test::kGoodDir / "good_minor3.so");

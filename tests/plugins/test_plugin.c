@@ -20,11 +20,13 @@
  *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
  *   TEST_TRUSTS_ARGUMENTS  execute checks only for NULL data, not ranks, shapes or strides
  *
- * Built at ABI minors 0 to 3 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
+ * Built at ABI minors 0 to 5 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
  * logs from init through the host info init received; at minor 3 its envelope declares weight
- * dtypes. sy_test_counters() (exported for the
- * tests only) counts which slots the host called.
+ * dtypes; at minor 4 its check declares a workspace, and its envelope claims the varlen feature
+ * (a claim the host must not believe before 1.5); at minor 5 execute adds the actual extents of
+ * dynamic dims. sy_test_counters() (exported for the tests only) counts which slots the host
+ * called.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +78,27 @@ static void plugin_log(sy_log_level level, const char* message) {
   log_to(g_host, level, message);
 }
 
-static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope), "add_f32", SY_OP_ADD, "generic",
-                                        kDLCPU, SY_DTYPE_BIT(SY_DTYPE_F32), 0, NULL, 0, 0, 0, 0,
-                                        SY_RESIDENCY_DEVICE, NULL, 0, 1.0
+#if SY_ABI_COMPAT_MINOR >= 4
+#define TEST_ADD_FEATURES SY_FEATURE_BIT(SY_FEATURE_VARLEN)
+#else
+#define TEST_ADD_FEATURES 0
+#endif
+static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
+                                        "add_f32",
+                                        SY_OP_ADD,
+                                        "generic",
+                                        kDLCPU,
+                                        SY_DTYPE_BIT(SY_DTYPE_F32),
+                                        TEST_ADD_FEATURES,
+                                        NULL,
+                                        0,
+                                        0,
+                                        0,
+                                        0,
+                                        SY_RESIDENCY_DEVICE,
+                                        NULL,
+                                        0,
+                                        1.0
 #if SY_ABI_COMPAT_MINOR >= 3
                                         ,
                                         /* weight dtypes, read by a host of minor 3 (an add has
@@ -240,6 +260,20 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   a = (const float*)args->inputs[0]->data;
   b = (const float*)args->inputs[1]->data;
   c = (float*)args->outputs[0]->data;
+#if SY_ABI_COMPAT_MINOR >= 5 && !defined(TEST_TRUSTS_ARGUMENTS)
+  /* Dynamic dims: this execute's extents, which the checks above bound by the prepared ones. */
+  {
+    int d;
+    int64_t n = 1;
+    for (d = 0; d < args->inputs[0]->ndim; ++d) n *= args->inputs[0]->shape[d];
+    for (i = 0; i < 3; ++i) {
+      const DLTensor* t = i < 2 ? args->inputs[i] : args->outputs[0];
+      if (memcmp(t->shape, args->inputs[0]->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "add_f32: a, b and c differ in shape");
+    }
+    args->kernel->elements = n;
+  }
+#endif
 #if defined(TEST_WRONG_NUMBERS)
   for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] - b[i];
 #elif defined(TEST_WRITES_STDOUT)

@@ -33,6 +33,55 @@ inline OpDesc attention_op(const AttentionSpec& s) {
   return op;
 }
 
+// The paged, varlen form of attention (ABI 1.5): T query tokens of S sequences packed along one
+// axis, KV in pools of NB blocks of BS rows, read through a block table of MB entries per
+// sequence; with `dynamic`, T and S are upper bounds (dynamic dims).
+struct PagedSpec {
+  sy_dtype dtype = SY_DTYPE_F32;
+  int64_t tokens = 16, sequences = 2, blocks = 8, block_size = 16, max_blocks = 4;
+  int64_t q_heads = 8, kv_heads = 2, head_dim = 64;
+  bool causal = true, sinks = false, lse = false, dynamic = true;
+  int64_t window_left = -1;
+  double softcap = 0.0, scale = 0.0;
+  sy_memory_kind memory = SY_MEMORY_HOST;
+};
+
+inline OpDesc paged_attention_op(const PagedSpec& s) {
+  OpDesc op;
+  op.op = SY_OP_ATTENTION;
+  const uint32_t tok = s.dynamic ? 2u : 0u, seq = s.dynamic ? 1u : 0u;
+  auto t = [&](std::vector<int64_t> shape, sy_dtype dt, uint32_t dyn = 0) {
+    return TensorDesc{dt, std::move(shape), s.memory, dyn};
+  };
+  const std::vector<int64_t> pool{s.blocks, s.block_size, s.kv_heads, s.head_dim};
+  op.inputs = {t({1, s.tokens, s.q_heads, s.head_dim}, s.dtype, tok), t(pool, s.dtype),
+               t(pool, s.dtype)};
+  if (s.sinks) op.inputs.push_back(t({s.q_heads}, SY_DTYPE_F32));
+  op.inputs.push_back(t({s.sequences + 1}, SY_DTYPE_I32, seq));
+  op.inputs.push_back(t({s.sequences}, SY_DTYPE_I32, seq));
+  op.inputs.push_back(t({s.sequences, s.max_blocks}, SY_DTYPE_I32, seq));
+  op.outputs = {t({1, s.tokens, s.q_heads, s.head_dim}, s.dtype, tok)};
+  if (s.lse) op.outputs.push_back(t({1, s.q_heads, s.tokens}, SY_DTYPE_F32, s.dynamic ? 4u : 0u));
+  op.set(SY_ATTR_PAGED, int64_t{1});
+  if (s.causal) op.set(SY_ATTR_CAUSAL, int64_t{1});
+  if (s.window_left >= 0) op.set(SY_ATTR_WINDOW_LEFT, s.window_left);
+  if (s.softcap > 0) op.set(SY_ATTR_SOFTCAP, s.softcap);
+  if (s.scale != 0) op.set(SY_ATTR_SCALE, s.scale);
+  return op;
+}
+
+// The paged append: rows [1, T, Hkv, D] and slot_mapping [T] into a pool [NB, BS, Hkv, D].
+inline OpDesc paged_append_op(const PagedSpec& s) {
+  OpDesc op;
+  op.op = SY_OP_KV_CACHE_APPEND;
+  const uint32_t tok = s.dynamic ? 2u : 0u;
+  op.inputs = {{s.dtype, {1, s.tokens, s.kv_heads, s.head_dim}, s.memory, tok},
+               {SY_DTYPE_I64, {s.tokens}, s.memory, s.dynamic ? 1u : 0u}};
+  op.outputs = {{s.dtype, {s.blocks, s.block_size, s.kv_heads, s.head_dim}, s.memory, 0}};
+  op.set(SY_ATTR_PAGED, int64_t{1});
+  return op;
+}
+
 inline DeviceInfo cpu_device() {
   DeviceInfo d;
   d.name = "test cpu";

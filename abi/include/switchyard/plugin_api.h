@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 4
+#define SY_ABI_VERSION_MINOR 5
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
@@ -321,10 +321,35 @@ typedef struct sy_tensor_desc {
   size_t struct_size;
   sy_dtype dtype;
   int32_t ndim;
-  const int64_t* shape;  /* `ndim` extents */
+  const int64_t* shape;  /* `ndim` extents; upper bounds for the dims in dynamic_dims */
   sy_memory_kind memory; /* where it will live when the kernel runs */
+#if SY_ABI_COMPAT_MINOR >= 5
+  /* Since 1.5. Bit i set: dimension i is an upper bound. Every execute's DLTensor then
+   * carries the step's actual extent there, 1 <= actual <= shape[i] (the other dimensions
+   * are exactly shape[]), and the actual shapes of one execute satisfy the operator's
+   * contract (op_contract.h) as the prepared ones do. Only an operator whose
+   * required_features include SY_FEATURE_VARLEN has dynamic dimensions, and the host gives
+   * one only to a kernel whose envelope declares VARLEN: a plugin of an older minor never
+   * sees one. A kernel sizes what it holds for the bounds and reads every extent it uses
+   * from the DLTensors. Read it only when struct_size >= SY_TENSOR_DESC_SIZE_MINOR_5 (0
+   * otherwise: every dimension fixed). */
+  uint32_t dynamic_dims;
+#endif
 } sy_tensor_desc;
 SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 0, memory);
+#if SY_ABI_COMPAT_MINOR >= 5
+SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 5, dynamic_dims);
+#endif
+
+/* The dynamic dimensions of `t` (0 for a struct of a minor before 1.5). */
+static inline uint32_t sy_tensor_dynamic_dims(const sy_tensor_desc* t) {
+#if SY_ABI_COMPAT_MINOR >= 5
+  if (t && t->struct_size >= SY_TENSOR_DESC_SIZE_MINOR_5) return t->dynamic_dims;
+#else
+  (void)t;
+#endif
+  return 0;
+}
 
 /* An operator to check or prepare. Host-owned for the call. */
 typedef struct sy_op_desc {
@@ -452,7 +477,11 @@ typedef struct sy_execute_args {
   sy_kernel* kernel;
   /* Host-owned for the call. The host has already validated each tensor
    * against the prepared op: dtype, ndim, shape, compact strides (or
-   * NULL), non-NULL data, device. Outputs are written through `data`. */
+   * NULL), non-NULL data, device. Outputs are written through `data`.
+   * Since 1.5, a dimension the prepared op marks dynamic (sy_tensor_desc.
+   * dynamic_dims) carries this step's actual extent, at most the prepared
+   * one: the kernel computes only that much and reads every extent from
+   * the tensors, never from the prepared op. */
   const DLTensor* const* inputs;
   size_t num_inputs;
   const DLTensor* const* outputs;

@@ -16,10 +16,12 @@
 extern "C" {
 #endif
 
-/* Returns 1 when `t` matches `desc`: non-NULL data, the dtype, the rank and shape, and
- * compact row-major strides (or NULL strides). Otherwise returns 0 and writes what is
- * wrong, prefixed with `label` (e.g. "input 2"), into `msg`. Residency is not checked
- * here: only the caller knows which device types stand for which memory. */
+/* Returns 1 when `t` matches `desc`: non-NULL data, the dtype, the rank and shape (a dimension
+ * in desc's dynamic_dims, since ABI 1.5: from 1 to the prepared extent), and compact row-major
+ * strides (or NULL strides). Otherwise returns 0 and writes what is wrong, prefixed with
+ * `label` (e.g. "input 2"), into `msg`. Residency is not checked here: only the caller knows
+ * which device types stand for which memory. Whether the actual extents of several tensors
+ * agree is the operator contract's question (sy_op_contract_check on the actual shapes). */
 static inline int sy_tensor_matches(const DLTensor* t, const sy_tensor_desc* desc,
                                     const char* label, char* msg, size_t cap) {
   int i;
@@ -33,11 +35,17 @@ static inline int sy_tensor_matches(const DLTensor* t, const sy_tensor_desc* des
            0;
   if (t->ndim != desc->ndim || !t->shape)
     return snprintf(msg, cap, "%s: rank %d, prepared for rank %d", label, t->ndim, desc->ndim), 0;
-  for (i = 0; i < t->ndim; ++i)
-    if (t->shape[i] != desc->shape[i])
+  for (i = 0; i < t->ndim; ++i) {
+    int dynamic = i < 32 && (sy_tensor_dynamic_dims(desc) >> i) & 1u;
+    if (dynamic && (t->shape[i] < 1 || t->shape[i] > desc->shape[i]))
+      return snprintf(msg, cap, "%s: dimension %d is %lld, prepared for 1 to %lld", label, i,
+                      (long long)t->shape[i], (long long)desc->shape[i]),
+             0;
+    if (!dynamic && t->shape[i] != desc->shape[i])
       return snprintf(msg, cap, "%s: dimension %d is %lld, prepared for %lld", label, i,
                       (long long)t->shape[i], (long long)desc->shape[i]),
              0;
+  }
   if (t->strides)
     for (i = t->ndim - 1; i >= 0; --i) {
       if (t->shape[i] != 1 && t->strides[i] != expect)

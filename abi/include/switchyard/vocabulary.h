@@ -226,8 +226,12 @@ typedef enum sy_feature {
   SY_FEATURE_LSE = 4,               /* also writes log-sum-exp [B, Hq, Sq] f32 */
   SY_FEATURE_SOFTCAP = 5,           /* logits = softcap * tanh(logits/softcap) */
   SY_FEATURE_DECODE = 6,            /* q_len == 1 against a longer KV */
-  SY_FEATURE_BATCH = 7,             /* batch > 1 */
-  SY_FEATURE_PAGED_KV = 8,          /* KV cache in pages (block table) */
+  SY_FEATURE_BATCH = 7,             /* batch > 1 (several sequences) */
+  SY_FEATURE_PAGED_KV = 8,          /* KV cache in a pool of fixed-size blocks read
+                                       through a block table and written through
+                                       per-token slots (attention and kv_cache_append
+                                       with attr paged = 1, since 1.5; a plugin of an
+                                       older minor cannot declare it) */
   SY_FEATURE_CUSTOM_SCALE = 9,      /* scale other than 1/sqrt(head_dim) */
   SY_FEATURE_TRANSPOSED_B = 10,     /* matmul b stored [N, K] (HF weights) */
   SY_FEATURE_ROPE_NEOX = 11,        /* rotate halves (GPT-NeoX / Llama HF) */
@@ -237,6 +241,11 @@ typedef enum sy_feature {
   SY_FEATURE_ROPE_SCALED = 15,      /* since 1.2: rope with a frequency table input
                                        (linear, llama3, yarn scaling) and/or an
                                        attention factor on cos and sin */
+  /* Since 1.5: the operator is prepared for upper bounds and each execute carries the
+   * actual extents (sy_tensor_desc.dynamic_dims); for attention and kv_cache_append it
+   * also means many sequences packed along one token axis, each with its own query
+   * start and length (FlashAttention's varlen form, docs/abi.md "Varlen and paged"). */
+  SY_FEATURE_VARLEN = 16,
   SY_FEATURE_COUNT
 } sy_feature;
 
@@ -260,6 +269,7 @@ static inline const char* sy_feature_name(sy_feature f) {
     case SY_FEATURE_PARTIAL_ROTARY: return "partial_rotary";
     case SY_FEATURE_CAUSAL_TOP_LEFT: return "causal_top_left";
     case SY_FEATURE_ROPE_SCALED: return "rope_scaled";
+    case SY_FEATURE_VARLEN: return "varlen";
     default: return 0;
   }
 }
@@ -327,6 +337,10 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
 #define SY_ATTR_ROPE_ATTENTION_FACTOR "rope_attention_factor"
 #define SY_ATTR_AXIS "axis"   /* int, slice (since 1.2): the axis cut, 0 <= axis < rank */
 #define SY_ATTR_START "start" /* int, slice (since 1.2): first index kept, >= 0 */
+/* int 0/1, attention and kv_cache_append (since 1.5): the paged form, whose KV operands are a
+ * pool of blocks [NB, BS, Hkv, D] with a block table (attention) or per-token slots (append);
+ * operand order in docs/abi.md "Varlen and paged". */
+#define SY_ATTR_PAGED "paged"
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -16,9 +16,10 @@ namespace sy::edge {
 
 struct TensorCopy {
   sy_dtype dtype = SY_DTYPE_F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // upper bounds for the dims in dynamic_dims
   sy_memory_kind memory = SY_MEMORY_HOST;
-  sy_tensor_desc desc{};  // points into `shape`; rebuilt by OpCopy
+  uint32_t dynamic_dims = 0;  // since ABI 1.5: dims whose extent each execute carries
+  sy_tensor_desc desc{};      // points into `shape`; rebuilt by OpCopy
 
   int64_t elements() const {
     int64_t n = 1;
@@ -40,6 +41,7 @@ struct OpCopy {
       c.dtype = t->dtype;
       if (t->shape && t->ndim > 0) c.shape.assign(t->shape, t->shape + t->ndim);
       c.memory = t->memory;
+      c.dynamic_dims = sy_tensor_dynamic_dims(t);
       return c;
     };
     for (size_t i = 0; i < d.num_inputs; ++i) inputs.push_back(copy(d.inputs[i]));
@@ -51,6 +53,9 @@ struct OpCopy {
         t.desc.ndim = static_cast<int32_t>(t.shape.size());
         t.desc.shape = t.shape.data();
         t.desc.memory = t.memory;
+#if SY_ABI_COMPAT_MINOR >= 5
+        t.desc.dynamic_dims = t.dynamic_dims;
+#endif
       }
     for (size_t i = 0; i < d.num_attrs; ++i) {
       const sy_attr* a = d.attrs[i];
@@ -72,6 +77,13 @@ struct OpCopy {
   OpCopy& operator=(const OpCopy&) = delete;
 
   bool has(sy_feature f) const { return (features & SY_FEATURE_BIT(f)) != 0; }
+  // Whether some extent varies per execute (ABI 1.5 dynamic dims).
+  bool dynamic() const {
+    for (const auto* list : {&inputs, &outputs})
+      for (const auto& t : *list)
+        if (t.dynamic_dims) return true;
+    return false;
+  }
   int64_t int_attr(const char* name, int64_t fallback) const {
     auto it = attrs.find(name);
     return it != attrs.end() && it->second.type == SY_ATTR_INT ? it->second.i : fallback;
@@ -139,8 +151,38 @@ inline void enforce_contract(const OpCopy& op, const char* kernel) {
     throw StatusError(SY_STATUS_INVALID_ARGUMENT, std::string(kernel) + " refuses: " + text);
 }
 
+// The prepared operator with the actual shapes of one execute's tensors (ABI 1.5 dynamic
+// dims), for the operator contract: separately valid extents must also agree with each other.
+class ActualOpView {
+ public:
+  ActualOpView(const OpCopy& op, const sy_execute_args& args) : view_(op) {
+    const sy_op_desc* d = view_.get();
+    for (size_t i = 0; i < d->num_inputs + d->num_outputs; ++i) {
+      const bool in = i < d->num_inputs;
+      const size_t k = in ? i : i - d->num_inputs;
+      sy_tensor_desc t = *(in ? d->inputs[k] : d->outputs[k]);
+      const DLTensor* x = (in ? args.inputs : args.outputs)[k];
+      t.shape = x->shape;
+      descs_.push_back(t);
+    }
+    for (size_t i = 0; i < descs_.size(); ++i)
+      (i < d->num_inputs ? inputs_ : outputs_).push_back(&descs_[i]);
+    desc_ = *d;
+    desc_.inputs = inputs_.data();
+    desc_.outputs = outputs_.data();
+  }
+  const sy_op_desc* get() const { return &desc_; }
+
+ private:
+  OpView view_;
+  std::vector<sy_tensor_desc> descs_;
+  std::vector<const sy_tensor_desc*> inputs_, outputs_;
+  sy_op_desc desc_{};
+};
+
 // Validates `execute`'s tensors against the operator a kernel was prepared for: the host does
-// too, but any caller of the ABI must get INVALID_ARGUMENT rather than a crash.
+// too, but any caller of the ABI must get INVALID_ARGUMENT rather than a crash. With dynamic
+// dims the actual shapes must also satisfy the operator contract together.
 inline sy_status validate_execute_args(const OpCopy& op, const sy_execute_args& args,
                                        sy_error_buffer* err) {
   if (args.num_inputs != op.inputs.size() || args.num_outputs != op.outputs.size())
@@ -157,6 +199,16 @@ inline sy_status validate_execute_args(const OpCopy& op, const sy_execute_args& 
     if (!sy_tensor_matches(list ? list[k] : nullptr, desc, label, msg, sizeof msg))
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
   }
+  if (!op.dynamic()) return SY_STATUS_OK;
+  std::string text;
+  auto collect = [](void* ctx, const sy_refusal* r) {
+    auto* t = static_cast<std::string*>(ctx);
+    *t += std::string(t->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
+  };
+  ActualOpView actual(op, args);
+  if (sy_op_contract_check(actual.get(), collect, &text) > 0)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "the actual extents disagree: %s",
+                   text.c_str());
   return SY_STATUS_OK;
 }
 
