@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,14 +16,17 @@
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
+#include "core/generation/generation.hpp"
 #include "core/runtime/runtime.hpp"
 
 namespace {
@@ -34,11 +38,13 @@ using sy::Error;
 // ---- handles ---------------------------------------------------------------------------------
 
 struct RuntimeState {
-  explicit RuntimeState(sy::Registry r) : registry(std::move(r)) {}
+  RuntimeState(sy::Registry r, std::shared_ptr<spdlog::logger> l)
+      : registry(std::move(r)), logger(std::move(l)) {}
   sy::Registry registry;
-  // Sessions are made one at a time: the model source maps its weights then, and plugins
-  // prepare kernels.
-  std::mutex sessions;
+  std::shared_ptr<spdlog::logger> logger;  // this runtime's log_callback, when it has one
+  // Weights are loaded and contexts made one at a time: the model source maps its weights
+  // then, and plugins prepare kernels.
+  std::mutex loading;
 };
 struct ModelState {
   ModelState(std::shared_ptr<RuntimeState> r, sy::OpenedModel m)
@@ -49,14 +55,25 @@ struct ModelState {
 struct PlanState {
   std::shared_ptr<ModelState> model;
   std::unique_ptr<sy::PlannedModel> planned;
+  // The plan's weights, loaded by the first context or session that needs them and shared by
+  // every one after (guarded by the runtime's `loading`).
+  std::unique_ptr<sy::Model> weights;
 };
-struct SessionState {
+// A context, and what its last step left for the caller (refusals).
+struct ContextState {
   std::shared_ptr<PlanState> plan;
-  std::unique_ptr<sy::Session> session;
+  std::unique_ptr<sy::Context> context;
   std::unique_ptr<sy::Generator> generator;
+  std::vector<sy::SeqId> refused_seqs;
+  std::vector<int32_t> refused_codes;
+};
+// A session: a context with one sequence of its own.
+struct SessionState {
+  std::shared_ptr<ContextState> context;
+  sy::SeqId seq = 0;
 };
 
-enum class Kind { runtime, model, plan, session };
+enum class Kind { runtime, model, plan, context, session };
 
 std::mutex g_handles_mu;
 std::map<const void*, Kind> g_handles;
@@ -256,10 +273,10 @@ auto state_of(H* h, Kind k, const char* fn, const char* name) {
   return h->state;
 }
 
-// The vocabulary of a planned model: the logits each step writes.
+// The vocabulary of a planned model: the rows of its token embedding.
 int64_t vocab_of(const sy::PlannedModel& pm) {
-  const sy::Value* logits = pm.graph.phases.back().value("logits");
-  return logits ? logits->shape.back() : 0;
+  const sy::Value* table = pm.graph.find(sy::ValueRole::token_embedding);
+  return table ? table->shape[0] : 0;
 }
 
 // Refuses a logits buffer too small before anything runs: a failed call changes nothing.
@@ -271,8 +288,124 @@ void require_logits_room(const sy::PlannedModel& pm, const float* out, size_t ca
         std::to_string(capacity) + " floats, the vocabulary has " + std::to_string(vocab_of(pm)));
 }
 
-void write_logits(const std::vector<float>& logits, float* out) {
-  if (out) std::copy(logits.begin(), logits.end(), out);
+// A new context of a legal plan: the plan's weights loaded first if nothing of it did yet.
+std::shared_ptr<ContextState> make_context(const std::shared_ptr<PlanState>& p,
+                                           const sy::ContextOptions& options) {
+  const sy::PlannedModel& pm = *p->planned;
+  if (!pm.plan.ok()) throw *pm.plan.error;
+  ModelState& m = *p->model;
+  auto state = std::make_shared<ContextState>();
+  state->plan = p;
+  std::lock_guard<std::mutex> lock(m.runtime->loading);
+  if (!p->weights)
+    p->weights = std::make_unique<sy::Model>(pm.graph, pm.plan, m.runtime->registry,
+                                             pm.inventory, m.model.source->weights());
+  state->context = std::make_unique<sy::Context>(*p->weights, options);
+  state->generator =
+      std::make_unique<sy::Generator>(*state->context, m.model.tokenizer, m.model.generation);
+  return state;
+}
+
+// Sampling options from the C struct (NULL: every default), checked: NaN fails every test.
+sy::SamplingOptions sampling_of(const sy_generate_options* options, const char* fn) {
+  sy::SamplingOptions o;
+  if (!options) return o;
+  if (!(options->max_tokens >= 0 && options->temperature >= 0 && options->temperature < 1e6 &&
+        options->top_p >= 0 && options->top_p <= 1 && options->top_k >= 0))
+    throw invalid_argument(fn, "options",
+                           "max_tokens, top_k >= 0, 0 <= temperature < 10^6 and 0 <= top_p <= 1 "
+                           "(no NaN)");
+  o.max_tokens = options->max_tokens > 0 ? options->max_tokens : 32;
+  o.temperature = options->temperature;
+  o.top_k = options->top_k;
+  o.top_p = options->top_p > 0 ? options->top_p : 1.0;
+  o.seed = options->seed;
+  o.ignore_eos = options->ignore_eos != 0;
+  for (size_t i = 0; i < options->num_stop; ++i)
+    if (options->stop && options->stop[i]) o.stop.emplace_back(options->stop[i]);
+  return o;
+}
+
+sy::TokenCallback callback_of(const sy_generate_options* options) {
+  if (!options || !options->on_token) return {};
+  return [cb = options->on_token, user = options->user_data](int64_t id, const std::string& text) {
+    return cb(user, id, text.data(), text.size()) == 0;
+  };
+}
+
+sy::AbortCheck abort_of(const sy_generate_options* options) {
+  if (!options || options->struct_size < SY_MIN_SIZE(sy_generate_options, abort_callback) ||
+      !options->abort_callback)
+    return {};
+  return [cb = options->abort_callback, user = options->user_data] { return cb(user) != 0; };
+}
+
+// Ids the model cannot look up never reach a kernel: SY403, naming the first.
+void require_vocab(const sy::PlannedModel& pm, const int64_t* ids, size_t count, const char* fn) {
+  const int64_t vocab = vocab_of(pm);
+  for (size_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      throw Error(Errc::bad_batch, std::string(fn) + ": token " + std::to_string(i) + ": id " +
+                                       std::to_string(ids[i]) + " is outside the vocabulary [0, " +
+                                       std::to_string(vocab) + ")");
+}
+
+void fill_result(const sy::Generation& g, sy_generate_result* result) {
+  if (!result) return;
+  result->generated_tokens = int64_t(g.ids.size());
+  result->stop_reason = stop_code(g.reason);
+  result->decode_steps = g.decode_steps;
+  result->prefill_ms = g.prefill_ms;
+  result->decode_ms = g.decode_ms;
+  if (result->struct_size >= SY_MIN_SIZE(sy_generate_result, cached_tokens))
+    result->cached_tokens = g.cached_tokens;
+}
+
+// `ids` into the caller's buffer, as sy_model_tokenize promises: the count always, the ids
+// only when they fit.
+void copy_ids(const std::vector<int64_t>& out, int64_t* ids, size_t capacity, size_t* count,
+              const char* fn) {
+  *count = out.size();
+  if (out.size() > capacity)
+    throw invalid_argument(fn, "capacity",
+                           std::to_string(capacity) + " ids, the text has " +
+                               std::to_string(out.size()));
+  if (!out.empty() && !ids) throw invalid_argument(fn, "ids", "NULL");
+  std::copy(out.begin(), out.end(), ids);
+}
+
+// A runtime's own logger: everything it and its plugins log goes to the program's callback.
+class CallbackSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  CallbackSink(void (*fn)(void*, int32_t, const char*), void* user) : fn_(fn), user_(user) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string text(msg.payload.data(), msg.payload.size());
+    const int32_t level = msg.level <= spdlog::level::trace   ? 0
+                          : msg.level == spdlog::level::debug ? 1
+                          : msg.level == spdlog::level::info  ? 2
+                          : msg.level == spdlog::level::warn  ? 3
+                                                              : 4;
+    fn_(user_, level, text.c_str());
+  }
+  void flush_() override {}
+
+ private:
+  void (*fn_)(void*, int32_t, const char*);
+  void* user_;
+};
+
+std::shared_ptr<spdlog::logger> callback_logger(void (*fn)(void*, int32_t, const char*),
+                                                void* user, const char* level) {
+  auto parsed = spdlog::level::from_str(level);
+  if (parsed == spdlog::level::off && std::string(level) != "off")
+    throw Error(Errc::invalid_argument, std::string("sy_runtime_create: log_level is invalid: '") +
+                                            level + "' is not trace, debug, info, warn, err or off");
+  auto logger =
+      std::make_shared<spdlog::logger>("switchyard-runtime", std::make_shared<CallbackSink>(fn, user));
+  logger->set_level(parsed);
+  return logger;
 }
 
 }  // namespace
@@ -285,6 +418,9 @@ struct sy_model {
 };
 struct sy_plan {
   std::shared_ptr<PlanState> state;
+};
+struct sy_context {
+  std::shared_ptr<ContextState> state;
 };
 struct sy_session {
   std::shared_ptr<SessionState> state;
@@ -323,13 +459,21 @@ int sy_runtime_create(const sy_runtime_options* options, sy_runtime** runtime,
     if (!runtime) throw invalid_argument("sy_runtime_create", "runtime", "NULL");
     require_size(options, SY_MIN_SIZE(sy_runtime_options, log_level), "sy_runtime_create",
                  "options");
-    set_logging(options ? options->log_level : nullptr);
+    std::shared_ptr<spdlog::logger> logger;
+    if (options && options->struct_size >= SY_MIN_SIZE(sy_runtime_options, log_user_data) &&
+        options->log_callback)
+      logger = callback_logger(options->log_callback, options->log_user_data,
+                               options->log_level ? options->log_level : "info");
+    else
+      set_logging(options ? options->log_level : nullptr);
     sy::LoadOptions load;
+    load.logger = logger;
     if (options && options->num_threads > 0)
       load.init_options.emplace_back("num_threads", std::to_string(options->num_threads));
     else if (const char* t = std::getenv("SWITCHYARD_NUM_THREADS"); t && *t)
       load.init_options.emplace_back("num_threads", t);
-    auto state = std::make_shared<RuntimeState>(sy::Registry::discover(search_path(options), load));
+    auto state = std::make_shared<RuntimeState>(
+        sy::Registry::discover(search_path(options), load), logger);
     auto* h = new sy_runtime{std::move(state)};
     add_handle(h, Kind::runtime);
     *runtime = h;
@@ -372,14 +516,63 @@ int sy_model_tokenize(sy_model* model, const char* text, sy_prompt_kind kind, in
     if (!count) throw invalid_argument("sy_model_tokenize", "count", "NULL");
     if (kind != SY_PROMPT_PLAIN && kind != SY_PROMPT_CHAT)
       throw invalid_argument("sy_model_tokenize", "kind", std::to_string(int(kind)));
-    sy::Prompt p = sy::build_prompt(m->model, {text, kind == SY_PROMPT_CHAT, std::nullopt});
-    *count = p.ids.size();
-    if (p.ids.size() > capacity)
-      throw invalid_argument(
-          "sy_model_tokenize", "capacity",
-          std::to_string(capacity) + " ids, the prompt has " + std::to_string(p.ids.size()));
-    if (!p.ids.empty() && !ids) throw invalid_argument("sy_model_tokenize", "ids", "NULL");
-    std::copy(p.ids.begin(), p.ids.end(), ids);
+    sy::Prompt p = sy::build_prompt(m->model, {text, kind == SY_PROMPT_CHAT, std::nullopt, {}});
+    copy_ids(p.ids, ids, capacity, count, "sy_model_tokenize");
+  });
+}
+
+int sy_model_tokenize_chat(sy_model* model, const sy_chat_message* messages, size_t num_messages,
+                           int32_t add_generation_prompt, int64_t* ids, size_t capacity,
+                           size_t* count, sy_host_error* error) {
+  return guarded("sy_model_tokenize_chat", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_model_tokenize_chat", "model");
+    if (!count) throw invalid_argument("sy_model_tokenize_chat", "count", "NULL");
+    if (num_messages == 0 || !messages)
+      throw invalid_argument("sy_model_tokenize_chat", "messages", "NULL or empty");
+    sy::ChatMessages list;
+    for (size_t i = 0; i < num_messages; ++i) {
+      if (!messages[i].role || !messages[i].content)
+        throw invalid_argument("sy_model_tokenize_chat",
+                               "messages[" + std::to_string(i) + "]", "NULL role or content");
+      list.emplace_back(messages[i].role, messages[i].content);
+    }
+    const std::string text =
+        sy::render_chat(m->model.generation, list, add_generation_prompt != 0, std::time(nullptr));
+    copy_ids(m->model.tokenizer.encode(text), ids, capacity, count, "sy_model_tokenize_chat");
+  });
+}
+
+int sy_model_detokenize(sy_model* model, const int64_t* ids, size_t count, char* text,
+                        size_t capacity, size_t* length, size_t* complete, sy_host_error* error) {
+  return guarded("sy_model_detokenize", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_model_detokenize", "model");
+    if (!length || !complete)
+      throw invalid_argument("sy_model_detokenize", "length or complete", "NULL");
+    if (count > 0 && !ids) throw invalid_argument("sy_model_detokenize", "ids", "NULL");
+    const sy::Tokenizer& tok = m->model.tokenizer;
+    std::string out;
+    for (size_t i = 0; i < count; ++i) {
+      if (ids[i] < 0 || ids[i] >= tok.vocab_size())
+        throw invalid_argument("sy_model_detokenize", "ids[" + std::to_string(i) + "]",
+                               std::to_string(ids[i]) + " is not a token of the tokenizer's " +
+                                   std::to_string(tok.vocab_size()));
+      out += tok.decode_token(ids[i]);
+    }
+    *length = out.size();
+    *complete = out.size() - sy::incomplete_utf8_tail(out);
+    if (out.size() > capacity)
+      throw invalid_argument("sy_model_detokenize", "capacity",
+                             std::to_string(capacity) + " bytes, the text has " +
+                                 std::to_string(out.size()));
+    if (!out.empty()) std::memcpy(text, out.data(), out.size());
+  });
+}
+
+int sy_model_vocab_size(sy_model* model, int64_t* vocab, sy_host_error* error) {
+  return guarded("sy_model_vocab_size", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_model_vocab_size", "model");
+    if (!vocab) throw invalid_argument("sy_model_vocab_size", "vocab", "NULL");
+    *vocab = m->model.tokenizer.vocab_size();
   });
 }
 
@@ -397,13 +590,17 @@ int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** pl
     if (options->context < 0)
       throw invalid_argument("sy_plan_create", "options->context", "negative");
     sy::ImportOptions opts;
-    opts.prompt_len = options->prompt_tokens;
+    opts.max_batch_tokens = options->prompt_tokens;
     opts.context = options->context > 0 ? options->context : 1024;
-    if (opts.context < opts.prompt_len)
-      throw invalid_argument("sy_plan_create", "options->context",
-                             "shorter than prompt_tokens " + std::to_string(opts.prompt_len));
     if (options->dtype) opts.dtype_override = options->dtype;
-    const sy::Policy policy = plan_policy(*options);
+    sy::Policy policy = plan_policy(*options);
+    if (options->struct_size >= SY_MIN_SIZE(sy_plan_options, kv_blocks)) {
+      if (options->max_sequences < 0 || options->kv_blocks < 0)
+        throw invalid_argument("sy_plan_create", "options->max_sequences or kv_blocks",
+                               "negative");
+      if (options->max_sequences > 0) opts.max_sequences = options->max_sequences;
+      if (options->kv_blocks > 0) policy.kv_blocks = options->kv_blocks;
+    }
     auto state = std::make_shared<PlanState>();
     state->model = m;
     state->planned = sy::plan_model(*m->model.source, opts, m->runtime->registry, policy);
@@ -436,23 +633,152 @@ int sy_plan_json(sy_plan* plan, char** json, sy_host_error* error) {
   });
 }
 
+int sy_context_create(sy_plan* plan, const sy_context_options* options, sy_context** context,
+                      sy_host_error* error) {
+  return guarded("sy_context_create", error, [&] {
+    auto p = state_of(plan, Kind::plan, "sy_context_create", "plan");
+    if (!context) throw invalid_argument("sy_context_create", "context", "NULL");
+    require_size(options, SY_MIN_SIZE(sy_context_options, kv_blocks), "sy_context_create",
+                 "options");
+    sy::ContextOptions o;
+    if (options) {
+      if (options->kv_blocks < 0)
+        throw invalid_argument("sy_context_create", "options->kv_blocks", "negative");
+      o.kv_blocks = options->kv_blocks;
+    }
+    auto* h = new sy_context{make_context(p, o)};
+    add_handle(h, Kind::context);
+    *context = h;
+  });
+}
+
+int sy_context_destroy(sy_context* context) {
+  return destroy(context, Kind::context);
+}
+
+int sy_seq_add(sy_context* context, sy_seq_id* seq, sy_host_error* error) {
+  return guarded("sy_seq_add", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_add", "context");
+    if (!seq) throw invalid_argument("sy_seq_add", "seq", "NULL");
+    *seq = c->context->add_sequence();
+  });
+}
+
+int sy_seq_remove(sy_context* context, sy_seq_id seq, sy_host_error* error) {
+  return guarded("sy_seq_remove", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_remove", "context");
+    c->context->remove_sequence(seq);
+  });
+}
+
+int sy_seq_fork(sy_context* context, sy_seq_id seq, sy_seq_id* fork, sy_host_error* error) {
+  return guarded("sy_seq_fork", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_fork", "context");
+    if (!fork) throw invalid_argument("sy_seq_fork", "fork", "NULL");
+    *fork = c->context->fork_sequence(seq);
+  });
+}
+
+int sy_seq_truncate(sy_context* context, sy_seq_id seq, int64_t length, sy_host_error* error) {
+  return guarded("sy_seq_truncate", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_truncate", "context");
+    c->context->truncate_sequence(seq, length);
+  });
+}
+
+int sy_seq_length(sy_context* context, sy_seq_id seq, int64_t* length, sy_host_error* error) {
+  return guarded("sy_seq_length", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_length", "context");
+    if (!length) throw invalid_argument("sy_seq_length", "length", "NULL");
+    *length = c->context->sequence_length(seq);
+  });
+}
+
+int sy_seq_reuse_prefix(sy_context* context, sy_seq_id seq, const int64_t* tokens, size_t count,
+                        int64_t* reused, sy_host_error* error) {
+  return guarded("sy_seq_reuse_prefix", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_seq_reuse_prefix", "context");
+    if (!reused || (count > 0 && !tokens))
+      throw invalid_argument("sy_seq_reuse_prefix", "tokens or reused", "NULL");
+    *reused = c->context->reuse_prefix(seq, std::span(tokens, count));
+  });
+}
+
+int sy_context_decode(sy_context* context, const sy_batch* batch, sy_decode_result* result,
+                      sy_host_error* error) {
+  int refused = 0;
+  const int status = guarded("sy_context_decode", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_context_decode", "context");
+    if (!batch) throw invalid_argument("sy_context_decode", "batch", "NULL");
+    require_size(batch, SY_MIN_SIZE(sy_batch, logits), "sy_context_decode", "batch");
+    require_size(result, SY_MIN_SIZE(sy_decode_result, refused_codes), "sy_context_decode",
+                 "result");
+    if (batch->n_tokens > 0 && (!batch->tokens || !batch->positions || !batch->seq_ids))
+      throw invalid_argument("sy_context_decode", "batch", "NULL tokens, positions or seq_ids");
+    sy::Batch b;
+    for (size_t i = 0; i < batch->n_tokens; ++i)
+      b.add(batch->tokens[i], batch->positions[i], batch->seq_ids[i],
+            batch->logits ? batch->logits[i] != 0 : i + 1 == batch->n_tokens);
+    c->refused_seqs.clear();
+    c->refused_codes.clear();
+    sy::StepResult r = c->context->decode(b);
+    for (const auto& x : r.refused) {
+      c->refused_seqs.push_back(x.seq);
+      c->refused_codes.push_back(int32_t(x.error.code));
+    }
+    if (result) {
+      result->ran = r.ran ? 1 : 0;
+      result->n_logits = r.ran ? c->context->logits_rows() : 0;
+      result->n_refused = r.refused.size();
+      result->refused_seqs = c->refused_seqs.data();
+      result->refused_codes = c->refused_codes.data();
+    }
+    if (!r.ran) refused = report(error, r.refused.front().error);
+  });
+  return status ? status : refused;
+}
+
+int sy_context_logits(sy_context* context, size_t i, const float** logits, sy_host_error* error) {
+  return guarded("sy_context_logits", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_context_logits", "context");
+    if (!logits) throw invalid_argument("sy_context_logits", "logits", "NULL");
+    if (i >= c->context->logits_rows())
+      throw invalid_argument("sy_context_logits", "i",
+                             std::to_string(i) + " is not below the last step's " +
+                                 std::to_string(c->context->logits_rows()) + " rows of logits");
+    *logits = c->context->logits(i);
+  });
+}
+
+int sy_context_generate(sy_context* context, sy_seq_id seq, const int64_t* prompt,
+                        size_t prompt_count, const sy_generate_options* options, int64_t* out_ids,
+                        size_t capacity, sy_generate_result* result, sy_host_error* error) {
+  return guarded("sy_context_generate", error, [&] {
+    auto c = state_of(context, Kind::context, "sy_context_generate", "context");
+    if (!prompt || prompt_count == 0)
+      throw invalid_argument("sy_context_generate", "prompt", "NULL or empty");
+    require_size(options, SY_MIN_SIZE(sy_generate_options, user_data), "sy_context_generate",
+                 "options");
+    require_size(result, SY_MIN_SIZE(sy_generate_result, decode_ms), "sy_context_generate",
+                 "result");
+    if (capacity > 0 && !out_ids) throw invalid_argument("sy_context_generate", "out_ids", "NULL");
+    require_vocab(*c->plan->planned, prompt, prompt_count, "sy_context_generate");
+    const sy::SamplingOptions o = sampling_of(options, "sy_context_generate");
+    sy::Generation g = c->generator->continue_sequence(
+        seq, std::vector<int64_t>(prompt, prompt + prompt_count), o, callback_of(options),
+        abort_of(options));
+    std::copy_n(g.ids.begin(), std::min(capacity, g.ids.size()), out_ids);
+    fill_result(g, result);
+  });
+}
+
 int sy_session_create(sy_plan* plan, sy_session** session, sy_host_error* error) {
   return guarded("sy_session_create", error, [&] {
     auto p = state_of(plan, Kind::plan, "sy_session_create", "plan");
     if (!session) throw invalid_argument("sy_session_create", "session", "NULL");
-    const sy::PlannedModel& pm = *p->planned;
-    if (!pm.plan.ok()) throw *pm.plan.error;
-    ModelState& m = *p->model;
     auto state = std::make_shared<SessionState>();
-    state->plan = p;
-    {
-      std::lock_guard<std::mutex> lock(m.runtime->sessions);
-      sy::WeightLoader weights = m.model.source->weights();
-      state->session = std::make_unique<sy::Session>(pm.graph, pm.plan, m.runtime->registry,
-                                                     pm.inventory, weights);
-    }
-    state->generator =
-        std::make_unique<sy::Generator>(*state->session, m.model.tokenizer, m.model.generation);
+    state->context = make_context(p, {});
+    state->seq = state->context->context->add_sequence();
     auto* h = new sy_session{std::move(state)};
     add_handle(h, Kind::session);
     *session = h;
@@ -468,11 +794,19 @@ int sy_session_info_get(sy_session* session, sy_session_info* info, sy_host_erro
     auto s = state_of(session, Kind::session, "sy_session_info_get", "session");
     if (!info) throw invalid_argument("sy_session_info_get", "info", "NULL");
     require_size(info, SY_MIN_SIZE(sy_session_info, position), "sy_session_info_get", "info");
-    const sy::Value* tokens = s->plan->planned->graph.phases.front().value("tokens");
-    info->vocab_size = vocab_of(*s->plan->planned);
-    info->context = s->session->context();
-    info->prompt_tokens = tokens ? tokens->bytes() / 8 : 0;
-    info->position = s->session->position();
+    const sy::Context& c = *s->context->context;
+    info->vocab_size = c.vocab();
+    info->context = c.context_length();
+    info->prompt_tokens = c.bounds().max_batch_tokens;
+    info->position = c.sequence_length(s->seq);
+  });
+}
+
+// Runs `ids` after what the session's sequence holds and writes the last one's logits.
+void session_run(SessionState& s, const int64_t* ids, size_t count, float* logits) {
+  sy::Context& c = *s.context->context;
+  sy::run_tokens(c, s.seq, std::span(ids, count), false, [&](size_t, const float* row) {
+    if (logits) std::copy(row, row + c.vocab(), logits);
   });
 }
 
@@ -481,8 +815,16 @@ int sy_session_prefill(sy_session* session, const int64_t* ids, size_t count, fl
   return guarded("sy_session_prefill", error, [&] {
     auto s = state_of(session, Kind::session, "sy_session_prefill", "session");
     if (!ids || count == 0) throw invalid_argument("sy_session_prefill", "ids", "NULL or empty");
-    require_logits_room(*s->plan->planned, logits, capacity, "sy_session_prefill");
-    write_logits(s->session->prefill(std::vector<int64_t>(ids, ids + count)), logits);
+    const sy::PlannedModel& pm = *s->context->plan->planned;
+    require_logits_room(pm, logits, capacity, "sy_session_prefill");
+    require_vocab(pm, ids, count, "sy_session_prefill");
+    sy::Context& c = *s->context->context;
+    if (int64_t(count) > c.context_length())
+      throw Error(Errc::prompt_too_long, "sy_session_prefill: the prompt has " +
+                                             std::to_string(count) + " tokens, the context " +
+                                             std::to_string(c.context_length()));
+    c.truncate_sequence(s->seq, 0);  // prefill starts over, as in 1.0
+    session_run(*s, ids, count, logits);
   });
 }
 
@@ -490,8 +832,10 @@ int sy_session_decode(sy_session* session, int64_t token, float* logits, size_t 
                       sy_host_error* error) {
   return guarded("sy_session_decode", error, [&] {
     auto s = state_of(session, Kind::session, "sy_session_decode", "session");
-    require_logits_room(*s->plan->planned, logits, capacity, "sy_session_decode");
-    write_logits(s->session->decode(token), logits);
+    const sy::PlannedModel& pm = *s->context->plan->planned;
+    require_logits_room(pm, logits, capacity, "sy_session_decode");
+    require_vocab(pm, &token, 1, "sy_session_decode");
+    session_run(*s, &token, 1, logits);
   });
 }
 
@@ -507,37 +851,14 @@ int sy_session_generate(sy_session* session, const int64_t* prompt, size_t promp
     require_size(result, SY_MIN_SIZE(sy_generate_result, decode_ms), "sy_session_generate",
                  "result");
     if (capacity > 0 && !out_ids) throw invalid_argument("sy_session_generate", "out_ids", "NULL");
-    sy::SamplingOptions o;
-    sy::TokenCallback callback;
-    if (options) {
-      if (options->max_tokens < 0 || !(options->temperature >= 0) || !(options->top_p >= 0) ||
-          options->top_p > 1 || options->top_k < 0)
-        throw invalid_argument("sy_session_generate", "options",
-                               "max_tokens, temperature, top_k >= 0 and 0 <= top_p <= 1");
-      o.max_tokens = options->max_tokens > 0 ? options->max_tokens : 32;
-      o.temperature = options->temperature;
-      o.top_k = options->top_k;
-      o.top_p = options->top_p > 0 ? options->top_p : 1.0;
-      o.seed = options->seed;
-      o.ignore_eos = options->ignore_eos != 0;
-      for (size_t i = 0; i < options->num_stop; ++i)
-        if (options->stop && options->stop[i]) o.stop.emplace_back(options->stop[i]);
-      if (options->on_token)
-        callback = [cb = options->on_token, user = options->user_data](int64_t id,
-                                                                       const std::string& text) {
-          return cb(user, id, text.data(), text.size()) == 0;
-        };
-    }
-    sy::Generation g =
-        s->generator->generate(std::vector<int64_t>(prompt, prompt + prompt_count), o, callback);
+    require_vocab(*s->context->plan->planned, prompt, prompt_count, "sy_session_generate");
+    const sy::SamplingOptions o = sampling_of(options, "sy_session_generate");
+    // The session's sequence starts over: what it shares with the prompt from the start stays.
+    sy::Generation g = s->context->generator->continue_sequence(
+        s->seq, std::vector<int64_t>(prompt, prompt + prompt_count), o, callback_of(options),
+        abort_of(options));
     std::copy_n(g.ids.begin(), std::min(capacity, g.ids.size()), out_ids);
-    if (result) {
-      result->generated_tokens = int64_t(g.ids.size());
-      result->stop_reason = stop_code(g.reason);
-      result->decode_steps = g.decode_steps;
-      result->prefill_ms = g.prefill_ms;
-      result->decode_ms = g.decode_ms;
-    }
+    fill_result(g, result);
   });
 }
 
@@ -545,7 +866,9 @@ int sy_session_memory_json(sy_session* session, char** json, sy_host_error* erro
   return guarded("sy_session_memory_json", error, [&] {
     auto s = state_of(session, Kind::session, "sy_session_memory_json", "session");
     if (!json) throw invalid_argument("sy_session_memory_json", "json", "NULL");
-    *json = copy_string(sy::memory_report(s->plan->planned->plan, *s->session).dump(2));
+    const ContextState& c = *s->context;
+    *json = copy_string(
+        sy::memory_report(c.plan->planned->plan, *c.plan->weights, *c.context).dump(2));
   });
 }
 

@@ -20,7 +20,7 @@ show() {
 
 if [[ -f "$gguf" ]]; then
   # Where each quantized matmul would go on an H200 with bf16 activations, and why.
-  show plan "$gguf" --target examples/targets/h200.json --dtype bf16 --prompt-len 64 --context 512
+  show plan "$gguf" --target examples/targets/h200.json --dtype bf16 --max-batch-tokens 64 --context 512
   show run "$gguf" --prompt "The three primary colours are" --max-tokens 32 --profile
   show run "$gguf" --chat "$question"
   model="$gguf"

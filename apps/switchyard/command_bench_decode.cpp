@@ -16,10 +16,9 @@
 #include "apps/switchyard/exit_codes.hpp"
 #include "apps/switchyard/model_cost.hpp"
 #include "core/errors/errors.hpp"
-#include "core/executor/executor.hpp"
-#include "core/executor/model_weights.hpp"
 #include "core/importer/importer.hpp"
 #include "core/runtime/model_source.hpp"
+#include "core/runtime/runtime.hpp"
 
 namespace sy::cli {
 namespace {
@@ -50,27 +49,38 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Median time of one decode step from `depth`: `steps` greedy steps, `repeats` times over.
-DepthFigures time_decode(Session& s, const Phase& decode, const std::vector<int64_t>& prompt,
+// Runs `tokens` after sequence `seq`'s cache (chunks of the plan's step), and returns the argmax
+// of the last token's logits.
+int64_t feed(Context& c, SeqId seq, std::span<const int64_t> tokens) {
+  int64_t next = 0;
+  run_tokens(c, seq, tokens, false, [&](size_t, const float* row) {
+    next = int64_t(std::max_element(row, row + c.vocab()) - row);
+  });
+  return next;
+}
+
+// Median time of one decode step from `depth`: `steps` greedy steps, `repeats` times over, on a
+// sequence holding the prompt cut (or decoded on) to `depth`.
+DepthFigures time_decode(Context& c, const Phase& phase, const std::vector<int64_t>& prompt,
                          int64_t depth, const DecodeArgs& a, double triad) {
   std::vector<double> step_ms;
   for (int r = 0; r < a.repeats; ++r) {
-    if (depth > s.position()) s.prefill(prompt);  // rewinding only goes back
-    while (s.position() < depth) s.decode(1);
-    s.rewind(depth);
-    int64_t token = 1;
+    const SeqId seq = c.add_sequence();
+    const size_t fed = size_t(std::min<int64_t>(depth, int64_t(prompt.size())));
+    int64_t token = fed > 0 ? feed(c, seq, std::span(prompt.data(), fed)) : 1;
+    while (c.sequence_length(seq) < depth) token = feed(c, seq, std::span(&token, 1));
     for (int64_t i = 0; i < a.steps; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      const std::vector<float>& logits = s.decode(token);
+      token = feed(c, seq, std::span(&token, 1));
       step_ms.push_back(ms_since(t0));
-      token = int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
+    c.remove_sequence(seq);
   }
   DepthFigures f;
   f.depth = depth;
   f.ms_per_token = median(step_ms);
   f.tokens_per_s = 1e3 / f.ms_per_token;
-  f.bytes = decode_step_bytes(decode, depth + a.steps / 2 + 1);  // the middle step's cache
+  f.bytes = step_bytes(phase, {1, 1, 1, depth + a.steps / 2 + 1});  // the middle step's cache
   f.gbps = f.bytes.total() / (f.ms_per_token * 1e-3) / 1e9;
   f.ratio = triad > 0 ? f.gbps / triad : 0;
   return f;
@@ -125,19 +135,18 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
   try {
     std::unique_ptr<ModelSource> model = ModelSource::open(a.model, {});
     ImportOptions opts;
-    opts.prompt_len = a.prompt_len;
+    opts.max_batch_tokens = a.prompt_len;
     opts.context = std::max(a.prompt_len, deepest) + a.steps + 1;
     opts.dtype_override = a.dtype;
-    Graph graph = model->import(opts);
     Registry reg = discover_plugins(global, default_load_options());
-    Inventory inv = live_inventory(reg);
     Policy policy;
     policy.prefer = {kDLCPU};
-    Plan plan = plan_graph(graph, reg, inv, policy);
-    if (!plan.ok()) throw *plan.error;
-    Session session(graph, plan, reg, inv, model->weights());
-    const Phase& prefill = graph.phases[0];
-    const Phase& decode = graph.phases[1];
+    LoadedModel loaded = LoadedModel::load(*model, opts, reg, policy);
+    if (!loaded.planned->plan.ok()) throw *loaded.planned->plan.error;
+    Context& context = *loaded.context;
+    const Graph& graph = loaded.planned->graph;
+    const Phase& prefill = graph.phases.front();  // paged: the one step phase
+    const Phase& decode = graph.phases.back();
     // The activations' dtype (a GGUF file's embedding may be quantized): the final norm's.
     const sy_dtype dtype = prefill.value("norm")->dtype;
 
@@ -149,20 +158,21 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
     std::vector<int64_t> prompt(size_t(a.prompt_len));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int64_t(1 + i % 200);
     std::vector<double> prefill_ms;
-    session.prefill(prompt);  // warm-up
-    for (int r = 0; r < a.repeats; ++r) {
+    for (int r = 0; r <= a.repeats; ++r) {  // the first is a warm-up
+      const SeqId seq = context.add_sequence();
       auto t0 = std::chrono::steady_clock::now();
-      session.prefill(prompt);
-      prefill_ms.push_back(ms_since(t0));
+      feed(context, seq, prompt);
+      if (r > 0) prefill_ms.push_back(ms_since(t0));
+      context.remove_sequence(seq);
     }
     const double p_ms = median(prefill_ms);
-    const double p_flops = phase_flops(prefill);
+    const double p_flops = step_flops(prefill, {a.prompt_len, 1, 1, a.prompt_len});
     const double p_gflops = p_flops / (p_ms * 1e-3) / 1e9;
 
     std::vector<DepthFigures> rows;
-    time_decode(session, decode, prompt, 0, a, m.triad_gbps);  // warm-up
+    time_decode(context, decode, prompt, 0, a, m.triad_gbps);  // warm-up
     for (int64_t d : depths)
-      rows.push_back(time_decode(session, decode, prompt, d, a, m.triad_gbps));
+      rows.push_back(time_decode(context, decode, prompt, d, a, m.triad_gbps));
 
     const Plugin* cpu = reg.find("cpu_onednn");
     const std::string arch =
@@ -183,6 +193,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
                 {"model", a.model},
                 {"model_type", model->model_type()},
                 {"dtype", dt},
+                {"kv_layout", kv_layout_name(context.layout())},
                 {"cpu", arch},
                 {"prefill",
                  {{"tokens", a.prompt_len},

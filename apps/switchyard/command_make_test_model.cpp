@@ -167,7 +167,7 @@ int run_make_test_model(const GlobalOptions&, const Args& args) {
 
   // One tensor per weight value of the imported graph, under its Hugging Face name.
   ImportOptions opts;
-  opts.prompt_len = 1;
+  opts.max_batch_tokens = 1;
   opts.context = 2;
   Graph g = import_hf_config_json(config, dir + "/config.json", opts);
   std::mt19937 rng(seed);

@@ -22,6 +22,7 @@
 #include "apps/switchyard/model_run.hpp"
 #include "core/generation/generation.hpp"
 #include "core/runtime/model_source.hpp"
+#include "core/runtime/runtime.hpp"
 
 namespace sy::cli {
 namespace {
@@ -61,58 +62,39 @@ double nll_of(const float* row, int64_t vocab, int64_t id) {
   return std::log(sum) - (double(row[id]) - mx);
 }
 
-// One session per window length (a text has at most two: --context and the last window's).
+// One model and context for every window: each window is a new sequence whose tokens all ask
+// for their logits (the plan computes up to --context of them per step).
 class Scorer {
  public:
   Scorer(ModelSource& model, const PerplexityArgs& a, const GlobalOptions& global)
-      : model_(model),
-        a_(a),
-        reg_(discover_plugins(global, default_load_options())),
-        inv_(live_inventory(reg_)),
-        weights_(model.weights()) {}
-
-  // Plans and loads a session for every window length of `windows`.
-  void load(const std::vector<Window>& windows) {
-    for (const Window& w : windows)
-      if (!sessions_.count(w.end - w.begin))
-        sessions_.emplace(w.end - w.begin, make(w.end - w.begin));
+      : reg_(discover_plugins(global, default_load_options())) {
+    ImportOptions o;
+    o.max_batch_tokens = o.max_outputs = o.context = a.context;
+    o.dtype_override = a.dtype;
+    o.every_position_logits = true;  // the contiguous layout's, for plugins before ABI 1.5
+    o.allowed_config_keys = a.allowed_config_keys;
+    const uint64_t bytes = model.weight_bytes();
+    loaded_ = LoadedModel::load(model, o, reg_, run_policy(a.prefer, "any", false), {},
+                                [&](WeightLoader w) { return with_progress(w, bytes); });
+    if (!loaded_.planned->plan.ok()) throw *loaded_.planned->plan.error;
   }
+
   // Every position's logits of ids[w.begin, w.end), [positions, vocab].
   std::vector<float> logits(const std::vector<int64_t>& ids, const Window& w) {
-    Session& s = *sessions_.at(w.end - w.begin)->session;
-    s.prefill({ids.begin() + w.begin, ids.begin() + w.end});
-    return s.every_position_logits();
+    Context& c = *loaded_.context;
+    const size_t v = size_t(vocab());
+    std::vector<float> out(size_t(w.end - w.begin) * v);
+    const SeqId seq = c.add_sequence();
+    run_tokens(c, seq, std::span(ids.data() + w.begin, size_t(w.end - w.begin)), true,
+               [&](size_t i, const float* row) { std::copy(row, row + v, out.begin() + long(i * v)); });
+    c.remove_sequence(seq);
+    return out;
   }
-  int64_t vocab() const { return vocab_; }
+  int64_t vocab() const { return loaded_.model->vocab(); }
 
  private:
-  struct Loaded {
-    Graph graph;
-    Plan plan;
-    std::unique_ptr<Session> session;
-  };
-  std::unique_ptr<Loaded> make(int64_t len) {
-    ImportOptions o;
-    o.prompt_len = len;
-    o.context = len;
-    o.dtype_override = a_.dtype;
-    o.every_position_logits = true;
-    auto l = std::make_unique<Loaded>();
-    l->graph = model_.import(o);
-    vocab_ = l->graph.phases[0].value("embed_tokens")->shape[0];
-    l->plan = plan_graph(l->graph, reg_, inv_, run_policy(a_.prefer, "any", false));
-    if (!l->plan.ok()) throw *l->plan.error;
-    l->session = std::make_unique<Session>(l->graph, l->plan, reg_, inv_,
-                                           with_progress(weights_, model_.weight_bytes()));
-    return l;
-  }
-  ModelSource& model_;
-  const PerplexityArgs& a_;
   Registry reg_;
-  Inventory inv_;
-  WeightLoader weights_;
-  std::map<int64_t, std::unique_ptr<Loaded>> sessions_;
-  int64_t vocab_ = 0;
+  LoadedModel loaded_;
 };
 
 struct Score {
@@ -160,7 +142,6 @@ int run(const GlobalOptions& global, const PerplexityArgs& a) {
     const std::vector<Window> windows = windows_of(int64_t(ids.size()), a.context, a.stride);
     const auto t0 = std::chrono::steady_clock::now();
     Scorer scorer(*model, a, global);
-    scorer.load(windows);
     const auto t1 = std::chrono::steady_clock::now();
     const Score s = score(scorer, ids, windows);
     const double secs =

@@ -12,10 +12,30 @@ int64_t int_attr(const Node& n, const char* name, int64_t fallback) {
   return fallback;
 }
 
-int64_t elements(const Value& v) {
-  int64_t n = 1;
-  for (int64_t d : v.shape) n *= d;
+// Elements of `v` at the step's extents.
+double elements(const Value& v, const StepShape& s) {
+  double n = 1;
+  for (size_t i = 0; i < v.shape.size(); ++i) {
+    int64_t d = v.shape[i];
+    if (int(i) == v.dynamic.axis) switch (v.dynamic.extent) {
+        case StepExtent::tokens: d = s.tokens; break;
+        case StepExtent::sequences: d = s.sequences; break;
+        case StepExtent::sequences_plus_one: d = s.sequences + 1; break;
+        case StepExtent::outputs: d = s.outputs; break;
+        default: break;
+      }
+    n *= double(d);
+  }
   return n;
+}
+
+// Bytes of one cached row (one position of one layer) of a KV cache or pool.
+double row_bytes(const Value& cache) {
+  if (cache.shape.size() != 4) return 0;
+  const double rows = cache.dynamic.extent == StepExtent::pool_blocks
+                          ? double(cache.shape[0] * cache.shape[1])  // [NB, BS, Hkv, D]
+                          : double(cache.shape[0] * cache.shape[1]);  // [B, C, Hkv, D]
+  return double(cache.bytes()) / rows;
 }
 
 }  // namespace
@@ -31,12 +51,15 @@ double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
   return pairs;
 }
 
-StepBytes decode_step_bytes(const Phase& decode, int64_t kv_len) {
+StepBytes step_bytes(const Phase& phase, const StepShape& shape) {
   StepBytes b;
-  for (const auto& v : decode.values) {
+  const Value* ids = nullptr;
+  for (const auto& v : phase.values)
+    if (v.role == ValueRole::token_ids) ids = &v;
+  for (const auto& v : phase.values) {
     if (v.kind != ValueKind::weight) continue;
     bool only_lookups = true, used = false;
-    for (const auto& n : decode.nodes)
+    for (const auto& n : phase.nodes)
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (n.inputs[i] == v.name) {
           used = true;
@@ -45,23 +68,23 @@ StepBytes decode_step_bytes(const Phase& decode, int64_t kv_len) {
     if (!used) continue;
     const double bytes = double(v.bytes());
     const double rows = v.shape.empty() ? 1 : double(v.shape[0]);
-    const Value* ids = decode.value("tokens");
-    b.weights += only_lookups && ids ? bytes / rows * double(elements(*ids)) : bytes;
+    b.weights += only_lookups && ids ? bytes / rows * elements(*ids, shape) : bytes;
   }
-  for (const auto& n : decode.nodes) {
+  const bool paged = ids && ids->dynamic.axis >= 0;
+  for (const auto& n : phase.nodes) {
     if (n.op != SY_OP_ATTENTION || n.inputs.size() < 3) continue;
     const int64_t window = int_attr(n, SY_ATTR_WINDOW_LEFT, -1);
-    const int64_t rows = window >= 0 ? std::min(kv_len, window + 1) : kv_len;
+    const int64_t rows = window >= 0 ? std::min(shape.kv_len, window + 1) : shape.kv_len;
     for (size_t i = 1; i <= 2; ++i) {
-      const Value* cache = decode.value(n.inputs[i]);
-      if (!cache || cache->shape.size() != 4) continue;  // [B, C, Hkv, D]
-      b.kv += double(cache->bytes()) / double(cache->shape[1]) * double(rows);
+      const Value* cache = phase.value(n.inputs[i]);
+      if (!cache || cache->kind != ValueKind::kv_cache) continue;
+      b.kv += row_bytes(*cache) * double(rows) * double(paged ? shape.sequences : 1);
     }
   }
   return b;
 }
 
-double phase_flops(const Phase& phase) {
+double step_flops(const Phase& phase, const StepShape& shape) {
   double flops = 0;
   for (const auto& n : phase.nodes) {
     if (n.op == SY_OP_MATMUL && n.inputs.size() == 2) {
@@ -70,16 +93,21 @@ double phase_flops(const Phase& phase) {
       if (!a || !w || w->shape.size() != 2) continue;
       const bool tb = int_attr(n, SY_ATTR_TRANSPOSE_B, 0) != 0;
       const int64_t k = tb ? w->shape[1] : w->shape[0], cols = tb ? w->shape[0] : w->shape[1];
-      flops += 2.0 * double(elements(*a) / k) * double(k) * double(cols);
+      flops += 2.0 * elements(*a, shape) * double(cols);
     } else if (n.op == SY_OP_ATTENTION && n.inputs.size() >= 3) {
       const Value* q = phase.value(n.inputs[0]);
       const Value* k = phase.value(n.inputs[1]);
       if (!q || !k || q->shape.size() != 4 || k->shape.size() != 4) continue;
       const bool causal = int_attr(n, SY_ATTR_CAUSAL, 0) != 0;
       const int64_t window = int_attr(n, SY_ATTR_WINDOW_LEFT, -1);
-      const int64_t sq = q->shape[1];
-      const int64_t skv = k->kind == ValueKind::kv_cache ? sq : k->shape[1];
-      flops += 4.0 * double(q->shape[0] * q->shape[2] * q->shape[3]) *
+      // Paged: each sequence's share of the tokens over its kv_len rows. Contiguous: the
+      // phase's own [B, S] over its fresh keys (prefill) or its kv_len cache rows (decode).
+      const bool paged = q->dynamic.axis >= 0;
+      const int64_t batch = paged ? shape.sequences : q->shape[0];
+      const int64_t sq = paged ? shape.tokens / std::max<int64_t>(1, shape.sequences) : q->shape[1];
+      const int64_t skv = paged || k->kind == ValueKind::kv_cache ? std::max(shape.kv_len, sq)
+                                                                   : k->shape[1];
+      flops += 4.0 * double(batch * q->shape[2] * q->shape[3]) *
                visible_pairs(sq, skv, causal, window);
     }
   }

@@ -15,16 +15,22 @@ struct StepBytes {
   double total() const { return weights + kv; }
 };
 
-// Bytes a decode step reads with `kv_len` positions in the cache (this step's included); a
-// sliding-window layer reads at most window + 1 of them.
-StepBytes decode_step_bytes(const Phase& decode, int64_t kv_len);
+// A step's extents: its tokens, sequences (each with the same share of the tokens), the tokens
+// whose logits it computes, and each sequence's length after the step. Values of fixed shape
+// (a contiguous phase's) ignore the first three.
+struct StepShape {
+  int64_t tokens = 1, sequences = 1, outputs = 1, kv_len = 1;
+};
+
+// Bytes a step reads; a sliding-window layer reads at most window + 1 cached rows per sequence.
+StepBytes step_bytes(const Phase& phase, const StepShape& shape);
 
 // Query-key pairs a (causal, windowed: window < 0 = none) attention lets through per batch and
 // head, bottom-right aligned: the useful work of Sq queries over Skv keys.
 double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window);
 
-// FLOPs of a phase's matmuls (2·M·K·N) and attentions (4·D per visible query-key pair per query
-// head), the prompt attending to itself.
-double phase_flops(const Phase& phase);
+// FLOPs of a step's matmuls (2·M·K·N) and attentions (4·D per visible query-key pair per query
+// head): each sequence's tokens attend to its kv_len rows, bottom-right aligned.
+double step_flops(const Phase& phase, const StepShape& shape);
 
 }  // namespace sy::cli

@@ -35,7 +35,7 @@ std::optional<std::string> read_source(const std::string& path, std::string& why
 WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
   if (!isatty(2) || total_bytes < (uint64_t(256) << 20)) return load;
   auto done = std::make_shared<uint64_t>(0);
-  return [load, total_bytes, done](const Value& v, void* dst) {
+  WeightLoader::LoadFn counted = [load, total_bytes, done](const Value& v, void* dst) {
     std::optional<Error> err = load(v, dst);
     *done += uint64_t(v.bytes());
     double frac = std::min(1.0, double(*done) / double(total_bytes));
@@ -45,6 +45,7 @@ WeightLoader with_progress(WeightLoader load, uint64_t total_bytes) {
     if (frac >= 1.0) std::fprintf(stderr, "\n");
     return err;
   };
+  return WeightLoader(counted, load.map);  // mapped weights are not read: nothing to wait for
 }
 
 namespace {

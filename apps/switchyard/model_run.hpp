@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/errors/error.hpp"
-#include "core/executor/executor.hpp"
+#include "core/executor/weight_loader.hpp"
 #include "core/planner/planner.hpp"
 #include "core/runtime/runtime.hpp"
 

@@ -54,9 +54,11 @@ enum class Errc : int {
   device_out_of_memory = 305,
   device_lost = 306,
   plugin_internal = 307,
+  kv_pool_full = 308,
 
   invalid_handle = 401,
   invalid_argument = 402,
+  bad_batch = 403,
 };
 
 // "SY004" for Errc::sinks_flex_cpu.

@@ -372,6 +372,17 @@ constexpr std::array kCatalog = {
               "--json`. To carry on meanwhile, steer the op to another plugin (`--prefer`, "
               "`--attention`).",
               kPluginBug},
+    ErrorInfo{Errc::kv_pool_full, "SY308", "kv_pool_full",
+              "sequence {sequence} needs KV blocks for {tokens} tokens: {detail}",
+              "A step asked for KV memory the context's pool does not have: every block is held "
+              "by a sequence (cached prefixes of finished sequences are given up first). Nothing "
+              "ran and nothing was written; the other sequences of the step can go on without "
+              "the one named.",
+              "Drop or defer the named sequence and run the step again (a server queues it); "
+              "finish or remove other sequences to free their blocks; or give the context more "
+              "blocks (--kv-blocks, or more memory: --max-device-memory, a shorter --context "
+              "for the others).",
+              kOutOfMemory},
 
     // ---- SY4xx: host C API misuse ------------------------------------------------------------
     ErrorInfo{Errc::invalid_handle, "SY401", "invalid_handle",
@@ -394,8 +405,18 @@ constexpr std::array kCatalog = {
               "buffers the function's documentation asks for (docs/host-api.md), and read the "
               "message: it names the argument.",
               kUsage},
+    ErrorInfo{Errc::bad_batch, "SY403", "bad_batch", "batch: token {index} (sequence {sequence}): {detail}",
+              "A batch given to a context breaks the plan's bounds (more tokens, sequences or "
+              "logits than --max-batch-tokens, --max-sequences and the outputs it was planned "
+              "for), names a sequence that does not exist, gives a sequence's tokens out of order "
+              "or not at its next position, or holds a token id outside the vocabulary. Nothing "
+              "ran and nothing was written.",
+              "Read the message: it names the token and what is wrong. Split a batch that is "
+              "too large into steps; add each sequence before its first token; give each "
+              "sequence's tokens consecutively, from its current length on.",
+              kUsage},
 };
-static_assert(kCatalog.size() == 37);
+static_assert(kCatalog.size() == 39);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {

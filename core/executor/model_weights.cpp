@@ -14,7 +14,18 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }  // namespace
 
 WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::string& model_type) {
-  return [&file, model_type](const Value& v, void* dst) -> std::optional<Error> {
+  // The file's own bytes when the tensor is the value exactly (dtype and element count; a
+  // checkpoint's tensors are row-major as the graph's).
+  auto map = [&file, model_type](const Value& v) -> const void* {
+    std::optional<std::string> name = hf_tensor_name(model_type, v.name);
+    const TensorInfo* t = name ? file.find(*name) : nullptr;
+    if (!t || t->dtype != v.dtype) return nullptr;
+    int64_t want = 1, have = 1;
+    for (int64_t d : v.shape) want *= d;
+    for (int64_t d : t->shape) have *= d;
+    return want == have ? file.data(*t) : nullptr;
+  };
+  auto load = [&file, model_type](const Value& v, void* dst) -> std::optional<Error> {
     auto bad = [&](const std::string& what) {
       return Error(Errc::bad_weights, "weights file is invalid: " + what, file.path());
     };
@@ -43,6 +54,7 @@ WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::s
     }
     return std::nullopt;
   };
+  return WeightLoader(load, map);
 }
 
 }  // namespace sy

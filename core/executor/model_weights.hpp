@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/executor/executor.hpp"
+#include "core/executor/weight_loader.hpp"
 #include "core/weights/weights.hpp"
 
 namespace sy {

@@ -183,16 +183,23 @@ std::vector<int64_t> plain_prompt_ids(const Tokenizer& tok, const GenerationSett
 
 std::string render_chat_prompt(const GenerationSettings& g, const std::string& user,
                                const std::optional<std::string>& system, std::time_t now) {
+  ChatMessages messages;
+  if (system) messages.emplace_back("system", *system);
+  messages.emplace_back("user", user);
+  return render_chat(g, messages, true, now);
+}
+
+std::string render_chat(const GenerationSettings& g, const ChatMessages& messages,
+                        bool add_generation_prompt, std::time_t now) {
   if (!g.chat_template)
     throw Error(Errc::chat_template,
                 "the model has no chat template (no chat_template.jinja, chat_template.json or "
                 "chat_template in tokenizer_config.json): use --prompt with the text it expects",
                 "");
-  json messages = json::array();
-  if (system) messages.push_back({{"role", "system"}, {"content", *system}});
-  messages.push_back({{"role", "user"}, {"content", user}});
+  json list = json::array();
+  for (const auto& [role, content] : messages) list.push_back({{"role", role}, {"content", content}});
   return ChatTemplate::parse(*g.chat_template, g.chat_template_origin)
-      .render(chat_context(messages, true, g.special_tokens), now);
+      .render(chat_context(list, add_generation_prompt, g.special_tokens), now);
 }
 
 // ---- the stop rule ---------------------------------------------------------------------------
@@ -202,9 +209,6 @@ StopRule::StopRule(std::vector<int64_t> eos_ids, std::vector<std::string> stop_t
   stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
 }
 
-namespace {
-
-// Bytes at the end of `s` that begin a UTF-8 character not yet complete.
 size_t incomplete_utf8_tail(const std::string& s) {
   for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
     unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
@@ -214,8 +218,6 @@ size_t incomplete_utf8_tail(const std::string& s) {
   }
   return 0;
 }
-
-}  // namespace
 
 StopRule::Reason StopRule::feed(int64_t id, const std::string& bytes, std::string& emit) {
   if (std::find(eos_.begin(), eos_.end(), id) != eos_.end()) return Reason::eos;

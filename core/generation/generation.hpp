@@ -56,6 +56,15 @@ std::vector<int64_t> plain_prompt_ids(const Tokenizer& tok, const GenerationSett
 // template or it cannot render.
 std::string render_chat_prompt(const GenerationSettings& g, const std::string& user,
                                const std::optional<std::string>& system, std::time_t now);
+// The same for a whole conversation: (role, content) messages in order ("system", "user",
+// "assistant"), then the generation prompt when `add_generation_prompt`.
+using ChatMessages = std::vector<std::pair<std::string, std::string>>;
+
+// Bytes at the end of `s` that begin a UTF-8 character not yet complete (a streaming
+// detokenizer holds them back until the next token completes the character).
+size_t incomplete_utf8_tail(const std::string& s);
+std::string render_chat(const GenerationSettings& g, const ChatMessages& messages,
+                        bool add_generation_prompt, std::time_t now);
 
 class StopRule {
  public:

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/executor/executor.hpp"
+#include "core/executor/weight_loader.hpp"
 #include "core/generation/generation.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "core/weights/gguf.hpp"

@@ -92,11 +92,48 @@ std::optional<std::string> gguf_tensor_name(const std::string& architecture,
   return std::nullopt;
 }
 
+namespace {
+
+// The GGML type name that stores a value of `dtype` exactly, or nullptr.
+const char* ggml_name_of(sy_dtype dtype) {
+  switch (dtype) {
+    case SY_DTYPE_F32: return "F32";
+    case SY_DTYPE_F16: return "F16";
+    case SY_DTYPE_BF16: return "BF16";
+    case SY_DTYPE_Q8_0: return "Q8_0";
+    case SY_DTYPE_Q4_0: return "Q4_0";
+    case SY_DTYPE_Q4_1: return "Q4_1";
+    case SY_DTYPE_Q4_K: return "Q4_K";
+    case SY_DTYPE_Q5_K: return "Q5_K";
+    case SY_DTYPE_Q6_K: return "Q6_K";
+    default: return nullptr;
+  }
+}
+
+// llama.cpp's converter permutes the rows of llama's attn_q and attn_k (unpermute_rows).
+bool rows_permuted(const std::string& arch, const Value& v) {
+  return arch == "llama" && v.shape.size() == 2 &&
+         (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
+}
+
+}  // namespace
+
 WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
   const int64_t heads = model.config["num_attention_heads"];
   const int64_t kv_heads = model.config.value("num_key_value_heads", heads);
   const std::string arch = model.architecture;
-  return [&file, arch, heads, kv_heads](const Value& v, void* dst) -> std::optional<Error> {
+  // The file's own bytes, when they are the value exactly: same type, same element count in
+  // rows of the same length, rows in order.
+  auto map = [&file, arch](const Value& v) -> const void* {
+    std::optional<std::string> name = gguf_tensor_name(arch, v.name);
+    const GgufTensor* t = name ? file.find(*name) : nullptr;
+    const char* type = ggml_name_of(v.dtype);
+    if (!t || !type || t->type->name != std::string(type) || rows_permuted(arch, v)) return nullptr;
+    if (int64_t(t->bytes) != v.bytes() || (v.shape.size() == 2 && t->dims[0] != v.shape[1]))
+      return nullptr;
+    return file.data(*t);
+  };
+  auto load = [&file, arch, heads, kv_heads](const Value& v, void* dst) -> std::optional<Error> {
     auto bad = [&](const std::string& what) {
       return Error(Errc::bad_weights, "weights file is invalid: " + what, file.path());
     };
@@ -120,13 +157,14 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
       return bad("tensor '" + *name + "' is " + t->type->name + ", the run needs " +
                  sy_dtype_name(v.dtype));
     }
-    const bool q = v.name.ends_with(".q_proj"), k = v.name.ends_with(".k_proj");
-    if (arch == "llama" && (q || k) && v.shape.size() == 2) {
+    if (rows_permuted(arch, v)) {
       const int64_t rows = v.shape[0], row_bytes = v.bytes() / rows;
-      unpermute_rows(static_cast<uint8_t*>(dst), rows, row_bytes, q ? heads : kv_heads);
+      unpermute_rows(static_cast<uint8_t*>(dst), rows, row_bytes,
+                     v.name.ends_with(".q_proj") ? heads : kv_heads);
     }
     return std::nullopt;
   };
+  return WeightLoader(load, map);
 }
 
 }  // namespace sy

@@ -1,6 +1,7 @@
 #include "core/graph/graph.hpp"
 
 #include <cmath>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,51 @@ namespace sy {
 namespace {
 
 using nlohmann::json;
+
+constexpr std::pair<ValueRole, const char*> kRoles[] = {
+    {ValueRole::none, "none"},
+    {ValueRole::token_ids, "token_ids"},
+    {ValueRole::positions, "positions"},
+    {ValueRole::cache_position, "cache_position"},
+    {ValueRole::kv_len, "kv_len"},
+    {ValueRole::slot_mapping, "slot_mapping"},
+    {ValueRole::query_start, "query_start"},
+    {ValueRole::seq_lens, "seq_lens"},
+    {ValueRole::block_table, "block_table"},
+    {ValueRole::output_rows, "output_rows"},
+    {ValueRole::logits, "logits"},
+    {ValueRole::token_embedding, "token_embedding"},
+};
+constexpr std::pair<StepExtent, const char*> kExtents[] = {
+    {StepExtent::none, "none"},
+    {StepExtent::tokens, "tokens"},
+    {StepExtent::sequences, "sequences"},
+    {StepExtent::sequences_plus_one, "sequences_plus_one"},
+    {StepExtent::outputs, "outputs"},
+    {StepExtent::pool_blocks, "pool_blocks"},
+};
+
+template <typename E, size_t N>
+const char* name_in(const std::pair<E, const char*> (&table)[N], E e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return "?";
+}
+
+template <typename E, size_t N>
+std::optional<E> parse_in(const std::pair<E, const char*> (&table)[N], const std::string& s) {
+  for (const auto& [value, name] : table)
+    if (s == name) return value;
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::string names_in(const std::pair<E, const char*> (&table)[N]) {
+  std::string out;
+  for (const auto& [value, name] : table) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
 
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr int64_t kMaxElements = int64_t(1) << 50;
@@ -109,7 +155,42 @@ Value parse_value(const Reader& r) {
   } else if (r.has("data")) {
     r.at("data").fail("only a constant value holds data");
   }
+  if (r.has("role")) {
+    auto role = parse_in(kRoles, r.at("role").str());
+    if (!role) r.at("role").fail("unknown role '" + r.at("role").str() + "' (" + names_in(kRoles) + ")");
+    v.role = *role;
+  }
+  if (r.has("dynamic")) {
+    Reader d = r.at("dynamic");
+    int64_t axis = d.at("axis").integer();
+    if (axis < 0 || axis >= int64_t(v.shape.size()))
+      d.at("axis").fail("axis " + std::to_string(axis) + " is not a dimension of the value");
+    auto extent = parse_in(kExtents, d.at("extent").str());
+    if (!extent || *extent == StepExtent::none)
+      d.at("extent").fail("unknown extent '" + d.at("extent").str() + "' (" + names_in(kExtents) + ")");
+    v.dynamic = {int(axis), *extent};
+  }
   return v;
+}
+
+StepBounds parse_bounds(const Reader& r) {
+  StepBounds b;
+  std::string layout = r.at("kv_layout").str();
+  if (layout != "paged" && layout != "contiguous")
+    r.at("kv_layout").fail("unknown kv_layout '" + layout + "' (paged, contiguous)");
+  b.kv_layout = layout == "paged" ? KvLayout::paged : KvLayout::contiguous;
+  auto count = [&](const char* key, int64_t& out) {
+    if (!r.has(key)) return;
+    out = r.at(key).integer();
+    if (out < 0) r.at(key).fail("must be >= 0");
+  };
+  count("max_batch_tokens", b.max_batch_tokens);
+  count("max_sequences", b.max_sequences);
+  count("max_outputs", b.max_outputs);
+  count("context", b.context);
+  count("kv_block_size", b.kv_block_size);
+  count("kv_blocks", b.kv_blocks);
+  return b;
 }
 
 Node parse_node(const Reader& r) {
@@ -165,6 +246,26 @@ Phase parse_phase(const Reader& r) {
 }
 
 }  // namespace
+
+const char* value_role_name(ValueRole r) {
+  return name_in(kRoles, r);
+}
+const char* step_extent_name(StepExtent e) {
+  return name_in(kExtents, e);
+}
+const char* kv_layout_name(KvLayout l) {
+  return l == KvLayout::paged ? "paged" : "contiguous";
+}
+
+const Value* Graph::find(const Phase& phase, ValueRole role) const {
+  for (const auto& v : phase.values)
+    if (v.role == role) return &v;
+  return nullptr;
+}
+
+const Value* Graph::find(ValueRole role) const {
+  return phases.empty() ? nullptr : find(phases.front(), role);
+}
 
 const char* value_kind_name(ValueKind k) {
   switch (k) {
@@ -238,6 +339,7 @@ Graph parse_graph(const std::string& text, const std::string& file) {
     g.phases.push_back(parse_phase(phases.at(i)));
     validate(g.phases.back(), file + ":phases[" + std::to_string(i) + "]");
   }
+  if (root.has("bounds")) g.bounds = parse_bounds(root.at("bounds"));
   return g;
 }
 
@@ -254,11 +356,11 @@ OpDesc op_desc(const Phase& phase, const Node& node, sy_memory_kind memory) {
   op.op = node.op;
   for (const auto& n : node.inputs) {
     const Value* v = phase.value(n);
-    op.inputs.push_back({v->dtype, v->shape, memory});
+    op.inputs.push_back({v->dtype, v->shape, memory, v->dynamic_dims()});
   }
   for (const auto& n : node.outputs) {
     const Value* v = phase.value(n);
-    op.outputs.push_back({v->dtype, v->shape, memory});
+    op.outputs.push_back({v->dtype, v->shape, memory, v->dynamic_dims()});
   }
   op.attrs = node.attrs;
   return op;
@@ -399,6 +501,9 @@ nlohmann::json to_json(const Graph& g) {
                  {"shape", v.shape},
                  {"kind", value_kind_name(v.kind)}};
       if (v.kind == ValueKind::constant) value["data"] = v.data;
+      if (v.role != ValueRole::none) value["role"] = value_role_name(v.role);
+      if (v.dynamic.axis >= 0)
+        value["dynamic"] = {{"axis", v.dynamic.axis}, {"extent", step_extent_name(v.dynamic.extent)}};
       values.push_back(value);
     }
     for (const auto& n : p.nodes) ops.push_back(node_json(n));
@@ -407,7 +512,16 @@ nlohmann::json to_json(const Graph& g) {
           {{"group", f.group}, {"replaces", f.replaces}, {"fused", node_json(f.fused)}});
     phases.push_back({{"name", p.name}, {"values", values}, {"ops", ops}, {"fusions", fusions}});
   }
-  return {{"schema", kGraphSchema}, {"name", g.name}, {"phases", phases}};
+  json out{{"schema", kGraphSchema}, {"name", g.name}, {"phases", phases}};
+  if (g.bounds.max_batch_tokens > 0)
+    out["bounds"] = {{"kv_layout", kv_layout_name(g.bounds.kv_layout)},
+                     {"max_batch_tokens", g.bounds.max_batch_tokens},
+                     {"max_sequences", g.bounds.max_sequences},
+                     {"max_outputs", g.bounds.max_outputs},
+                     {"context", g.bounds.context},
+                     {"kv_block_size", g.bounds.kv_block_size},
+                     {"kv_blocks", g.bounds.kv_blocks}};
+  return out;
 }
 
 }  // namespace sy

@@ -27,15 +27,53 @@ inline constexpr const char* kGraphSchema = "switchyard.graph/1";
 enum class ValueKind { activation, weight, kv_cache, input, constant };
 const char* value_kind_name(ValueKind k);
 
+// What a value is to the code around the graph (executor, runtime, host API, CLI), which finds
+// values by role, never by a name the importer chose. Stable lower-case names in the JSON.
+enum class ValueRole {
+  none,
+  token_ids,       // input i64: the step's token ids
+  positions,       // input i64: each token's position in its sequence
+  cache_position,  // input i64 [1] (contiguous): the first cache row the step writes
+  kv_len,          // input i64 [B] (contiguous decode): valid cache rows after the step
+  slot_mapping,    // input i64 [T] (paged): each token's row in the KV pool, block·BS + offset
+  query_start,     // input i32 [S+1] (paged): where each sequence's tokens start, then T
+  seq_lens,        // input i32 [S] (paged): each sequence's length after the step
+  block_table,     // input i32 [S, MB] (paged): each sequence's pool blocks, in order
+  output_rows,     // input i64 [R] (paged): the tokens whose logits the step computes
+  logits,          // output: the logits the step computes
+  token_embedding  // weight [V, H]: the token embedding table (its rows: the vocabulary)
+};
+const char* value_role_name(ValueRole r);
+
+// A dimension whose extent each step sets, up to the value's shape there (ABI 1.5 dynamic dims).
+enum class StepExtent {
+  none,
+  tokens,              // the step's tokens, T
+  sequences,           // the step's sequences, S
+  sequences_plus_one,  // S + 1 (query_start)
+  outputs,             // the tokens whose logits the step computes, R
+  pool_blocks          // blocks of the context's KV pool (set when a context is made)
+};
+const char* step_extent_name(StepExtent e);
+
+struct DynamicDim {
+  int axis = -1;  // -1: every dimension is fixed
+  StepExtent extent = StepExtent::none;
+};
+
 struct Value {
   std::string name;
   sy_dtype dtype = SY_DTYPE_F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // an upper bound at `dynamic.axis`
   ValueKind kind = ValueKind::activation;
   std::vector<double> data;  // constant: every element, row-major (stored in `dtype`)
+  ValueRole role = ValueRole::none;
+  DynamicDim dynamic;
   int64_t bytes() const;
   // Weights and constants: loaded once, placed where their consumers need them.
   bool is_parameter() const { return kind == ValueKind::weight || kind == ValueKind::constant; }
+  // The ABI's dynamic_dims mask of this value (sy_tensor_desc).
+  uint32_t dynamic_dims() const { return dynamic.axis >= 0 ? 1u << dynamic.axis : 0u; }
 };
 
 struct Node {
@@ -73,10 +111,32 @@ struct Phase {
   mutable size_t indexed_value_count_ = 0, indexed_node_count_ = 0;
 };
 
+// How KV caches are laid out, and so how many sequences a plan can serve.
+//  paged:      one pool of fixed-size blocks per cache, read through block tables; any number
+//              of sequences of any length up to the bounds, one "step" phase (ABI 1.5).
+//  contiguous: one cache of `context` rows; one sequence, "prefill" and "decode" phases of
+//              fixed shapes (what plugins before ABI 1.5 serve).
+enum class KvLayout { contiguous, paged };
+const char* kv_layout_name(KvLayout l);
+
+// The bounds a graph was built for: a step of at most max_batch_tokens tokens of at most
+// max_sequences sequences, each at most `context` tokens long, with logits for at most
+// max_outputs tokens. Zero where a hand-written graph does not say.
+struct StepBounds {
+  KvLayout kv_layout = KvLayout::contiguous;
+  int64_t max_batch_tokens = 0, max_sequences = 0, max_outputs = 0, context = 0;
+  int64_t kv_block_size = 0, kv_blocks = 0;  // paged: rows per block, blocks per pool (a bound)
+};
+
 struct Graph {
   std::string name;
   std::string source;  // file it came from, or "config.json (llama)" for imported graphs
   std::vector<Phase> phases;
+  StepBounds bounds;
+  // The value of `role` in phase `phase` (nullptr when it has none).
+  const Value* find(const Phase& phase, ValueRole role) const;
+  // The first phase's value of `role` (weights are the same in every phase).
+  const Value* find(ValueRole role) const;
 };
 
 // Reads a graph JSON file; throws Error.

@@ -1,5 +1,12 @@
-// ModelSpec -> Graph: the prefill and decode phases of a pre-norm decoder, named by the
-// convention of docs/graph-format.md ("Imported graphs"), which the executor relies on.
+// ModelSpec -> Graph: a pre-norm decoder in one of two KV layouts (graph.hpp's KvLayout).
+//  paged:      one "step" phase over T packed tokens of up to S sequences: hidden states
+//              [T, H], per-head tensors [1, T, heads, D], KV pools of blocks written through
+//              slot_mapping and read through block tables, the logits of the R tokens
+//              output_rows names (an embedding lookup over the last hidden states gathers them).
+//  contiguous: "prefill" [B, S] and "decode" [B, 1] phases over caches of C rows, with the
+//              fused decode-attention alternatives.
+// The runtime finds the inputs and outputs by their roles (docs/graph-format.md, "Imported
+// graphs"), never by name.
 #include <cmath>
 #include <optional>
 #include <set>
@@ -37,13 +44,38 @@ class PhaseBuilder {
   PhaseBuilder(const ModelSpec& m, const ImportOptions& o, const std::string& name, int64_t seq,
                const std::string& file)
       : m(m),
-        B(o.batch),
+        paged(o.kv_layout == KvLayout::paged),
+        B(paged ? 1 : o.batch),
         S(seq),
         C(o.context),
         decode(name == "decode"),
         weight_dtypes(o.weight_dtypes),
         file_(file) {
     p_.name = name;
+  }
+
+  // A per-token activation of `width` features: [T, width] (paged) or [B, S, width].
+  Shape hidden_shape(int64_t width) const {
+    return paged ? Shape{S, width} : Shape{B, S, width};
+  }
+  std::string hidden(const std::string& name, int64_t width) {
+    return act(name, hidden_shape(width));
+  }
+  // Per-head rows: [1, T, heads, D] (paged) or [B, S, heads, D].
+  Shape heads_shape(int64_t heads) const { return {B, S, heads, m.head_dim}; }
+  std::string heads(const std::string& name, int64_t heads) {
+    return act(name, heads_shape(heads));
+  }
+  // Marks axis `axis` of value `name` as the step's token count (or `extent`).
+  std::string dyn(const std::string& name, int axis, StepExtent extent = StepExtent::tokens) {
+    for (auto& v : p_.values)
+      if (v.name == name) v.dynamic = {axis, extent};
+    return name;
+  }
+  std::string role(const std::string& name, ValueRole r) {
+    for (auto& v : p_.values)
+      if (v.name == name) v.role = r;
+    return name;
   }
 
   std::string value(const std::string& name, const Shape& shape, ValueKind kind, sy_dtype dtype) {
@@ -64,15 +96,19 @@ class PhaseBuilder {
     p_.values.push_back({name, dtype, shape, kind});
     return name;
   }
+  // An activation. Paged, every activation is per token: [T, width] varies along axis 0 and
+  // [1, T, heads, D] along axis 1 (the head's rows and logits are re-marked as outputs).
   std::string act(const std::string& name, const Shape& shape) {
-    return value(name, shape, ValueKind::activation, m.dtype);
+    std::string v = value(name, shape, ValueKind::activation, m.dtype);
+    if (paged && (shape.size() == 2 || shape.size() == 4)) dyn(v, shape.size() == 2 ? 0 : 1);
+    return v;
   }
   std::string weight(const std::string& name, const Shape& shape) {
     auto it = weight_dtypes.find(name);
     return value(name, shape, ValueKind::weight, it == weight_dtypes.end() ? m.dtype : it->second);
   }
-  std::string input(const std::string& name, const Shape& shape) {
-    return value(name, shape, ValueKind::input, SY_DTYPE_I64);
+  std::string input(const std::string& name, const Shape& shape, sy_dtype dtype = SY_DTYPE_I64) {
+    return value(name, shape, ValueKind::input, dtype);
   }
   // A constant the graph holds itself (Gemma's embedding scale, a scaled rope's table).
   std::string constant(const std::string& name, sy_dtype dtype, std::vector<double> data) {
@@ -90,7 +126,8 @@ class PhaseBuilder {
   Phase take() { return std::move(p_); }
 
   const ModelSpec& m;
-  const int64_t B, S, C;
+  const bool paged;
+  const int64_t B, S, C;  // paged: B = 1 and S = T, the step's tokens
   const bool decode;
   const std::map<std::string, sy_dtype>& weight_dtypes;
 
@@ -158,7 +195,7 @@ std::vector<Attr> attention_attrs(const PhaseBuilder& b, const LayerSpec& l) {
 std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t heads,
                 const std::string& x) {
   const ModelSpec& m = b.m;
-  const Shape shape{b.B, b.S, heads, m.head_dim}, bias{heads, m.head_dim};
+  const Shape shape = b.heads_shape(heads), bias{heads, m.head_dim};
   std::string y = linear(b, i, which + "_proj", x, {heads * m.head_dim, m.hidden}, lname(i, which),
                          shape, m.qkv_bias ? &bias : nullptr, which + "_bias");
   if (which == "v") return y;
@@ -170,7 +207,7 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
   std::string rotated = lname(i, which + "_rot");
   std::vector<std::string> in{y, "positions"};
   if (auto table = rope_table(b, l)) in.push_back(*table);
-  b.op(lname(i, which + "_rope"), SY_OP_ROPE, in, {b.act(rotated, shape)}, i, rope_attrs(m, l));
+  b.op(lname(i, which + "_rope"), SY_OP_ROPE, in, {b.heads(rotated, heads)}, i, rope_attrs(m, l));
   return rotated;
 }
 
@@ -178,7 +215,8 @@ std::string qkv(PhaseBuilder& b, int64_t i, const std::string& which, int64_t he
 // projections may be block-quantized, as the unfused matmuls' may).
 bool fusable(const PhaseBuilder& b) {
   const ModelSpec& m = b.m;
-  return b.decode && b.B == 1 && !m.qk_norm && !m.qkv_bias && !m.sinks && m.softcap == 0;
+  return !b.paged && b.decode && b.B == 1 && !m.qk_norm && !m.qkv_bias && !m.sinks &&
+         m.softcap == 0;
 }
 
 void add_decode_fusion(PhaseBuilder& b, int64_t i, const std::string& normed) {
@@ -207,27 +245,52 @@ void add_decode_fusion(PhaseBuilder& b, int64_t i, const std::string& normed) {
   b.fusion(std::move(f));
 }
 
-// The attention block of layer i; returns the residual stream after it.
-std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x) {
+// The KV caches of layer i and the ops that write k and v into them; returns {k_cache,
+// v_cache}. Paged: pools [NB, BS, Hkv, D] written at the tokens' slots. Contiguous: caches
+// [B, C, Hkv, D] written from cache_position on.
+std::pair<std::string, std::string> kv_caches(PhaseBuilder& b, int64_t i, const std::string& k,
+                                              const std::string& v, const ImportOptions& o) {
   const ModelSpec& m = b.m;
-  const Shape hidden{b.B, b.S, m.hidden}, q_shape{b.B, b.S, m.heads, m.head_dim};
-  const Shape cache{b.B, b.C, m.kv_heads, m.head_dim};
+  const Shape cache = b.paged ? Shape{o.kv_blocks, o.kv_block_size, m.kv_heads, m.head_dim}
+                              : Shape{b.B, b.C, m.kv_heads, m.head_dim};
+  std::string k_cache = b.value(lname(i, "k_cache"), cache, ValueKind::kv_cache, m.dtype);
+  std::string v_cache = b.value(lname(i, "v_cache"), cache, ValueKind::kv_cache, m.dtype);
+  const std::string where = b.paged ? "slot_mapping" : "cache_position";
+  std::vector<Attr> attrs;
+  if (b.paged) {
+    b.dyn(k_cache, 0, StepExtent::pool_blocks);
+    b.dyn(v_cache, 0, StepExtent::pool_blocks);
+    attrs.push_back({SY_ATTR_PAGED, int64_t(1)});
+  }
+  b.op(lname(i, "k_append"), SY_OP_KV_CACHE_APPEND, {k, where}, {k_cache}, i, attrs);
+  b.op(lname(i, "v_append"), SY_OP_KV_CACHE_APPEND, {v, where}, {v_cache}, i, attrs);
+  return {k_cache, v_cache};
+}
+
+// The attention block of layer i; returns the residual stream after it.
+std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x,
+                            const ImportOptions& options) {
+  const ModelSpec& m = b.m;
+  const Shape hidden = b.hidden_shape(m.hidden);
   std::string n = rms_norm(b, i, lname(i, "input_layernorm"), lname(i, "input_layernorm"), x,
                            lname(i, "attn_norm"), hidden);
   std::string q = qkv(b, i, "q", m.heads, n);
   std::string k = qkv(b, i, "k", m.kv_heads, n);
   std::string v = qkv(b, i, "v", m.kv_heads, n);
-  std::string k_cache = b.value(lname(i, "k_cache"), cache, ValueKind::kv_cache, m.dtype);
-  std::string v_cache = b.value(lname(i, "v_cache"), cache, ValueKind::kv_cache, m.dtype);
-  b.op(lname(i, "k_append"), SY_OP_KV_CACHE_APPEND, {k, "cache_position"}, {k_cache}, i);
-  b.op(lname(i, "v_append"), SY_OP_KV_CACHE_APPEND, {v, "cache_position"}, {v_cache}, i);
+  auto [k_cache, v_cache] = kv_caches(b, i, k, v, options);
 
-  // Prefill attends over the prompt's fresh k/v; decode over the caches, kv_len rows valid.
-  std::vector<std::string> in{q, b.decode ? k_cache : k, b.decode ? v_cache : v};
+  // Paged: every token attends over its sequence's pool blocks, this step's rows included.
+  // Contiguous prefill attends over the prompt's fresh k/v; decode over the caches, kv_len
+  // rows valid.
+  const bool cached = b.paged || b.decode;
+  std::vector<std::string> in{q, cached ? k_cache : k, cached ? v_cache : v};
   if (m.sinks) in.push_back(b.value(lname(i, "sinks"), {m.heads}, ValueKind::weight, SY_DTYPE_F32));
+  if (b.paged) in.insert(in.end(), {"query_start", "seq_lens", "block_table"});
   if (b.decode) in.push_back("kv_len");
-  std::string o = b.act(lname(i, "attn_out"), q_shape);
-  b.op(lname(i, "attn"), SY_OP_ATTENTION, in, {o}, i, attention_attrs(b, m.layer[size_t(i)]));
+  std::string o = b.heads(lname(i, "attn_out"), m.heads);
+  std::vector<Attr> attrs = attention_attrs(b, m.layer[size_t(i)]);
+  if (b.paged) attrs.push_back({SY_ATTR_PAGED, int64_t(1)});
+  b.op(lname(i, "attn"), SY_OP_ATTENTION, in, {o}, i, attrs);
   if (fusable(b)) add_decode_fusion(b, i, n);
 
   const Shape o_bias{m.hidden};
@@ -236,7 +299,7 @@ std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x) {
   if (m.gemma)
     y = rms_norm(b, i, lname(i, "post_attention_layernorm"), lname(i, "post_attention_layernorm"),
                  y, lname(i, "o_normed"), hidden);
-  std::string h = b.act(lname(i, "h"), hidden);
+  std::string h = b.hidden(lname(i, "h"), m.hidden);
   b.op(lname(i, "attn_residual"), SY_OP_ADD, {x, y}, {h}, i);
   return h;
 }
@@ -245,17 +308,17 @@ std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x) {
 // residual stream after it.
 std::string mlp_block(PhaseBuilder& b, int64_t i, const std::string& h) {
   const ModelSpec& m = b.m;
-  const Shape hidden{b.B, b.S, m.hidden};
+  const Shape hidden = b.hidden_shape(m.hidden);
   const char* norm = m.gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
   std::string n = rms_norm(b, i, lname(i, norm), lname(i, norm), h, lname(i, "mlp_norm"), hidden);
   const bool bias = m.mlp_bias || m.experts > 0;
   if (m.experts > 0) {
     const Shape router_bias{m.experts};
     linear(b, i, "router", n, {m.experts, m.hidden}, lname(i, "router_logits"),
-           {b.B, b.S, m.experts}, &router_bias, "router_bias");
+           b.hidden_shape(m.experts), &router_bias, "router_bias");
   }
   const int64_t width = m.experts > 0 ? m.experts_per_token * m.intermediate : m.intermediate;
-  const Shape wide{b.B, b.S, width}, wide_bias{width}, hidden_bias{m.hidden};
+  const Shape wide = b.hidden_shape(width), wide_bias{width}, hidden_bias{m.hidden};
   std::string gate = linear(b, i, "gate_proj", n, {width, m.hidden}, lname(i, "gate"), wide,
                             bias ? &wide_bias : nullptr, "gate_bias");
   std::string up = linear(b, i, "up_proj", n, {width, m.hidden}, lname(i, "up"), wide,
@@ -275,18 +338,67 @@ std::string mlp_block(PhaseBuilder& b, int64_t i, const std::string& h) {
   return out;
 }
 
+// The inputs a step writes, by role. Paged: the packed tokens and positions, the pool slots
+// they are written to, each sequence's query start, length and block table, and the tokens
+// whose logits are computed. Contiguous: tokens and positions [B, S], the first cache row
+// written, and (decode) the valid cache rows.
+void step_inputs(PhaseBuilder& b, const ImportOptions& o) {
+  if (b.paged) {
+    const int64_t seqs = o.max_sequences, outputs = o.max_outputs > 0 ? o.max_outputs : seqs;
+    const int64_t blocks_per_seq = (o.context + o.kv_block_size - 1) / o.kv_block_size;
+    b.role(b.dyn(b.input("tokens", {b.S}), 0), ValueRole::token_ids);
+    b.role(b.dyn(b.input("positions", {1, b.S}), 1), ValueRole::positions);
+    b.role(b.dyn(b.input("slot_mapping", {b.S}), 0), ValueRole::slot_mapping);
+    b.role(b.dyn(b.input("query_start", {seqs + 1}, SY_DTYPE_I32), 0,
+                 StepExtent::sequences_plus_one),
+           ValueRole::query_start);
+    b.role(b.dyn(b.input("seq_lens", {seqs}, SY_DTYPE_I32), 0, StepExtent::sequences),
+           ValueRole::seq_lens);
+    b.role(b.dyn(b.input("block_table", {seqs, blocks_per_seq}, SY_DTYPE_I32), 0,
+                 StepExtent::sequences),
+           ValueRole::block_table);
+    b.role(b.dyn(b.input("output_rows", {outputs}), 0, StepExtent::outputs),
+           ValueRole::output_rows);
+    return;
+  }
+  b.role(b.input("tokens", {b.B, b.S}), ValueRole::token_ids);
+  b.role(b.input("positions", {b.B, b.S}), ValueRole::positions);
+  b.role(b.input("cache_position", {1}), ValueRole::cache_position);
+  if (b.decode) b.role(b.input("kv_len", {b.B}), ValueRole::kv_len);
+}
+
+// The hidden states whose logits the phase computes. Paged: the R rows output_rows names,
+// gathered by an embedding lookup over [T, H] (a gather of rows is what an embedding is).
+// Contiguous: every position, or (ImportOptions) the last one, sliced.
+std::string rows_for_logits(PhaseBuilder& b, const ImportOptions& o, const std::string& x,
+                            int64_t& rows) {
+  const ModelSpec& m = b.m;
+  rows = b.S;
+  if (b.paged) {
+    rows = o.max_outputs > 0 ? o.max_outputs : o.max_sequences;
+    std::string picked = b.dyn(b.act("output_hidden", {rows, m.hidden}), 0, StepExtent::outputs);
+    b.op("output_rows", SY_OP_EMBEDDING, {x, "output_rows"}, {picked}, -1);
+    return picked;
+  }
+  if (b.decode || o.every_position_logits || b.S == 1) return x;
+  std::string last = b.act("last_hidden", {b.B, 1, m.hidden});
+  b.op("last_position", SY_OP_SLICE, {x}, {last}, -1,
+       {{SY_ATTR_AXIS, int64_t(1)}, {SY_ATTR_START, b.S - 1}});
+  rows = 1;
+  return last;
+}
+
 Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string& name, int64_t seq,
                   const std::string& file) {
   PhaseBuilder b(m, o, name, seq, file);
-  const Shape tokens{b.B, b.S}, hidden{b.B, b.S, m.hidden};
-  b.input("tokens", tokens);
-  b.input("positions", tokens);
-  b.input("cache_position", {1});
-  if (b.decode) b.input("kv_len", {b.B});
+  const Shape hidden = b.hidden_shape(m.hidden);
+  step_inputs(b, o);
 
   std::string x = b.act("embeddings", hidden);
-  b.op("embed", SY_OP_EMBEDDING, {b.weight("embed_tokens", {m.vocab, m.hidden}), "tokens"}, {x},
-       -1);
+  b.op("embed", SY_OP_EMBEDDING,
+       {b.role(b.weight("embed_tokens", {m.vocab, m.hidden}), ValueRole::token_embedding),
+        "tokens"},
+       {x}, -1);
   if (m.gemma) {
     // Gemma scales embeddings by sqrt(hidden_size), rounded to the model's dtype as transformers
     // rounds it: a [H] constant of the graph.
@@ -296,30 +408,31 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
     b.op("embed_scale", SY_OP_MUL, {x, scale}, {scaled}, -1);
     x = scaled;
   }
-  for (int64_t i = 0; i < m.layers; ++i) x = mlp_block(b, i, attention_block(b, i, x));
+  for (int64_t i = 0; i < m.layers; ++i) x = mlp_block(b, i, attention_block(b, i, x, o));
 
-  // Positions whose logits the phase computes: all of them, or the last one (ImportOptions).
-  int64_t rows = b.S;
-  if (!b.decode && !o.every_position_logits && b.S > 1) {
-    std::string last = b.act("last_hidden", {b.B, 1, m.hidden});
-    b.op("last_position", SY_OP_SLICE, {x}, {last}, -1,
-         {{SY_ATTR_AXIS, int64_t(1)}, {SY_ATTR_START, b.S - 1}});
-    x = last;
-    rows = 1;
-  }
-  const Shape out_hidden{b.B, rows, m.hidden}, out_tokens{b.B, rows};
-  std::string final_hidden = rms_norm(b, -1, "final_norm", "norm", x, "final_hidden", out_hidden);
+  int64_t rows = 0;
+  x = rows_for_logits(b, o, x, rows);
+  // Paged, the head's values are [R, ...]: their varying extent is the outputs', not T.
+  auto head_act = [&](const std::string& name, int64_t width) {
+    std::string v = b.act(name, b.paged ? Shape{rows, width} : Shape{b.B, rows, width});
+    return b.paged ? b.dyn(v, 0, StepExtent::outputs) : v;
+  };
+  std::string final_hidden = head_act("final_hidden", m.hidden);
+  b.op("final_norm", SY_OP_RMS_NORM, {x, b.weight("norm", {m.hidden})}, {final_hidden}, -1,
+       norm_attrs(m));
   std::string head = m.tie_embeddings ? "embed_tokens" : b.weight("lm_head", {m.vocab, m.hidden});
-  std::string logits = b.act(m.final_softcap > 0 ? "logits_raw" : "logits", {b.B, rows, m.vocab});
+  std::string logits = head_act(m.final_softcap > 0 ? "logits_raw" : "logits", m.vocab);
   b.op("lm_head", SY_OP_MATMUL, {final_hidden, head}, {logits}, -1,
        {{SY_ATTR_TRANSPOSE_B, int64_t(1)}});
   if (m.final_softcap > 0) {  // Gemma 2: logits = c·tanh(logits / c)
-    b.op("final_softcap", SY_OP_SOFTCAP, {logits}, {b.act("logits", {b.B, rows, m.vocab})}, -1,
+    b.op("final_softcap", SY_OP_SOFTCAP, {logits}, {head_act("logits", m.vocab)}, -1,
          {{SY_ATTR_SOFTCAP, m.final_softcap}});
     logits = "logits";
   }
-  b.op("argmax", SY_OP_ARGMAX, {logits},
-       {b.value("next_token", out_tokens, ValueKind::activation, SY_DTYPE_I64)}, -1);
+  b.role(logits, ValueRole::logits);
+  if (!b.paged)  // the contiguous graphs keep their device-side greedy pick
+    b.op("argmax", SY_OP_ARGMAX, {logits},
+         {b.value("next_token", {b.B, rows}, ValueKind::activation, SY_DTYPE_I64)}, -1);
   Phase p = b.take();
   validate(p, file + ":" + name);
   return p;
@@ -330,7 +443,21 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
 Graph build_graph(const ModelSpec& m, const ImportOptions& o, const std::string& file) {
   Graph g;
   g.source = file + " (" + m.model_type + ")";
-  g.phases.push_back(build_phase(m, o, "prefill", o.prompt_len, file));
+  StepBounds& bounds = g.bounds;
+  bounds.kv_layout = o.kv_layout;
+  bounds.max_batch_tokens = o.max_batch_tokens;
+  bounds.context = o.context;
+  if (o.kv_layout == KvLayout::paged) {
+    bounds.max_sequences = o.max_sequences;
+    bounds.max_outputs = o.max_outputs > 0 ? o.max_outputs : o.max_sequences;
+    bounds.kv_block_size = o.kv_block_size;
+    bounds.kv_blocks = o.kv_blocks;
+    g.phases.push_back(build_phase(m, o, "step", o.max_batch_tokens, file));
+    return g;
+  }
+  bounds.max_sequences = o.batch;
+  bounds.max_outputs = o.every_position_logits ? o.max_batch_tokens : 1;
+  g.phases.push_back(build_phase(m, o, "prefill", o.max_batch_tokens, file));
   g.phases.push_back(build_phase(m, o, "decode", 1, file));
   return g;
 }

@@ -45,14 +45,26 @@ void check_option(const std::string& file, const char* name, int64_t v, int64_t 
                   "], got " + std::to_string(v));
 }
 
-void check_options(const ImportOptions& o, const std::string& file) {
-  check_option(file, "batch", o.batch, 1'000'000);
+void check_options(ImportOptions& o, const std::string& file) {
   check_option(file, "context", o.context, 10'000'000);
-  check_option(file, "prompt_len", o.prompt_len, 10'000'000);
-  if (o.prompt_len > o.context)
-    bad(file, "import option prompt_len (" + std::to_string(o.prompt_len) + ") exceeds context (" +
-                  std::to_string(o.context) +
-                  "): prefill appends the whole prompt to the KV caches");
+  check_option(file, "max_batch_tokens", o.max_batch_tokens, 10'000'000);
+  if (o.kv_layout == KvLayout::contiguous) {
+    check_option(file, "batch", o.batch, 1'000'000);
+    if (o.max_batch_tokens > o.context)
+      bad(file, "import option max_batch_tokens (" + std::to_string(o.max_batch_tokens) +
+                    ") exceeds context (" + std::to_string(o.context) +
+                    "): a contiguous prefill appends the whole prompt to the KV caches");
+    return;
+  }
+  check_option(file, "max_sequences", o.max_sequences, 100'000);
+  if (o.max_outputs != 0) check_option(file, "max_outputs", o.max_outputs, o.max_batch_tokens);
+  check_option(file, "kv_block_size", o.kv_block_size, 1024);
+  if (o.kv_block_size % 16 != 0)
+    bad(file, "import option kv_block_size (" + std::to_string(o.kv_block_size) +
+                  ") must be a multiple of 16");
+  const int64_t per_sequence = (o.context + o.kv_block_size - 1) / o.kv_block_size;
+  if (o.kv_blocks == 0) o.kv_blocks = o.max_sequences * per_sequence;
+  check_option(file, "kv_blocks", o.kv_blocks, int64_t(1) << 31);
 }
 
 std::optional<sy_dtype> dtype_of(const std::string& s) {
@@ -81,9 +93,10 @@ std::vector<std::string> supported_model_types() {
 }
 
 Graph import_hf_config_json(const json& config, const std::string& file,
-                            const ImportOptions& options) {
+                            const ImportOptions& given) {
   if (!config.is_object())
     bad(file, "a config.json must hold a JSON object, got " + std::string(config.type_name()));
+  ImportOptions options = given;
   check_options(options, file);
   std::optional<sy_dtype> override_dtype;
   if (!options.dtype_override.empty()) {

@@ -6,7 +6,14 @@ namespace sy {
 namespace {
 
 constexpr std::array kKinds = {AdaptationKind::sinks_via_lse};
-constexpr size_t kSinksInput = 3;  // attention: q, k, v, sinks[, kv_len]
+constexpr size_t kSinksInput = 3;  // attention: q, k, v, sinks[, kv_len | paged metadata]
+
+// The LSE [B, Hq, Sq] of an attention whose q is `q` [B, Sq, Hq, D]: it varies with q's tokens
+// (axis 1 of q, axis 2 of the LSE) when q does.
+TensorDesc lse_of(const TensorDesc& q, sy_memory_kind memory) {
+  const uint32_t dynamic = (q.dynamic_dims & 2u) ? 4u : 0u;
+  return TensorDesc{SY_DTYPE_F32, {q.shape[0], q.shape[2], q.shape[1]}, memory, dynamic};
+}
 
 }  // namespace
 
@@ -30,10 +37,7 @@ OpDesc adapted_op(AdaptationKind kind, const OpDesc& op) {
     case AdaptationKind::sinks_via_lse: {
       OpDesc v = op;
       v.inputs.erase(v.inputs.begin() + kSinksInput);
-      if (v.outputs.size() < 2) {
-        const auto& q = op.inputs[0].shape;
-        v.outputs.push_back({SY_DTYPE_F32, {q[0], q[2], q[1]}, op.outputs[0].memory});
-      }
+      if (v.outputs.size() < 2) v.outputs.push_back(lse_of(op.inputs[0], op.outputs[0].memory));
       return v;
     }
   }
@@ -43,12 +47,10 @@ OpDesc adapted_op(AdaptationKind kind, const OpDesc& op) {
 OpDesc completing_op(AdaptationKind kind, const OpDesc& op) {
   switch (kind) {
     case AdaptationKind::sinks_via_lse: {
-      const auto& q = op.inputs[0].shape;
       OpDesc c;
       c.op = SY_OP_SINKS_FROM_LSE;
-      TensorDesc lse = op.outputs.size() > 1
-                           ? op.outputs[1]
-                           : TensorDesc{SY_DTYPE_F32, {q[0], q[2], q[1]}, op.outputs[0].memory};
+      TensorDesc lse =
+          op.outputs.size() > 1 ? op.outputs[1] : lse_of(op.inputs[0], op.outputs[0].memory);
       c.inputs = {lse, op.inputs[kSinksInput]};
       c.outputs = {op.outputs[0]};
       return c;
@@ -61,8 +63,12 @@ std::vector<Value> adaptation_values(const Adaptation& a, const Phase& phase, co
   switch (a.kind) {
     case AdaptationKind::sinks_via_lse: {
       if (!a.lse_added) return {};
-      const auto& q = phase.value(node.inputs[0])->shape;
-      return {Value{a.lse, SY_DTYPE_F32, {q[0], q[2], q[1]}, ValueKind::activation}};
+      const Value& q = *phase.value(node.inputs[0]);
+      Value lse;
+      lse.name = a.lse;
+      lse.shape = {q.shape[0], q.shape[2], q.shape[1]};
+      if (q.dynamic.axis == 1) lse.dynamic = {2, q.dynamic.extent};
+      return {lse};
     }
   }
   return {};

@@ -126,7 +126,68 @@ void set_capacity(LocationMemory& m, const Inventory& inv, const Policy& pol) {
   if (!m.capacity) m.capacity_rule = "unknown (no memory_info, no memory_bytes)";
 }
 
+// The paged KV pools' bytes at `blocks` blocks each, per location.
+std::map<std::string, int64_t> pool_bytes(
+    const std::vector<std::pair<const Value*, std::string>>& pools, int64_t blocks) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [v, loc] : pools) out[loc] += pool_allocation_bytes(*v, blocks, loc == kHost);
+  return out;
+}
+
+// How many blocks each paged pool gets: --kv-blocks as asked; else the graph's bound (every
+// sequence at its full context), or as many as the capacity that remains after the weights,
+// activations and workspace holds, when that is fewer (the way vLLM sizes its pool from the
+// memory left). A pool that cannot hold one sequence's context is left over capacity: the
+// binding split or SY011 answer it (memory_fit.cpp).
+void budget_kv_blocks(MemoryPlan& out, const Graph& graph,
+                      const std::vector<std::pair<const Value*, std::string>>& pools,
+                      const Policy& policy) {
+  const StepBounds& b = graph.bounds;
+  const int64_t bound = pools.front().first->shape[0];
+  const int64_t per_sequence = (b.context + b.kv_block_size - 1) / std::max<int64_t>(1, b.kv_block_size);
+  out.kv_block_tokens = b.kv_block_size;
+  int64_t blocks = bound;
+  out.kv_blocks_rule = policy.kv_blocks ? "--kv-blocks"
+                                        : std::to_string(b.max_sequences) +
+                                              " sequences at their full context of " +
+                                              std::to_string(b.context) + " tokens";
+  const std::map<std::string, int64_t> one = pool_bytes(pools, 1);
+  if (!policy.kv_blocks)
+    for (const auto& l : out.locations) {
+      auto it = one.find(l.location);
+      if (it == one.end() || !l.capacity) continue;
+      // Rounding makes bytes(n) at most n·(bytes(1) − 64) + a huge page: fit n conservatively.
+      const int64_t room = *l.capacity - l.total() - kHostHugePage;
+      const int64_t fit = std::max<int64_t>(0, room / std::max<int64_t>(1, it->second - 64));
+      if (fit < blocks && fit >= per_sequence) {
+        blocks = fit;
+        out.kv_blocks_rule = "as many as fit in " + l.location +
+                             " after the weights, activations and workspace (" +
+                             std::to_string(fit) + " of " + std::to_string(bound) + ")";
+      }
+    }
+  out.kv_blocks = blocks;
+  const std::map<std::string, int64_t> bytes = pool_bytes(pools, blocks);
+  for (auto& l : out.locations)
+    if (auto it = bytes.find(l.location); it != bytes.end()) {
+      l.kv_cache += it->second;
+      l.kv_bytes_per_block = one.at(l.location);
+      if (b.kv_block_size > 0) l.kv_bytes_per_position = l.kv_bytes_per_block / b.kv_block_size;
+    }
+}
+
 }  // namespace
+
+bool is_kv_pool(const Value& v) {
+  return v.kind == ValueKind::kv_cache && v.dynamic.extent == StepExtent::pool_blocks;
+}
+
+int64_t pool_allocation_bytes(const Value& pool, int64_t blocks, bool host) {
+  const int64_t bound = pool.shape.empty() ? 1 : pool.shape[0];
+  const int64_t per_block = bound > 0 ? pool.bytes() / bound : 0;
+  const int64_t b = buffer_bytes(per_block * blocks);
+  return host ? host_allocation_bytes(b) : b;
+}
 
 const LocationMemory* MemoryPlan::find(const std::string& location) const {
   for (const auto& l : locations)
@@ -157,6 +218,25 @@ const Node* planned_node(const Phase& phase, const std::string& id) {
   for (const auto& f : phase.fusions)
     if (f.fused.id == id) return &f.fused;
   return nullptr;
+}
+
+std::set<std::string> parameters_at(const Graph& graph, const Plan& plan,
+                                    const std::string& location) {
+  std::set<std::string> out;
+  for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
+    const Phase& phase = graph.phases[i];
+    for (const PlannedOp& op : plan.phases[i].ops) {
+      const Node* node = planned_node(phase, op.id);
+      if (!node) continue;
+      for (const auto& call :
+           call_operands(op.adaptations, *node, op.input_locations, op.output_locations))
+        for (size_t k = 0; k < call.inputs.size(); ++k)
+          if (const Value* v = phase.value(call.inputs[k]);
+              v && v->is_parameter() && call.input_locations[k] == location)
+            out.insert(v->name);
+    }
+  }
+  return out;
 }
 
 std::string memory_location(const std::string& name) {
@@ -197,6 +277,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
     if (!d.info.memory_is_host) per[d.id].location = d.id;
   std::map<std::string, std::string> home;  // weight or cache -> where it was first put
   std::map<std::string, int64_t> arena;     // location -> largest phase's arena
+  std::vector<std::pair<const Value*, std::string>> pools;  // paged KV pools, where they live
   int64_t context = 0;
   for (size_t i = 0; i < graph.phases.size() && i < plan.phases.size(); ++i) {
     const Phase& phase = graph.phases[i];
@@ -216,11 +297,15 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
         continue;
       }
       LocationMemory& m = per[u.location];
-      if (v.kind == ValueKind::kv_cache && v.shape.size() > 1)
+      if (v.kind == ValueKind::kv_cache && v.shape.size() > 1 && !is_kv_pool(v))
         context = std::max(context, v.shape[1]);
       auto [it, first_home] = home.try_emplace(key.substr(0, key.rfind('@')), u.location);
       if (out.slots.count(key)) continue;
       out.slots[key] = {0, buffer_bytes(v.bytes())};  // session-scoped: its own allocation
+      if (is_kv_pool(v)) {  // sized below, once the blocks are budgeted
+        pools.push_back({&v, u.location});
+        continue;
+      }
       int64_t& slot = !first_home && it->second != u.location ? m.copies
                       : v.kind == ValueKind::kv_cache         ? m.kv_cache
                                                               : m.weights;
@@ -249,6 +334,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
     set_capacity(m, inventory, policy);
     out.locations.push_back(m);
   }
+  if (!pools.empty()) budget_kv_blocks(out, graph, pools, policy);
   std::stable_partition(out.locations.begin(), out.locations.end(),
                         [](const LocationMemory& m) { return m.location == kHost; });
   return out;

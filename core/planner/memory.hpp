@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct LocationMemory {
   std::string location;  // "host" or a device id
   int64_t weights = 0, kv_cache = 0, activations = 0, copies = 0, workspace = 0;
   int64_t total() const { return weights + kv_cache + activations + copies + workspace; }
+  // Of `weights`: what the executor maps from the model's file instead of copying (host weights
+  // the file stores exactly as the kernels read them; set by the runtime, which knows the file).
+  int64_t weights_mapped = 0;
+  // Paged: the bytes one KV block takes here, over every pool (layer) kept here.
+  int64_t kv_bytes_per_block = 0;
   // What the plan may use there: free memory (live) or the profile's memory_bytes, minus the
   // reserve, capped by --max-device-memory. Unset when neither the device nor the user says.
   std::optional<int64_t> capacity;
@@ -61,8 +67,19 @@ struct MemoryPlan {
   std::string split;
   // When it does not fit: the largest --context that would (0: not even an empty cache).
   std::optional<int64_t> max_context;
+  // Paged: the KV blocks budgeted per pool (every pool has as many: a block id stands for the
+  // same token rows in every layer), tokens per block, and how the count was found.
+  int64_t kv_blocks = 0, kv_block_tokens = 0;
+  std::string kv_blocks_rule;
   const LocationMemory* find(const std::string& location) const;
 };
+
+// The bytes a paged KV pool of `blocks` blocks takes where it lives (`pool`'s first axis is
+// the blocks' upper bound): what a context allocates, rounded as buffer_bytes and, on the host,
+// host_allocation_bytes do.
+int64_t pool_allocation_bytes(const Value& pool, int64_t blocks, bool host);
+// Whether `v` is a paged KV pool (a cache whose block count a context sets).
+bool is_kv_pool(const Value& v);
 
 // Bytes the executor allocates for a value of `value_bytes`: a 64-byte multiple plus 64 bytes
 // of slack for vector loads past the end.
@@ -84,6 +101,10 @@ const Node* planned_node(const Phase& phase, const std::string& id);
 // A location as a user names it ("cpu", "cpu:1", "host", "cuda:0") as plans name it: every
 // CPU's memory is "host".
 std::string memory_location(const std::string& name);
+
+// The weights and constants some kernel call of `plan` reads at `location`.
+std::set<std::string> parameters_at(const Graph& graph, const Plan& plan,
+                                    const std::string& location);
 
 // The memory `plan` needs, with each location's capacity from `inventory` under `policy`.
 MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& inventory,

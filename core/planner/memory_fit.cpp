@@ -64,8 +64,9 @@ const LocationMemory* overfull_device(const MemoryPlan& m) {
   return nullptr;
 }
 
-// The largest context whose KV caches leave every location within its capacity.
-std::optional<int64_t> largest_context(const MemoryPlan& m) {
+// The largest context whose KV caches leave every location within its capacity (paged: every
+// one of `sequences` sequences at that context).
+std::optional<int64_t> largest_context(const MemoryPlan& m, int64_t sequences) {
   std::optional<int64_t> best;
   for (const auto& l : m.locations) {
     if (!l.capacity) continue;
@@ -74,7 +75,8 @@ std::optional<int64_t> largest_context(const MemoryPlan& m) {
       if (rest > *l.capacity) return 0;
       continue;
     }
-    const int64_t ctx = std::max<int64_t>(0, (*l.capacity - rest) / l.kv_bytes_per_position);
+    const int64_t ctx = std::max<int64_t>(
+        0, (*l.capacity - rest) / l.kv_bytes_per_position / std::max<int64_t>(1, sequences));
     best = best ? std::min(*best, ctx) : ctx;
   }
   return best;
@@ -88,17 +90,18 @@ std::string need_text(const LocationMemory& l) {
   return s + (l.capacity ? format_bytes(*l.capacity) + " = " + l.capacity_rule : l.capacity_rule);
 }
 
-// The prompt length the prefill phase is planned for: no context below it is an answer.
+// The prompt length a contiguous prefill phase is planned for: no context below it is an
+// answer. (A paged plan takes any prompt in chunks.)
 int64_t prompt_length(const Graph& graph) {
-  for (const auto& phase : graph.phases)
-    if (const Value* t = phase.value("tokens"); t && phase.name == "prefill" && !t->shape.empty())
-      return t->shape.back();
-  return 0;
+  return graph.bounds.kv_layout == KvLayout::contiguous ? graph.bounds.max_batch_tokens : 0;
 }
 
 Plan does_not_fit(Plan plan, const Graph& graph, const std::string& why) {
   MemoryPlan& m = plan.memory;
-  m.max_context = largest_context(m);
+  const bool paged = graph.bounds.kv_layout == KvLayout::paged;
+  m.max_context = largest_context(m, paged ? graph.bounds.max_sequences : 1);
+  if (m.max_context && paged && m.kv_block_tokens > 0)  // whole blocks
+    m.max_context = *m.max_context / m.kv_block_tokens * m.kv_block_tokens;
   const int64_t prompt = prompt_length(graph);
   if (m.max_context && *m.max_context < prompt) m.max_context = 0;
   const LocationMemory* over = nullptr;
@@ -113,9 +116,9 @@ Plan does_not_fit(Plan plan, const Graph& graph, const std::string& why) {
     msg += *m.max_context > 0
                ? "; the largest context that fits is " + std::to_string(*m.max_context) +
                      " tokens (--context)"
-               : "; no context fits: the rest of the plan (weights, a " + std::to_string(prompt) +
-                     "-token prompt's activations) leaves no room for the KV "
-                     "caches";
+               : "; no context fits: the rest of the plan (weights, the activations of a " +
+                     std::to_string(graph.bounds.max_batch_tokens) +
+                     "-token step) leaves no room for the KV caches";
   plan.error = Error(Errc::does_not_fit, msg);
   plan.failure = {};
   plan.hash = plan_hash(plan);  // a plan's hash covers its error

@@ -63,6 +63,8 @@ json memory_json(const MemoryPlan& m) {
   json locations = json::array();
   for (const auto& l : m.locations) {
     json j{{"location", l.location},           {"weights_bytes", l.weights},
+           {"weights_mapped_bytes", l.weights_mapped},
+           {"kv_bytes_per_block", l.kv_bytes_per_block},
            {"kv_cache_bytes", l.kv_cache},     {"activations_bytes", l.activations},
            {"copies_bytes", l.copies},         {"workspace_bytes", l.workspace},
            {"total_bytes", l.total()},         {"kv_bytes_per_position", l.kv_bytes_per_position},
@@ -75,6 +77,11 @@ json memory_json(const MemoryPlan& m) {
          {"copy_bytes_per_token", m.copy_bytes_per_token},
          {"split", m.split}};
   if (m.max_context) j["max_context"] = *m.max_context;
+  if (m.kv_blocks > 0)
+    j["kv_pool"] = {{"blocks", m.kv_blocks},
+                    {"block_tokens", m.kv_block_tokens},
+                    {"tokens", m.kv_blocks * m.kv_block_tokens},
+                    {"rule", m.kv_blocks_rule}};
   return j;
 }
 
@@ -91,6 +98,13 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
         << pad(bytes_text(l.total()), 12) << pad(l.capacity ? bytes_text(*l.capacity) : "?", 12)
         << (l.fits() ? "" : "DOES NOT FIT ") << "(" << l.capacity_rule << ")\n";
   }
+  for (const auto& l : m.locations)
+    if (l.weights_mapped > 0)
+      out << "  " << l.location << ": " << bytes_text(l.weights_mapped) << " of the weights mapped "
+          << "from the model's file, " << bytes_text(l.weights - l.weights_mapped) << " copied\n";
+  if (m.kv_blocks > 0)
+    out << "  KV pool: " << m.kv_blocks << " blocks of " << m.kv_block_tokens << " tokens ("
+        << m.kv_blocks * m.kv_block_tokens << " tokens) per layer: " << m.kv_blocks_rule << "\n";
   out << "  decode: " << m.copies_per_token << " copies per token ("
       << bytes_text(m.copy_bytes_per_token) << ")\n";
   if (!m.split.empty()) out << "  binding split: " << m.split << "\n";
@@ -136,11 +150,20 @@ json to_json(const Plan& plan) {
                       {"fusions_used", p.fusions_used},
                       {"fusions_refused", p.fusions_refused}});
   }
+  const StepBounds& b = plan.bounds;
   json j{{"schema", "switchyard.plan/1"},
          {"status", plan.ok() ? "ok" : "error"},
          {"model", plan.model},
          {"target", plan.target},
          {"policy", policy_json(plan.policy)},
+         {"kv_layout", kv_layout_name(b.kv_layout)},
+         {"layout_rule", plan.layout_rule},
+         {"bounds",
+          {{"max_batch_tokens", b.max_batch_tokens},
+           {"max_sequences", b.max_sequences},
+           {"max_outputs", b.max_outputs},
+           {"context", b.context},
+           {"kv_block_size", b.kv_block_size}}},
          {"phases", phases},
          {"plugin_sources", plan.plugin_sources},
          {"memory", memory_json(plan.memory)},
@@ -161,6 +184,11 @@ json to_json(const Plan& plan) {
 std::string render_plan(const Plan& plan) {
   std::ostringstream out;
   out << "Plan for " << plan.model << " on " << plan.target << " (hash " << plan.hash << ")\n";
+  const StepBounds& b = plan.bounds;
+  if (b.max_batch_tokens > 0)
+    out << "layout: " << (plan.layout_rule.empty() ? kv_layout_name(b.kv_layout) : plan.layout_rule)
+        << "\nbounds: " << b.max_batch_tokens << " tokens per step, " << b.max_sequences
+        << " sequence(s), context " << b.context << " tokens each\n";
   if (!plan.plugin_sources.empty()) {
     out << "plugins:";
     for (const auto& [name, source] : plan.plugin_sources)

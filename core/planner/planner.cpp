@@ -386,6 +386,7 @@ static Plan place_graph(const Graph& graph, const Registry& registry, const Inve
   plan.model = graph.name;
   plan.target = inventory.name;
   plan.policy = policy;
+  plan.bounds = graph.bounds;
   for (const auto& r : registry.records())
     if (r.loaded()) plan.plugin_sources[r.name] = r.plugin->source();
   std::map<std::string, std::string> from_attention, from_writer;
@@ -416,6 +417,69 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   Plan plan = place(policy);
   if (!plan.ok() || !policy.check_memory) return plan;
   return fit_memory(std::move(plan), graph, place, policy);
+}
+
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+size_t fallbacks_of(const Plan& plan) {
+  size_t n = 0;
+  for (const auto& p : plan.phases) n += p.fallbacks.size();
+  return n;
+}
+
+std::string first_fallback(const Plan& plan) {
+  for (const auto& p : plan.phases)
+    for (const auto& f : p.fallbacks)
+      return f.op + ": wanted " + f.wanted + ", got " + f.chosen + " because " + f.reason;
+  return "";
+}
+
+}  // namespace
+
+LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
+                        const Registry& registry, const Inventory& inventory,
+                        const Policy& policy) {
+  auto plan_of = [&](KvLayout layout) {
+    LayoutPlan lp{import(layout), {}};
+    lp.plan = plan_graph(lp.graph, registry, inventory, policy);
+    return lp;
+  };
+  if (policy.attention == "fused_decode" && max_sequences == 1) {
+    LayoutPlan lp = plan_of(KvLayout::contiguous);
+    lp.plan.layout_rule =
+        "contiguous: --attention fused_decode asks for the fused decode block, which serves one "
+        "sequence of a contiguous cache";
+    return lp;
+  }
+  LayoutPlan paged = plan_of(KvLayout::paged);
+  const size_t paged_fallbacks = fallbacks_of(paged.plan);
+  if (max_sequences > 1 || (paged.plan.ok() && paged_fallbacks == 0)) {
+    paged.plan.layout_rule =
+        paged.plan.ok() ? "paged: every kernel serves the varlen, paged forms"
+                        : "paged (" + std::to_string(max_sequences) +
+                              " sequences need the varlen, paged forms)";
+    return paged;
+  }
+  // One sequence: the contiguous layout asks less of the kernels (no varlen, no paged KV). It
+  // is taken when the paged plan fails, or falls back from what the policy pinned or preferred
+  // and the contiguous one does not.
+  LayoutPlan contiguous = plan_of(KvLayout::contiguous);
+  if (paged.plan.ok() &&
+      (!contiguous.plan.ok() || fallbacks_of(contiguous.plan) >= paged_fallbacks)) {
+    paged.plan.layout_rule = "paged: every kernel serves the varlen, paged forms";
+    return paged;
+  }
+  const std::string why =
+      paged.plan.ok() ? std::to_string(paged_fallbacks) +
+                            " op(s) would fall back from what the policy asks (" +
+                            first_fallback(paged.plan) + ")"
+                      : "it failed: " + code_text(paged.plan.error->code) + " " +
+                            paged.plan.error->message;
+  contiguous.plan.layout_rule = "contiguous, one sequence: in the paged layout " + why;
+  return contiguous;
 }
 
 }  // namespace sy

@@ -8,6 +8,7 @@
 // the plan's JSON form and hash. Depends on graph/, registry/, capability/, errors/.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,6 +40,8 @@ struct Policy {
   std::optional<int64_t> memory_reserve;  // unset: default_memory_reserve() of each device
   std::map<std::string, int64_t> max_device_memory;
   bool check_memory = true;
+  // Paged: the KV blocks per pool (--kv-blocks); unset: as many as the bounds need or fit.
+  std::optional<int64_t> kv_blocks;
   // Set by the planner's binding split, never by a user: per device id, the units
   // (memory_unit()) kept off it because they do not fit there.
   std::map<std::string, std::set<std::string>> memory_excluded;
@@ -95,6 +98,10 @@ struct PlanFailure {
 struct Plan {
   std::string model, target;
   Policy policy;
+  // The graph's KV layout and bounds, and why this layout (plan_layouts: the paged one, or the
+  // contiguous one because a kernel lacks the paged or varlen form).
+  StepBounds bounds;
+  std::string layout_rule;
   std::vector<PhasePlan> phases;
   std::optional<Error> error;  // the documented SY0xx error when no legal plan exists
   PlanFailure failure;         // the op it is about (when error is set)
@@ -110,6 +117,20 @@ struct Plan {
 // cannot be served: the Plan then carries the documented error and the failing op.
 Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& inventory,
                 const Policy& policy);
+
+// The model's graph in a KV layout (the importer, for a model the caller opened). Throws Error.
+using GraphForLayout = std::function<Graph(KvLayout)>;
+struct LayoutPlan {
+  Graph graph;
+  Plan plan;
+};
+// Plans the paged layout (any mix of sequences per step). For one sequence, it plans the
+// contiguous layout instead when the paged plan fails, since a kernel of a plugin before ABI 1.5
+// lacks the paged or varlen form, or when --attention fused_decode asks for the fused decode
+// block, which serves one sequence of a contiguous cache; the contiguous plan's error is the
+// answer when both fail. plan.layout_rule says which layout and why.
+LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
+                        const Registry& registry, const Inventory& inventory, const Policy& policy);
 
 nlohmann::json to_json(const Plan& plan);
 // Human-readable plan: per phase a table (layers folded), then a summary.

@@ -31,8 +31,9 @@ spdlog::level::level_enum to_spdlog(sy_log_level level) {
 
 void host_log(void* context, sy_log_level level, const char* message) {
   auto* ctx = static_cast<PluginHostContext*>(context);
-  core_logger()->log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
-                     message ? message : "");
+  (ctx && ctx->logger ? ctx->logger : core_logger())
+      ->log(to_spdlog(level), "[{}] {}", ctx ? ctx->plugin_label : "plugin",
+            message ? message : "");
 }
 
 // Host bindings live for the process (see HostBinding); a deque keeps their addresses
@@ -127,6 +128,7 @@ class PluginLoader {
         plugin_->library_.get<const sy_plugin_api*(const sy_host_info*)>(SY_PLUGIN_ENTRY_SYMBOL);
     HostBinding* binding = new_host_binding();
     binding->context.plugin_label = path_.filename().string();
+    binding->context.logger = options_.logger;
     sy_host_info& info = binding->info;
     info.struct_size = sizeof(sy_host_info);
     info.abi_major = kHostAbiMajor;
@@ -310,6 +312,10 @@ class PluginLoader {
 
 LoadOutcome load_plugin(const fs::path& path, const LoadOptions& options) {
   return PluginLoader(path, options).run();
+}
+
+std::shared_ptr<spdlog::logger> logger_of(const LoadOptions& options) {
+  return options.logger ? options.logger : core_logger();
 }
 
 std::shared_ptr<spdlog::logger> core_logger() {

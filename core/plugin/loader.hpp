@@ -29,7 +29,12 @@ struct LoadOptions {
   // The file a plugin of this name was already loaded from, if any: a second one is refused
   // right after the abi stage, before its init (the registry supplies it).
   std::function<std::optional<std::filesystem::path>(const std::string& name)> loaded_from;
+  // Where discovery and the loaded plugins log; null: core_logger().
+  std::shared_ptr<spdlog::logger> logger;
 };
+
+// The logger of `options`: its own, or core_logger().
+std::shared_ptr<spdlog::logger> logger_of(const LoadOptions& options);
 
 struct LoadOutcome {
   std::unique_ptr<Plugin> plugin;            // set on success

@@ -21,6 +21,10 @@
 #include "core/plugin/verification.hpp"
 #include "switchyard/plugin_api.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace sy {
 
 enum class LoadStage { open, entry, abi, init, manifest, capability };
@@ -47,6 +51,9 @@ struct CheckResult {
 // Per-plugin state the host hands to the plugin's log callback.
 struct PluginHostContext {
   std::string plugin_label;
+  // Where the plugin's messages go: the logger of the registry that loaded it (a host API
+  // runtime's own callback), or, when null, the core's (loader.hpp's core_logger()).
+  std::shared_ptr<spdlog::logger> logger;
 };
 
 // What a plugin's entry receives. The ABI promises it stays valid until the library is

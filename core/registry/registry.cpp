@@ -43,7 +43,7 @@ Registry Registry::discover(const SearchPath& search, const LoadOptions& options
 
 void Registry::scan_directory(const fs::path& dir, const LoadOptions& options) {
   auto refuse = [&](std::string reason, std::string hint) {
-    core_logger()->warn("plugin directory {}: {}", dir.string(), reason);
+    logger_of(options)->warn("plugin directory {}: {}", dir.string(), reason);
     records_.push_back({dir, "", nullptr, LoadDiagnostic{dir, LoadStage::open, reason, hint}});
   };
   struct stat st {};
@@ -76,7 +76,7 @@ void Registry::add(const fs::path& file, const LoadOptions& options) {
         std::unique_ptr<Plugin> p = Plugin::from_manifest(file, m.json);
         const std::string name = p->name();
         if (!find(name)) {
-          core_logger()->debug("plugin {} declared by its manifest, not opened", name);
+          logger_of(options)->debug("plugin {} declared by its manifest, not opened", name);
           records_.push_back({file, name, std::move(p), std::nullopt});
           return;
         }
@@ -91,10 +91,10 @@ void Registry::add(const fs::path& file, const LoadOptions& options) {
   LoadOutcome out = load_plugin(file, with_names);
   PluginRecord rec{file, out.name, std::move(out.plugin), std::move(out.diagnostic)};
   if (rec.diagnostic)
-    core_logger()->warn("plugin {} failed at stage {}: {}", file.string(),
+    logger_of(options)->warn("plugin {} failed at stage {}: {}", file.string(),
                         load_stage_name(rec.diagnostic->stage), rec.diagnostic->reason);
   else
-    core_logger()->debug("plugin {} loaded from {}", rec.name, file.string());
+    logger_of(options)->debug("plugin {} loaded from {}", rec.name, file.string());
   records_.push_back(std::move(rec));
 }
 

@@ -32,12 +32,14 @@ class FolderSource final : public ModelSource {
     return import_hf_config((dir_ / "config.json").string(), o);
   }
   WeightLoader weights() override {
-    file_.emplace(SafetensorsFile::open((dir_ / "model.safetensors").string()));
+    // Opened once: every loader made shares the mapping (mapped weights point into it).
+    if (!file_) file_.emplace(SafetensorsFile::open((dir_ / "model.safetensors").string()));
     std::string type = nlohmann::json::parse(std::ifstream(dir_ / "config.json"), nullptr, false)
                            .value("model_type", "");
     return safetensors_weight_loader(*file_, type);
   }
   uint64_t weight_bytes() const override { return file_ ? file_->size() : 0; }
+  bool has_weights() const override { return fs::exists(dir_ / "model.safetensors"); }
 
  private:
   fs::path dir_;
@@ -65,6 +67,7 @@ class GgufSource final : public ModelSource {
   }
   WeightLoader weights() override { return gguf_weight_loader(file_, model_); }
   uint64_t weight_bytes() const override { return file_.size(); }
+  bool has_weights() const override { return true; }
 
  private:
   GgufFile file_;

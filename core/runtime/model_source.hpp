@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/executor/executor.hpp"
+#include "core/executor/weight_loader.hpp"
 #include "core/generation/generation.hpp"
 #include "core/graph/graph.hpp"
 #include "core/importer/importer.hpp"
@@ -27,8 +27,11 @@ class ModelSource {
   virtual GenerationSettings generation(const Tokenizer& tok) const = 0;
   // The graph for `options` (a GGUF file adds its weights' quantized dtypes).
   virtual Graph import(ImportOptions options) const = 0;
-  // Opens the weights (mapped, not read) and returns their loader; valid while this lives.
+  // Opens the weights (mapped, not read) and returns their loader, which also maps host weights
+  // the file stores as the graph declares them; valid while this lives.
   virtual WeightLoader weights() = 0;
+  // Whether the source has its weights (a folder may hold a config.json only).
+  virtual bool has_weights() const = 0;
   // Bytes of weights the loader reads from (for progress).
   virtual uint64_t weight_bytes() const = 0;
 };

@@ -42,17 +42,74 @@ Prompt build_prompt(const OpenedModel& model, const PromptRequest& request) {
   if (!request.chat)
     return {plain_prompt_ids(model.tokenizer, model.generation, request.text), request.text};
   std::string rendered =
-      render_chat_prompt(model.generation, request.text, request.system, std::time(nullptr));
+      request.messages.empty()
+          ? render_chat_prompt(model.generation, request.text, request.system, std::time(nullptr))
+          : render_chat(model.generation, request.messages, true, std::time(nullptr));
   return {model.tokenizer.encode(rendered), ""};
 }
 
-std::unique_ptr<PlannedModel> plan_model(const ModelSource& model, const ImportOptions& options,
-                                         const Registry& registry, const Policy& policy) {
+std::unique_ptr<PlannedModel> plan_model_for(const ModelSource& model, const ImportOptions& options,
+                                             const Registry& registry, const Inventory& inventory,
+                                             const Policy& policy) {
+  auto import = [&](KvLayout layout) {
+    ImportOptions o = options;
+    o.kv_layout = layout;
+    if (policy.kv_blocks) o.kv_blocks = *policy.kv_blocks;
+    return model.import(o);
+  };
+  LayoutPlan lp = plan_layouts(import, options.max_sequences, registry, inventory, policy);
   auto p = std::make_unique<PlannedModel>();
-  p->graph = model.import(options);
-  p->inventory = live_inventory(registry);
-  p->plan = plan_graph(p->graph, registry, p->inventory, policy);
+  p->graph = std::move(lp.graph);
+  p->inventory = inventory;
+  p->plan = std::move(lp.plan);
   return p;
+}
+
+std::unique_ptr<PlannedModel> plan_model(ModelSource& model, const ImportOptions& options,
+                                         const Registry& registry, const Policy& policy) {
+  auto p = plan_model_for(model, options, registry, live_inventory(registry), policy);
+  // Which host weights the file stores as the kernels read them: the executor maps those.
+  if (!p->plan.ok() || !model.has_weights()) return p;
+  WeightLoader load = model.weights();
+  if (!load.map) return p;
+  const std::set<std::string> on_host = parameters_at(p->graph, p->plan, kHostLocation);
+  for (auto& l : p->plan.memory.locations) {
+    if (l.location != kHostLocation) continue;
+    for (const auto& v : p->graph.phases.front().values)
+      if (v.kind == ValueKind::weight && on_host.count(v.name))
+        if (const void* at = load.map(v); at && reinterpret_cast<uintptr_t>(at) % 32 == 0)
+          l.weights_mapped += host_allocation_bytes(buffer_bytes(v.bytes()));
+  }
+  return p;
+}
+
+LoadedModel LoadedModel::plan(ModelSource& source, const ImportOptions& options,
+                              const Registry& registry, const Policy& policy) {
+  LoadedModel out;
+  out.planned = plan_model(source, options, registry, policy);
+  return out;
+}
+
+void LoadedModel::load(ModelSource& source, const Registry& registry,
+                       const ContextOptions& context_options,
+                       const std::function<WeightLoader(WeightLoader)>& wrap) {
+  const PlannedModel& p = *planned;
+  if (!p.plan.ok()) throw *p.plan.error;
+  auto t0 = std::chrono::steady_clock::now();
+  WeightLoader weights = source.weights();
+  if (wrap) weights = wrap(weights);
+  model = std::make_unique<Model>(p.graph, p.plan, registry, p.inventory, weights);
+  context = std::make_unique<Context>(*model, context_options);
+  load_ms = ms_since(t0);
+}
+
+LoadedModel LoadedModel::load(ModelSource& source, const ImportOptions& options,
+                              const Registry& registry, const Policy& policy,
+                              const ContextOptions& context_options,
+                              const std::function<WeightLoader(WeightLoader)>& wrap) {
+  LoadedModel out = plan(source, options, registry, policy);
+  if (out.planned->plan.ok()) out.load(source, registry, context_options, wrap);
+  return out;
 }
 
 Policy run_policy(const std::string& prefer, const std::string& attention, bool strict) {
@@ -101,31 +158,92 @@ int64_t sample(const std::vector<float>& logits, const SamplingOptions& o, std::
   return p[n - 1].second;
 }
 
+void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bool every_logits,
+                const std::function<void(size_t, const float*)>& on_logits,
+                const AbortCheck& abort) {
+  const size_t chunk = size_t(std::max<int64_t>(1, context.bounds().max_batch_tokens));
+  Batch batch;
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    if (abort && abort()) return;
+    const size_t end = std::min(tokens.size(), begin + chunk);
+    int64_t position = context.sequence_length(seq);
+    batch.clear();
+    for (size_t i = begin; i < end; ++i)
+      batch.add(tokens[i], position++, seq, every_logits || i + 1 == tokens.size());
+    StepResult r = context.decode(batch);
+    if (!r.ran) throw r.refused.front().error;
+    for (size_t row = 0; row < context.logits_rows(); ++row)
+      on_logits(every_logits ? begin + row : tokens.size() - 1, context.logits(row));
+  }
+}
+
+void Generator::step(SeqId seq, std::span<const int64_t> tokens, bool) {
+  const size_t vocab = size_t(context_.vocab());
+  run_tokens(context_, seq, tokens, false, [&](size_t, const float* row) {
+    logits_.assign(row, row + vocab);
+  });
+}
+
 Generation Generator::generate(const std::vector<int64_t>& prompt, const SamplingOptions& o,
                                const TokenCallback& on_token) {
-  if (int64_t(prompt.size()) + o.max_tokens > session_.context())
+  const SeqId seq = context_.add_sequence();
+  const int64_t cached = context_.reuse_prefix(seq, prompt);
+  std::vector<int64_t> rest(prompt.begin() + cached, prompt.end());
+  Generation g = generate(seq, rest, o, on_token);
+  g.prompt_tokens = int64_t(prompt.size());
+  g.cached_tokens = cached;
+  return g;
+}
+
+Generation Generator::continue_sequence(SeqId seq, const std::vector<int64_t>& conversation,
+                                       const SamplingOptions& options,
+                                       const TokenCallback& on_token, const AbortCheck& abort) {
+  const std::vector<int64_t>& held = context_.sequence_tokens(seq);
+  size_t common = 0;
+  while (common < held.size() && common < conversation.size() &&
+         held[common] == conversation[common])
+    ++common;
+  common = std::min(common, conversation.empty() ? 0 : conversation.size() - 1);
+  context_.truncate_sequence(seq, int64_t(common));
+  std::vector<int64_t> rest(conversation.begin() + long(common), conversation.end());
+  Generation g = generate(seq, rest, options, on_token, abort);
+  g.cached_tokens = int64_t(common);
+  return g;
+}
+
+Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
+                               const SamplingOptions& o, const TokenCallback& on_token,
+                               const AbortCheck& abort) {
+  const int64_t held = context_.sequence_length(seq);
+  if (prompt.empty()) throw Error(Errc::invalid_argument, "generate: the prompt is empty");
+  if (held + int64_t(prompt.size()) + o.max_tokens > context_.context_length())
     throw Error(Errc::prompt_too_long,
-                "the prompt (" + std::to_string(prompt.size()) + " tokens) plus max_tokens " +
-                    std::to_string(o.max_tokens) + " exceed the context of " +
-                    std::to_string(session_.context()));
+                "the prompt (" + std::to_string(prompt.size()) + " tokens" +
+                    (held ? ", after the " + std::to_string(held) + " the sequence holds" : "") +
+                    ") plus max_tokens " + std::to_string(o.max_tokens) +
+                    " exceed the context of " + std::to_string(context_.context_length()));
+  seq_ = seq;
   Generation g;
   g.prompt_tokens = int64_t(prompt.size());
   std::mt19937 rng(static_cast<std::mt19937::result_type>(o.seed));
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = session_.prefill(prompt);
+  step(seq, prompt, true);
   g.prefill_ms = ms_since(t0);
   StopRule stop(o.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids, o.stop);
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.max_tokens && g.reason == StopReason::none; ++i) {
-    const int64_t next = sample(logits, o, rng);
+    const int64_t next = sample(logits_, o, rng);
     g.ids.push_back(next);
     std::string emit;
     g.reason = from_rule(stop.feed(next, token_text(tokenizer_, next), emit));
     g.text += emit;
     if (on_token && !on_token(next, emit) && g.reason == StopReason::none)
       g.reason = StopReason::callback;
+    if (g.reason == StopReason::none && abort && abort()) g.reason = StopReason::callback;
+    // The last sampled token is not run: the sequence holds the prompt and every token before
+    // it (a next turn finds the rest by continue_sequence()).
     if (g.reason == StopReason::none && i + 1 < o.max_tokens) {
-      logits = session_.decode(next);
+      step(seq, std::span<const int64_t>(&next, 1), true);
       ++g.decode_steps;
     }
   }
@@ -139,15 +257,18 @@ Generation Generator::generate(const std::vector<int64_t>& prompt, const Samplin
   return g;
 }
 
-nlohmann::json memory_report(const Plan& plan, const Session& session) {
+nlohmann::json memory_report(const Plan& plan, const Model& model, const Context& context) {
   nlohmann::json out = nlohmann::json::object();
-  const auto allocated = session.memory_bytes();
-  const auto& drop = session.device_free_drop();
+  std::map<std::string, int64_t> allocated = model.allocated_bytes(), drop = model.device_free_drop();
+  for (const auto& [loc, b] : context.memory_bytes()) allocated[loc] += b;
+  for (const auto& [loc, b] : context.device_free_drop()) drop[loc] += b;
+  const int64_t resident = model.host_resident_growth() + context.host_resident_growth();
+  const bool paged = plan.bounds.kv_layout == KvLayout::paged;
   auto error = [](int64_t predicted, int64_t measured) {
     return measured > 0 ? double(predicted - measured) / double(measured) : 0.0;
   };
   for (const auto& l : plan.memory.locations) {
-    const int64_t buffers = l.total() - l.workspace;
+    const int64_t buffers = l.total() - l.workspace - l.weights_mapped;
     auto a = allocated.find(l.location);
     const int64_t got = a == allocated.end() ? 0 : a->second;
     nlohmann::json j{
@@ -164,13 +285,21 @@ nlohmann::json memory_report(const Plan& plan, const Session& session) {
     // the device's own free-memory figure, or the host process's resident anonymous memory.
     std::optional<int64_t> measured;
     std::string by;
-    if (auto d = drop.find(l.location); d != drop.end())
+    int64_t predicted = l.total();
+    if (auto d = drop.find(l.location); d != drop.end()) {
       measured = d->second, by = "drop of the device's free memory (its plugin's memory_info)";
-    else if (l.location == "host")
-      measured = session.host_resident_growth(),
-      by = "growth of the process's resident anonymous memory (RssAnon)";
+    } else if (l.location == kHostLocation) {
+      measured = resident, by = "growth of the process's resident anonymous memory (RssAnon)";
+      // Mapped weights are the file's pages, not anonymous memory; an untouched KV pool is not
+      // resident yet (its pages arrive as blocks are written).
+      predicted -= l.weights_mapped + (paged ? l.kv_cache : 0);
+    }
+    j["predicted"]["weights_mapped"] = l.weights_mapped;
     if (measured)
-      j["measured"] = {{"bytes", *measured}, {"by", by}, {"error", error(l.total(), *measured)}};
+      j["measured"] = {{"bytes", *measured},
+                       {"by", by},
+                       {"predicted_bytes", predicted},
+                       {"error", error(predicted, *measured)}};
     out[l.location] = j;
   }
   return out;

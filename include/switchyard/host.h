@@ -4,8 +4,12 @@
  * The same pipeline as `switchyard run`, as a library: a runtime discovers the backend
  * plugins once; a model is opened (a Hugging Face folder or a GGUF file); a plan places every
  * op on a device of this machine before any weight is loaded, or says with a documented code
- * why it cannot; a session loads the weights and generates. The CLI's `run` and this API call
- * the same core code, so they give the same tokens for the same model, prompt and seed.
+ * why it cannot. The plan's weights are loaded once, the first time a context or session needs
+ * them, and shared by every context and session made from it. A context (since 1.1) holds a KV
+ * memory of many sequences and runs batches: any mix of prompt chunks and decode tokens of many
+ * sequences in one step (llama.cpp's llama_batch). A session (1.0) is a context with one
+ * sequence. The CLI's `run` and this API call the same core code, so they give the same tokens
+ * for the same model, prompt and seed.
  *
  * Conventions (they hold for every declaration below):
  *
@@ -33,13 +37,18 @@
  *   last child's destroy frees it. Strings the library returns (char**) are the caller's, freed
  *   with sy_host_string_free. Strings and arrays the caller passes are read during the call
  *   only.
- * - Threads: runtime, model and plan handles may be used from any number of threads at once
- *   (creating sessions is serialised inside the runtime). A session is used by one thread at a
- *   time; different sessions, of one runtime or plan, run on different threads at once, each
- *   with its own kernels and buffers. Sessions on one accelerator share its plugin's device:
- *   its copies and synchronize must then be thread-safe (docs/host-api.md says what is
- *   tested). Callbacks run on the calling thread, inside the call.
- * - Nothing is printed unless sy_runtime_options.log_level asks for it (on stderr).
+ * - Threads, per handle:
+ *   - runtime, model and plan: any number of threads at once (loading a plan's weights and
+ *     making contexts are serialised inside).
+ *   - context and session: one thread at a time each (every call that takes one). Different
+ *     contexts and sessions, of one plan or of several, run on different threads at once:
+ *     each has its own prepared kernels, activation arena and KV memory; they share the plan's
+ *     weights, which no one writes after loading. Contexts on one accelerator share its
+ *     plugin's device: its copies and synchronize must then be thread-safe (docs/host-api.md
+ *     says what is tested).
+ *   - Callbacks run on the calling thread, inside the call.
+ * - Nothing is printed unless sy_runtime_options asks for it: log_level (on stderr), or a
+ *   log_callback of that runtime's own (since 1.1).
  */
 #ifndef SWITCHYARD_HOST_H_
 #define SWITCHYARD_HOST_H_
@@ -59,7 +68,7 @@ extern "C" {
 
 /* Major changes only on incompatible change; minor grows with additive change. */
 #define SY_HOST_API_VERSION_MAJOR 1
-#define SY_HOST_API_VERSION_MINOR 0
+#define SY_HOST_API_VERSION_MINOR 1
 
 /* The library's (major << 16) | minor. A program built against major M should refuse a
  * library whose major differs. */
@@ -105,6 +114,11 @@ typedef struct sy_runtime_options {
    * "switchyard"; the program's own default spdlog logger is left alone). The last runtime
    * created sets it for the process. */
   const char* log_level;
+  /* Since 1.1. When non-NULL, what this runtime and the plugins it loaded log goes here instead
+   * of stderr, at log_level (NULL: "info"): `level` is 0 trace .. 4 error, `message` valid
+   * during the call. Called from any thread that logs (the calling thread, or a plugin's). */
+  void (*log_callback)(void* user_data, int32_t level, const char* message);
+  void* log_user_data;
 } sy_runtime_options;
 
 /* Discovers the plugins. A plugin that fails to load is not an error: it is listed, with its
@@ -148,6 +162,35 @@ SY_HOST_API int sy_model_tokenize(sy_model* model, const char* text, sy_prompt_k
                                   int64_t* ids, size_t capacity, size_t* count,
                                   sy_host_error* error);
 
+/* Since 1.1. One message of a conversation: `role` "system", "user" or "assistant" (what the
+ * model's chat template knows), `content` UTF-8. Both NUL-terminated, read during the call. */
+typedef struct sy_chat_message {
+  const char* role;
+  const char* content;
+} sy_chat_message;
+
+/* Since 1.1. The ids of a whole conversation rendered with the model's chat template (then the
+ * assistant's turn opened when add_generation_prompt is non-zero), as sy_model_tokenize: at most
+ * `capacity` ids, *count the number it has. A next turn re-renders the whole conversation: a
+ * context sequence keeps the tokens it shares with it (sy_context_generate). SY211 when the
+ * model has no template or it refuses the conversation. */
+SY_HOST_API int sy_model_tokenize_chat(sy_model* model, const sy_chat_message* messages,
+                                       size_t num_messages, int32_t add_generation_prompt,
+                                       int64_t* ids, size_t capacity, size_t* count,
+                                       sy_host_error* error);
+
+/* Since 1.1. The UTF-8 text of `count` ids (special tokens as their text), streaming-safe:
+ * writes up to `capacity` bytes to `text` (NULL when 0) and sets *length to the text's bytes
+ * (more than capacity: SY402, nothing written; call with 0 to learn it) and *complete to how
+ * many of them end on a whole character: a stream prints that many and passes the ids of the
+ * rest again with the next ones (a character may span tokens). Not NUL-terminated. */
+SY_HOST_API int sy_model_detokenize(sy_model* model, const int64_t* ids, size_t count, char* text,
+                                    size_t capacity, size_t* length, size_t* complete,
+                                    sy_host_error* error);
+
+/* Since 1.1. Rows of the model's token embedding: ids at or above it are not tokens. */
+SY_HOST_API int sy_model_vocab_size(sy_model* model, int64_t* vocab, sy_host_error* error);
+
 /* ------------------------------------------------------------------------ */
 /* Plan: every op placed on a device of this machine, before any weight     */
 /* ------------------------------------------------------------------------ */
@@ -156,11 +199,13 @@ typedef struct sy_plan sy_plan;
 
 typedef struct sy_plan_options {
   size_t struct_size;
-  /* The prompt length the prefill phase is planned for (required, >= 1): a prompt of that
-   * length runs as one prefill; a shorter one runs token by token through the decode phase
-   * (slower, the same model); a longer one is SY304. */
+  /* Tokens one step takes, every sequence's together (required, >= 1; `--max-batch-tokens`):
+   * a prompt up to that length runs in one step, a longer one in several. (In 1.0 this was the
+   * one prompt length a plan served.) With a plugin older than ABI 1.5 the plan may take the
+   * contiguous layout (sy_plan_json's "kv_layout"): one sequence, a prompt of exactly this
+   * length as one step and any other token by token. */
   int64_t prompt_tokens;
-  /* KV-cache length: prompt plus generated tokens. 0: 1024; negative: SY402. */
+  /* Tokens per sequence: prompt plus generated tokens. 0: 1024; negative: SY402. */
   int64_t context;
   /* Device types, most preferred first, e.g. "cuda,cpu". NULL: cuda, then cpu. */
   const char* prefer;
@@ -180,6 +225,11 @@ typedef struct sy_plan_options {
   const char* const* memory_cap_locations;
   const int64_t* memory_cap_bytes;
   size_t num_memory_caps;
+  /* Since 1.1. Sequences one step may hold (`--max-sequences`); 0: 1. */
+  int64_t max_sequences;
+  /* Since 1.1. KV blocks of 16 tokens per pool (`--kv-blocks`); 0: enough for max_sequences
+   * sequences at their full context, or as many as the memory left holds when fewer. */
+  int64_t kv_blocks;
 } sy_plan_options;
 
 /* Imports the model for `options` and plans it for the runtime's live devices. Returns 0 for
@@ -199,30 +249,116 @@ SY_HOST_API int sy_plan_status(sy_plan* plan, sy_host_error* error);
 SY_HOST_API int sy_plan_json(sy_plan* plan, char** json, sy_host_error* error);
 
 /* ------------------------------------------------------------------------ */
-/* Session: weights loaded, caches allocated, generation                    */
+/* Context (since 1.1): a KV memory of many sequences, stepped with batches  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sy_context sy_context;
+
+typedef struct sy_context_options {
+  size_t struct_size;
+  /* KV blocks of this context's pools; 0: the plan's budget, or fewer when less memory is
+   * left (at least one sequence's context, else SY011 naming the numbers). At most the plan's
+   * kv_blocks bound. */
+  int64_t kv_blocks;
+} sy_context_options;
+
+/* Loads the plan's weights if no context or session of it did yet (once, shared by all), then
+ * prepares every kernel for this context and allocates its activation arena and KV memory
+ * (`options` may be NULL). Errors: SY0xx for a plan with an error, SY011 when the memory left
+ * does not hold this context (the message names what it needs and what is left), SY302
+ * weights, SY305 out of memory, SY306/SY307 from plugins. */
+SY_HOST_API int sy_context_create(sy_plan* plan, const sy_context_options* options,
+                                  sy_context** context, sy_host_error* error);
+SY_HOST_API int sy_context_destroy(sy_context* context);
+
+/* A sequence of a context: an id the context gave out. */
+typedef int64_t sy_seq_id;
+
+/* A new, empty sequence. */
+SY_HOST_API int sy_seq_add(sy_context* context, sy_seq_id* seq, sy_host_error* error);
+/* Drops the sequence; its KV blocks stay a reusable prefix until the pool needs them. */
+SY_HOST_API int sy_seq_remove(sy_context* context, sy_seq_id seq, sy_host_error* error);
+/* A new sequence sharing `seq`'s KV so far (copy-on-write at the first block that differs):
+ * a shared system prompt, or one prompt continued several ways. */
+SY_HOST_API int sy_seq_fork(sy_context* context, sy_seq_id seq, sy_seq_id* fork,
+                            sy_host_error* error);
+/* Keeps the first `length` tokens of the sequence (0 <= length <= its length, else SY402). */
+SY_HOST_API int sy_seq_truncate(sy_context* context, sy_seq_id seq, int64_t length,
+                                sy_host_error* error);
+/* The tokens the sequence holds: the next position a batch gives it. */
+SY_HOST_API int sy_seq_length(sy_context* context, sy_seq_id seq, int64_t* length,
+                              sy_host_error* error);
+/* Starts the empty sequence `seq` from the longest prefix of `tokens` whose KV the context
+ * still holds (in whole blocks of 16, leaving at least one token to run); *reused is its length:
+ * give the sequence tokens[*reused..] next. 0 with the contiguous layout. */
+SY_HOST_API int sy_seq_reuse_prefix(sy_context* context, sy_seq_id seq, const int64_t* tokens,
+                                    size_t count, int64_t* reused, sy_host_error* error);
+
+/* One step's tokens (llama.cpp's llama_batch): n_tokens entries of the parallel arrays. A
+ * sequence's tokens are consecutive, in position order, from the sequence's length on. At most
+ * the plan's prompt_tokens tokens and max_sequences sequences. */
+typedef struct sy_batch {
+  size_t struct_size;
+  size_t n_tokens;
+  const int64_t* tokens;
+  const int64_t* positions;
+  const sy_seq_id* seq_ids;
+  /* Non-zero: the token's logits are wanted. NULL: only the last token's. */
+  const int8_t* logits;
+} sy_batch;
+
+typedef struct sy_decode_result {
+  size_t struct_size;
+  int32_t ran;       /* 1: the step ran; 0: refused, nothing ran, nothing was written */
+  size_t n_logits;   /* rows of logits the step wrote (tokens that asked), in batch order */
+  size_t n_refused;  /* sequences the step could not take (ran == 0) */
+  /* Context-owned, valid until the next call on the context: the refused sequences and why,
+   * 308 (SY308 kv_pool_full: no KV block left for it) or 304 (SY304: past its context). */
+  const sy_seq_id* refused_seqs;
+  const int32_t* refused_codes;
+} sy_decode_result;
+
+/* Runs one step. Returns 0 when it ran. A batch that breaks the bounds, names a sequence that
+ * does not exist, gives a token at another position than its sequence's next one, or an id
+ * outside the vocabulary is SY403 bad_batch (nothing runs). When a sequence cannot get KV
+ * memory (SY308) or would pass its context (SY304), the step does not run and the first of
+ * those codes is returned; *result (may be NULL) lists every refused sequence: drop or defer
+ * them and step again, the others go on. SY305-SY307 from plugins at run time. */
+SY_HOST_API int sy_context_decode(sy_context* context, const sy_batch* batch,
+                                  sy_decode_result* result, sy_host_error* error);
+
+/* The logits row `i` (0 <= i < n_logits) of the last step that ran: *logits points at vocab
+ * floats, context-owned, valid until the next step. */
+SY_HOST_API int sy_context_logits(sy_context* context, size_t i, const float** logits,
+                                  sy_host_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Session: one sequence of its own context, and generation                 */
 /* ------------------------------------------------------------------------ */
 
 typedef struct sy_session sy_session;
 
-/* Loads the weights and prepares every kernel of a legal plan (a plan with an error is
- * SY0xx again). Errors: SY302 weights, SY305 out of memory, SY306/SY307 from plugins. */
+/* A context with one sequence: loads the plan's weights if nothing of it did yet (shared with
+ * every other session and context of the plan), prepares every kernel of a legal plan (a plan
+ * with an error is SY0xx again). Errors: SY302 weights, SY305 out of memory, SY306/SY307 from
+ * plugins, SY011 when the memory left does not hold it. */
 SY_HOST_API int sy_session_create(sy_plan* plan, sy_session** session, sy_host_error* error);
 SY_HOST_API int sy_session_destroy(sy_session* session);
 
 typedef struct sy_session_info {
   size_t struct_size;
   int64_t vocab_size;    /* logits per position */
-  int64_t context;       /* KV-cache length */
-  int64_t prompt_tokens; /* the longest prompt prefill takes */
+  int64_t context;       /* tokens the sequence may hold */
+  int64_t prompt_tokens; /* tokens one step takes (a longer prompt runs in several) */
   int64_t position;      /* the next position decode writes */
 } sy_session_info;
 
 SY_HOST_API int sy_session_info_get(sy_session* session, sy_session_info* info,
                                     sy_host_error* error);
 
-/* Runs the prompt (1 to prompt_tokens ids) from position 0 and writes its last token's logits
+/* Runs the prompt (1 to context ids) from position 0 and writes its last token's logits
  * (vocab_size floats) to `logits`, or skips that when logits is NULL. A capacity below
- * vocab_size with non-NULL logits is SY402. */
+ * vocab_size with non-NULL logits is SY402; an id outside the vocabulary SY403. */
 SY_HOST_API int sy_session_prefill(sy_session* session, const int64_t* ids, size_t count,
                                    float* logits, size_t capacity, sy_host_error* error);
 
@@ -249,6 +385,9 @@ typedef struct sy_generate_options {
   size_t num_stop;
   sy_token_callback on_token; /* NULL: none */
   void* user_data;
+  /* Since 1.1. Checked between steps (prompt chunks and decode tokens): non-zero stops the
+   * generation there (stop_reason SY_STOP_CALLBACK). NULL: none. Gets user_data. */
+  int (*abort_callback)(void* user_data);
 } sy_generate_options;
 
 typedef enum sy_stop_reason {
@@ -264,14 +403,27 @@ typedef struct sy_generate_result {
   int32_t stop_reason;      /* sy_stop_reason */
   int64_t decode_steps;
   double prefill_ms, decode_ms;
+  /* Since 1.1. Prompt tokens found in the KV memory and not run again. */
+  int64_t cached_tokens;
 } sy_generate_result;
 
 /* Prefills `prompt` and samples until an EOS id, a stop text, max_tokens, or the callback
  * asks to stop. Writes up to `capacity` generated ids to `out_ids` (NULL when 0) and fills
- * *result (NULL: not wanted). prompt + max_tokens beyond the context is SY304. */
+ * *result (NULL: not wanted). prompt + max_tokens beyond the context is SY304. The session's
+ * sequence starts over from position 0, reusing any cached prefix of the prompt. */
 SY_HOST_API int sy_session_generate(sy_session* session, const int64_t* prompt, size_t prompt_count,
                                     const sy_generate_options* options, int64_t* out_ids,
                                     size_t capacity, sy_generate_result* result,
+                                    sy_host_error* error);
+
+/* Since 1.1. Generation on sequence `seq` of a context: `prompt` is the whole conversation so far
+ * (every earlier turn as the template renders it, then the new message: sy_model_tokenize_chat).
+ * The sequence keeps the tokens it already holds that begin `prompt`, and runs only the rest, in
+ * steps of at most the plan's prompt_tokens; then it samples as sy_session_generate does. A
+ * multi-turn chat never prefills its earlier turns again. */
+SY_HOST_API int sy_context_generate(sy_context* context, sy_seq_id seq, const int64_t* prompt,
+                                    size_t prompt_count, const sy_generate_options* options,
+                                    int64_t* out_ids, size_t capacity, sy_generate_result* result,
                                     sy_host_error* error);
 
 /* The plan's memory prediction per location beside what this session took, as `run --json`

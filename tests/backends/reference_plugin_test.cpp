@@ -9,7 +9,6 @@
 #include <cmath>
 #include <random>
 
-#include "core/executor/executor.hpp"
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "core/plugin/kernel.hpp"
@@ -17,6 +16,7 @@
 #include "support/attention_reference.hpp"
 #include "support/expected.hpp"
 #include "support/host_tensor.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 #include "support/tiny_gguf.hpp"
 
@@ -44,15 +44,18 @@ void run_model(const nlohmann::json& config, const ImportOptions& base, const We
   Registry reg = Registry::discover({{kReferenceDir}, "test"}, LoadOptions{});
   ASSERT_NE(reg.find("reference"), nullptr);
   ImportOptions opts = base;
-  opts.prompt_len = 5;
+  opts.max_batch_tokens = 5;
   opts.context = 16;
-  const Graph graph = import_hf_config_json(config, "tiny.json", opts);
   const Inventory inv = live_inventory(reg);
   Policy policy;
   policy.prefer = {kDLCPU};
-  const Plan plan = plan_graph(graph, reg, inv, policy);
+  const LayoutPlan lp = test::plan_single(
+      [&](const ImportOptions& o) { return import_hf_config_json(config, "tiny.json", o); }, opts,
+      reg, inv, policy);
+  const Graph& graph = lp.graph;
+  const Plan& plan = lp.plan;
   ASSERT_TRUE(plan.ok()) << plan.error->message;
-  Session session(graph, plan, reg, inv, load);
+  test::SequenceRunner session(graph, plan, reg, inv, load);
   test::LlamaReference::Mat want;
   const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
   for (int64_t t : prompt) want = ref.step(t);

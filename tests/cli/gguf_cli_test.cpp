@@ -55,7 +55,7 @@ const json* first_op(const json& plan, const std::string& name) {
 TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
   const std::string file = write("tiny.gguf", TinyGguf(Storage::quantized).w.bytes());
   const std::string args = "plan " + file + " --target " + kH200 +
-                           " --dtype bf16 --prompt-len 8 --context 64 --prefer cuda,cpu --json";
+                           " --dtype bf16 --max-batch-tokens 8 --context 64 --prefer cuda,cpu --json";
   auto r = test::run_switchyard(args);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
   json plan = json::parse(r.out);
@@ -88,7 +88,7 @@ TEST_F(GgufCli, HostOnlyQuantizedFusedDecodeOnTheH200IsExpectedCpuStorage) {
   const std::string file = write("tiny64.gguf", TinyGguf(Storage::quantized, shape).w.bytes());
   const std::string args =
       "plan " + file + " --target " + kH200 +
-      " --dtype bf16 --prompt-len 8 --context 64 --attention fused_decode --json";
+      " --dtype bf16 --max-batch-tokens 8 --context 64 --attention fused_decode --json";
   auto strict = test::run_switchyard(args + " --strict");
   EXPECT_EQ(strict.exit_code, 3) << strict.err;
   const json e = json::parse(strict.out)["error"];

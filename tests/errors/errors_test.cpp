@@ -82,6 +82,8 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
       {Errc::device_out_of_memory, 305},
       {Errc::device_lost, 306},
       {Errc::plugin_internal, 307},
+      {Errc::kv_pool_full, 308},
+      {Errc::bad_batch, 403},
   };
   ASSERT_EQ(std::size(pinned), error_catalog().size()) << "a new code needs pinning here";
   for (const auto& [errc, number] : pinned) {
@@ -93,7 +95,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
   }
 }
 
-// The documented series: 001-011, 101-106 (one per load stage), 201-211, 301-307, 401-402.
+// The documented series: 001-011, 101-106 (one per load stage), 201-211, 301-308, 401-403.
 TEST(ErrorCatalog, EverySeriesIsComplete) {
   auto expect_range = [](int first, int last) {
     for (int i = first; i <= last; ++i) {
@@ -105,9 +107,9 @@ TEST(ErrorCatalog, EverySeriesIsComplete) {
   expect_range(1, 11);
   expect_range(101, 106);
   expect_range(201, 211);
-  expect_range(301, 307);
-  expect_range(401, 402);
-  EXPECT_EQ(error_catalog().size(), 37u);
+  expect_range(301, 308);
+  expect_range(401, 403);
+  EXPECT_EQ(error_catalog().size(), 39u);
   for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }
@@ -144,12 +146,14 @@ TEST(ErrorCatalog, SeedMessagesAreVerbatim) {
 }
 
 // SY0xx no legal plan, SY1xx plugin load, SY2xx and SY302-304 bad input, SY301 a bug, and a
-// code of its own for each of a plugin's run-time answers OUT_OF_MEMORY, UNAVAILABLE, INTERNAL.
+// code of its own for each of a plugin's run-time answers OUT_OF_MEMORY, UNAVAILABLE, INTERNAL;
+// a KV pool without a free block (SY308) is out of memory too.
 TEST(ErrorCatalog, ExitCodesFollowTheSeries) {
   for (const auto& e : error_catalog()) {
     const int n = static_cast<int>(e.errc);
     int expected = e.errc == Errc::kernel_failed          ? cli::kExitFailure
                    : e.errc == Errc::device_out_of_memory ? cli::kExitOutOfMemory
+                   : e.errc == Errc::kv_pool_full         ? cli::kExitOutOfMemory
                    : e.errc == Errc::device_lost          ? cli::kExitDeviceLost
                    : e.errc == Errc::plugin_internal      ? cli::kExitPluginBug
                    : n < 100                              ? cli::kExitNoPlan

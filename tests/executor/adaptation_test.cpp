@@ -12,6 +12,7 @@
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
 #include "core/weights/weights.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -35,18 +36,19 @@ struct Run {
 Run plan_for(const fs::path& model, const Registry& reg, const Inventory& inv, const Policy& policy,
              int64_t prompt_len) {
   ImportOptions opts;
-  opts.prompt_len = prompt_len;
+  opts.max_batch_tokens = prompt_len;
   opts.context = 64;
-  Run r;
-  r.graph = import_hf_config((model / "config.json").string(), opts);
-  r.plan = plan_graph(r.graph, reg, inv, policy);
-  return r;
+  LayoutPlan lp = test::plan_single(
+      [&](const ImportOptions& o) { return import_hf_config((model / "config.json").string(), o); },
+      opts, reg, inv, policy);
+  return {std::move(lp.graph), std::move(lp.plan)};
 }
 
 Generation generate(const Run& r, const Registry& reg, const Inventory& inv,
                     const SafetensorsFile& weights, const std::string& model_type,
                     const std::vector<int64_t>& prompt, int steps) {
-  Session session(r.graph, r.plan, reg, inv, safetensors_weight_loader(weights, model_type));
+  test::SequenceRunner session(r.graph, r.plan, reg, inv,
+                               safetensors_weight_loader(weights, model_type));
   Generation g;
   g.logits.push_back(session.prefill(prompt));
   for (int i = 0; i < steps; ++i) {
@@ -117,7 +119,7 @@ void sinks_via_lse() {
       EXPECT_TRUE(a.lse_added);
       EXPECT_EQ(a.lse, op.id + ".lse");
     }
-  EXPECT_EQ(attention_ops, 4);  // two layers, two phases
+  EXPECT_EQ(attention_ops, 2 * int(adapted.plan.phases.size()));  // two layers per phase
 
   Registry native_reg = Registry::discover({{kSets / "cpu_only"}, "test"}, LoadOptions{});
   Inventory native_inv = live_inventory(native_reg);

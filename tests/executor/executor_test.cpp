@@ -8,10 +8,11 @@
 #include <functional>
 #include <random>
 
-#include "core/executor/executor.hpp"
 #include "core/importer/importer.hpp"
+#include "core/planner/planner.hpp"
 #include "support/cpu_tiers.hpp"
 #include "support/llama_reference.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -39,22 +40,29 @@ class Executor : public ::testing::Test {
     Graph graph;
     Inventory inventory;
     Plan plan;
-    std::unique_ptr<Session> session;
+    std::unique_ptr<test::SequenceRunner> session;
   };
+  // The tiny llama planned for prompts of `prompt_len` tokens in one step (the paged layout
+  // when every kernel has its form, else the contiguous one) and loaded.
   static std::unique_ptr<Model> open(int64_t prompt_len, const Registry* reg = nullptr,
                                      std::vector<DLDeviceType> prefer = {kDLCUDA, kDLCPU}) {
     if (!reg) reg = registry_;
     auto m = std::make_unique<Model>();
-    ImportOptions opts;
-    opts.prompt_len = prompt_len;
-    opts.context = kContext;
-    m->graph = import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", opts);
     m->inventory = live_inventory(*reg);
     Policy policy;
     policy.prefer = prefer;
-    m->plan = plan_graph(m->graph, *reg, m->inventory, policy);
+    auto import = [&](KvLayout layout) {
+      ImportOptions opts;
+      opts.kv_layout = layout;
+      opts.max_batch_tokens = prompt_len;
+      opts.context = kContext;
+      return import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", opts);
+    };
+    LayoutPlan lp = plan_layouts(import, 1, *reg, m->inventory, policy);
+    m->graph = std::move(lp.graph);
+    m->plan = std::move(lp.plan);
     EXPECT_TRUE(m->plan.ok()) << (m->plan.error ? m->plan.error->message : "");
-    m->session = std::make_unique<Session>(m->graph, m->plan, *reg, m->inventory, load);
+    m->session = std::make_unique<test::SequenceRunner>(m->graph, m->plan, *reg, m->inventory, load);
     return m;
   }
   static void expect_close(const std::vector<float>& got, const Mat& want,
@@ -117,9 +125,9 @@ TEST_F(Executor, MixedPlanWithCopiesGivesTheSameTokens) {
       {{test::kPluginDir, std::string(SY_TEST_SETS_DIR) + "/remote_norm"}, "test"}, LoadOptions{});
   auto split = open(5, &mixed, {kDLExtDev, kDLCPU});
   int remote = 0;
-  for (const auto& o : split->plan.phases[1].ops) remote += o.device == "ext_dev:0";
-  EXPECT_EQ(remote, 2 * kLayers + 1);  // every rms_norm of the decode phase
-  EXPECT_FALSE(split->plan.phases[1].copies.empty());
+  for (const auto& o : split->plan.phases.back().ops) remote += o.device == "ext_dev:0";
+  EXPECT_EQ(remote, 2 * kLayers + 1);  // every rms_norm of the (decode) step
+  EXPECT_FALSE(split->plan.phases.back().copies.empty());
   auto cpu = open(5);
   const std::vector<int64_t> prompt = {11, 22, 33, 44, 55};
   std::vector<float> a = split->session->prefill(prompt), b = cpu->session->prefill(prompt);
@@ -142,7 +150,8 @@ TEST_F(Executor, MemoryPredictionAgreesWithWhatTheSessionTook) {
   auto cpu = open(5);
   const LocationMemory* host = cpu->plan.memory.find("host");
   ASSERT_TRUE(host);
-  const double allocated = double(cpu->session->memory_bytes().at("host"));
+  const double allocated = double(cpu->session->context().memory_bytes().at("host") +
+                                  cpu->session->model().allocated_bytes().at("host"));
   EXPECT_NEAR(double(host->total() - host->workspace), allocated, 0.1 * allocated);
 
   Registry mixed = Registry::discover(
@@ -152,8 +161,9 @@ TEST_F(Executor, MemoryPredictionAgreesWithWhatTheSessionTook) {
   ASSERT_TRUE(ext);
   EXPECT_GT(ext->workspace, 0);  // rms_norm_remote declares a double per row (ABI 1.4)
   EXPECT_GT(ext->activations, 0);
-  ASSERT_TRUE(split->session->device_free_drop().count("ext_dev:0"));
-  const double drop = double(split->session->device_free_drop().at("ext_dev:0"));
+  ASSERT_TRUE(split->session->context().device_free_drop().count("ext_dev:0"));
+  const double drop = double(split->session->context().device_free_drop().at("ext_dev:0") +
+                             split->session->model().device_free_drop().at("ext_dev:0"));
   EXPECT_NEAR(double(ext->total()), drop, 0.1 * drop);
   std::printf(
       "memory: host predicted %lld, allocated %.0f; ext_dev:0 predicted %lld, free-memory "

@@ -10,11 +10,11 @@
 #include <map>
 
 #include "core/errors/error.hpp"
-#include "core/executor/executor.hpp"
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
 #include "support/llama_reference.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 #include "support/tiny_gguf.hpp"
 
@@ -163,16 +163,18 @@ TEST_P(GgufModelRun, LogitsMatchTheReferenceOnTheFilesValues) {
   const GgufModel model = describe_gguf(f.file);
   const std::vector<int64_t> prompt = {5, 17, 99, 3, 42, 8, 120, 64, 2, 77, 31, 9};
   ImportOptions opts;
-  opts.prompt_len = int64_t(prompt.size());
+  opts.max_batch_tokens = int64_t(prompt.size());
   opts.context = kContext;
   opts.weight_dtypes = model.weight_dtypes;
-  const Graph graph = import_hf_config_json(model.config, "tiny.gguf", opts);
   const Inventory inventory = live_inventory(*registry_);
   Policy policy;
   policy.prefer = {kDLCPU};
-  const Plan plan = plan_graph(graph, *registry_, inventory, policy);
-  ASSERT_TRUE(plan.ok()) << plan.error->message;
-  Session session(graph, plan, *registry_, inventory, gguf_weight_loader(f.file, model));
+  const LayoutPlan lp = test::plan_single(
+      [&](const ImportOptions& o) { return import_hf_config_json(model.config, "tiny.gguf", o); },
+      opts, *registry_, inventory, policy);
+  ASSERT_TRUE(lp.plan.ok()) << lp.plan.error->message;
+  test::SequenceRunner session(lp.graph, lp.plan, *registry_, inventory,
+                               gguf_weight_loader(f.file, model));
   test::LlamaReference ref(kShape,
                            [&](const std::string& n, int64_t i) { return tiny.weight(n, i); });
   auto expect_close = [](const std::vector<float>& got, const test::LlamaReference::Mat& want,

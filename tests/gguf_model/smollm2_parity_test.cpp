@@ -18,10 +18,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/executor/executor.hpp"
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -68,20 +68,25 @@ class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
     tier_.emplace(GetParam());
   }
   // A session for prompts of `prompt_len` tokens and `steps` more.
-  std::unique_ptr<Session> session(int64_t prompt_len, int64_t steps, bool every_position = false) {
+  std::unique_ptr<test::SequenceRunner> session(int64_t prompt_len, int64_t steps,
+                                                bool every_position = false) {
     ImportOptions o;
-    o.prompt_len = prompt_len;
+    o.max_batch_tokens = prompt_len;
     o.context = prompt_len + steps + 1;
     o.every_position_logits = every_position;
+    if (every_position) o.max_outputs = prompt_len;
     o.weight_dtypes = model_->weight_dtypes;
-    graph_ = import_hf_config_json(model_->config, kModel.string(), o);
     Policy policy;
     policy.prefer = {kDLCPU};
     inventory_ = live_inventory(*registry_);
-    plan_ = plan_graph(graph_, *registry_, inventory_, policy);
+    LayoutPlan lp = test::plan_single(
+        [&](const ImportOptions& x) { return import_hf_config_json(model_->config, kModel.string(), x); },
+        o, *registry_, inventory_, policy);
+    graph_ = std::move(lp.graph);
+    plan_ = std::move(lp.plan);
     if (!plan_.ok()) throw *plan_.error;
-    return std::make_unique<Session>(graph_, plan_, *registry_, inventory_,
-                                     gguf_weight_loader(*file_, *model_));
+    return std::make_unique<test::SequenceRunner>(graph_, plan_, *registry_, inventory_,
+                                                  gguf_weight_loader(*file_, *model_));
   }
   // Greedy steps from `ids`, each checked against the reference's (id, logprob) as it goes.
   void expect_greedy(const std::vector<int64_t>& ids, const json& want, const std::string& what) {

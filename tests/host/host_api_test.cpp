@@ -335,13 +335,17 @@ TEST_F(HostApi, ACallbackStopsAndASessionOutlivesItsErrors) {
   EXPECT_EQ(r.generated_tokens, 3);
   EXPECT_EQ(std::vector<int64_t>(ids, ids + 3),
             std::vector<int64_t>(whole.begin(), whole.begin() + 3));
-  // Past the context, and a prompt longer than the plan's: SY304, and the session carries on.
+  // Past the context: SY304, and the session carries on. A prompt longer than the plan's step
+  // runs in two steps; one longer than the context is SY304.
   sy_host_error e = fresh_error();
   int status = 0;
   generate(s, prompt, greedy(9), &status);
   EXPECT_EQ(status, kPromptTooLong);
   std::vector<int64_t> longer(prompt.size() + 1, 1);
-  EXPECT_EQ(sy_session_prefill(s, longer.data(), longer.size(), nullptr, 0, &e), kPromptTooLong);
+  EXPECT_EQ(sy_session_prefill(s, longer.data(), longer.size(), nullptr, 0, &e), kOk);
+  std::vector<int64_t> too_long(prompt.size() + 9, 1);
+  EXPECT_EQ(sy_session_prefill(s, too_long.data(), too_long.size(), nullptr, 0, &e),
+            kPromptTooLong);
   ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), nullptr, 0, &e), kOk);
   for (int i = 0; i < 8; ++i) ASSERT_EQ(sy_session_decode(s, 1, nullptr, 0, &e), kOk) << i;
   EXPECT_EQ(sy_session_decode(s, 1, nullptr, 0, &e), kPromptTooLong);

@@ -23,9 +23,10 @@ json tiny(const std::string& model_type) {
           {"intermediate_size", 128}, {"vocab_size", 256},        {"torch_dtype", "float32"}};
 }
 
-// By value: callers pass the temporary graph an import returns.
+// The phase that decodes: the paged layout's one step phase (the importer's default). By
+// value: callers pass the temporary graph an import returns.
 Phase decode(const Graph& g) {
-  return g.phases.at(1);
+  return g.phases.back();
 }
 
 const Node& node(const Phase& p, const std::string& id) {
@@ -117,9 +118,12 @@ TEST(ConfigSemantics, Llama3ScalingIsTransformersTable) {
   }
   Graph g = import_hf_config_json(c, "c.json");
   expect_table(table_of(decode(g), 1), want);
-  // The fused decode block takes the same table.
-  ASSERT_FALSE(decode(g).fusions.empty());
-  EXPECT_EQ(decode(g).fusions[0].fused.inputs.back(), node(decode(g), "l0.q_rope").inputs[2]);
+  // The fused decode block (the contiguous layout's) takes the same table.
+  ImportOptions contiguous;
+  contiguous.kv_layout = KvLayout::contiguous;
+  const Phase d = decode(import_hf_config_json(c, "c.json", contiguous));
+  ASSERT_FALSE(d.fusions.empty());
+  EXPECT_EQ(d.fusions[0].fused.inputs.back(), node(d, "l0.q_rope").inputs[2]);
 }
 
 TEST(ConfigSemantics, LinearScalingDividesEveryFrequency) {

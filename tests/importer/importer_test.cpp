@@ -62,6 +62,13 @@ const Value& value(const Phase& p, const std::string& name) {
   return *v;
 }
 
+// The contiguous layout's prefill and decode phases (plugins before ABI 1.5).
+ImportOptions contiguous() {
+  ImportOptions o;
+  o.kv_layout = KvLayout::contiguous;
+  return o;
+}
+
 json llama_tiny() {
   return {{"model_type", "llama"},    {"hidden_size", 64},        {"num_hidden_layers", 2},
           {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 128},
@@ -81,7 +88,7 @@ constexpr Example kExampleModels[] = {
 TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
   for (const auto& ex : kExampleModels) {
     SCOPED_TRACE(ex.folder);
-    Graph g = import_hf_config(model_config(ex.folder));
+    Graph g = import_hf_config(model_config(ex.folder), contiguous());
     ASSERT_EQ(g.phases.size(), 2u);
     EXPECT_EQ(g.phases[0].name, "prefill");
     EXPECT_EQ(g.phases[1].name, "decode");
@@ -103,9 +110,9 @@ TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
 
 // Prefill slices the last position before the final norm unless every position is asked for.
 TEST(Importer, PrefillComputesTheLastPositionsLogitsUnlessAskedForAll) {
-  ImportOptions o;
+  ImportOptions o = contiguous();
   o.batch = 2;
-  o.prompt_len = 7;
+  o.max_batch_tokens = 7;
   o.context = 100;
   using S = std::vector<int64_t>;
   Graph last = import_hf_config(model_config("llama-3.2-1b"), o);
@@ -121,16 +128,16 @@ TEST(Importer, PrefillComputesTheLastPositionsLogitsUnlessAskedForAll) {
   Graph all = import_hf_config(model_config("llama-3.2-1b"), o);
   EXPECT_EQ(phase(all, "prefill").node("last_position"), nullptr);
   EXPECT_EQ(value(phase(all, "prefill"), "logits").shape, (S{2, 7, 128256}));
-  o.prompt_len = 1;  // one position: nothing to cut
+  o.max_batch_tokens = 1;  // one position: nothing to cut
   EXPECT_EQ(
       phase(import_hf_config(model_config("llama-3.2-1b"), o), "prefill").node("last_position"),
       nullptr);
 }
 
 TEST(Importer, ValuesFollowTheNamingConvention) {
-  ImportOptions o;
+  ImportOptions o = contiguous();
   o.batch = 2;
-  o.prompt_len = 7;
+  o.max_batch_tokens = 7;
   o.context = 100;
   Graph g = import_hf_config(model_config("llama-3.2-1b"), o);
   const Phase &pre = phase(g, "prefill"), &dec = phase(g, "decode");
@@ -193,7 +200,7 @@ TEST(Importer, ValuesFollowTheNamingConvention) {
 }
 
 TEST(Importer, DecodeAttentionReadsTheCacheAfterItsAppend) {
-  Graph g = import_hf_config_json(llama_tiny(), "tiny.json", {});
+  Graph g = import_hf_config_json(llama_tiny(), "tiny.json", contiguous());
   for (const auto& p : g.phases) {
     auto pos = [&](const std::string& id) {
       for (size_t i = 0; i < p.nodes.size(); ++i)
@@ -209,7 +216,7 @@ TEST(Importer, DecodeAttentionReadsTheCacheAfterItsAppend) {
 }
 
 TEST(Importer, SmolLM3HasNoRopeOnEveryFourthLayer) {
-  Graph g = import_hf_config(model_config("smollm3-3b"));
+  Graph g = import_hf_config(model_config("smollm3-3b"), contiguous());
   for (const auto& p : g.phases)
     for (int l = 0; l < 36; ++l) {
       bool nope = (l + 1) % 4 == 0;  // 3, 7, 11, ...
@@ -226,18 +233,18 @@ TEST(Importer, SmolLM3HasNoRopeOnEveryFourthLayer) {
   c["model_type"] = "smollm3";
   c["num_hidden_layers"] = 6;
   c["no_rope_layer_interval"] = 3;
-  Graph h = import_hf_config_json(c, "s.json", {});
+  Graph h = import_hf_config_json(c, "s.json", contiguous());
   for (int l = 0; l < 6; ++l)
     EXPECT_EQ(layer_ops(h.phases[1], l).count("q_rope"), (l + 1) % 3 == 0 ? 0u : 1u) << l;
   c["no_rope_layers"] = {0, 1, 1, 1, 1, 0};
-  Graph k = import_hf_config_json(c, "s.json", {});
+  Graph k = import_hf_config_json(c, "s.json", contiguous());
   EXPECT_EQ(layer_ops(k.phases[1], 0).count("q_rope"), 0u);
   EXPECT_EQ(layer_ops(k.phases[1], 2).count("q_rope"), 1u);
   EXPECT_EQ(layer_ops(k.phases[1], 5).count("q_rope"), 0u);
 }
 
 TEST(Importer, Qwen3NormsQueriesAndKeysOverTheHeadDimension) {
-  Graph g = import_hf_config(model_config("qwen3-0.6b"));
+  Graph g = import_hf_config(model_config("qwen3-0.6b"), contiguous());
   const Phase& p = phase(g, "decode");
   EXPECT_EQ(value(p, "l0.q_norm").shape, std::vector<int64_t>{128});
   EXPECT_EQ(value(p, "l0.k_norm").shape, std::vector<int64_t>{128});
@@ -248,7 +255,7 @@ TEST(Importer, Qwen3NormsQueriesAndKeysOverTheHeadDimension) {
 }
 
 TEST(Importer, Gemma3WindowPatternNormsAndScaling) {
-  Graph g = import_hf_config(model_config("gemma-3-1b"));
+  Graph g = import_hf_config(model_config("gemma-3-1b"), contiguous());
   const Phase& p = phase(g, "decode");
   for (int l = 0; l < 26; ++l) {
     const Node& a = node(p, "l" + std::to_string(l) + ".attn");
@@ -288,7 +295,7 @@ TEST(Importer, Gemma3WindowPatternNormsAndScaling) {
   text["num_hidden_layers"] = 3;
   text["layer_types"] = {"full_attention", "sliding_attention", "full_attention"};
   json outer = {{"model_type", "gemma3"}, {"torch_dtype", "float32"}, {"text_config", text}};
-  Graph m = import_hf_config_json(outer, "gemma3.json", {});
+  Graph m = import_hf_config_json(outer, "gemma3.json", contiguous());
   const Phase& d = phase(m, "decode");
   EXPECT_EQ(value(d, "l0.q_proj").dtype, SY_DTYPE_F32);
   EXPECT_EQ(attr<int64_t>(node(d, "l0.attn"), "window_left", -1), -1);
@@ -297,7 +304,7 @@ TEST(Importer, Gemma3WindowPatternNormsAndScaling) {
 }
 
 TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndTheMoEStandIn) {
-  Graph g = import_hf_config(model_config("gpt-oss-20b"));
+  Graph g = import_hf_config(model_config("gpt-oss-20b"), contiguous());
   for (const auto& p : g.phases) {
     SCOPED_TRACE(p.name);
     for (int l = 0; l < 24; ++l) {
@@ -329,7 +336,7 @@ TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndTheMoEStandIn) {
 TEST(Importer, DecodeFusionsOnlyWhereTheFusedKernelComputesTheSameThing) {
   for (const char* folder : {"llama-3.2-1b", "smollm3-3b"}) {
     SCOPED_TRACE(folder);
-    Graph g = import_hf_config(model_config(folder));
+    Graph g = import_hf_config(model_config(folder), contiguous());
     const Phase& d = phase(g, "decode");
     EXPECT_TRUE(phase(g, "prefill").fusions.empty());
     int64_t layers = std::string(folder) == "smollm3-3b" ? 36 : 16;
@@ -359,15 +366,15 @@ TEST(Importer, DecodeFusionsOnlyWhereTheFusedKernelComputesTheSameThing) {
     }
   }
   for (const char* folder : {"qwen3-0.6b", "gpt-oss-20b", "gemma-3-1b"})
-    EXPECT_TRUE(phase(import_hf_config(model_config(folder)), "decode").fusions.empty()) << folder;
-  ImportOptions batch2;
+    EXPECT_TRUE(phase(import_hf_config(model_config(folder), contiguous()), "decode").fusions.empty()) << folder;
+  ImportOptions batch2 = contiguous();
   batch2.batch = 2;
   EXPECT_TRUE(
       phase(import_hf_config(model_config("llama-3.2-1b"), batch2), "decode").fusions.empty());
 }
 
 TEST(Importer, DtypeOverrideAndOptions) {
-  ImportOptions o;
+  ImportOptions o = contiguous();
   o.dtype_override = "f32";
   Graph g = import_hf_config(model_config("qwen3-0.6b"), o);
   EXPECT_EQ(value(g.phases[0], "l0.q_proj").dtype, SY_DTYPE_F32);
@@ -384,26 +391,26 @@ TEST(Importer, DtypeOverrideAndOptions) {
       EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
     }
   };
-  ImportOptions b;
+  ImportOptions b = contiguous();
   b.batch = 0;
   expect_bad(b, "batch");
-  b = {};
+  b = contiguous();
   b.context = 10'000'001;
   expect_bad(b, "context");
-  b = {};
-  b.prompt_len = -3;
-  expect_bad(b, "prompt_len");
-  b = {};
-  b.prompt_len = 5000;  // more than the default context
-  expect_bad(b, "prompt_len");
-  b = {};
+  b = contiguous();
+  b.max_batch_tokens = -3;
+  expect_bad(b, "max_batch_tokens");
+  b = contiguous();
+  b.max_batch_tokens = 5000;  // more than the default context
+  expect_bad(b, "max_batch_tokens");
+  b = contiguous();
   b.dtype_override = "int4";
   expect_bad(b, "dtype_override");
   // Each size is fine on its own, the logits are not: checked, not overflowed.
-  b = {};
+  b = contiguous();
   b.batch = 1'000'000;
   b.context = 10'000'000;
-  b.prompt_len = 10'000'000;
+  b.max_batch_tokens = 10'000'000;
   json big = llama_tiny();
   big["vocab_size"] = 10'000'000;
   try {
@@ -721,8 +728,8 @@ TEST(Importer, RandomEditsNeverCrash) {
     for (const auto& v : values) {
       json c = base;
       c[key] = v;
-      ImportOptions small;
-      small.prompt_len = 4;
+      ImportOptions small = contiguous();
+      small.max_batch_tokens = 4;
       small.context = 8;
       try {
         import_hf_config_json(c, "fuzz.json", small);

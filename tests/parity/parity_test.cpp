@@ -10,10 +10,10 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/executor/executor.hpp"
 #include "core/executor/model_weights.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
+#include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -37,7 +37,7 @@ struct Fixture {
   Inventory inventory;
   Plan plan;
   std::unique_ptr<SafetensorsFile> weights;
-  std::unique_ptr<Session> session;
+  std::unique_ptr<test::SequenceRunner> session;
 };
 
 // (fixture, CPU tier): every fixture on every tier of cpu_onednn's kernels this CPU has.
@@ -53,20 +53,25 @@ class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::stri
     auto f = std::make_unique<Fixture>();
     f->expected = json::parse(std::ifstream(dir / "expected.json"));
     ImportOptions opts;
-    opts.prompt_len = int64_t(f->expected["prompt"].size());
-    opts.every_position_logits = true;  // the reference recorded every prompt position
+    // The reference recorded every prompt position: a step computes all their logits.
+    opts.max_batch_tokens = opts.max_outputs = int64_t(f->expected["prompt"].size());
+    opts.every_position_logits = true;
     opts.context = 64;
-    f->graph = import_hf_config((dir / "config.json").string(), opts);
     f->inventory = live_inventory(*registry_);
     Policy policy;
     policy.prefer = {kDLCPU};
-    f->plan = plan_graph(f->graph, *registry_, f->inventory, policy);
+    LayoutPlan lp = test::plan_single(
+        [&](const ImportOptions& o) { return import_hf_config((dir / "config.json").string(), o); },
+        opts, *registry_, f->inventory, policy);
+    f->graph = std::move(lp.graph);
+    f->plan = std::move(lp.plan);
     if (!f->plan.ok()) throw *f->plan.error;
     f->weights = std::make_unique<SafetensorsFile>(
         SafetensorsFile::open((dir / "model.safetensors").string()));
     std::string model_type = json::parse(std::ifstream(dir / "config.json"))["model_type"];
-    f->session = std::make_unique<Session>(f->graph, f->plan, *registry_, f->inventory,
-                                           safetensors_weight_loader(*f->weights, model_type));
+    f->session = std::make_unique<test::SequenceRunner>(
+        f->graph, f->plan, *registry_, f->inventory,
+        safetensors_weight_loader(*f->weights, model_type));
     return f;
   }
 

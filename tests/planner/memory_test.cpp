@@ -41,7 +41,8 @@ class Memory : public ::testing::Test {
                    int64_t context = 4096) {
     if (policy.prefer.empty()) policy.prefer = {kDLCUDA, kDLCPU};
     ImportOptions opts;
-    opts.prompt_len = 512;
+    opts.kv_layout = KvLayout::contiguous;  // the contiguous caches' bytes (paged: plan_test)
+    opts.max_batch_tokens = 512;
     opts.context = context;
     Graph g = import_hf_config(kModels + model + "/config.json", opts);
     return plan_graph(g, *registry_, load_target(kTargets + target + ".json"), policy);

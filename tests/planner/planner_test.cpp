@@ -26,7 +26,8 @@ class Planner : public ::testing::Test {
                    const std::string& dtype = "") {
     if (policy.prefer.empty()) policy.prefer = {kDLCUDA, kDLCPU};
     ImportOptions opts;
-    opts.prompt_len = 64;
+    opts.kv_layout = KvLayout::contiguous;  // layout-independent planning (paged: plan_test)
+    opts.max_batch_tokens = 64;
     opts.context = 256;
     opts.dtype_override = dtype;
     return plan_graph(import_hf_config(kModels + model + "/config.json", opts), *registry_, inv,

@@ -451,7 +451,10 @@ TEST(Safetensors, HfTensorNamesCoverImportedGraphs) {
   for (const char* model : {"llama-3.2-1b", "qwen3-0.6b", "smollm3-3b", "gemma-3-1b",
                             "qwen2.5-0.5b", "mistral-7b-v0.1", "gemma-2-2b-it"}) {
     fs::path config = kExamples / "models" / model / "config.json";
-    Graph g = import_hf_config(config.string(), ImportOptions{1, 4, 8, ""});
+    ImportOptions small;
+    small.max_batch_tokens = 4;
+    small.context = 8;
+    Graph g = import_hf_config(config.string(), small);
     std::string type = nlohmann::json::parse(read_bytes(config)).value("model_type", "");
     std::map<std::string, std::string> seen;
     for (const Phase& p : g.phases)

@@ -153,25 +153,29 @@ inline void enforce_contract(const OpCopy& op, const char* kernel) {
 
 // The prepared operator with the actual shapes of one execute's tensors (ABI 1.5 dynamic
 // dims), for the operator contract: separately valid extents must also agree with each other.
+// Built once per prepared kernel; each execute only points its shapes at the tensors'.
 class ActualOpView {
  public:
-  ActualOpView(const OpCopy& op, const sy_execute_args& args) : view_(op) {
+  explicit ActualOpView(const OpCopy& op) : view_(op) {
     const sy_op_desc* d = view_.get();
-    for (size_t i = 0; i < d->num_inputs + d->num_outputs; ++i) {
-      const bool in = i < d->num_inputs;
-      const size_t k = in ? i : i - d->num_inputs;
-      sy_tensor_desc t = *(in ? d->inputs[k] : d->outputs[k]);
-      const DLTensor* x = (in ? args.inputs : args.outputs)[k];
-      t.shape = x->shape;
-      descs_.push_back(t);
-    }
+    for (size_t i = 0; i < d->num_inputs + d->num_outputs; ++i)
+      descs_.push_back(*(i < d->num_inputs ? d->inputs[i] : d->outputs[i - d->num_inputs]));
     for (size_t i = 0; i < descs_.size(); ++i)
       (i < d->num_inputs ? inputs_ : outputs_).push_back(&descs_[i]);
     desc_ = *d;
     desc_.inputs = inputs_.data();
     desc_.outputs = outputs_.data();
   }
-  const sy_op_desc* get() const { return &desc_; }
+  ActualOpView(const ActualOpView&) = delete;
+  ActualOpView& operator=(const ActualOpView&) = delete;
+  // The operator at `args`' shapes (its tensors already checked one by one). Allocates nothing.
+  const sy_op_desc* at(const sy_execute_args& args) {
+    for (size_t i = 0; i < descs_.size(); ++i) {
+      const bool in = i < desc_.num_inputs;
+      descs_[i].shape = (in ? args.inputs : args.outputs)[in ? i : i - desc_.num_inputs]->shape;
+    }
+    return &desc_;
+  }
 
  private:
   OpView view_;
@@ -182,9 +186,10 @@ class ActualOpView {
 
 // Validates `execute`'s tensors against the operator a kernel was prepared for: the host does
 // too, but any caller of the ABI must get INVALID_ARGUMENT rather than a crash. With dynamic
-// dims the actual shapes must also satisfy the operator contract together.
+// dims (`actual`: the prepared kernel's view) the actual shapes must also satisfy the operator
+// contract together.
 inline sy_status validate_execute_args(const OpCopy& op, const sy_execute_args& args,
-                                       sy_error_buffer* err) {
+                                       sy_error_buffer* err, ActualOpView* actual = nullptr) {
   if (args.num_inputs != op.inputs.size() || args.num_outputs != op.outputs.size())
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
                    "%zu inputs and %zu outputs, prepared for %zu and %zu", args.num_inputs,
@@ -199,14 +204,13 @@ inline sy_status validate_execute_args(const OpCopy& op, const sy_execute_args& 
     if (!sy_tensor_matches(list ? list[k] : nullptr, desc, label, msg, sizeof msg))
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s", msg);
   }
-  if (!op.dynamic()) return SY_STATUS_OK;
+  if (!actual) return SY_STATUS_OK;
   std::string text;
   auto collect = [](void* ctx, const sy_refusal* r) {
     auto* t = static_cast<std::string*>(ctx);
     *t += std::string(t->empty() ? "" : "; ") + (r->text ? r->text : r->constraint);
   };
-  ActualOpView actual(op, args);
-  if (sy_op_contract_check(actual.get(), collect, &text) > 0)
+  if (sy_op_contract_check(actual->at(args), collect, &text) > 0)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "the actual extents disagree: %s",
                    text.c_str());
   return SY_STATUS_OK;

@@ -73,6 +73,7 @@ class Edge {
   struct Prepared {
     std::unique_ptr<OpCopy> op;
     std::unique_ptr<Impl> impl;
+    std::unique_ptr<ActualOpView> actual;  // when some extent varies per execute (ABI 1.5)
   };
   static Prepared* prepared(sy_kernel* k) { return reinterpret_cast<Prepared*>(k); }
 
@@ -122,6 +123,7 @@ class Edge {
         return s;
       auto kernel = std::make_unique<Prepared>();
       kernel->op = std::make_unique<OpCopy>(*args->op);
+      if (kernel->op->dynamic()) kernel->actual = std::make_unique<ActualOpView>(*kernel->op);
       kernel->impl = kernels.factories[args->kernel_index](*kernel->op, ctx);
       args->kernel = reinterpret_cast<sy_kernel*>(kernel.release());
       return SY_STATUS_OK;
@@ -133,7 +135,9 @@ class Edge {
       if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || !args->kernel)
         return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_execute_args is NULL or undersized");
       Prepared* k = prepared(args->kernel);
-      if (sy_status s = validate_execute_args(*k->op, *args, err); s != SY_STATUS_OK) return s;
+      if (sy_status s = validate_execute_args(*k->op, *args, err, k->actual.get());
+          s != SY_STATUS_OK)
+        return s;
       k->impl->run(args->inputs, args->outputs);
       return SY_STATUS_OK;
     });

@@ -1,0 +1,213 @@
+// `bench batch MODEL --sequences 1,4,8,16`: decode speed with many sequences in one step, the
+// throughput a server gets from reading the weights once for all of them (the role llama.cpp's
+// llama-batched-bench plays; the defaults are its -npp 128 -ntg 32). Per row: every sequence
+// prefills its own prompt of --prompt-len tokens, then --steps decode steps run one token of
+// every sequence each; aggregate tokens/s counts all sequences' decoded tokens. The machine's
+// triad is measured in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/switchyard/bench_support.hpp"
+#include "apps/switchyard/commands.hpp"
+#include "apps/switchyard/exit_codes.hpp"
+#include "apps/switchyard/model_run.hpp"
+#include "apps/switchyard/plan_flags.hpp"
+#include "core/errors/errors.hpp"
+#include "core/runtime/model_source.hpp"
+#include "core/runtime/runtime.hpp"
+
+namespace sy::cli {
+namespace {
+
+namespace po = boost::program_options;
+using nlohmann::json;
+
+struct BatchArgs {
+  std::string model, sequences = "1,4,8,16";
+  int64_t prompt_len = 128, steps = 32;
+  int repeats = 3;
+  bool json = false;
+  PlanFlags flags;
+};
+
+struct Row {
+  int64_t sequences = 0;
+  double step_ms = 0, aggregate = 0, per_sequence = 0;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<int64_t> parse_counts(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || v < 1) return {};
+    out.push_back(v);
+  }
+  return out;
+}
+
+int64_t argmax(const float* row, int64_t vocab) {
+  return int64_t(std::max_element(row, row + vocab) - row);
+}
+
+// Steps a batch and throws the first refusal (a bench sized its pool for every sequence).
+void step(Context& c, const Batch& b) {
+  StepResult r = c.decode(b);
+  if (!r.ran) throw r.refused.front().error;
+}
+
+// `n` sequences, each with its own prompt, prefilled as many at a time as a step holds; returns
+// them with each one's next token (the argmax of its prompt's last logits).
+std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t prompt_len) {
+  std::vector<std::pair<SeqId, int64_t>> seqs;
+  const int64_t per_step = std::max<int64_t>(1, c.bounds().max_batch_tokens / prompt_len);
+  for (int64_t first = 0; first < n; first += per_step) {
+    Batch b;
+    std::vector<size_t> mine;
+    for (int64_t s = first; s < std::min(n, first + per_step); ++s) {
+      const SeqId id = c.add_sequence();
+      mine.push_back(seqs.size());
+      seqs.emplace_back(id, 0);
+      for (int64_t i = 0; i < prompt_len; ++i)  // distinct prompts: no prefix is shared
+        b.add(1 + (s * 7919 + i * 31) % 1000, i, id, i + 1 == prompt_len);
+    }
+    step(c, b);
+    for (size_t k = 0; k < mine.size(); ++k)
+      seqs[mine[k]].second = argmax(c.logits(k), c.vocab());
+  }
+  return seqs;
+}
+
+Row time_row(Context& c, int64_t n, const BatchArgs& a) {
+  std::vector<double> step_ms;
+  for (int r = 0; r < a.repeats; ++r) {
+    auto seqs = prefill(c, n, a.prompt_len);
+    for (int64_t i = 0; i < a.steps; ++i) {
+      Batch b;
+      for (const auto& [id, token] : seqs) b.add(token, c.sequence_length(id), id, true);
+      auto t0 = std::chrono::steady_clock::now();
+      step(c, b);
+      step_ms.push_back(ms_since(t0));
+      for (size_t k = 0; k < seqs.size(); ++k) seqs[k].second = argmax(c.logits(k), c.vocab());
+    }
+    for (const auto& [id, token] : seqs) c.remove_sequence(id);
+  }
+  Row row;
+  row.sequences = n;
+  row.step_ms = median(step_ms);
+  row.per_sequence = 1e3 / row.step_ms;
+  row.aggregate = double(n) * row.per_sequence;
+  return row;
+}
+
+}  // namespace
+
+int bench_batch(const GlobalOptions& global, const Args& args) {
+  BatchArgs a;
+  po::options_description desc("switchyard bench batch options");
+  desc.add_options()("help,h", "show this help")("model", po::value(&a.model),
+                                                 "model folder or GGUF file")(
+      "sequences", po::value(&a.sequences)->default_value("1,4,8,16"),
+      "sequences decoded together, one row each, comma-separated")(
+      "prompt-len", po::value(&a.prompt_len)->default_value(128), "each sequence's prompt")(
+      "steps", po::value(&a.steps)->default_value(32), "decode steps timed per row and repeat")(
+      "repeats", po::value(&a.repeats)->default_value(3), "timed repeats (median reported)")(
+      "json", po::bool_switch(&a.json), "machine-readable output");
+  a.flags.add(desc, 0, 0);
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  auto vm = parse_command(args, desc, &pos);
+  if (vm.count("help") || a.model.empty()) {
+    std::cout << "Usage: switchyard bench batch MODEL [options]\n" << desc << "\n" << kExitCodeHelp;
+    return vm.count("help") ? kExitOk : kExitUsage;
+  }
+  const std::vector<int64_t> counts = parse_counts(a.sequences);
+  if (counts.empty() || a.prompt_len < 1 || a.steps < 1 || a.repeats < 1) {
+    std::cerr << "switchyard bench batch: --sequences a comma-separated list of counts >= 1, "
+                 "--prompt-len, --steps and --repeats positive\n";
+    return kExitUsage;
+  }
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
+  // Unless given: every row's sequences in one plan, each at its prompt plus the steps.
+  if (vm["max-sequences"].defaulted()) a.flags.max_sequences = most;
+  if (vm["context"].defaulted()) a.flags.context = a.prompt_len + a.steps + 1;
+  ImportOptions opts;
+  Policy policy;
+  if (auto why = a.flags.apply(opts, policy)) {
+    std::cerr << "switchyard bench batch: " << *why << "\n";
+    return kExitUsage;
+  }
+  if (a.flags.max_sequences < most || a.flags.context < a.prompt_len + a.steps) {
+    std::cerr << "switchyard bench batch: --max-sequences must hold the largest row and "
+                 "--context a prompt plus the steps\n";
+    return kExitUsage;
+  }
+  try {
+    std::unique_ptr<ModelSource> model = ModelSource::open(a.model, a.flags.allowed_config_keys);
+    Registry reg = discover_plugins(global, default_load_options());
+    LoadedModel loaded = LoadedModel::load(*model, opts, reg, policy);
+    if (!loaded.planned->plan.ok()) throw *loaded.planned->plan.error;
+    Context& context = *loaded.context;
+    const int threads = bench_threads();
+    const double triad = triad_gbps(threads);
+    time_row(context, counts.front(), a);  // warm-up
+    std::vector<Row> rows;
+    for (int64_t n : counts) rows.push_back(time_row(context, n, a));
+    const sy_dtype dtype = loaded.planned->graph.phases.front().value("norm")->dtype;
+    const char* dt = dtype == SY_DTYPE_F32 ? "f32" : dtype == SY_DTYPE_BF16 ? "bf16" : "f16";
+    if (a.json) {
+      json jr = json::array();
+      for (const auto& r : rows)
+        jr.push_back({{"sequences", r.sequences},
+                      {"aggregate_tokens_per_s", r.aggregate},
+                      {"per_sequence_tokens_per_s", r.per_sequence},
+                      {"step_ms", r.step_ms}});
+      json j{{"bench", "batch"},
+             {"model", a.model},
+             {"dtype", dt},
+             {"kv_layout", kv_layout_name(context.layout())},
+             {"cpu", cpu_identity()},
+             {"prompt_len", a.prompt_len},
+             {"steps", a.steps},
+             {"repeats", a.repeats},
+             {"threads", threads},
+             {"rows", jr},
+             {"machine_bandwidth_gbps", triad}};
+      std::cout << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::printf("model %s (%s, %s layout), on %s, %d threads; prompts of %lld tokens, %lld steps\n",
+                a.model.c_str(), dt, kv_layout_name(context.layout()), cpu_identity().c_str(),
+                threads, (long long)a.prompt_len, (long long)a.steps);
+    std::printf("%-10s %16s %18s %10s %12s\n", "sequences", "aggregate tok/s", "per sequence tok/s",
+                "step ms", "vs 1 seq");
+    const double base = rows.front().sequences == 1 ? rows.front().aggregate : 0;
+    for (const auto& r : rows)
+      std::printf("%-10lld %16.1f %18.1f %10.2f %12.2f\n", (long long)r.sequences, r.aggregate,
+                  r.per_sequence, r.step_ms, base > 0 ? r.aggregate / base : 0);
+    std::printf("machine (same run, %d threads): triad %.1f GB/s\n", threads, triad);
+    return kExitOk;
+  } catch (const Error& e) {
+    return fail("bench batch", e, a.json);
+  }
+}
+
+}  // namespace sy::cli
