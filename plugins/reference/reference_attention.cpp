@@ -94,7 +94,69 @@ void rope_neox(std::vector<double>& v, int64_t heads, int64_t D, int64_t R, doub
 
 }  // namespace
 
+// The paged form: each sequence's query rows against the keys its block table names, gathered
+// into one contiguous problem per sequence. Every metadata entry is checked before anything is
+// written (o and lse are written only after).
+void attention_paged(const OpCopy& op, Operands in, Operands out) {
+  const std::vector<int64_t>& qs = op.inputs[0].shape;
+  const std::vector<int64_t>& pool = op.inputs[1].shape;
+  const int64_t T = qs[1], Hq = qs[2], D = qs[3], NB = pool[0], BS = pool[1], Hkv = pool[2];
+  const size_t n = op.inputs.size();
+  auto values = [&](size_t i) {
+    return read(in[i]->data, op.inputs[i].dtype, op.inputs[i].elements());
+  };
+  const std::vector<double> starts = values(n - 3), lens = values(n - 2), table = values(n - 1);
+  const int64_t S = op.inputs[n - 2].shape[0], MB = op.inputs[n - 1].shape[1];
+  if (starts[0] != 0 || starts[size_t(S)] != double(T))
+    invalid("attention: query_start must begin at 0 and end at T = " + std::to_string(T));
+  for (int64_t s = 0; s < S; ++s) {
+    const double q_len = starts[size_t(s + 1)] - starts[size_t(s)], L = lens[size_t(s)];
+    if (q_len < 0 || q_len > L || L > double(MB * BS))
+      invalid("attention: sequence " + std::to_string(s) + " has " +
+              std::to_string(int64_t(q_len)) + " query tokens and length " +
+              std::to_string(int64_t(L)) + "; queries must fit its length, and its length its " +
+              std::to_string(MB) + " blocks of " + std::to_string(BS));
+    for (int64_t j = 0; j < (int64_t(L) + BS - 1) / BS; ++j)
+      if (table[size_t(s * MB + j)] < 0 || table[size_t(s * MB + j)] >= double(NB))
+        invalid("attention: block table entry " + std::to_string(j) + " of sequence " +
+                std::to_string(s) + " names block " +
+                std::to_string(int64_t(table[size_t(s * MB + j)])) + " of a pool of " +
+                std::to_string(NB));
+  }
+  const std::vector<double> q = values(0), k = values(1), v = values(2);
+  const std::vector<double> sinks = n == 7 ? values(3) : std::vector<double>{};
+  std::vector<double> o(size_t(T * Hq * D), 0.0), lse(size_t(Hq * T), 0.0);
+  const int64_t row = Hkv * D;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t first = int64_t(starts[size_t(s)]), q_len = int64_t(starts[size_t(s + 1)]) - first;
+    const int64_t L = int64_t(lens[size_t(s)]);
+    if (q_len == 0) continue;
+    Problem p{};
+    p.B = 1, p.Sq = q_len, p.Skv = L, p.Hq = Hq, p.Hkv = Hkv, p.D = D;
+    p.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
+    p.window = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+    p.scale = scale_of(op, D);
+    p.softcap = op.float_attr(SY_ATTR_SOFTCAP, 0);
+    p.q.assign(q.begin() + first * Hq * D, q.begin() + (first + q_len) * Hq * D);
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t at = (int64_t(table[size_t(s * MB + j / BS)]) * BS + j % BS) * row;
+      p.k.insert(p.k.end(), k.begin() + at, k.begin() + at + row);
+      p.v.insert(p.v.end(), v.begin() + at, v.begin() + at + row);
+    }
+    p.sinks = sinks;
+    p.kv_len = {L};
+    std::vector<double> po, plse;
+    attend_all(p, po, plse);
+    std::copy(po.begin(), po.end(), o.begin() + first * Hq * D);
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < q_len; ++i) lse[size_t(h * T + first + i)] = plse[size_t(h * q_len + i)];
+  }
+  write(out[0]->data, op.outputs[0].dtype, o);
+  if (op.outputs.size() > 1) write(out[1]->data, op.outputs[1].dtype, lse);
+}
+
 void attention(const OpCopy& op, Operands in, Operands out) {
+  if (op.int_attr(SY_ATTR_PAGED, 0)) return attention_paged(op, in, out);
   const std::vector<int64_t>& qs = op.inputs[0].shape;
   Problem p{};
   p.B = qs[0];

@@ -220,7 +220,27 @@ void slice(const OpCopy& op, Operands in, Operands out) {
 }
 
 // The cache's rows position … position + T − 1 = rows; past the capacity nothing is written.
+// The paged form: row t into pool block slot / BS, offset slot % BS. Every slot is checked
+// before any row is written.
+void kv_cache_append_paged(const OpCopy& op, Operands in, Operands out) {
+  const std::vector<int64_t>& r = op.inputs[0].shape;
+  const std::vector<int64_t>& pool = op.outputs[0].shape;
+  const int64_t T = r[1], rows = pool[0] * pool[1];
+  const std::vector<double> slots = in_values(op, in, 1);
+  for (int64_t t = 0; t < T; ++t)
+    if (slots[size_t(t)] < 0 || slots[size_t(t)] >= double(rows))
+      invalid("kv_cache_append: slot " + std::to_string(int64_t(slots[size_t(t)])) +
+              " of row " + std::to_string(t) + " is outside the pool's [0, " +
+              std::to_string(rows) + "); nothing was written");
+  const int64_t row = r[2] * r[3] * sy_dtype_size(op.inputs[0].dtype);
+  const auto* src = static_cast<const uint8_t*>(in[0]->data);
+  auto* dst = static_cast<uint8_t*>(out[0]->data);
+  for (int64_t t = 0; t < T; ++t)
+    std::memcpy(dst + int64_t(slots[size_t(t)]) * row, src + t * row, size_t(row));
+}
+
 void kv_cache_append(const OpCopy& op, Operands in, Operands out) {
+  if (op.int_attr(SY_ATTR_PAGED, 0)) return kv_cache_append_paged(op, in, out);
   const std::vector<int64_t>& r = op.inputs[0].shape;
   const int64_t B = r[0], T = r[1], C = op.outputs[0].shape[1];
   const int64_t position = int64_t(in_values(op, in, 1)[0]);

@@ -19,7 +19,19 @@ using OpFn = void (*)(const sy::edge::OpCopy& op, Operands in, Operands out);
 class Kernel {
  public:
   Kernel(const sy::edge::OpCopy& op, OpFn fn) : op_(op), fn_(fn) {}
-  void run(Operands in, Operands out) { fn_(op_, in, out); }
+  // With dynamic dims (ABI 1.5), the function sees the operator at this execute's extents.
+  void run(Operands in, Operands out) {
+    if (!op_.dynamic()) return fn_(op_, in, out);
+    sy::edge::ActualOpView view(op_);
+    sy_execute_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = in;
+    args.num_inputs = op_.inputs.size();
+    args.outputs = out;
+    args.num_outputs = op_.outputs.size();
+    const sy::edge::OpCopy actual(*view.at(args));
+    fn_(actual, in, out);
+  }
 
  private:
   const sy::edge::OpCopy& op_;  // owned by the kit's prepared kernel, which outlives this

@@ -27,6 +27,8 @@ constexpr uint64_t features(std::initializer_list<sy_feature> fs) {
   return m;
 }
 
+// Every kernel but the fused decode block (one token of a contiguous cache) runs on the actual
+// extents of each execute (ABI 1.5 varlen).
 constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_t dtypes,
                                       uint64_t feats = 0, uint64_t weights = 0,
                                       const char* family = "generic") {
@@ -37,7 +39,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_
   e.family = family;
   e.device_type = kDLCPU;
   e.dtypes = dtypes;
-  e.features = feats;
+  e.features =
+      feats | (op == SY_OP_FUSED_DECODE_ATTENTION ? 0 : SY_FEATURE_BIT(SY_FEATURE_VARLEN));
   e.default_residency = SY_RESIDENCY_DEVICE;  // its device's memory is host memory
   e.cost_hint = kCost;
   e.weight_dtypes = weights;
@@ -63,11 +66,11 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("argmax", SY_OP_ARGMAX, kFloats),
     envelope("copy", SY_OP_COPY, kFloats | kInts | kQuantized),
     envelope("slice", SY_OP_SLICE, kFloats | kInts),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, kFloats),
+    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, kFloats, features({SY_FEATURE_PAGED_KV})),
     envelope("attention", SY_OP_ATTENTION, kFloats,
              features({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
                        SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE,
-                       SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE}),
+                       SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_PAGED_KV}),
              0, "reference"),
     envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, bit(SY_DTYPE_F32)),
     envelope("fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, kFloats,
