@@ -155,7 +155,9 @@ static const sy_tensor_desc* output(const sy_op_desc* op, size_t i) {
   return op->outputs && i < op->num_outputs ? op->outputs[i] : NULL;
 }
 
-/* One operand: described, with positive dimensions that multiply to at most 2^48 elements. */
+/* One operand: described, with positive dimensions that multiply to at most 2^48 elements.
+ * Labels and texts are formatted only on a refusal: the plugin kit re-checks the actual
+ * extents of every varlen execute with these contracts. */
 static int well_formed(refuser* r, const sy_tensor_desc* t, const char* label) {
   int64_t n = 1;
   int i;
@@ -165,19 +167,29 @@ static int well_formed(refuser* r, const sy_tensor_desc* t, const char* label) {
     return 0;
   }
   for (i = 0; i < t->ndim; ++i) {
-    text64 d = dims(t), need = fmt64("%s %s", label, d.s);
-    if (t->shape[i] < 1) {
-      refuse(r, "shape", need.s, "positive dimensions", "%s has an empty or negative dimension %s",
-             label, d.s);
-      return 0;
-    }
-    if (__builtin_mul_overflow(n, t->shape[i], &n) || n > ((int64_t)1 << 48)) {
-      refuse(r, "shape", need.s, "at most 2^48 elements",
-             "%s %s has more elements than any memory holds", label, d.s);
+    int empty = t->shape[i] < 1;
+    if (empty || __builtin_mul_overflow(n, t->shape[i], &n) || n > ((int64_t)1 << 48)) {
+      text64 d = dims(t), need = fmt64("%s %s", label, d.s);
+      if (empty)
+        refuse(r, "shape", need.s, "positive dimensions",
+               "%s has an empty or negative dimension %s", label, d.s);
+      else
+        refuse(r, "shape", need.s, "at most 2^48 elements",
+               "%s %s has more elements than any memory holds", label, d.s);
       return 0;
     }
   }
   return 1;
+}
+
+/* well_formed for operand i of the inputs (is_input) or outputs, labelled "input i" / "output i"
+ * only when it is refused. */
+static int operand_well_formed(refuser* r, const sy_tensor_desc* t, int is_input, size_t i) {
+  refuser quiet = {NULL, NULL, 0};
+  text64 label;
+  if (well_formed(&quiet, t, "")) return 1;
+  label = fmt64("%s %zu", is_input ? "input" : "output", i);
+  return well_formed(r, t, label.s);
 }
 
 /* The operand counts the kind takes, each well formed. Later filters may dereference every
@@ -193,14 +205,8 @@ static int operands(refuser* r, const sy_op_desc* op, size_t inputs, size_t outp
     refuse(r, "operands", need.s, have.s, "the operator takes %s", names);
     return 0;
   }
-  for (i = 0; i < inputs; ++i) {
-    text64 label = fmt64("input %zu", i);
-    ok = well_formed(r, op->inputs[i], label.s) && ok;
-  }
-  for (i = 0; i < outputs; ++i) {
-    text64 label = fmt64("output %zu", i);
-    ok = well_formed(r, op->outputs[i], label.s) && ok;
-  }
+  for (i = 0; i < inputs; ++i) ok = operand_well_formed(r, op->inputs[i], 1, i) && ok;
+  for (i = 0; i < outputs; ++i) ok = operand_well_formed(r, op->outputs[i], 0, i) && ok;
   return ok;
 }
 
@@ -256,8 +262,10 @@ static void shape_is(refuser* r, const char* name, const sy_tensor_desc* t, cons
 /* t with ref's shape and dtype. */
 static void like(refuser* r, const char* name, const sy_tensor_desc* t, const char* ref_name,
                  const sy_tensor_desc* ref) {
-  text64 why = fmt64("like %s", ref_name);
+  text64 why;
   same_dtype(r, name, t, ref_name, ref);
+  if (shape_equals(t, ref->shape, ref->ndim)) return;
+  why = fmt64("like %s", ref_name);
   shape_is(r, name, t, ref->shape, ref->ndim, why.s);
 }
 
@@ -365,10 +373,11 @@ int sy_contract_matmul(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   if (!ranks) return r.n;
   k = tb == 1 ? b->shape[1] : b->shape[0];
   n = tb == 1 ? b->shape[0] : b->shape[1];
-  bd = dims(b);
-  b_is = fmt64("b is %s%s", bd.s, tb == 1 ? " [N, K] (transpose_b=1)" : " [K, N]");
   ea = elements(a);
   ec = elements(c);
+  if (ea % k == 0 && ec % n == 0 && ec / n == ea / k) return r.n;
+  bd = dims(b);
+  b_is = fmt64("b is %s%s", bd.s, tb == 1 ? " [N, K] (transpose_b=1)" : " [K, N]");
   if (ea % k != 0) {
     text64 ad = dims(a), need = fmt64("a of %lld elements", (long long)ea);
     text64 have = fmt64("a of M·K elements, K=%lld", (long long)k);
@@ -643,8 +652,8 @@ static int paged_form(refuser* r, const sy_op_desc* op) {
 }
 
 /* A metadata operand: dtype `dt`, rank `rank`. */
-static int metadata_is(refuser* r, const char* name, const sy_tensor_desc* t, sy_dtype dt,
-                       int rank, const char* layout) {
+static int metadata_is(refuser* r, const char* name, const sy_tensor_desc* t, sy_dtype dt, int rank,
+                       const char* layout) {
   int ok = rank_is(r, name, t, rank, layout);
   if (t->dtype != dt) {
     text64 need = fmt64("%s %s", name, dtname(t->dtype));
@@ -768,15 +777,16 @@ static void attention_extras(refuser* r, const sy_op_desc* op, const sy_tensor_d
 /* The paged form's metadata, the last three inputs: query_start i32 [S+1], seq_lens i32 [S],
  * block_table i32 [S, MB]. */
 static void paged_metadata(refuser* r, const sy_op_desc* op) {
-  const sy_tensor_desc *starts = input(op, op->num_inputs - 3), *lens = input(op, op->num_inputs - 2),
+  const sy_tensor_desc *starts = input(op, op->num_inputs - 3),
+                       *lens = input(op, op->num_inputs - 2),
                        *table = input(op, op->num_inputs - 1);
   int ok = metadata_is(r, "query_start", starts, SY_DTYPE_I32, 1, "[S+1]");
   ok = metadata_is(r, "seq_lens", lens, SY_DTYPE_I32, 1, "[S]") && ok;
   ok = metadata_is(r, "block_table", table, SY_DTYPE_I32, 2, "[S, MB]") && ok;
   if (ok && (starts->shape[0] != lens->shape[0] + 1 || table->shape[0] != lens->shape[0])) {
-    text64 need = fmt64("query_start [%lld], seq_lens [%lld], block_table [%lld, ...]",
-                        (long long)starts->shape[0], (long long)lens->shape[0],
-                        (long long)table->shape[0]);
+    text64 need =
+        fmt64("query_start [%lld], seq_lens [%lld], block_table [%lld, ...]",
+              (long long)starts->shape[0], (long long)lens->shape[0], (long long)table->shape[0]);
     refuse(r, "shape_match", need.s, "[S+1], [S], [S, MB]",
            "query_start, seq_lens and block_table must describe the same S sequences");
   }
@@ -807,8 +817,7 @@ static int attention_paged(refuser* r, const sy_op_desc* op) {
   gqa_divisible(r, q->shape[2], k->shape[2]);
   for (i = 0; i < 4; ++i) same_kv = same_kv && k->shape[i] == v->shape[i];
   if (!same_kv || q->shape[0] != 1 || q->shape[3] != k->shape[3] || !shape_equals(o, q->shape, 4))
-    refuse(r, "shape", "mismatched q/k/v/o shapes",
-           "q, o [1,T,Hq,D]; k_pool, v_pool [NB,BS,Hkv,D]",
+    refuse(r, "shape", "mismatched q/k/v/o shapes", "q, o [1,T,Hq,D]; k_pool, v_pool [NB,BS,Hkv,D]",
            "q and o must be [1,T,Hq,D] and the pools [NB,BS,Hkv,D] with q's D");
   if (k->dtype != q->dtype || v->dtype != q->dtype)
     refuse(r, "dtype_match", "q, k, v of one dtype", "q, k, v of one dtype",

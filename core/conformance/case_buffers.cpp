@@ -1,6 +1,7 @@
 #include "core/conformance/case_buffers.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -99,19 +100,23 @@ double tolerance(sy_dtype dt, double want) {
 
 }  // namespace
 
-Buffers::Buffers(const OpDesc& op, uint32_t seed) : op_(op) {
+Buffers::Buffers(const OpDesc& op, uint32_t seed,
+                 const std::vector<std::vector<int64_t>>& actual_inputs,
+                 const std::vector<std::vector<int64_t>>& actual_outputs)
+    : op_(op) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uni(-1, 1);
-  auto make = [](const TensorDesc& d) {
+  auto make = [](const TensorDesc& d, const std::vector<std::vector<int64_t>>& actual, size_t i) {
     Tensor t;
     t.desc = d;
-    t.shape = d.shape;
-    const int64_t n = sy_tensor_bytes(d.dtype, int32_t(d.shape.size()), d.shape.data());
+    t.shape = i < actual.size() ? actual[i] : d.shape;
+    const int64_t n = sy_tensor_bytes(d.dtype, int32_t(t.shape.size()), t.shape.data());
     t.bytes.assign(size_t(std::max<int64_t>(n, 0)), 0);
     return t;
   };
-  for (const TensorDesc& d : op.inputs) in_.push_back(make(d));
-  for (const TensorDesc& d : op.outputs) out_.push_back(make(d));
+  for (size_t i = 0; i < op.inputs.size(); ++i) in_.push_back(make(op.inputs[i], actual_inputs, i));
+  for (size_t i = 0; i < op.outputs.size(); ++i)
+    out_.push_back(make(op.outputs[i], actual_outputs, i));
   auto count = [](const Tensor& t) {
     size_t n = 1;
     for (int64_t s : t.shape) n *= size_t(s);
@@ -149,6 +154,7 @@ Buffers::Buffers(const OpDesc& op, uint32_t seed) : op_(op) {
       for (size_t e = 0; e < count(t); ++e) set(t.bytes, dt, e, uni(rng));
     }
   }
+  if (op.int_attr(SY_ATTR_PAGED).value_or(0)) paged_metadata(rng);
   for (Tensor& t : out_) {
     if (sy_dtype_is_blocked(t.desc.dtype)) continue;
     for (size_t e = 0; e < count(t); ++e)
@@ -156,6 +162,37 @@ Buffers::Buffers(const OpDesc& op, uint32_t seed) : op_(op) {
           t.desc.dtype == SY_DTYPE_I64 || t.desc.dtype == SY_DTYPE_I32 ? -7 : uni(rng));
   }
   link();
+}
+
+// The paged forms' metadata, valid for this execute's extents: an append's slots distinct and
+// inside the pool; attention's sequences splitting T (each within its blocks), each with its
+// own cached keys before its queries, block tables naming pool blocks in a random order.
+void Buffers::paged_metadata(std::mt19937& rng) {
+  auto put = [](Tensor& t, size_t i, int64_t v) { set(t.bytes, t.desc.dtype, i, double(v)); };
+  if (op_.op == SY_OP_KV_CACHE_APPEND) {
+    const int64_t slots = op_.outputs[0].shape[0] * op_.outputs[0].shape[1], T = in_[0].shape[1];
+    std::vector<int64_t> all(static_cast<size_t>(slots));
+    for (int64_t i = 0; i < slots; ++i) all[size_t(i)] = i;
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int64_t i = 0; i < T; ++i) put(in_[1], size_t(i), all[size_t(i)]);
+    return;
+  }
+  const size_t n = in_.size();
+  Tensor &starts = in_[n - 3], &lens = in_[n - 2], &table = in_[n - 1];
+  const int64_t T = in_[0].shape[1], S = lens.shape[0], MB = table.shape[1];
+  const int64_t NB = in_[1].shape[0], BS = in_[1].shape[1];
+  std::vector<int64_t> q_len(size_t(S), 0);
+  for (int64_t i = 0; i < T; ++i) ++q_len[size_t(rng() % uint64_t(S))];
+  int64_t first = 0;
+  put(starts, 0, 0);
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t room = MB * BS - q_len[size_t(s)];  // the keys cached before its queries
+    const int64_t L = q_len[size_t(s)] + int64_t(rng() % uint64_t(std::max<int64_t>(room, 0) + 1));
+    first += q_len[size_t(s)];
+    put(starts, size_t(s + 1), first);
+    put(lens, size_t(s), L);
+    for (int64_t b = 0; b < MB; ++b) put(table, size_t(s * MB + b), int64_t(rng() % uint64_t(NB)));
+  }
 }
 
 Buffers::Buffers(const Buffers& other) : op_(other.op_), in_(other.in_), out_(other.out_) {

@@ -1,5 +1,6 @@
 // Host buffers for one conformance case: inputs filled by their role (ids inside the table,
-// positions inside the cache, valid block scales for quantized weights, random floats
+// positions inside the cache, valid block scales for quantized weights, for the paged forms
+// distinct slots and consistent query starts, lengths and block tables, random floats
 // elsewhere), outputs pre-filled with random bytes (so an output left unwritten shows), and the
 // comparison of two runs within the dtype's tolerance (conformance.hpp). Internal to
 // conformance/.
@@ -7,6 +8,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,9 @@ namespace sy::conformance {
 
 class Buffers {
  public:
-  Buffers(const OpDesc& op, uint32_t seed);
+  // `actual_*`: a varlen case's shapes per execute (GridCase); empty: the op's own.
+  Buffers(const OpDesc& op, uint32_t seed, const std::vector<std::vector<int64_t>>& actual_inputs = {},
+          const std::vector<std::vector<int64_t>>& actual_outputs = {});
   Buffers(const Buffers& other);
   Buffers& operator=(const Buffers&) = delete;
 
@@ -36,6 +40,7 @@ class Buffers {
     DLTensor dl{};
   };
   void link();
+  void paged_metadata(std::mt19937& rng);
   OpDesc op_;
   std::vector<Tensor> in_, out_;
 };

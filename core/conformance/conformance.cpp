@@ -127,7 +127,7 @@ Run::Outcome Run::compare_with_reference(size_t index, const GridCase& c, Prepar
   if (!ref_index) return Outcome::no_reference;
   auto ref = prepare_kernel(*reference_, *ref_index, 0, c.op);
   if (!ref) return Outcome::no_reference;
-  Buffers got(c.op, opts_.seed + ++seed_), want = got;
+  Buffers got(c.op, opts_.seed + ++seed_, c.actual_inputs, c.actual_outputs), want = got;
   if (auto e = kernel.execute(got.inputs(), got.outputs())) {
     fail("execute_failed", name, c.label, e->what());
     return Outcome::failed;
@@ -163,7 +163,7 @@ void Run::struct_sizes(size_t index) {
 // must be errors, not crashes or silent successes — from the plugin itself: the host's own
 // validation is bypassed, since any host may call the plugin.
 void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKernel& prepared) {
-  Buffers b(c.op, 7);
+  Buffers b(c.op, 7, c.actual_inputs, c.actual_outputs);
   auto accepted = [&](const std::vector<DLTensor>& in) {
     std::vector<const DLTensor*> ins;
     for (const DLTensor& t : in) ins.push_back(&t);
@@ -193,12 +193,16 @@ void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKern
                                                                : 0;
   if (pos) {
     in = b.input_tensors();
-    int64_t beyond = c.op.outputs[c.op.op == SY_OP_KV_CACHE_APPEND ? 0 : 1].shape[1];
-    in[pos].data = &beyond;
+    // The first row past the cache (a paged pool: past its blocks), for every row written.
+    const auto& cache = c.op.outputs[c.op.op == SY_OP_KV_CACHE_APPEND ? 0 : 1].shape;
+    const bool paged = c.op.int_attr(SY_ATTR_PAGED).value_or(0) != 0;
+    const int64_t rows = paged ? cache[0] * cache[1] : cache[1];
+    std::vector<int64_t> beyond(size_t(paged ? in[0].shape[1] : 1), rows);
+    in[pos].data = beyond.data();
     if (accepted(in))
       fail("bad_arguments", name, c.label,
-           "execute accepted position " + std::to_string(beyond) + " of a cache of " +
-               std::to_string(beyond) + " rows");
+           "execute accepted " + std::string(paged ? "slot " : "position ") +
+               std::to_string(rows) + " of a cache of " + std::to_string(rows) + " rows");
   }
 }
 
@@ -209,7 +213,8 @@ void Run::two_threads(size_t index, uint32_t device, const GridCase& c) {
   auto k1 = prepare_kernel(plugin_, index, device, c.op);
   auto k2 = prepare_kernel(plugin_, index, device, c.op);
   if (!k1 || !k2) return;
-  Buffers a(c.op, 101), b(c.op, 202), a_alone = a, b_alone = b;
+  Buffers a(c.op, 101, c.actual_inputs, c.actual_outputs),
+      b(c.op, 202, c.actual_inputs, c.actual_outputs), a_alone = a, b_alone = b;
   if ((*k1)->execute(a_alone.inputs(), a_alone.outputs()) ||
       (*k1)->execute(b_alone.inputs(), b_alone.outputs()))
     return;

@@ -1,6 +1,7 @@
 #include "core/conformance/op_grid.hpp"
 
 #include <functional>
+#include <map>
 #include <sstream>
 
 namespace sy::conformance {
@@ -29,6 +30,20 @@ TensorDesc t(sy_dtype d, Shape s) {
   return TensorDesc{d, std::move(s), SY_MEMORY_HOST};
 }
 
+// `d`'s shape with each dynamic dim's bound replaced by its actual extent in `actual`.
+Shape actual_shape(const TensorDesc& d, const std::map<int64_t, int64_t>& actual) {
+  Shape s = d.shape;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (d.dynamic_dims >> i & 1u) s[i] = actual.at(s[i]);
+  return s;
+}
+
+// `d` with dim `axis` dynamic.
+TensorDesc dyn(TensorDesc d, int axis) {
+  d.dynamic_dims |= 1u << axis;
+  return d;
+}
+
 // Collects the cases of one kernel: `add` files an operator built for a dtype, inside the
 // envelope when every dtype it used is listed.
 class Grid {
@@ -51,9 +66,20 @@ class Grid {
   const Envelope& env() const { return env_; }
 
   void add(OpDesc op, std::string label, bool inside = true) {
-    cases_.push_back({std::move(op), inside, (inside ? "" : "outside: ") + label});
+    cases_.push_back({std::move(op), inside, (inside ? "" : "outside: ") + label, {}, {}});
+  }
+  // A varlen case: inside when the envelope has every feature it uses (varlen among them); its
+  // executes carry `actual` extents in place of the bounds (actual_extent).
+  void add_varlen(const OpDesc& op, const std::string& label, const std::map<int64_t, int64_t>& actual) {
+    const bool inside = (op.required_features() & ~env_.features) == 0;
+    GridCase c{op, inside, (inside ? "" : "outside: ") + label, {}, {}};
+    for (const auto& d : op.inputs) c.actual_inputs.push_back(actual_shape(d, actual));
+    for (const auto& d : op.outputs) c.actual_outputs.push_back(actual_shape(d, actual));
+    cases_.push_back(std::move(c));
   }
   std::vector<GridCase> take() { return std::move(cases_); }
+  // Whether the last case filed is inside the envelope (one case outside is enough).
+  bool cases_inside_last() const { return !cases_.empty() && cases_.back().inside; }
 
  private:
   const Envelope& env_;
@@ -360,6 +386,136 @@ void sinks_from_lse(Grid& g) {
           std::string("o ") + sy_dtype_name(o), has(g.env().dtypes, SY_DTYPE_F32));
 }
 
+// ---- varlen (ABI 1.5): prepared for T = 9 tokens, run on 5 ----------------------------------
+
+constexpr int64_t kBoundT = 9, kActualT = 5;
+
+void varlen(Grid& g, sy_op_kind k) {
+  const std::map<int64_t, int64_t> actual = {{kBoundT, kActualT}};
+  for (sy_dtype d : g.dtypes()) {
+    const std::string label = std::string(sy_dtype_name(d)) + " varlen 5 of 9";
+    const TensorDesc x = dyn(t(d, {kBoundT, 64}), 0);
+    OpDesc op;
+    switch (k) {
+      case SY_OP_SILU:
+      case SY_OP_GELU:
+      case SY_OP_SOFTCAP:
+      case SY_OP_SOFTMAX:
+      case SY_OP_COPY:
+        op = op_of(k, {x}, {x});
+        if (k == SY_OP_SOFTCAP) op.set(SY_ATTR_SOFTCAP, 5.0);
+        break;
+      case SY_OP_SILU_MUL:
+      case SY_OP_GELU_MUL:
+      case SY_OP_ADD:
+      case SY_OP_MUL: op = op_of(k, {x, x}, {x}); break;
+      case SY_OP_ARGMAX: op = op_of(k, {x}, {dyn(t(SY_DTYPE_I64, {kBoundT}), 0)}); break;
+      case SY_OP_RMS_NORM:
+      case SY_OP_LAYER_NORM:
+        op = op_of(k, {x, t(d, {64})}, {x});
+        if (k == SY_OP_LAYER_NORM) op.inputs.push_back(t(d, {64}));
+        op.set(SY_ATTR_EPS, 1e-5);
+        break;
+      case SY_OP_MATMUL: {
+        const bool tb = has_feature(g.env(), SY_FEATURE_TRANSPOSED_B);
+        op = op_of(k, {x, t(d, tb ? Shape{48, 64} : Shape{64, 48})}, {dyn(t(d, {kBoundT, 48}), 0)});
+        op.set(SY_ATTR_TRANSPOSE_B, int64_t(tb));
+        break;
+      }
+      case SY_OP_EMBEDDING:
+        op = op_of(k, {t(d, {50, 64}), dyn(t(SY_DTYPE_I64, {kBoundT}), 0)}, {x});
+        break;
+      case SY_OP_ROPE:
+        op = op_of(k, {dyn(t(d, {1, kBoundT, 2, 64}), 1), dyn(t(SY_DTYPE_I64, {1, kBoundT}), 1)},
+                   {dyn(t(d, {1, kBoundT, 2, 64}), 1)});
+        op.set(SY_ATTR_ROPE_THETA, 10000.0);
+        break;
+      case SY_OP_SLICE:
+        op = op_of(k, {dyn(t(d, {kBoundT, 5, 16}), 0)}, {dyn(t(d, {kBoundT, 2, 16}), 0)});
+        op.set(SY_ATTR_AXIS, int64_t{1});
+        op.set(SY_ATTR_START, int64_t{1});
+        break;
+      case SY_OP_SINKS_FROM_LSE:
+        if (d != SY_DTYPE_F32) continue;  // the op's dtype is lse's, always f32
+        op = op_of(k, {dyn(t(SY_DTYPE_F32, {1, 3, kBoundT}), 2), t(SY_DTYPE_F32, {3})},
+                   {dyn(t(d, {1, kBoundT, 3, 64}), 1)});
+        break;
+      default: return;
+    }
+    g.add_varlen(op, label, actual);
+    if (!g.cases_inside_last()) return;  // one case outside is enough
+  }
+}
+
+// ---- the paged forms (ABI 1.5): a pool of NB blocks of BS rows, S sequences packed along T ---
+
+constexpr int64_t kPoolBlocks = 10, kBlockRows = 4, kTableBlocks = 4;  // a sequence: <= 16 keys
+constexpr int64_t kBoundS = 3, kActualS = 2;
+
+void paged_append(Grid& g) {
+  for (sy_dtype d : g.dtypes()) {
+    OpDesc op = op_of(SY_OP_KV_CACHE_APPEND,
+                      {dyn(t(d, {1, kBoundT, 2, 64}), 1), dyn(t(SY_DTYPE_I64, {kBoundT}), 0)},
+                      {t(d, {kPoolBlocks, kBlockRows, 2, 64})});
+    op.set(SY_ATTR_PAGED, int64_t{1});
+    g.add_varlen(op, std::string(sy_dtype_name(d)) + " paged, varlen 5 of 9",
+                 {{kBoundT, kActualT}});
+    if (!g.cases_inside_last()) return;
+  }
+}
+
+struct PagedCase {
+  int64_t Hq = 2, Hkv = 2, D = 64, window = -1;
+  bool causal = true, sinks = false, lse = false;
+  double softcap = 0, scale = 0;
+};
+
+OpDesc paged_op(const PagedCase& c, sy_dtype d) {
+  std::vector<TensorDesc> in = {dyn(t(d, {1, kBoundT, c.Hq, c.D}), 1),
+                                t(d, {kPoolBlocks, kBlockRows, c.Hkv, c.D}),
+                                t(d, {kPoolBlocks, kBlockRows, c.Hkv, c.D})};
+  if (c.sinks) in.push_back(t(SY_DTYPE_F32, {c.Hq}));
+  in.push_back(dyn(t(SY_DTYPE_I32, {kBoundS + 1}), 0));
+  in.push_back(dyn(t(SY_DTYPE_I32, {kBoundS}), 0));
+  in.push_back(dyn(t(SY_DTYPE_I32, {kBoundS, kTableBlocks}), 0));
+  std::vector<TensorDesc> out = {dyn(t(d, {1, kBoundT, c.Hq, c.D}), 1)};
+  if (c.lse) out.push_back(dyn(t(SY_DTYPE_F32, {1, c.Hq, kBoundT}), 2));
+  OpDesc op = op_of(SY_OP_ATTENTION, std::move(in), std::move(out));
+  op.set(SY_ATTR_PAGED, int64_t{1});
+  op.set(SY_ATTR_CAUSAL, int64_t(c.causal));
+  op.set(SY_ATTR_WINDOW_LEFT, c.window);
+  if (c.softcap > 0) op.set(SY_ATTR_SOFTCAP, c.softcap);
+  if (c.scale != 0) op.set(SY_ATTR_SCALE, c.scale);
+  return op;
+}
+
+void paged_attention(Grid& g) {
+  PagedCase base;
+  base.D = head_dim_for(g.env());
+  std::vector<std::pair<std::string, PagedCase>> cases;
+  auto variant = [&](const char* name, auto edit) {
+    PagedCase c = base;
+    edit(c);
+    cases.emplace_back(name, c);
+  };
+  variant("paged causal", [](PagedCase&) {});
+  variant("paged gqa", [](PagedCase& c) { c.Hq = 4; });
+  variant("paged window", [](PagedCase& c) { c.window = 3; });
+  variant("paged sinks lse", [](PagedCase& c) { c.sinks = c.lse = true; });
+  variant("paged softcap scale", [](PagedCase& c) { c.softcap = 20, c.scale = 0.2; });
+  variant("paged everything", [](PagedCase& c) {
+    c.Hq = 4, c.window = 4, c.sinks = c.lse = true, c.softcap = 20, c.scale = 0.2;
+  });
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (g.quick() && i % 2 == 1) continue;
+    for (sy_dtype d : g.dtypes()) {
+      g.add_varlen(paged_op(cases[i].second, d), std::string(sy_dtype_name(d)) + " " + cases[i].first,
+                   {{kBoundT, kActualT}, {kBoundS + 1, kActualS + 1}, {kBoundS, kActualS}});
+      if (!g.cases_inside_last()) break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<GridCase> op_grid(const Envelope& env, bool quick) {
@@ -387,6 +543,9 @@ std::vector<GridCase> op_grid(const Envelope& env, bool quick) {
     case SY_OP_SINKS_FROM_LSE: sinks_from_lse(g); break;
     default: break;
   }
+  varlen(g, env.op);
+  if (env.op == SY_OP_KV_CACHE_APPEND) paged_append(g);
+  if (env.op == SY_OP_ATTENTION) paged_attention(g);
   return g.take();
 }
 

@@ -424,9 +424,41 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
 namespace sy {
 namespace {
 
-size_t fallbacks_of(const Plan& plan) {
+// Per phase, so that a contiguous plan's two phases (prefill, decode) and a paged plan's one
+// (step) compare.
+double fallbacks_of(const Plan& plan) {
   size_t n = 0;
   for (const auto& p : plan.phases) n += p.fallbacks.size();
+  return plan.phases.empty() ? 0.0 : double(n) / double(plan.phases.size());
+}
+
+// How far the plan's ops sit from the policy's device order: the sum over ops of their device
+// type's rank in `prefer` (a type not listed ranks after every listed one), per phase.
+double preference_rank(const Plan& plan, const Inventory& inventory, const Policy& policy) {
+  size_t rank = 0;
+  for (const auto& p : plan.phases)
+    for (const auto& op : p.ops) {
+      const InventoryDevice* d = inventory.find(op.device);
+      size_t r = policy.prefer.size();
+      for (size_t i = 0; d && i < policy.prefer.size(); ++i)
+        if (policy.prefer[i] == d->info.type) {
+          r = i;
+          break;
+        }
+      rank += r;
+    }
+  return plan.phases.empty() ? 0.0 : double(rank) / double(plan.phases.size());
+}
+
+// Ops of the plan's last phase (its decode step) on a device type other than the first the
+// policy prefers.
+size_t ops_off_preferred(const Plan& plan, const Inventory& inventory, const Policy& policy) {
+  size_t n = 0;
+  if (plan.phases.empty()) return 0;
+  for (const auto& op : plan.phases.back().ops) {
+    const InventoryDevice* d = inventory.find(op.device);
+    n += !policy.prefer.empty() && (!d || d->info.type != policy.prefer.front());
+  }
   return n;
 }
 
@@ -455,29 +487,40 @@ LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
     return lp;
   }
   LayoutPlan paged = plan_of(KvLayout::paged);
-  const size_t paged_fallbacks = fallbacks_of(paged.plan);
+  const double paged_fallbacks = fallbacks_of(paged.plan);
   if (max_sequences > 1 || (paged.plan.ok() && paged_fallbacks == 0)) {
-    paged.plan.layout_rule =
-        paged.plan.ok() ? "paged: every kernel serves the varlen, paged forms"
-                        : "paged (" + std::to_string(max_sequences) +
-                              " sequences need the varlen, paged forms)";
+    paged.plan.layout_rule = paged.plan.ok() ? "paged: every kernel serves the varlen, paged forms"
+                                             : "paged (" + std::to_string(max_sequences) +
+                                                   " sequences need the varlen, paged forms)";
     return paged;
   }
   // One sequence: the contiguous layout asks less of the kernels (no varlen, no paged KV). It
-  // is taken when the paged plan fails, or falls back from what the policy pinned or preferred
-  // and the contiguous one does not.
+  // is taken when the paged plan fails, falls back from what the policy pinned or preferred
+  // and the contiguous one does not, or puts ops on less preferred devices (a GPU whose
+  // kernels lack the paged forms must not be left idle for them).
   LayoutPlan contiguous = plan_of(KvLayout::contiguous);
-  if (paged.plan.ok() &&
+  const bool further = paged.plan.ok() && contiguous.plan.ok() &&
+                       preference_rank(contiguous.plan, inventory, policy) <
+                           preference_rank(paged.plan, inventory, policy);
+  // --strict: a paged plan that only stands by falling back does not hide the contiguous
+  // plan's own error (SY011 for a model that does not fit the preferred device, say).
+  const bool strict_error = !contiguous.plan.ok() && policy.strict && paged_fallbacks > 0;
+  if (paged.plan.ok() && !further && !strict_error &&
       (!contiguous.plan.ok() || fallbacks_of(contiguous.plan) >= paged_fallbacks)) {
     paged.plan.layout_rule = "paged: every kernel serves the varlen, paged forms";
     return paged;
   }
   const std::string why =
-      paged.plan.ok() ? std::to_string(paged_fallbacks) +
-                            " op(s) would fall back from what the policy asks (" +
-                            first_fallback(paged.plan) + ")"
-                      : "it failed: " + code_text(paged.plan.error->code) + " " +
-                            paged.plan.error->message;
+      !paged.plan.ok()
+          ? "it failed: " + code_text(paged.plan.error->code) + " " + paged.plan.error->message
+      : further ? std::to_string(ops_off_preferred(paged.plan, inventory, policy)) +
+                      " op(s) would run off the preferred device (the kernels there lack the "
+                      "varlen, paged forms), against " +
+                      std::to_string(ops_off_preferred(contiguous.plan, inventory, policy)) +
+                      " contiguous"
+                : std::to_string(paged.plan.phases.back().fallbacks.size()) +
+                      " op(s) would fall back from what the policy asks (" +
+                      first_fallback(paged.plan) + ")";
   contiguous.plan.layout_rule = "contiguous, one sequence: in the paged layout " + why;
   return contiguous;
 }

@@ -539,6 +539,7 @@ class AttentionKernel final : public CpuKernel {
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_attention(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  if (op.int_attr(SY_ATTR_PAGED, 0)) return make_paged_attention(op, ctx);
   return std::make_unique<AttentionKernel>(op, ctx);
 }
 

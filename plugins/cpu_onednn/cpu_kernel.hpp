@@ -33,4 +33,12 @@ T* data_of(const DLTensor* t) {
   return reinterpret_cast<T*>(static_cast<char*>(t->data) + t->byte_offset);
 }
 
+// Elements of `t` at this execute's extents: a kernel of a varlen operator (ABI 1.5) computes
+// what the tensors hold, never the prepared bounds.
+inline int64_t elements_of(const DLTensor* t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+  return n;
+}
+
 }  // namespace sy::cpu

@@ -1,10 +1,9 @@
 // fused_decode_attention on the CPU: one token of one sequence, f32 or bf16, every operand in
 // host memory. In one call:
-//   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in]): the active tier's GEMV
-//      (gemv.hpp), or for a block-quantized projection its one-token quantized GEMV
-//      (quant_tier.hpp, as the unfused matmul runs it), over the three weight matrices in one
-//      parallel region, each thread taking its share of the rows of each, f32 results; bf16
-//      rounds them to bf16 as the unfused graph's matmuls do, so rope sees the same inputs;
+//   1. q, k, v = wq·x, wk·x, wv·x (Hugging Face layout [out, in], any weight dtype): the active
+//      tier's rowdot (rowdot.hpp, as the unfused matmul runs it), over the three weight matrices
+//      in one parallel region, each thread taking its share of the rows of each, f32 results;
+//      bf16 rounds them to bf16 as the unfused graph's matmuls do, so rope sees the same inputs;
 //   2. rope (neox, partial rotary, rope_math.hpp: the rope kernel's own math) on q and k at
 //      `position`, unless rope = 0 (SmolLM3's NoPE layers);
 //   3. the k and v rows written into the caches at `position`;
@@ -22,11 +21,10 @@
 #include <omp.h>
 
 #include "elementwise_tier.hpp"
-#include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
-#include "quant_tier.hpp"
 #include "rope_math.hpp"
+#include "rowdot.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -39,9 +37,6 @@ struct FusedShape {
   double factor;  // on cos and sin
   int64_t rotary;
   sy_dtype w[3];  // wq, wk, wv: x's dtype or block-quantized
-  bool quantized() const {
-    return sy_dtype_is_blocked(w[0]) || sy_dtype_is_blocked(w[1]) || sy_dtype_is_blocked(w[2]);
-  }
 };
 
 // The sdpa attention kernel for q [1,1,Hq,D] over k, v [1,C,Hkv,D] with a kv_len input, as the
@@ -112,15 +107,12 @@ class FusedDecodeKernel final : public CpuKernel {
                     const CpuContext& ctx)
       : s_(s),
         ctx_(ctx),
-        gemv_(gemv_tier(active_tier())),
-        quant_(quant_tier(active_tier())),
+        rowdot_(rowdot_tier(active_tier())),
         elementwise_(elementwise_tier(active_tier())),
         attention_(std::move(attention)),
         qkv_(static_cast<size_t>((s.Hq + 2 * s.Hkv) * s.D)),
         qkv16_(s.bf16 ? qkv_.size() : 0),
-        x32_(s.bf16 && gemv_.widen_x ? size_t(s.H) : 0),
-        xq_(s.quantized() ? size_t(s.H) : 0),
-        xsum_(s.quantized() ? size_t(s.H / 32) : 0),
+        x32_(s.bf16 ? size_t(s.H) : 0),
         inv_freq_(s.rope ? rope_inv_freq(theta, s.rotary) : std::vector<double>{}),
         cos_sin_(static_cast<size_t>(s.rope ? s.rotary : 0)) {
     q_shape_[0] = q_shape_[1] = 1;
@@ -194,77 +186,51 @@ class FusedDecodeKernel final : public CpuKernel {
   // qkv_ = [wq; wk; wv] · x in f32: one parallel region, each thread its share of each matrix.
   void project(const DLTensor* const* in) {
     const FusedShape& s = s_;
-    GemvArgs base{};
+    RowdotArgs base{};
     base.M = 1;
     base.K = s.H;
-    base.bf16 = s.bf16;
-    base.f32_out = true;
-    if (s.bf16) {
+    if (s.bf16) {  // bf16 x as it is, and widened for the matrices the tier reads in f32
       base.xb = data_of<const uint16_t>(in[0]);
-      if (gemv_.widen_x) gemv_.widen_x(base.xb, x32_.data(), s.H, s.H);
+      elementwise_.convert[1](base.xb, x32_.data(), 0, s.H);
       base.xf = x32_.data();
     } else {
       base.xf = data_of<const float>(in[0]);
     }
-    const float* xq = s.quantized() ? plain_x(in[0]) : nullptr;
     const int64_t rows[3] = {s.Hq * s.D, s.Hkv * s.D, s.Hkv * s.D};
-    GemvArgs parts[3];
-    QuantGemvArgs qparts[3];
+    RowdotArgs parts[3];
     float* y = qkv_.data();
     for (int i = 0; i < 3; ++i) {
       parts[i] = base;
+      parts[i].wtype = s.w[i];
       parts[i].w = data_of<const void>(in[1 + i]);
       parts[i].y = y;
       parts[i].N = rows[i];
-      qparts[i] = {s.w[i],      data_of<const uint8_t>(in[1 + i]), xq, y, false, 1, s.H, rows[i],
-                   xsum_.data()};
+      if (!rowdot_.reads_bf16_x(s.w[i], s.bf16)) parts[i].xb = nullptr;
       y += rows[i];
     }
     const int64_t total = (rows[0] + 2 * rows[1]) * s.H;
     const int threads = total >= kParallelWork ? ctx_.num_threads : 1;
-    const GemvTier& tier = gemv_;
-    const QuantTier& quant = quant_;
+    const RowdotTier& tier = rowdot_;
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      for (int i = 0; i < 3; ++i) {  // whole 8-row blocks per thread, as in ops_matmul
-        const int64_t n = rows[i], blocks = (n + 7) / 8;
-        const int64_t n0 = std::min(n, blocks * t / nt * 8);
-        const int64_t n1 = std::min(n, blocks * (t + 1) / nt * 8);
-        if (n1 <= n0) continue;
-        if (sy_dtype_is_blocked(s.w[i]))
-          quant.gemv_rows(qparts[i], n0, n1);
-        else
-          tier.rows(parts[i], n0, n1);
+      for (int i = 0; i < 3; ++i) {  // whole tiles per thread, as in ops_matmul
+        const int64_t n = rows[i], unit = tier.row_multiple, units = (n + unit - 1) / unit;
+        const int64_t n0 = std::min(n, units * t / nt * unit);
+        const int64_t n1 = std::min(n, units * (t + 1) / nt * unit);
+        if (n1 > n0) tier.columns(parts[i], n0, n1);
       }
     }
   }
 
-  // x as plain f32 (the quantized GEMV's operand) and its sums over each 32 elements.
-  const float* plain_x(const DLTensor* x) {
-    const float* xf = data_of<const float>(x);
-    if (s_.bf16) {
-      elementwise_.convert[1](data_of<const void>(x), xq_.data(), 0, s_.H);
-      xf = xq_.data();
-    }
-    for (int64_t b = 0; b < s_.H / 32; ++b) {
-      float sum = 0.f;
-      for (int e = 0; e < 32; ++e) sum += xf[b * 32 + e];
-      xsum_[size_t(b)] = sum;
-    }
-    return xf;
-  }
-
   FusedShape s_;
   CpuContext ctx_;
-  const GemvTier& gemv_;
-  const QuantTier& quant_;
+  const RowdotTier& rowdot_;
   const ElementwiseTier& elementwise_;
   std::unique_ptr<CpuKernel> attention_;
   std::vector<float> qkv_;        // q [Hq·D], then k [Hkv·D], then v [Hkv·D], f32
   std::vector<bf16_bits> qkv16_;  // the same rounded to bf16 (bf16 blocks)
-  std::vector<float> x32_;        // bf16 x widened, in the GEMV tier's lane order
-  std::vector<float> xq_, xsum_;  // x as plain f32 and its 32-element sums (quantized weights)
+  std::vector<float> x32_;        // bf16 x widened (the matrices the tier reads in f32)
   std::vector<double> inv_freq_;  // [rotary/2]
   std::vector<float> cos_sin_;    // rotary/2 cosines, then rotary/2 sines
   int64_t kv_len_ = 0, one_ = 1;

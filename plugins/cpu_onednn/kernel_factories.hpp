@@ -22,15 +22,15 @@ std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const
 std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_slice(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
-// What make_matmul and make_embedding build for block-quantized weights (ops_quant.cpp).
-std::unique_ptr<CpuKernel> make_quant_matmul(int64_t m, int64_t k, int64_t n, sy_dtype wtype,
-                                             bool bf16, const CpuContext& ctx);
+// What make_attention builds for the paged form (attention_paged.cpp).
+std::unique_ptr<CpuKernel> make_paged_attention(const sy::edge::OpCopy& op, const CpuContext& ctx);
+
+// What make_embedding builds for a block-quantized table (ops_quant.cpp).
 std::unique_ptr<CpuKernel> make_quant_embedding(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
-// The scratch the kernel make_matmul / make_quant_matmul would build for `op` keeps until
-// release (check's ABI 1.4 workspace_bytes). The f32 operands of a bf16 matmul oneDNN cannot
-// run natively are decided at prepare and are not counted.
+// The scratch the kernel make_matmul would build for `op` keeps until release (check's ABI 1.4
+// workspace_bytes): bf16 x widened for a tier that reads f32. The f32 operands of a bf16 [K, N]
+// matmul oneDNN cannot run natively are decided at prepare and are not counted.
 uint64_t matmul_workspace_bytes(const sy_op_desc* op);
-uint64_t quant_matmul_workspace_bytes(int64_t m, int64_t k, int64_t n, bool bf16);
 
 }  // namespace sy::cpu

@@ -20,10 +20,14 @@ constexpr uint64_t kQuantized = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DT
 
 using sy::edge::feature_mask;
 
-constexpr uint64_t kAttentionFeatures = feature_mask(
-    {SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS, SY_FEATURE_LSE,
-     SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE});
+constexpr uint64_t kAttentionFeatures =
+    feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
+                  SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
+                  SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_PAGED_KV});
 
+// Every kernel but the fused decode block (one token of one contiguous cache) runs on the actual
+// extents of each execute (ABI 1.5 varlen): prepared for the bounds, it computes what the
+// tensors hold.
 constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const char* family,
                                       uint64_t dtypes, uint64_t features = 0) {
   sy_kernel_envelope e{};
@@ -33,7 +37,8 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
   e.family = family;
   e.device_type = kDLCPU;
   e.dtypes = dtypes;
-  e.features = features;
+  e.features =
+      features | (op == SY_OP_FUSED_DECODE_ATTENTION ? 0 : SY_FEATURE_BIT(SY_FEATURE_VARLEN));
   e.default_residency = SY_RESIDENCY_DEVICE;  // a CPU's device memory is host memory
   e.cost_hint = 1.0;
   return e;
@@ -53,7 +58,7 @@ constexpr sy_kernel_envelope attention_envelope() {
 }
 
 // The fused decode block reads raw host slices of every operand: host-only, by design. Its
-// projections may be block-quantized (quant_tier.hpp's one-token GEMV).
+// projections may be block-quantized (rowdot.hpp, as the unfused matmul).
 constexpr sy_kernel_envelope fused_decode_envelope() {
   sy_kernel_envelope e = envelope(
       "fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, "fused_decode", F32 | BF16,
@@ -69,7 +74,8 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
 const sy_kernel_envelope kEnvelopes[] = {
     attention_envelope(),
     fused_decode_envelope(),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16),
+    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16,
+             feature_mask({SY_FEATURE_PAGED_KV})),
     with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
                           feature_mask({SY_FEATURE_TRANSPOSED_B})),
                  kQuantized),
@@ -110,6 +116,22 @@ int limit_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_f
   return sy_refuse(add, ctx, "head_dim", need, have, text);
 }
 
+// The contiguous form runs on the extents it was prepared for; a step of varying length is the
+// paged form's (attention_paged.hpp).
+int limit_attention(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  if (sy_op_int_attr(op, SY_ATTR_PAGED, 0) == 1) return 0;
+  bool dynamic = false;
+  for (size_t i = 0; i < op->num_inputs; ++i)
+    dynamic = dynamic || sy_tensor_dynamic_dims(op->inputs[i]);
+  for (size_t i = 0; i < op->num_outputs; ++i)
+    dynamic = dynamic || sy_tensor_dynamic_dims(op->outputs[i]);
+  if (!dynamic) return 0;
+  return sy_refuse(add, ctx, "varlen", "contiguous attention with dynamic extents",
+                   "dynamic extents with paged=1 only",
+                   "sdpa_attention runs dynamic extents in its paged form only; the contiguous "
+                   "form is prepared for fixed shapes");
+}
+
 // copy converts between f32 and bf16 only; the contract also allows f16, which this plugin
 // does not store.
 int limit_copy(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
@@ -133,16 +155,16 @@ int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal
 
 // Index-aligned with kEnvelopes: the limits beyond the operator contract, and the factories.
 const sy::edge::NarrowFn kLimits[] = {
-    nullptr,    limit_fused_decode,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    nullptr,    nullptr,
-    limit_copy, limit_sinks_from_lse,
-    nullptr,    nullptr,
+    limit_attention, limit_fused_decode,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    nullptr,         nullptr,
+    limit_copy,      limit_sinks_from_lse,
+    nullptr,         nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
     make_attention, make_fused_decode,   make_kv_cache_append, make_matmul,

@@ -1,5 +1,6 @@
 // Elementwise and last-axis ops: silu, gelu (erf | tanh), softcap, add, mul (b broadcast over
 // a's leading dimensions), silu_mul, gelu_mul, copy (f32 <-> bf16 allowed), softmax, argmax.
+// Each run reads its extents from the tensors (varlen: the step's, not the prepared bounds).
 // f32 math throughout, bf16 rounded to nearest even on store. An output may be its input
 // (same data pointer): every loop reads element i before writing element i.
 #include <cmath>
@@ -23,16 +24,16 @@ Act activation(const sy::edge::OpCopy& op) {
 // threads when n is large.
 class UnaryKernel final : public CpuKernel {
  public:
-  UnaryKernel(FlatLoop loop, int64_t n, const CpuContext& ctx) : loop_(loop), n_(n), ctx_(ctx) {}
+  UnaryKernel(FlatLoop loop, const CpuContext& ctx) : loop_(loop), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const void* x = data_of<const void>(in[0]);
     void* y = data_of<void>(out[0]);
-    parallel_chunks(ctx_, n_, [=, loop = loop_](int64_t b, int64_t e) { loop(x, y, b, e); });
+    parallel_chunks(ctx_, elements_of(in[0]),
+                    [=, loop = loop_](int64_t b, int64_t e) { loop(x, y, b, e); });
   }
 
  private:
   FlatLoop loop_;
-  int64_t n_;
   CpuContext ctx_;
 };
 
@@ -40,19 +41,18 @@ class UnaryKernel final : public CpuKernel {
 template <typename T>
 class SoftcapKernel final : public CpuKernel {
  public:
-  SoftcapKernel(int64_t n, double cap, const CpuContext& ctx) : n_(n), cap_(cap), ctx_(ctx) {}
+  SoftcapKernel(double cap, const CpuContext& ctx) : cap_(cap), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const T* x = data_of<const T>(in[0]);
     T* y = data_of<T>(out[0]);
     const double cap = cap_;
-    parallel_chunks(ctx_, n_, [=](int64_t b, int64_t e) {
+    parallel_chunks(ctx_, elements_of(in[0]), [=](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         y[i] = from_f32<T>(static_cast<float>(cap * std::tanh(double(to_f32(x[i])) / cap)));
     });
   }
 
  private:
-  int64_t n_;
   double cap_;
   CpuContext ctx_;
 };
@@ -60,63 +60,58 @@ class SoftcapKernel final : public CpuKernel {
 // c = a op b; b has a's last `nb` elements' shape and repeats over a's leading dims.
 class BinaryKernel final : public CpuKernel {
  public:
-  BinaryKernel(const ElementwiseTier& tier, Bin op, bool bf16, int64_t n, int64_t nb,
-               const CpuContext& ctx)
-      : flat_(tier.binary[int(op)][bf16]),
-        rows_(tier.binary_rows[int(op)][bf16]),
-        n_(n),
-        nb_(nb),
-        ctx_(ctx) {}
+  BinaryKernel(const ElementwiseTier& tier, Bin op, bool bf16, const CpuContext& ctx)
+      : flat_(tier.binary[int(op)][bf16]), rows_(tier.binary_rows[int(op)][bf16]), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const void* a = data_of<const void>(in[0]);
     const void* b = data_of<const void>(in[1]);
     void* c = data_of<void>(out[0]);
-    if (nb_ == n_) {
-      parallel_chunks(ctx_, n_, [=, f = flat_](int64_t s, int64_t e) { f(a, b, c, s, e); });
+    const int64_t n = elements_of(in[0]), nb = elements_of(in[1]);
+    if (nb == n) {
+      parallel_chunks(ctx_, n, [=, f = flat_](int64_t s, int64_t e) { f(a, b, c, s, e); });
       return;
     }
-    const int64_t nb = nb_;
-    parallel_for(ctx_, n_ / nb, nb, [=, f = rows_](int64_t row) { f(a, b, c, nb, row, row + 1); });
+    parallel_for(ctx_, n / nb, nb, [=, f = rows_](int64_t row) { f(a, b, c, nb, row, row + 1); });
   }
 
  private:
   BinaryLoop flat_;
   BinaryRowsLoop rows_;
-  int64_t n_, nb_;
   CpuContext ctx_;
 };
 
 class CopyBytesKernel final : public CpuKernel {
  public:
-  CopyBytesKernel(int64_t bytes, const CpuContext& ctx) : bytes_(bytes), ctx_(ctx) {}
+  CopyBytesKernel(sy_dtype dtype, const CpuContext& ctx) : dtype_(dtype), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const char* x = data_of<const char>(in[0]);
     char* y = data_of<char>(out[0]);
     if (x == y) return;
-    parallel_chunks(ctx_, bytes_, [=](int64_t b, int64_t e) { std::memmove(y + b, x + b, e - b); });
+    const int64_t bytes = sy_tensor_bytes(dtype_, in[0]->ndim, in[0]->shape);
+    parallel_chunks(ctx_, bytes, [=](int64_t b, int64_t e) { std::memmove(y + b, x + b, e - b); });
   }
 
  private:
-  int64_t bytes_;
+  sy_dtype dtype_;
   CpuContext ctx_;
 };
 
 // Over the last axis: y = e^{x - max} / Σ e^{x - max}.
 class SoftmaxKernel final : public CpuKernel {
  public:
-  SoftmaxKernel(const ElementwiseTier& tier, bool bf16, int64_t rows, int64_t n,
-                const CpuContext& ctx)
-      : loop_(tier.softmax[bf16]), rows_(rows), n_(n), ctx_(ctx) {}
+  SoftmaxKernel(const ElementwiseTier& tier, bool bf16, int64_t n, const CpuContext& ctx)
+      : loop_(tier.softmax[bf16]), n_(n), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const void* x = data_of<const void>(in[0]);
     void* y = data_of<void>(out[0]);
     const int64_t n = n_;
-    parallel_for(ctx_, rows_, 3 * n, [=, f = loop_](int64_t row) { f(x, y, n, row, row + 1); });
+    parallel_for(ctx_, elements_of(in[0]) / n, 3 * n,
+                 [=, f = loop_](int64_t row) { f(x, y, n, row, row + 1); });
   }
 
  private:
   SoftmaxLoop loop_;
-  int64_t rows_, n_;
+  int64_t n_;
   CpuContext ctx_;
 };
 
@@ -125,12 +120,12 @@ class SoftmaxKernel final : public CpuKernel {
 template <typename T>
 class ArgmaxKernel final : public CpuKernel {
  public:
-  ArgmaxKernel(int64_t rows, int64_t n, const CpuContext& ctx) : rows_(rows), n_(n), ctx_(ctx) {}
+  ArgmaxKernel(int64_t n, const CpuContext& ctx) : n_(n), ctx_(ctx) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     const T* x = data_of<const T>(in[0]);
     int64_t* index = data_of<int64_t>(out[0]);
     const int64_t n = n_;
-    parallel_for(ctx_, rows_, n, [=](int64_t row) {
+    parallel_for(ctx_, elements_of(in[0]) / n, n, [=](int64_t row) {
       const T* xr = x + row * n;
       float m = -std::numeric_limits<float>::infinity();
       int nan = 0;
@@ -153,7 +148,7 @@ class ArgmaxKernel final : public CpuKernel {
   }
 
  private:
-  int64_t rows_, n_;
+  int64_t n_;
   CpuContext ctx_;
 };
 
@@ -163,14 +158,13 @@ std::unique_ptr<CpuKernel> make_unary(const sy::edge::OpCopy& op, const CpuConte
   sy::edge::enforce_contract(op, op.op == SY_OP_SILU ? "silu" : "gelu");
   const bool bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
   return std::make_unique<UnaryKernel>(
-      elementwise_tier(active_tier()).unary[int(activation(op))][bf16], op.inputs[0].elements(),
-      ctx);
+      elementwise_tier(active_tier()).unary[int(activation(op))][bf16], ctx);
 }
 
 std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "softcap");
-  return make_for_dtype<SoftcapKernel>(op.inputs[0].dtype, op.inputs[0].elements(),
-                                       op.float_attr(SY_ATTR_SOFTCAP, 0.0), ctx);
+  return make_for_dtype<SoftcapKernel>(op.inputs[0].dtype, op.float_attr(SY_ATTR_SOFTCAP, 0.0),
+                                       ctx);
 }
 
 std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuContext& ctx) {
@@ -189,20 +183,18 @@ std::unique_ptr<CpuKernel> make_binary(const sy::edge::OpCopy& op, const CpuCont
                                   "the binary kernel does not serve this operator");
   }
   return std::make_unique<BinaryKernel>(elementwise_tier(active_tier()), kind,
-                                        op.inputs[0].dtype == SY_DTYPE_BF16,
-                                        op.inputs[0].elements(), op.inputs[1].elements(), ctx);
+                                        op.inputs[0].dtype == SY_DTYPE_BF16, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "copy");
   sy_dtype from = op.inputs[0].dtype, to = op.outputs[0].dtype;
-  int64_t n = op.inputs[0].elements();
   const ElementwiseTier& tier = elementwise_tier(active_tier());
   if (from == SY_DTYPE_F32 && to == SY_DTYPE_BF16)
-    return std::make_unique<UnaryKernel>(tier.convert[0], n, ctx);
+    return std::make_unique<UnaryKernel>(tier.convert[0], ctx);
   if (from == SY_DTYPE_BF16 && to == SY_DTYPE_F32)
-    return std::make_unique<UnaryKernel>(tier.convert[1], n, ctx);
-  return std::make_unique<CopyBytesKernel>(n * static_cast<int64_t>(sy_dtype_size(from)), ctx);
+    return std::make_unique<UnaryKernel>(tier.convert[1], ctx);
+  return std::make_unique<CopyBytesKernel>(from, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_softmax(const sy::edge::OpCopy& op, const CpuContext& ctx) {
@@ -210,15 +202,14 @@ std::unique_ptr<CpuKernel> make_softmax(const sy::edge::OpCopy& op, const CpuCon
   const auto& shape = op.inputs[0].shape;
   int64_t n = shape.back();
   return std::make_unique<SoftmaxKernel>(elementwise_tier(active_tier()),
-                                         op.inputs[0].dtype == SY_DTYPE_BF16,
-                                         op.inputs[0].elements() / n, n, ctx);
+                                         op.inputs[0].dtype == SY_DTYPE_BF16, n, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_argmax(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "argmax");
   const auto& shape = op.inputs[0].shape;
   int64_t n = shape.back();
-  return make_for_dtype<ArgmaxKernel>(op.inputs[0].dtype, op.inputs[0].elements() / n, n, ctx);
+  return make_for_dtype<ArgmaxKernel>(op.inputs[0].dtype, n, ctx);
 }
 
 }  // namespace sy::cpu

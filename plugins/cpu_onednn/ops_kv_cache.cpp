@@ -44,11 +44,44 @@ class KvCacheAppendKernel final : public CpuKernel {
   CpuContext ctx_;
 };
 
+// The paged form: rows [1, T, Hkv, D] written at the pool rows slot_mapping names (block ·
+// BS + offset, vLLM's slot mapping). Every slot is checked against this execute's pool before
+// any row is written.
+class PagedAppendKernel final : public CpuKernel {
+ public:
+  PagedAppendKernel(int64_t row_bytes, const CpuContext& ctx) : row_bytes_(row_bytes), ctx_(ctx) {}
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    const char* rows = data_of<const char>(in[0]);
+    const int64_t* slots = data_of<const int64_t>(in[1]);
+    char* pool = data_of<char>(out[0]);
+    const int64_t T = in[0]->shape[1], capacity = out[0]->shape[0] * out[0]->shape[1];
+    for (int64_t t = 0; t < T; ++t)
+      if (slots[t] < 0 || slots[t] >= capacity)
+        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                    "kv_cache_append: slot " + std::to_string(slots[t]) +
+                                        " of row " + std::to_string(t) +
+                                        " is outside the pool's [0, " + std::to_string(capacity) +
+                                        "); nothing was written");
+    const int64_t row_bytes = row_bytes_;
+    parallel_for(ctx_, T, row_bytes / 4, [=](int64_t t) {
+      std::memcpy(pool + slots[t] * row_bytes, rows + t * row_bytes, size_t(row_bytes));
+    });
+  }
+
+ private:
+  int64_t row_bytes_;
+  CpuContext ctx_;
+};
+
 }  // namespace
 
 std::unique_ptr<CpuKernel> make_kv_cache_append(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "kv_cache_append");
   const auto& rows = op.inputs[0];
+  if (op.int_attr(SY_ATTR_PAGED, 0))
+    return std::make_unique<PagedAppendKernel>(
+        rows.shape[2] * rows.shape[3] * static_cast<int64_t>(sy_dtype_size(rows.dtype)), ctx);
   int64_t row_bytes =
       rows.shape[2] * rows.shape[3] * static_cast<int64_t>(sy_dtype_size(rows.dtype));
   return std::make_unique<KvCacheAppendKernel>(rows.shape[0], rows.shape[1], op.outputs[0].shape[1],

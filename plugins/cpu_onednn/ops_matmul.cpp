@@ -1,28 +1,29 @@
-// matmul on oneDNN: c [..., M, N] = a [..., M, K] · b, with b [K, N], or [N, K] under
-// transpose_b (read through a transposed memory descriptor, never copied). a and c are
-// views: K and N come from b, M = a's elements / K (so leading dimensions fold into M).
-// The primitive is created once, for the prepared shapes, on an engine and stream the
-// kernel owns; each run only rebinds the data pointers.
+// matmul: c [..., M, N] = a [..., M, K] · b, with b [N, K] under transpose_b (Hugging Face
+// linear weights: every projection a model's graph has) or [K, N]. a and c are views: K and N
+// come from b, M = a's elements / K (leading dimensions fold into M), and M is this execute's
+// (varlen: up to the prepared bound).
 //
-// bf16 runs natively (f32 accumulation) where oneDNN has an optimised bf16 matmul for this
-// CPU. Where it has none, or only its reference implementation (CPUs before AVX-512), the
-// kernel instead converts to f32, multiplies with the f32 primitive and rounds the result
-// to bf16.
+// b [N, K] runs rowdot.hpp's kernels for the active tier, for every weight dtype (f32, bf16,
+// block-quantized) and every M: batch-invariant, so a row of c is bit-identical whether it is one
+// decode token or a row of a batch or a prefill. The N rows are split over the threads in equal
+// ranges of whole tiles; each element is computed by one thread.
 //
-// Decode-sized problems (M <= kGemvMaxRows, b stored [N, K]) skip oneDNN: its M=1 bf16 matmul
-// ran at a fraction of the memory bandwidth. They run gemv.hpp's kernels for the active tier,
-// one parallel region per call, the N rows split into equal contiguous ranges.
+// b [K, N] (no importer emits it) runs oneDNN's matmul, one primitive per M seen (made on first
+// use, then reused), on an engine and stream the kernel owns. bf16 runs natively where oneDNN has
+// an optimised bf16 matmul for this CPU; elsewhere the kernel converts to f32, multiplies with
+// the f32 primitive and rounds the result. Its rows are not batch-invariant (oneDNN chooses its
+// blocking by M).
 #include <omp.h>
 
 #include <dnnl.hpp>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "gemv.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
+#include "rowdot.hpp"
+#include "switchyard/envelope_check.h"
 
 namespace sy::cpu {
 namespace {
@@ -31,71 +32,91 @@ using dnnl::memory;
 
 class MatmulKernel final : public CpuKernel {
  public:
-  MatmulKernel(int64_t m, int64_t k, int64_t n, bool transpose_b, bool bf16, const CpuContext& ctx)
-      : m_(m), k_(k), n_(n), ctx_(ctx), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    std::optional<dnnl::matmul::primitive_desc> pd;
-    if (bf16) {
-      pd = describe(transpose_b, memory::data_type::bf16);
-      if (pd && std::string(pd->impl_info_str()).find("ref") != std::string::npos) pd.reset();
-      convert_ = !pd;
-    }
-    if (!pd) pd = describe(transpose_b, memory::data_type::f32);
-    if (!pd)
-      throw sy::edge::StatusError(SY_STATUS_INTERNAL,
-                                  "oneDNN has no f32 matmul for M=" + std::to_string(m) +
-                                      ", K=" + std::to_string(k) + ", N=" + std::to_string(n));
+  MatmulKernel(int64_t m, int64_t k, int64_t n, bool bf16, const CpuContext& ctx)
+      : k_(k),
+        n_(n),
+        bf16_(bf16),
+        ctx_(ctx),
+        engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_) {
+    convert_ = bf16 && !native_bf16(m);
     if (convert_) {
       a32_.resize(static_cast<size_t>(m * k));
       b32_.resize(static_cast<size_t>(k * n));
       c32_.resize(static_cast<size_t>(m * n));
     }
-    primitive_ = dnnl::matmul(*pd);
-    a_ = memory(pd->src_desc(), engine_, DNNL_MEMORY_NONE);
-    b_ = memory(pd->weights_desc(), engine_, DNNL_MEMORY_NONE);
-    c_ = memory(pd->dst_desc(), engine_, DNNL_MEMORY_NONE);
-    // The C API with a fixed argument array: the C++ execute() builds a vector per call, and
-    // a decode step must not allocate.
-    args_ = {{DNNL_ARG_SRC, a_.get()}, {DNNL_ARG_WEIGHTS, b_.get()}, {DNNL_ARG_DST, c_.get()}};
-    if (convert_) {
-      a_.set_data_handle(a32_.data());
-      b_.set_data_handle(b32_.data());
-      c_.set_data_handle(c32_.data());
-    }
+    shape(m);  // the prepared bound's primitive, and an error now rather than at run time
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     omp_set_num_threads(ctx_.num_threads);  // oneDNN's OpenMP team for this thread
+    const int64_t m = elements_of(in[0]) / k_;
+    Shape& p = shape(m);
     if (!convert_) {
-      a_.set_data_handle(data_of<void>(in[0]));
-      b_.set_data_handle(data_of<void>(in[1]));
-      c_.set_data_handle(data_of<void>(out[0]));
-      execute();
+      p.a.set_data_handle(data_of<void>(in[0]));
+      p.b.set_data_handle(data_of<void>(in[1]));
+      p.c.set_data_handle(data_of<void>(out[0]));
+      execute(p);
       return;
     }
-    widen(data_of<const bf16_bits>(in[0]), a32_.data(), m_ * k_);
+    widen(data_of<const bf16_bits>(in[0]), a32_.data(), m * k_);
     widen(data_of<const bf16_bits>(in[1]), b32_.data(), k_ * n_);
-    execute();
+    p.a.set_data_handle(a32_.data());
+    p.b.set_data_handle(b32_.data());
+    p.c.set_data_handle(c32_.data());
+    execute(p);
     const float* c32 = c32_.data();
     bf16_bits* c = data_of<bf16_bits>(out[0]);
-    parallel_chunks(ctx_, m_ * n_, [=](int64_t s, int64_t e) {
+    parallel_chunks(ctx_, m * n_, [=](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) c[i] = from_f32<bf16_bits>(c32[i]);
     });
   }
 
  private:
-  // The primitive for these shapes in `dt`; nullopt where oneDNN has none (e.g. bf16 on
-  // a CPU without AVX-512).
-  std::optional<dnnl::matmul::primitive_desc> describe(bool transpose_b,
-                                                       memory::data_type dt) const {
-    memory::desc a({m_, k_}, dt, memory::dims{k_, 1});
-    // b as logical [K, N]: row-major [K, N] has strides {N, 1}; [N, K] read transposed, {1, K}.
-    memory::desc b({k_, n_}, dt, transpose_b ? memory::dims{1, k_} : memory::dims{n_, 1});
-    memory::desc c({m_, n_}, dt, memory::dims{n_, 1});
+  struct Shape {
+    int64_t m;
+    dnnl::matmul primitive;
+    memory a, b, c;
+    std::vector<dnnl_exec_arg_t> args;
+  };
+
+  // The primitive for m rows in `dt`; nullopt where oneDNN has none (e.g. bf16 on a CPU without
+  // AVX-512).
+  std::optional<dnnl::matmul::primitive_desc> describe(int64_t m, memory::data_type dt) const {
+    memory::desc a({m, k_}, dt, memory::dims{k_, 1});
+    memory::desc b({k_, n_}, dt, memory::dims{n_, 1});
+    memory::desc c({m, n_}, dt, memory::dims{n_, 1});
     try {
       return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine_);
     } catch (const dnnl::error&) {
       return std::nullopt;
     }
+  }
+
+  bool native_bf16(int64_t m) const {
+    auto pd = describe(m, memory::data_type::bf16);
+    return pd && std::string(pd->impl_info_str()).find("ref") == std::string::npos;
+  }
+
+  Shape& shape(int64_t m) {
+    for (Shape& s : shapes_)
+      if (s.m == m) return s;
+    const auto dt = bf16_ && !convert_ ? memory::data_type::bf16 : memory::data_type::f32;
+    std::optional<dnnl::matmul::primitive_desc> pd = describe(m, dt);
+    if (!pd)
+      throw sy::edge::StatusError(SY_STATUS_INTERNAL,
+                                  "oneDNN has no matmul for M=" + std::to_string(m) +
+                                      ", K=" + std::to_string(k_) + ", N=" + std::to_string(n_));
+    Shape s{m,
+            dnnl::matmul(*pd),
+            memory(pd->src_desc(), engine_, DNNL_MEMORY_NONE),
+            memory(pd->weights_desc(), engine_, DNNL_MEMORY_NONE),
+            memory(pd->dst_desc(), engine_, DNNL_MEMORY_NONE),
+            {}};
+    // The C API with a fixed argument array: the C++ execute() builds a vector per call.
+    s.args = {{DNNL_ARG_SRC, s.a.get()}, {DNNL_ARG_WEIGHTS, s.b.get()}, {DNNL_ARG_DST, s.c.get()}};
+    shapes_.push_back(std::move(s));
+    return shapes_.back();
   }
 
   void widen(const bf16_bits* x, float* y, int64_t n) const {
@@ -104,95 +125,102 @@ class MatmulKernel final : public CpuKernel {
     });
   }
 
-  int64_t m_, k_, n_;
-  CpuContext ctx_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  dnnl::matmul primitive_;
-  memory a_, b_, c_;
-  std::vector<dnnl_exec_arg_t> args_;
-
-  void execute() {
+  void execute(Shape& s) {
     dnnl_status_t st =
-        dnnl_primitive_execute(primitive_.get(), stream_.get(), int(args_.size()), args_.data());
+        dnnl_primitive_execute(s.primitive.get(), stream_.get(), int(s.args.size()), s.args.data());
     if (st == dnnl_success) st = dnnl_stream_wait(stream_.get());
     if (st != dnnl_success)
       throw sy::edge::StatusError(SY_STATUS_INTERNAL,
                                   "oneDNN matmul failed with status " + std::to_string(int(st)));
   }
-  bool convert_ = false;
+
+  int64_t k_, n_;
+  bool bf16_, convert_ = false;
+  CpuContext ctx_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::vector<Shape> shapes_;           // std::vector keeps Shape's memory handles valid on growth
   std::vector<float> a32_, b32_, c32_;  // the f32 fallback's operands
 };
 
-class GemvKernel final : public CpuKernel {
+// c = a · bᵀ for b [N, K] of any weight dtype (rowdot.hpp).
+class RowdotKernel final : public CpuKernel {
  public:
-  GemvKernel(int64_t m, int64_t k, int64_t n, bool bf16, const CpuContext& ctx)
-      : tier_(gemv_tier(active_tier())),
+  RowdotKernel(int64_t m, int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
+      : tier_(rowdot_tier(active_tier())),
         ctx_(ctx),
-        x32_(bf16 && tier_.widen_x ? size_t(m * k) : 0) {
-    args_.M = int(m);
+        widen_(bf16 && !tier_.reads_bf16_x(wtype, bf16)),
+        x32_(widen_ ? size_t(m * k) : 0) {
+    args_.wtype = wtype;
+    args_.y_bf16 = bf16;
     args_.K = k;
     args_.N = n;
-    args_.bf16 = bf16;
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    GemvArgs a = args_;
+    RowdotArgs a = args_;
+    a.M = elements_of(in[0]) / a.K;
     a.w = data_of<const void>(in[1]);
     a.y = data_of<void>(out[0]);
-    if (a.bf16) {
+    if (widen_) {
+      const bf16_bits* x = data_of<const bf16_bits>(in[0]);
+      float* xf = x32_.data();
+      parallel_chunks(ctx_, a.M * a.K, [=](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) xf[i] = to_f32(x[i]);
+      });
+      a.xf = xf;
+    } else if (a.y_bf16) {
       a.xb = data_of<const uint16_t>(in[0]);
-      if (tier_.widen_x) tier_.widen_x(a.xb, x32_.data(), a.M * a.K, a.K);
-      a.xf = x32_.data();
     } else {
       a.xf = data_of<const float>(in[0]);
     }
-    const int threads = a.N * a.K >= kParallelWork ? ctx_.num_threads : 1;
-    if (threads == 1) return tier_.rows(a, 0, a.N);
-    // Equal ranges of whole 8-row blocks: the row kernels' widest tile.
-    const int64_t blocks = (a.N + 7) / 8;
+    const int64_t work = a.M * a.N * a.K;
+    const int threads = work >= kParallelWork ? ctx_.num_threads : 1;
+    const RowdotTier& tier = tier_;
+    if (threads == 1) return tier.columns(a, 0, a.N);
+    const int64_t unit = tier.row_multiple, units = (a.N + unit - 1) / unit;
 #pragma omp parallel num_threads(threads)
     {
-      int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      int64_t n0 = std::min(a.N, blocks * t / nt * 8),
-              n1 = std::min(a.N, blocks * (t + 1) / nt * 8);
-      if (n1 > n0) tier_.rows(a, n0, n1);
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t n0 = std::min(a.N, units * t / nt * unit),
+                    n1 = std::min(a.N, units * (t + 1) / nt * unit);
+      if (n1 > n0) tier.columns(a, n0, n1);
     }
   }
 
  private:
-  const GemvTier& tier_;
+  const RowdotTier& tier_;
   CpuContext ctx_;
-  GemvArgs args_{};
-  std::vector<float> x32_;  // bf16 x widened, in the tier's lane order
+  RowdotArgs args_{};
+  bool widen_;
+  std::vector<float> x32_;  // bf16 x widened (tiers that read f32 x)
 };
 
 }  // namespace
 
 uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
-  if (!sy_dtype_is_blocked(op->inputs[1]->dtype)) return 0;  // GEMV/oneDNN: nothing held
-  const int64_t* b = op->inputs[1]->shape;                   // quantized weights are always [N, K]
+  if (op->inputs[0]->dtype != SY_DTYPE_BF16) return 0;
+  const int64_t* b = op->inputs[1]->shape;
+  const bool transpose_b = sy_op_int_attr(op, SY_ATTR_TRANSPOSE_B, 0) == 1;
+  if (!transpose_b || b[1] <= 0) return 0;  // oneDNN's f32 fallback is decided at prepare
+  if (rowdot_tier(active_tier()).reads_bf16_x(op->inputs[1]->dtype, true)) return 0;
   int64_t elements = 1;
   for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
-  return b[1] > 0 ? quant_matmul_workspace_bytes(elements / b[1], b[1], b[0],
-                                                 op->inputs[0]->dtype == SY_DTYPE_BF16)
-                  : 0;
+  return uint64_t(elements) * sizeof(float);  // x widened
 }
 
 std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "matmul");
   const auto& b = op.inputs[1].shape;
-  bool transpose_b = op.int_attr(SY_ATTR_TRANSPOSE_B, 0) == 1;
-  int64_t k = transpose_b ? b[1] : b[0];
-  int64_t n = transpose_b ? b[0] : b[1];
-  int64_t m = op.inputs[0].elements() / k;
+  // The contract: block-quantized b is always [N, K] under transpose_b.
+  const bool transpose_b = op.int_attr(SY_ATTR_TRANSPOSE_B, 0) == 1;
+  const int64_t k = transpose_b ? b[1] : b[0];
+  const int64_t n = transpose_b ? b[0] : b[1];
+  const int64_t m = op.inputs[0].elements() / k;
   const bool bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
-  if (sy_dtype_is_blocked(op.inputs[1].dtype))  // the contract: transpose_b, whole blocks
-    return make_quant_matmul(m, k, n, op.inputs[1].dtype, bf16, ctx);
-  if (transpose_b && m <= kGemvMaxRows) return std::make_unique<GemvKernel>(m, k, n, bf16, ctx);
-  return std::make_unique<MatmulKernel>(m, k, n, transpose_b, op.inputs[0].dtype == SY_DTYPE_BF16,
-                                        ctx);
+  if (transpose_b) return std::make_unique<RowdotKernel>(m, k, n, op.inputs[1].dtype, bf16, ctx);
+  return std::make_unique<MatmulKernel>(m, k, n, bf16, ctx);
 }
 
 }  // namespace sy::cpu

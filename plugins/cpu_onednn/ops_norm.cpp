@@ -27,7 +27,8 @@ class RmsNormKernel final : public CpuKernel {
     const void* x = data_of<const void>(in[0]);
     const void* w = data_of<const void>(in[1]);
     void* y = data_of<void>(out[0]);
-    const NormShape s = s_;
+    NormShape s = s_;
+    s.rows = elements_of(in[0]) / s.h;
     parallel_for(ctx_, s.rows, 2 * s.h, [=, f = loop_, offset = offset_](int64_t row) {
       f(x, w, y, s.h, s.eps, offset, row, row + 1);
     });
@@ -49,7 +50,8 @@ class LayerNormKernel final : public CpuKernel {
     const void* w = data_of<const void>(in[1]);
     const void* b = data_of<const void>(in[2]);
     void* y = data_of<void>(out[0]);
-    const NormShape s = s_;
+    NormShape s = s_;
+    s.rows = elements_of(in[0]) / s.h;
     parallel_for(ctx_, s.rows, 3 * s.h,
                  [=, f = loop_](int64_t row) { f(x, w, b, y, s.h, s.eps, row, row + 1); });
   }

@@ -12,7 +12,7 @@ namespace sy::cpu {
 namespace {
 
 struct RopeShape {
-  int64_t rows, heads, d, rotary;  // rows = B·S
+  int64_t rows, heads, d, rotary;  // rows = B·S (prepared: the bound)
   bool interleaved, positions_i64;
   bool table;     // inv_freq comes from input 2
   double factor;  // on cos and sin
@@ -32,7 +32,8 @@ class RopeKernel final : public CpuKernel {
     const char* x = data_of<const char>(in[0]);
     const void* positions = data_of<const void>(in[1]);
     char* y = data_of<char>(out[0]);
-    const RopeShape s = s_;
+    RopeShape s = s_;
+    s.rows = in[0]->shape[0] * in[0]->shape[1];  // this execute's positions
     const int64_t half = s.rotary / 2;
     if (s.table) rope_table(data_of<const float>(in[2]), inv_freq_);
     const double* inv_freq = inv_freq_.data();

@@ -13,26 +13,26 @@ namespace {
 template <typename T>
 class SinksFromLseKernel final : public CpuKernel {
  public:
-  SinksFromLseKernel(const std::vector<int64_t>& o_shape, const CpuContext& ctx)
-      : B_(o_shape[0]), S_(o_shape[1]), H_(o_shape[2]), D_(o_shape[3]), ctx_(ctx) {}
+  explicit SinksFromLseKernel(const CpuContext& ctx) : ctx_(ctx) {}
 
   void run(const DLTensor* const* inputs, const DLTensor* const* outputs) override {
     const float* lse = data_of<const float>(inputs[0]);
     const float* sinks = data_of<const float>(inputs[1]);
     T* o = data_of<T>(outputs[0]);
-    parallel_for(ctx_, B_ * S_, H_ * D_, [&](int64_t bs) {
-      const int64_t b = bs / S_, s = bs % S_;
-      for (int64_t h = 0; h < H_; ++h) {
-        const double l = lse[(b * H_ + h) * S_ + s];
+    const int64_t* shape = outputs[0]->shape;  // this execute's [B, S, H, D]
+    const int64_t S = shape[1], H = shape[2], D = shape[3];
+    parallel_for(ctx_, shape[0] * S, H * D, [&](int64_t bs) {
+      const int64_t b = bs / S, s = bs % S;
+      for (int64_t h = 0; h < H; ++h) {
+        const double l = lse[(b * H + h) * S + s];
         const float w = static_cast<float>(1.0 / (1.0 + std::exp(double(sinks[h]) - l)));
-        T* row = o + (bs * H_ + h) * D_;
-        for (int64_t d = 0; d < D_; ++d) row[d] = from_f32<T>(to_f32(row[d]) * w);
+        T* row = o + (bs * H + h) * D;
+        for (int64_t d = 0; d < D; ++d) row[d] = from_f32<T>(to_f32(row[d]) * w);
       }
     });
   }
 
  private:
-  int64_t B_, S_, H_, D_;
   CpuContext ctx_;
 };
 
@@ -40,7 +40,7 @@ class SinksFromLseKernel final : public CpuKernel {
 
 std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "sinks_from_lse");
-  return make_for_dtype<SinksFromLseKernel>(op.outputs[0].dtype, op.outputs[0].shape, ctx);
+  return make_for_dtype<SinksFromLseKernel>(op.outputs[0].dtype, ctx);
 }
 
 }  // namespace sy::cpu

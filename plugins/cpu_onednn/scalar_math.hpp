@@ -5,7 +5,7 @@
 // with wider instruction sets; were these inline functions shared, the linker could keep an
 // AVX-512-compiled copy for the whole plugin, which would fault on an AVX2 CPU. With internal
 // linkage every file gets its own copy. Headers included by a tier file must follow the same
-// rule (gemv.hpp, decode_tiles.hpp, elementwise_loops.hpp do).
+// rule (rowdot_lanes.hpp, decode_tiles.hpp, elementwise_loops.hpp do).
 #pragma once
 
 #include <bit>

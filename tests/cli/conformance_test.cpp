@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/cpu_tiers.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -34,16 +35,23 @@ std::vector<std::string> verdicts(const json& report) {
   return v;
 }
 
+// On every instruction-set tier this CPU has (the child inherits SWITCHYARD_CPU_ISA): each
+// tier has its own loops, the paged and varlen forms among them.
 TEST(Conformance, CpuOnednnPassesAndRunsEveryKernelAgainstTheReference) {
-  Result r = conformance((test::kPluginDir / "cpu_onednn.so").string());
-  EXPECT_EQ(r.exit_code, 0) << r.report.dump(2).substr(0, 3000);
-  EXPECT_EQ(r.report["status"], "pass");
-  EXPECT_EQ(r.report["kernels"].size(), 20u);
-  for (const auto& k : r.report["kernels"]) {
-    EXPECT_EQ(k["verdict"], "pass") << k;
-    EXPECT_GT(k["executed"].get<int>(), 0) << k["kernel"] << " ran no case against the reference";
+  for (const std::string& tier : test::cpu_tiers()) {
+    if (!test::cpu_tier_missing(tier).empty()) continue;
+    SCOPED_TRACE("tier " + tier);
+    test::ScopedCpuTier scoped(tier);
+    Result r = conformance((test::kPluginDir / "cpu_onednn.so").string());
+    EXPECT_EQ(r.exit_code, 0) << r.report.dump(2).substr(0, 3000);
+    EXPECT_EQ(r.report["status"], "pass");
+    EXPECT_EQ(r.report["kernels"].size(), 20u);
+    for (const auto& k : r.report["kernels"]) {
+      EXPECT_EQ(k["verdict"], "pass") << k;
+      EXPECT_GT(k["executed"].get<int>(), 0) << k["kernel"] << " ran no case against the reference";
+    }
+    EXPECT_EQ(r.report["hash"].get<std::string>().size(), 16u);
   }
-  EXPECT_EQ(r.report["hash"].get<std::string>().size(), 16u);
 }
 
 // Without a GPU here, cuda_flash's checks run against a described device and nothing executes;

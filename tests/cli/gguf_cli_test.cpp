@@ -54,8 +54,9 @@ const json* first_op(const json& plan, const std::string& name) {
 
 TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
   const std::string file = write("tiny.gguf", TinyGguf(Storage::quantized).w.bytes());
-  const std::string args = "plan " + file + " --target " + kH200 +
-                           " --dtype bf16 --max-batch-tokens 8 --context 64 --prefer cuda,cpu --json";
+  const std::string args =
+      "plan " + file + " --target " + kH200 +
+      " --dtype bf16 --max-batch-tokens 8 --context 64 --prefer cuda,cpu --json";
   auto r = test::run_switchyard(args);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
   json plan = json::parse(r.out);
@@ -133,7 +134,7 @@ TEST_F(GgufCli, BrokenFilesExit4NamingTheField) {
   };
   for (const Case& c : cases) {
     const std::string file = write(c.name, c.bytes);
-    for (const std::string cmd : {"plan " + file, "run " + file + " --prompt hi"}) {
+    for (const std::string& cmd : {"plan " + file, "run " + file + " --prompt hi"}) {
       auto r = test::run_switchyard(cmd);
       EXPECT_EQ(r.exit_code, 4) << cmd << ": " << r.err;
       EXPECT_THAT(r.err, HasSubstr("SY302")) << cmd;

@@ -2,7 +2,8 @@
 // eight prompts in one batch, forks of a shared prefix, a continued conversation, a reused
 // prefix — each gives, bit for bit, the logits of the unshared runs (the kernels are
 // batch-invariant: a row's output does not depend on what else is in the step). And bad input
-// is refused before anything runs. On the reference plugin and on every tier of cpu_onednn.
+// is refused before anything runs. On the reference plugin and on every tier of cpu_onednn, with
+// f32 and with bf16 weights and activations.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,22 +22,35 @@ namespace {
 const std::filesystem::path kReferenceDir = SY_TEST_REFERENCE_DIR;
 
 std::optional<Error> load(const Value& v, void* dst) {
-  if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
-  auto* out = static_cast<float*>(dst);
-  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(test::hashed_weight(v.name, i));
+  const int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = float(test::hashed_weight(v.name, i));
+    if (v.dtype == SY_DTYPE_F32)
+      static_cast<float*>(dst)[i] = x;
+    else if (v.dtype == SY_DTYPE_BF16)
+      static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x);
+    else
+      return Error(Errc::bad_weights, "test weights are f32 or bf16");
+  }
   return std::nullopt;
 }
 
-// A backend: "reference" (the double-precision plugin alone) or a tier of cpu_onednn.
-class Batched : public ::testing::TestWithParam<std::string> {
+// A backend ("reference": the double-precision plugin alone, or a tier of cpu_onednn) and the
+// model's dtype.
+struct Setup {
+  std::string backend, dtype;
+};
+
+class Batched : public ::testing::TestWithParam<Setup> {
  protected:
   void SetUp() override {
-    if (GetParam() != "reference") {
-      SY_SKIP_UNLESS_CPU_TIER(GetParam());
-      tier_.emplace(GetParam());
+    const std::string& backend = GetParam().backend;
+    if (backend != "reference") {
+      SY_SKIP_UNLESS_CPU_TIER(backend);
+      tier_.emplace(backend);
     }
     registry_ = std::make_unique<Registry>(Registry::discover(
-        {{GetParam() == "reference" ? kReferenceDir : test::kPluginDir}, "test"}, LoadOptions{}));
+        {{backend == "reference" ? kReferenceDir : test::kPluginDir}, "test"}, LoadOptions{}));
     inventory_ = live_inventory(*registry_);
   }
 
@@ -49,6 +63,7 @@ class Batched : public ::testing::TestWithParam<std::string> {
     o.max_outputs = tokens;
     o.context = context;
     o.kv_blocks = blocks;
+    o.dtype_override = GetParam().dtype;
     graph_ = import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", o);
     Policy policy;
     policy.prefer = {kDLCPU};
@@ -89,8 +104,8 @@ class Batched : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(a.size(), b.size()) << what;
     for (size_t r = 0; r < a.size(); ++r)
       ASSERT_EQ(std::memcmp(a[r].data(), b[r].data(), a[r].size() * 4), 0)
-          << what << ": row " << r << " differs (argmax " << argmax(a[r]) << " vs "
-          << argmax(b[r]) << ")";
+          << what << ": row " << r << " differs (argmax " << argmax(a[r]) << " vs " << argmax(b[r])
+          << ")";
   }
 
   std::optional<test::ScopedCpuTier> tier_;
@@ -139,7 +154,8 @@ TEST_P(Batched, EightPromptsInOneBatchGiveEachPromptsLogitsAlone) {
       got[size_t(s)].emplace_back(context_->logits(size_t(s)),
                                   context_->logits(size_t(s)) + context_->vocab());
   }
-  for (int s = 0; s < 8; ++s) expect_same_bits(got[size_t(s)], want[size_t(s)], "sequence " + std::to_string(s));
+  for (int s = 0; s < 8; ++s)
+    expect_same_bits(got[size_t(s)], want[size_t(s)], "sequence " + std::to_string(s));
 }
 
 TEST_P(Batched, ForksOfASharedPrefixGiveTheUnsharedRuns) {
@@ -268,14 +284,19 @@ TEST_P(Batched, ASequencePastItsContextIsRefusedAlone) {
   EXPECT_EQ(r.refused[0].error.code, Errc::prompt_too_long);
 }
 
-std::vector<std::string> backends() {
-  std::vector<std::string> b = {"reference"};
-  for (const auto& t : test::cpu_tiers()) b.push_back(t);
-  return b;
+std::vector<Setup> setups() {
+  std::vector<Setup> out;
+  for (const char* dtype : {"f32", "bf16"}) {
+    out.push_back({"reference", dtype});
+    for (const auto& t : test::cpu_tiers()) out.push_back({t, dtype});
+  }
+  return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Batched, ::testing::ValuesIn(backends()),
-                         test::tier_test_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Batched, ::testing::ValuesIn(setups()),
+                         [](const ::testing::TestParamInfo<Setup>& info) {
+                           return info.param.backend + "_" + info.param.dtype;
+                         });
 
 }  // namespace
 }  // namespace sy

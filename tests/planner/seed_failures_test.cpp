@@ -46,9 +46,10 @@ void expect_error(const Outcome& o, const std::string& code, const std::string& 
   }
 }
 
+// The first `kind` op of `phase`; a paged plan's one phase ("step") runs prefill and decode alike.
 const json& first_op(const json& plan, const std::string& phase, const std::string& kind) {
   for (const auto& p : plan["phases"])
-    if (p["name"] == phase)
+    if (p["name"] == phase || p["name"] == "step")
       for (const auto& o : p["ops"])
         if (o["op"] == kind) return o;
   static const json none;

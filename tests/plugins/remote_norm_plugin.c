@@ -83,7 +83,11 @@ static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
                                          "generic",
                                          NORM_DEVICE,
                                          SY_DTYPE_BIT(SY_DTYPE_F32),
+#if SY_ABI_COMPAT_MINOR >= 5
+                                         SY_FEATURE_BIT(SY_FEATURE_VARLEN), /* rows per execute */
+#else
                                          0,
+#endif
                                          NULL,
                                          0,
                                          0,
@@ -92,7 +96,8 @@ static const sy_kernel_envelope kNorm = {sizeof(sy_kernel_envelope),
                                          SY_RESIDENCY_DEVICE,
                                          NULL,
                                          0,
-                                         NORM_COST};
+                                         NORM_COST,
+                                         0};
 static const sy_kernel_envelope* const kKernels[] = {&kNorm};
 
 static double attr_float(const sy_op_desc* op, const char* name, double fallback) {
@@ -198,7 +203,7 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
   const struct sy_kernel* k;
   const float *x, *w;
   float* y;
-  int64_t r, c;
+  int64_t r, c, rows;
   if (!args || args->struct_size < SY_EXECUTE_ARGS_SIZE_MINOR_0 || args->num_inputs != 2 ||
       args->num_outputs != 1)
     return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "rms_norm takes 2 inputs, 1 output");
@@ -219,7 +224,9 @@ static sy_status execute(sy_execute_args* args, sy_error_buffer* err) {
     return sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "failing_norm: no scratch memory left (test)");
   }
 #endif
-  for (r = 0; r < k->rows; ++r) {
+  rows = 1; /* this execute's (varlen): at most the prepared k->rows */
+  for (r = 0; r + 1 < args->inputs[0]->ndim; ++r) rows *= args->inputs[0]->shape[r];
+  for (r = 0; r < rows && r < k->rows; ++r) {
     double ss = 0;
     for (c = 0; c < k->cols; ++c) ss += (double)x[r * k->cols + c] * x[r * k->cols + c];
     double inv = 1.0 / sqrt(ss / (double)k->cols + k->eps);
