@@ -278,12 +278,14 @@ void direct(const RowdotArgs& a, int64_t n0, int64_t n1) {
 // ---- larger M: a decoded panel in L1, tiled by rowdot_lanes.hpp --------------------------------
 
 template <class D>
-void fill_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t rows, float* panel) {
+void fill_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t rows, float* panel,
+                Sweep& sweep) {
   const int64_t blocks = K / D::kBlock;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + r * row_bytes;
     float* out = panel + r * K;
     for (int64_t b = 0; b < blocks; ++b) {
+      sweep.reach(row + b * D::kBytes);
       const typename D::State st = D::state(row + b * D::kBytes);
       for (int c = 0; c < D::kBlock / 32; ++c) {
         V8 v[4];
@@ -315,11 +317,13 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
     panel.resize(size_t(kLanePanelRows * a.K));
   for (int64_t m0 = 0; m0 < a.M; m0 += kLaneXBlock) {
     const int64_t m1 = std::min(a.M, m0 + kLaneXBlock);
+    Sweep sweep(w + n0 * row_bytes);  // each block of x rows reads the weights once, in order
     for (int64_t nb = n0; nb < n1; nb += kLanePanelRows) {
       const int64_t rows = std::min(kLanePanelRows, n1 - nb);
       const float* p = reinterpret_cast<const float*>(w + nb * row_bytes);
+      if (in_place) sweep.reach(w + (nb + rows) * row_bytes - 1);
       if (!in_place) {
-        fill_panel<D>(w + nb * row_bytes, row_bytes, a.K, rows, panel.data());
+        fill_panel<D>(w + nb * row_bytes, row_bytes, a.K, rows, panel.data(), sweep);
         p = panel.data();
       }
       lane_tiles<Avx2Lanes>(a, p, a.K, rows, nb, m0, m1);

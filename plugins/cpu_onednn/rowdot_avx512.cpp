@@ -18,11 +18,12 @@
 namespace sy::cpu {
 namespace {
 
-constexpr int kTileRows = 4;       // weight rows per register tile
-constexpr int kDirectRows = 2;     // up to this many x rows: dequantize in registers
-constexpr int64_t kPanelRows = 8;  // weight rows dequantized into a panel at once
-constexpr int64_t kXBlock = 64;    // x rows a panel serves before the next panel (L2-sized)
-constexpr int64_t kAhead = 6144;   // bytes the weight sweep prefetches ahead of its reads
+constexpr int kTileRows = 4;        // weight rows per register tile
+constexpr int kDirectRows = 2;      // up to this many x rows: 4 weight rows per tile
+constexpr int kDirectMaxRows = 16;  // up to this many x rows: decode in registers, no panel
+constexpr int64_t kPanelRows = 8;   // weight rows dequantized into a panel at once
+constexpr int64_t kXBlock = 64;     // x rows a panel serves before the next panel (L2-sized)
+constexpr int64_t kAhead = 6144;    // bytes the weight sweep prefetches ahead of its reads
 
 inline float half_at(const uint8_t* p) {
   uint16_t h;
@@ -258,16 +259,25 @@ template <class D, int RN, int RM>
 void tile(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n, int64_t m0,
           Sweep* sweep) {
   const int64_t K = a.K, blocks = K / D::kBlock;
+  const float* x = a.xf + m0 * K;
   __m512 acc[RN][RM];
   SY_TILE_LOOP
   for (int r = 0; r < RN; ++r) {
     SY_TILE_LOOP
     for (int m = 0; m < RM; ++m) acc[r][m] = _mm512_setzero_ps();
   }
-  auto madd = [&](int r, __m512 lo, __m512 hi, const __m512(&xl)[RM], const __m512(&xh)[RM]) {
+  // The RN rows' 32 elements at k against each x row in turn: x is loaded once per tile, so RM
+  // may be as wide as the accumulators allow.
+  auto madd = [&](const __m512(&lo)[RN], const __m512(&hi)[RN], int64_t k, __mmask16 ml,
+                  __mmask16 mh) {
     SY_TILE_LOOP
-    for (int m = 0; m < RM; ++m)
-      acc[r][m] = _mm512_fmadd_ps(hi, xh[m], _mm512_fmadd_ps(lo, xl[m], acc[r][m]));
+    for (int m = 0; m < RM; ++m) {
+      const __m512 xl = _mm512_maskz_loadu_ps(ml, x + m * K + k);
+      const __m512 xh = _mm512_maskz_loadu_ps(mh, x + m * K + k + 16);
+      SY_TILE_LOOP
+      for (int r = 0; r < RN; ++r)
+        acc[r][m] = _mm512_fmadd_ps(hi[r], xh, _mm512_fmadd_ps(lo[r], xl, acc[r][m]));
+    }
   };
   for (int64_t b = 0; b < blocks; ++b) {
     if (sweep) sweep->reach(w + (RN - 1) * row_bytes + b * D::kBytes);
@@ -276,36 +286,21 @@ void tile(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n, i
     for (int r = 0; r < RN; ++r) st[r] = D::state(w + r * row_bytes + b * D::kBytes);
     SY_TILE_LOOP
     for (int c = 0; c < D::kBlock / 32; ++c) {
-      const int64_t k = b * D::kBlock + 32 * c;
-      __m512 xl[RM], xh[RM];
+      __m512 lo[RN], hi[RN];
       SY_TILE_LOOP
-      for (int m = 0; m < RM; ++m) {
-        xl[m] = _mm512_loadu_ps(a.xf + (m0 + m) * K + k);
-        xh[m] = _mm512_loadu_ps(a.xf + (m0 + m) * K + k + 16);
-      }
-      SY_TILE_LOOP
-      for (int r = 0; r < RN; ++r) {
-        __m512 lo, hi;
-        D::chunk(w + r * row_bytes + b * D::kBytes, st[r], c, lo, hi);
-        madd(r, lo, hi, xl, xh);
-      }
+      for (int r = 0; r < RN; ++r)
+        D::chunk(w + r * row_bytes + b * D::kBytes, st[r], c, lo[r], hi[r]);
+      madd(lo, hi, b * D::kBlock + 32 * c, 0xffff, 0xffff);
     }
   }
   if constexpr (D::kTail) {
     const int64_t k = blocks * D::kBlock, valid = K - k;
     if (valid > 0) {
-      __m512 xl[RM], xh[RM];
+      __m512 lo[RN], hi[RN];
       SY_TILE_LOOP
-      for (int m = 0; m < RM; ++m) {
-        xl[m] = _mm512_maskz_loadu_ps(first(valid), a.xf + (m0 + m) * K + k);
-        xh[m] = _mm512_maskz_loadu_ps(first(valid - 16), a.xf + (m0 + m) * K + k + 16);
-      }
-      SY_TILE_LOOP
-      for (int r = 0; r < RN; ++r) {
-        __m512 lo, hi;
-        D::tail(w + r * row_bytes + blocks * D::kBytes, valid, lo, hi);
-        madd(r, lo, hi, xl, xh);
-      }
+      for (int r = 0; r < RN; ++r)
+        D::tail(w + r * row_bytes + blocks * D::kBytes, valid, lo[r], hi[r]);
+      madd(lo, hi, k, first(valid), first(valid - 16));
     }
   }
   SY_TILE_LOOP
@@ -315,16 +310,49 @@ void tile(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n, i
   }
 }
 
-// Tiles over weight rows [0, rows) (y's columns from n) × x rows [m0, m1), rows in groups of
-// kTileRows and x rows in groups of RM, the remainders with narrower tiles.
-template <class D, int RM>
+// RN weight rows at `at` × x rows [m, M) in one tile (RM = M − m <= kRestMax): enough
+// accumulators to hide the FMA latency, the weights decoded once.
+template <class D, int RN, int RM>
+void tile_rest(const RowdotArgs& a, const uint8_t* at, int64_t row_bytes, int64_t n, int64_t m,
+               Sweep* sweep) {
+  if constexpr (RM >= 1) {
+    if (a.M - m == RM) return tile<D, RN, RM>(a, at, row_bytes, n, m, sweep);
+    return tile_rest<D, RN, RM - 1>(a, at, row_bytes, n, m, sweep);
+  }
+}
+
+// Weight rows [n0, n1) × every x row, decoded in registers and used at once (decode-sized M:
+// the weights are read once, in their own bytes). One token: 4 weight rows per tile; a step of
+// several sequences: pairs of weight rows against the x rows in groups of 8 (the rest in one
+// tile), so up to 8 sequences decode each weight block once.
+template <class D>
+void direct(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t n1) {
+  Sweep sweep(w + n0 * row_bytes);
+  auto over_m = [&](auto rn, int64_t n) {
+    constexpr int RN = decltype(rn)::value;
+    const uint8_t* at = w + n * row_bytes;
+    if (a.M <= kDirectRows) return tile_rest<D, RN, kDirectRows>(a, at, row_bytes, n, 0, &sweep);
+    int64_t m = 0;
+    for (; m + 8 <= a.M; m += 8) tile<D, RN, 8>(a, at, row_bytes, n, m, &sweep);
+    if (m < a.M) tile_rest<D, RN, 7>(a, at, row_bytes, n, m, &sweep);
+  };
+  int64_t n = n0;
+  if (a.M <= kDirectRows)
+    for (; n + kTileRows <= n1; n += kTileRows) over_m(std::integral_constant<int, kTileRows>{}, n);
+  for (; n + 2 <= n1; n += 2) over_m(std::integral_constant<int, 2>{}, n);
+  for (; n < n1; ++n) over_m(std::integral_constant<int, 1>{}, n);
+}
+
+// Panel rows [0, rows) (f32, `row_bytes` apart; y's columns from n) × x rows [m0, m1): tiles of
+// kTileRows × RM, the remainders narrower.
+template <int RM>
 void tiles(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n,
-           int64_t m0, int64_t m1, Sweep* sweep) {
+           int64_t m0, int64_t m1) {
   auto over_m = [&](auto rn, const uint8_t* at, int64_t col) {
     constexpr int RN = decltype(rn)::value;
     int64_t m = m0;
-    for (; m + RM <= m1; m += RM) tile<D, RN, RM>(a, at, row_bytes, col, m, sweep);
-    for (; m < m1; ++m) tile<D, RN, 1>(a, at, row_bytes, col, m, sweep);
+    for (; m + RM <= m1; m += RM) tile<F32Rows, RN, RM>(a, at, row_bytes, col, m, nullptr);
+    for (; m < m1; ++m) tile<F32Rows, RN, 1>(a, at, row_bytes, col, m, nullptr);
   };
   int64_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows)
@@ -335,12 +363,14 @@ void tiles(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t row
 // `rows` weight rows decoded to f32 in `panel` (K floats each; past K, whatever the tail's
 // masked loads leave: never read as more than zeros).
 template <class D>
-void fill_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t rows, float* panel) {
+void fill_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t rows, float* panel,
+                Sweep& sweep) {
   const int64_t blocks = K / D::kBlock;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + r * row_bytes;
     float* out = panel + r * K;
     for (int64_t b = 0; b < blocks; ++b) {
+      sweep.reach(row + b * D::kBytes);
       const typename D::State st = D::state(row + b * D::kBytes);
       SY_TILE_LOOP
       for (int c = 0; c < D::kBlock / 32; ++c) {
@@ -372,11 +402,7 @@ template <class D>
 void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
   const int64_t row_bytes = row_bytes_of<D>(a.K);
   const auto* w = static_cast<const uint8_t*>(a.w);
-  if (a.M <= kDirectRows) {  // decode: every block dequantized in registers, used at once
-    Sweep sweep(w + n0 * row_bytes);
-    tiles<D, kDirectRows>(a, w + n0 * row_bytes, row_bytes, n1 - n0, n0, 0, a.M, &sweep);
-    return;
-  }
+  if (a.M <= kDirectMaxRows) return direct<D>(a, w, row_bytes, n0, n1);
   // Larger M: f32 rows are read in place; the others are decoded into a panel in L1 once per
   // block of x rows and tiled over like f32 rows (the same values as in registers).
   constexpr bool in_place = std::is_same_v<D, F32Rows>;
@@ -385,14 +411,16 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
   const int64_t f32_row = a.K * 4;
   for (int64_t m0 = 0; m0 < a.M; m0 += kXBlock) {
     const int64_t m1 = std::min(a.M, m0 + kXBlock);
+    Sweep sweep(w + n0 * row_bytes);  // each block of x rows reads the weights once, in order
     for (int64_t nb = n0; nb < n1; nb += kPanelRows) {
       const int64_t rows = std::min(kPanelRows, n1 - nb);
       const uint8_t* at = w + nb * row_bytes;
+      if (in_place) sweep.reach(at + rows * row_bytes - 1);
       if (!in_place) {
-        fill_panel<D>(at, row_bytes, a.K, rows, panel.data());
+        fill_panel<D>(at, row_bytes, a.K, rows, panel.data(), sweep);
         at = reinterpret_cast<const uint8_t*>(panel.data());
       }
-      tiles<F32Rows, 4>(a, at, f32_row, rows, nb, m0, m1, nullptr);
+      tiles<4>(a, at, f32_row, rows, nb, m0, m1);
     }
   }
 }
