@@ -1,7 +1,7 @@
 #include "core/conformance/case_buffers.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>

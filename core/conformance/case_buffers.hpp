@@ -19,7 +19,8 @@ namespace sy::conformance {
 class Buffers {
  public:
   // `actual_*`: a varlen case's shapes per execute (GridCase); empty: the op's own.
-  Buffers(const OpDesc& op, uint32_t seed, const std::vector<std::vector<int64_t>>& actual_inputs = {},
+  Buffers(const OpDesc& op, uint32_t seed,
+          const std::vector<std::vector<int64_t>>& actual_inputs = {},
           const std::vector<std::vector<int64_t>>& actual_outputs = {});
   Buffers(const Buffers& other);
   Buffers& operator=(const Buffers&) = delete;

@@ -201,8 +201,8 @@ void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKern
     in[pos].data = beyond.data();
     if (accepted(in))
       fail("bad_arguments", name, c.label,
-           "execute accepted " + std::string(paged ? "slot " : "position ") +
-               std::to_string(rows) + " of a cache of " + std::to_string(rows) + " rows");
+           "execute accepted " + std::string(paged ? "slot " : "position ") + std::to_string(rows) +
+               " of a cache of " + std::to_string(rows) + " rows");
   }
 }
 

@@ -70,7 +70,8 @@ class Grid {
   }
   // A varlen case: inside when the envelope has every feature it uses (varlen among them); its
   // executes carry `actual` extents in place of the bounds (actual_extent).
-  void add_varlen(const OpDesc& op, const std::string& label, const std::map<int64_t, int64_t>& actual) {
+  void add_varlen(const OpDesc& op, const std::string& label,
+                  const std::map<int64_t, int64_t>& actual) {
     const bool inside = (op.required_features() & ~env_.features) == 0;
     GridCase c{op, inside, (inside ? "" : "outside: ") + label, {}, {}};
     for (const auto& d : op.inputs) c.actual_inputs.push_back(actual_shape(d, actual));
@@ -509,7 +510,8 @@ void paged_attention(Grid& g) {
   for (size_t i = 0; i < cases.size(); ++i) {
     if (g.quick() && i % 2 == 1) continue;
     for (sy_dtype d : g.dtypes()) {
-      g.add_varlen(paged_op(cases[i].second, d), std::string(sy_dtype_name(d)) + " " + cases[i].first,
+      g.add_varlen(paged_op(cases[i].second, d),
+                   std::string(sy_dtype_name(d)) + " " + cases[i].first,
                    {{kBoundT, kActualT}, {kBoundS + 1, kActualS + 1}, {kBoundS, kActualS}});
       if (!g.cases_inside_last()) break;
     }

@@ -1,10 +1,16 @@
 // flash_attention: the kernel object of cuda_flash's flash attention. It checks the problem
 // against the device at prepare (grid limits, shared memory), chooses the launch shape once,
-// owns the split-KV workspace, and launches flash_kernel.cuh's kernels at execute.
+// owns the split-KV workspace, and launches flash_kernel.cuh's kernels at execute. The paged
+// form (PagedFlashAttention) reads the step's metadata back to the host first: every entry is
+// checked before anything runs, and the launch is shaped for the longest sequence.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "flash_kernel.cuh"
 
@@ -22,10 +28,19 @@ void allow_shared_memory(const LaunchShape& s) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s.smem)),
              "cudaFuncSetAttribute(flash_mma_kernel)");
 }
+template <typename T, int D>
+void allow_both_shapes() {
+  LaunchShape one, four;
+  one.warps = 1, one.smem = flash::smem_for<T, D>(1);
+  four.warps = 4, four.smem = flash::smem_for<T, D>(4);
+  allow_shared_memory<T, D>(one);
+  allow_shared_memory<T, D>(four);
+}
 
 template <typename T, int D, int NW>
 void launch_main(const FlashParams& p, const LaunchShape& s) {
-  dim3 grid(unsigned(s.row_blocks), unsigned(p.B * p.Hkv), unsigned(s.splits));
+  const int sequences = p.query_start ? p.S : p.B;
+  dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
   flash::flash_mma_kernel<T, D, NW><<<grid, NW * 32, s.smem>>>(p);
   check_cuda(cudaGetLastError(), "flash_mma_kernel");
 }
@@ -154,10 +169,159 @@ class FlashAttention final : public CudaKernel {
   bool kv_len_input_ = false, sinks_ = false, lse_ = false;
 };
 
+// The paged form: q [1, T, Hq, D], pools [NB, BS, Hkv, D], [sinks], query_start [S + 1],
+// seq_lens [S], block_table [S, MB]; o [1, T, Hq, D], [lse [1, Hq, T]]. T and S are this
+// execute's; the workspace is sized at prepare for the bounds.
+class PagedFlashAttention final : public CudaKernel {
+ public:
+  PagedFlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    const auto& q = op.inputs[0].shape;
+    const auto& pool = op.inputs[1].shape;
+    const size_t n = op.inputs.size();
+    dtype_ = op.inputs[0].dtype;
+    d_ = int(q[3]);
+    sinks_ = n == 7;
+    lse_ = op.outputs.size() > 1;
+    nb_ = pool[0];
+    p_.B = 1;
+    p_.Hq = int(q[2]);
+    p_.Hkv = int(pool[2]);
+    p_.G = p_.Hq / p_.Hkv;
+    p_.BS = int(pool[1]);
+    p_.MB = int(op.inputs[n - 1].shape[1]);
+    const int64_t max_t = q[1], max_s = op.inputs[n - 2].shape[0];
+    if (max_s * p_.Hkv > 65535 || max_t * p_.G > (int64_t(1) << 30) ||
+        int64_t(p_.MB) * p_.BS > (int64_t(1) << 30))
+      throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                  "flash_attention: sequences x KV heads is limited to 65535, "
+                                  "tokens x (Hq/Hkv) and a sequence's keys to 2^30");
+    double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
+    p_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(d_)));
+    p_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
+    p_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
+    int64_t w = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+    p_.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
+    use_device(ctx_.ordinal);
+    sms_ = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
+    const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
+    size_t smem = 0;
+    dispatch(dtype_, d_, [&](auto t, auto dc) {
+      using T = decltype(t);
+      constexpr int D = decltype(dc)::value;
+      smem = flash::smem_for<T, D>(4);
+      if (smem <= size_t(smem_max)) allow_both_shapes<T, D>();
+    });
+    if (smem > size_t(smem_max))
+      throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                  "flash_attention: needs " + std::to_string(smem) +
+                                      " bytes of shared memory per block, the device allows " +
+                                      std::to_string(smem_max));
+    // The most splits any step may take: one sequence's rows, the longest keys.
+    max_splits_ = flash::flash_splits(p_.G, 1, p_.Hkv, int64_t(p_.MB) * p_.BS, d_, sms_);
+    if (max_splits_ > 1) {
+      const size_t rows = size_t(max_t) * p_.Hq;
+      workspace_ = std::make_unique<DeviceScratch>(rows * max_splits_ * (d_ + 1) * sizeof(float));
+    }
+    metadata_.resize(size_t(2 * max_s + 1 + max_s * p_.MB));
+  }
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    const size_t n = sinks_ ? 7 : 6;
+    FlashParams p = p_;
+    const int T = int(in[0]->shape[1]), S = int(in[n - 2]->shape[0]);
+    p.Sq = T;
+    p.S = S;
+    const auto [max_q, max_l] = read_metadata(in[n - 3], in[n - 2], in[n - 1], T, S);
+    if (T == 0 || S == 0) return;
+    p.q = data_of<void>(in[0]);
+    p.k = data_of<void>(in[1]);
+    p.v = data_of<void>(in[2]);
+    p.sinks = sinks_ ? data_of<const float>(in[3]) : nullptr;
+    p.query_start = data_of<const int32_t>(in[n - 3]);
+    p.seq_lens = data_of<const int32_t>(in[n - 2]);
+    p.block_table = data_of<const int32_t>(in[n - 1]);
+    p.o = data_of<void>(out[0]);
+    p.lse = lse_ ? data_of<float>(out[1]) : nullptr;
+    for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o)})
+      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                                    "flash_attention: q, the pools and o must start 16-byte "
+                                    "aligned");
+    p.M = max_q * p.G;  // the longest sequence shapes the grid
+    p.Skv = max_l;
+    dispatch(dtype_, d_, [&](auto t, auto dc) {
+      using T2 = decltype(t);
+      constexpr int D = decltype(dc)::value;
+      LaunchShape shape = flash::launch_shape<T2, D>(p, sms_);
+      shape.splits = std::min(shape.splits, max_splits_);
+      p.splits = shape.splits;
+      if (shape.splits > 1) {
+        p.part_o = workspace_->as<float>();
+        p.part_lse = p.part_o + size_t(T) * p.Hq * shape.splits * D;
+      }
+      launch<T2, D>(p, shape);
+    });
+  }
+
+ private:
+  // Copies the metadata to the host and checks it (INVALID_ARGUMENT, nothing launched):
+  // query_start from 0 to T, non-decreasing; each sequence's queries within its length, its
+  // length within its blocks, every block it reads inside the pool. Returns the most queries
+  // and the most keys of a sequence.
+  std::pair<int, int> read_metadata(const DLTensor* starts_t, const DLTensor* lens_t,
+                                    const DLTensor* table_t, int T, int S) {
+    int32_t* starts = metadata_.data();
+    int32_t* lens = starts + S + 1;
+    int32_t* table = lens + S;
+    check_cuda(cudaMemcpy(starts, data_of<const int32_t>(starts_t), sizeof(int32_t) * (S + 1),
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy(query_start)");
+    check_cuda(cudaMemcpy(lens, data_of<const int32_t>(lens_t), sizeof(int32_t) * S,
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy(seq_lens)");
+    check_cuda(cudaMemcpy(table, data_of<const int32_t>(table_t), sizeof(int32_t) * S * p_.MB,
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy(block_table)");
+    auto invalid = [](const std::string& what) {
+      return sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT, "flash_attention: " + what);
+    };
+    if (starts[0] != 0 || starts[S] != T)
+      throw invalid("query_start must begin at 0 and end at T = " + std::to_string(T));
+    int max_q = 0, max_l = 0;
+    for (int s = 0; s < S; ++s) {
+      const int q_len = starts[s + 1] - starts[s], L = lens[s];
+      if (q_len < 0 || q_len > L || int64_t(L) > int64_t(p_.MB) * p_.BS)
+        throw invalid("sequence " + std::to_string(s) + " has " + std::to_string(q_len) +
+                      " query tokens and length " + std::to_string(L) +
+                      "; queries must fit its length, and its length its " + std::to_string(p_.MB) +
+                      " blocks of " + std::to_string(p_.BS));
+      for (int b = 0; b < (L + p_.BS - 1) / p_.BS; ++b)
+        if (table[s * p_.MB + b] < 0 || table[s * p_.MB + b] >= nb_)
+          throw invalid("block table entry " + std::to_string(b) + " of sequence " +
+                        std::to_string(s) + " names block " + std::to_string(table[s * p_.MB + b]) +
+                        " of a pool of " + std::to_string(nb_));
+      max_q = std::max(max_q, q_len);
+      max_l = std::max(max_l, L);
+    }
+    return {max_q, max_l};
+  }
+
+  CudaContext ctx_;
+  FlashParams p_{};
+  std::unique_ptr<DeviceScratch> workspace_;
+  std::vector<int32_t> metadata_;
+  sy_dtype dtype_ = SY_DTYPE_F16;
+  int d_ = 0, sms_ = 1, max_splits_ = 1;
+  int64_t nb_ = 0;
+  bool sinks_ = false, lse_ = false;
+};
+
 }  // namespace
 
 std::unique_ptr<CudaKernel> make_flash_attention(const sy::edge::OpCopy& op,
                                                  const CudaContext& ctx) {
+  if (op.int_attr(SY_ATTR_PAGED, 0)) return std::make_unique<PagedFlashAttention>(op, ctx);
   return std::make_unique<FlashAttention>(op, ctx);
 }
 

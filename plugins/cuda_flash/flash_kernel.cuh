@@ -43,6 +43,15 @@ struct FlashParams {
   const void *q, *k, *v;
   const float* sinks;     // [Hq] or null
   const int64_t* kv_len;  // [B] in device memory, or null
+  // The paged form (ABI 1.5, FlashAttention's varlen with a block table): B = 1 and Sq = T, the
+  // step's tokens of every sequence packed; grid.y runs over S sequences × Hkv. Sequence s has
+  // the queries [query_start[s], query_start[s + 1]) of q, the last ones of its seq_lens[s]
+  // keys; key j of it is row j % BS of pool block block_table[s·MB + j / BS] (k and v are the
+  // pools [NB, BS, Hkv, D]). Null query_start: the contiguous form.
+  const int32_t* query_start;
+  const int32_t* seq_lens;
+  const int32_t* block_table;
+  int S, MB, BS;
   void* o;
   float* lse;                     // [B, Hq, Sq] or null
   float* part_o;                  // splits > 1: [splits, B*Hq*Sq, D], normalised per split
@@ -182,19 +191,30 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
   // Heaviest causal row blocks first, so the short ones fill the tail.
   const int R0 = (gridDim.x - 1 - blockIdx.x) * BM;
-  const int b = blockIdx.y / p.Hkv, hk = blockIdx.y % p.Hkv, split = blockIdx.z;
+  const int hk = blockIdx.y % p.Hkv, split = blockIdx.z;
+  // This block's sequence: contiguous, batch b with Sq queries from row b·Sq of q; paged,
+  // sequence s with q_len queries from token `first` (b = 0: q, o and lse are one batch of T).
+  const bool paged = p.query_start != nullptr;
+  const int seq = blockIdx.y / p.Hkv, b = paged ? 0 : seq;
+  const int first = paged ? p.query_start[seq] : 0;
+  const int q_len = paged ? p.query_start[seq + 1] - first : p.Sq;
+  const int M = q_len * p.G;  // this sequence's packed rows
+  if (R0 >= M) return;        // rows of a shorter sequence than the grid's longest (block-uniform)
+  const int32_t* table = paged ? p.block_table + size_t(seq) * p.MB : nullptr;
 
   int L = p.Skv;
-  if (p.kv_len) {
+  if (paged) {
+    L = p.seq_lens[seq];
+  } else if (p.kv_len) {
     long long x = p.kv_len[b];
     L = x < 0 ? 0 : (x > p.Skv ? p.Skv : int(x));
   }
-  const int shift = L - p.Sq;
+  const int shift = L - q_len;
 
   // Keys any row of the block may see, [lo, hi), then this split's share of those tiles: cut
   // from the block's own range, not the cache's capacity, so a half-full cache or a window
   // still spreads over every split.
-  const int i_first = R0 / p.G, i_last = (min(R0 + BM, p.M) - 1) / p.G;
+  const int i_first = R0 / p.G, i_last = (min(R0 + BM, M) - 1) / p.G;
   int lo = 0, hi = L;
   if (p.causal) hi = min(hi, i_last + shift + 1);
   if (p.window >= 0) lo = max(0, i_first + shift - p.window);
@@ -208,16 +228,22 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
 
   for (int idx = threadIdx.x; idx < BM * CH; idx += NW * 32) {
     const int r = idx / CH, c = idx % CH, R = R0 + r;
-    const bool ok = R < p.M;
+    const bool ok = R < M;
     const T* src = q;
-    if (ok) src = q + ((size_t(b) * p.Sq + R / p.G) * p.Hq + hk * p.G + R % p.G) * D + c * 8;
+    if (ok)
+      src = q + ((size_t(b) * p.Sq + first + R / p.G) * p.Hq + hk * p.G + R % p.G) * D + c * 8;
     cp_async16(qs + r * LD + c * 8, src, ok);
   }
+  // Key j's row of KV head hk: in the batch's cache, or in the block the table names.
+  auto key_row = [&](int j) -> size_t {
+    if (paged) return (size_t(table[j / p.BS]) * p.BS + j % p.BS) * p.Hkv + hk;
+    return (size_t(b) * p.Skv + j) * p.Hkv + hk;
+  };
   auto load_tile = [&](int t, int stage) {
     for (int idx = threadIdx.x; idx < BN * CH; idx += NW * 32) {
       const int r = idx / CH, c = idx % CH, j = t * BN + r;
       const bool ok = j < L;
-      const size_t off = ok ? ((size_t(b) * p.Skv + j) * p.Hkv + hk) * D + c * 8 : 0;
+      const size_t off = ok ? key_row(j) * D + c * 8 : 0;
       cp_async16(ks + (stage * BN + r) * LD + c * 8, k + off, ok);
       cp_async16(vs + (stage * BN + r) * LD + c * 8, v + off, ok);
     }
@@ -230,11 +256,11 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     rows.packed[h] = wrow0 + gid + 8 * h;
-    rows.live[h] = rows.packed[h] < p.M;
+    rows.live[h] = rows.packed[h] < M;
     rows.diag[h] = rows.packed[h] / p.G + shift;
   }
-  const bool warp_live = wrow0 < p.M, warp_full = wrow0 + 15 < p.M;
-  const int w_i_lo = wrow0 / p.G, w_i_hi = (min(wrow0 + 15, p.M - 1)) / p.G;
+  const bool warp_live = wrow0 < M, warp_full = wrow0 + 15 < M;
+  const int w_i_lo = wrow0 / p.G, w_i_hi = (min(wrow0 + 15, M - 1)) / p.G;
 
   float acc[NO][4];
 #pragma unroll
@@ -341,7 +367,7 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   for (int h = 0; h < 2; ++h) {
     const float l_row = quad_sum(l[h]);
     if (!rows.live[h]) continue;
-    const int R = rows.packed[h], i = R / p.G, head = hk * p.G + R % p.G;
+    const int R = rows.packed[h], i = first + R / p.G, head = hk * p.G + R % p.G;
     const bool any = m2[h] != -INFINITY;
     const float lse = any ? m2[h] * kLn2 + logf(l_row) : -INFINITY;
     const size_t row = (size_t(b) * p.Hq + head) * p.Sq + i;
@@ -416,14 +442,15 @@ size_t smem_for(int warps) {
   return warps == 1 ? flash_smem_bytes<T, D, 1>() : flash_smem_bytes<T, D, 4>();
 }
 
-// The block shape of one call and its split of the keys (flash_shape.hpp).
+// The block shape of one call and its split of the keys (flash_shape.hpp). Paged: p.M is the
+// longest sequence's packed rows, p.Skv its most keys, and the grid's y runs over p.S sequences.
 template <typename T, int D>
 LaunchShape launch_shape(const FlashParams& p, int sm_count) {
   LaunchShape s;
   s.warps = flash_warps(p.M);
-  s.row_blocks = (p.M + 16 * s.warps - 1) / (16 * s.warps);
+  s.row_blocks = std::max(1, (p.M + 16 * s.warps - 1) / (16 * s.warps));
   s.smem = smem_for<T, D>(s.warps);
-  s.splits = flash_splits(p.M, p.B, p.Hkv, p.Skv, D, sm_count);
+  s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count);
   return s;
 }
 

@@ -21,6 +21,7 @@ using sy::edge::feature_mask;
 
 constexpr int32_t kFlashHeadDims[] = {64, 128, 256};
 
+// Every kernel runs on the actual extents of each execute (ABI 1.5 varlen).
 constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const char* family,
                                       uint64_t dtypes, uint64_t features = 0) {
   sy_kernel_envelope e{};
@@ -30,18 +31,18 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
   e.family = family;
   e.device_type = kDLCUDA;
   e.dtypes = dtypes;
-  e.features = features;
+  e.features = features | SY_FEATURE_BIT(SY_FEATURE_VARLEN);
   e.default_residency = SY_RESIDENCY_DEVICE;
   e.cost_hint = 0.1;  // a GPU kernel against a CPU peer
   return e;
 }
 
 constexpr sy_kernel_envelope flash_envelope() {
-  sy_kernel_envelope e =
-      envelope("flash_attention", SY_OP_ATTENTION, "flash", F16 | BF16,
-               feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
-                             SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP,
-                             SY_FEATURE_DECODE, SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE}));
+  sy_kernel_envelope e = envelope(
+      "flash_attention", SY_OP_ATTENTION, "flash", F16 | BF16,
+      feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
+                    SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
+                    SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_PAGED_KV}));
   e.head_dims = kFlashHeadDims;
   e.num_head_dims = sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]);
   e.cost_hint = 0.05;
@@ -50,7 +51,8 @@ constexpr sy_kernel_envelope flash_envelope() {
 
 const sy_kernel_envelope kEnvelopes[] = {
     flash_envelope(),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", kFloat),
+    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", kFloat,
+             feature_mask({SY_FEATURE_PAGED_KV})),
     envelope("matmul", SY_OP_MATMUL, "generic", kFloat, feature_mask({SY_FEATURE_TRANSPOSED_B})),
     envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat),
@@ -79,11 +81,28 @@ int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn a
   return sy_refuse(add, ctx, "arch", device->arch ? device->arch : "?", ">=sm_80", text);
 }
 
-// Index-aligned with kEnvelopes: every kernel's one limit beyond the operator contract is the
-// architecture; the factories.
+// The architecture, and: the contiguous form runs on the shapes it was prepared for (its grid
+// and split-KV workspace are cut for them); a step of varying length is the paged form's.
+int narrow_flash(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  if (int n = narrow_arch(device, op, add, ctx)) return n;
+  if (sy_op_int_attr(op, SY_ATTR_PAGED, 0) == 1) return 0;
+  bool dynamic = false;
+  for (size_t i = 0; i < op->num_inputs; ++i)
+    dynamic = dynamic || sy_tensor_dynamic_dims(op->inputs[i]);
+  for (size_t i = 0; i < op->num_outputs; ++i)
+    dynamic = dynamic || sy_tensor_dynamic_dims(op->outputs[i]);
+  if (!dynamic) return 0;
+  return sy_refuse(add, ctx, "varlen", "contiguous attention with dynamic extents",
+                   "dynamic extents with paged=1 only",
+                   "flash_attention runs dynamic extents in its paged form only; the contiguous "
+                   "form is prepared for fixed shapes");
+}
+
+// Index-aligned with kEnvelopes: every kernel's limit beyond the operator contract is the
+// architecture (flash's, also its forms); the factories.
 const sy::edge::NarrowFn kLimits[] = {
-    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
-    narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
+    narrow_flash, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
+    narrow_arch,  narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
 };
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
 
@@ -93,9 +112,18 @@ uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[0]->ndim != 4 ||
       op->inputs[1]->ndim != 4 || op->inputs[1]->shape[2] <= 0)
     return 0;
-  const int64_t* q = op->inputs[0]->shape;  // [B, Sq, Hq, D]
-  const int64_t* k = op->inputs[1]->shape;  // [B, Skv, Hkv, D]
+  const int64_t* q = op->inputs[0]->shape;  // [B, Sq, Hq, D]; paged [1, T, Hq, D]
+  const int64_t* k = op->inputs[1]->shape;  // [B, Skv, Hkv, D]; paged the pool [NB, BS, Hkv, D]
   const int sms = device && device->compute_units > 0 ? device->compute_units : 1 << 20;
+  if (sy_op_int_attr(op, SY_ATTR_PAGED, 0) == 1) {
+    // As PagedFlashAttention sizes it: T rows per head, the splits of one sequence's decode
+    // over the longest keys its block table holds.
+    const sy_tensor_desc* table = op->inputs[op->num_inputs - 1];
+    if (!table || table->ndim != 2) return 0;
+    const int splits =
+        flash::flash_splits(q[2] / k[2], 1, k[2], table->shape[1] * k[1], int(q[3]), sms);
+    return flash::flash_workspace_bytes(1, q[2], q[1], splits, int(q[3]));
+  }
   const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms);
   return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, int(q[3]));
 }

@@ -1,7 +1,9 @@
 // The decoder ops of the generic envelopes (docs/operators.md): embedding, rms_norm, rope,
-// silu_mul, gelu_mul, add, softmax, argmax, kv_cache_append, copy. f32/f16/bf16 computed in
-// f32 and rounded to nearest even on store. Correctness first: simple grid-stride kernels and
-// one block per row for the reductions; every launch is checked and waited for.
+// silu_mul, gelu_mul, add, softmax, argmax, kv_cache_append (contiguous and paged), copy,
+// softcap, slice. f32/f16/bf16 computed in f32 and rounded to nearest even on store.
+// Correctness first: simple grid-stride kernels and one block per row for the reductions;
+// every launch is checked. Every kernel runs on the extents of its execute's tensors (ABI 1.5
+// varlen), up to those it was prepared for.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -20,6 +22,13 @@ constexpr int kBlock = 256;
 #define SY_GRID_STRIDE(i, n)                                                \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
+
+// Elements of `t` at this execute's extents.
+int64_t elements_of(const DLTensor* t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+  return n;
+}
 
 // ---- embedding -------------------------------------------------------------------------
 
@@ -51,6 +60,8 @@ class Embedding final : public CudaKernel {
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    n_ = elements_of(in[1]);
+    if (n_ == 0) return;
     // Every id is checked before any row is written.
     unsigned long long none = ~0ull, first = 0;
     auto* flag = scratch_.as<unsigned long long>();
@@ -191,6 +202,7 @@ class RowKernel final : public CudaKernel {
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    rows_ = n_ > 0 ? elements_of(in[0]) / n_ : 0;
     if (rows_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
@@ -265,7 +277,9 @@ class Rope final : public CudaKernel {
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    rows_ = in[0]->shape[0] * in[0]->shape[1] * in[0]->shape[2];
     const int64_t n = rows_ * (rot_ / 2 + (d_ - rot_));
+    if (n == 0) return;
     const float* table = table_ ? data_of<const float>(in[2]) : nullptr;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
@@ -326,6 +340,9 @@ class Elementwise final : public CudaKernel {
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    n_ = elements_of(in[0]);
+    nb_ = elements_of(in[1]);
+    if (n_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       if (kind_ == SY_OP_ADD)
@@ -363,6 +380,8 @@ class Softcap final : public CudaKernel {
         cap_(op.float_attr(SY_ATTR_SOFTCAP, 0.0)) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    n_ = elements_of(in[0]);
+    if (n_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       softcap_kernel<<<grid_for(n_, kBlock), kBlock>>>(data_of<const T>(in[0]), data_of<T>(out[0]),
@@ -386,32 +405,88 @@ class KvCacheAppend final : public CudaKernel {
     const auto& rows = op.inputs[0].shape;
     const auto& cache = op.outputs[0].shape;
     b_ = rows[0];
-    t_ = rows[1];
     c_ = cache[1];
     row_bytes_ = size_t(rows[2] * rows[3]) * sy_dtype_size(op.inputs[0].dtype);
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    const int64_t t = in[0]->shape[1];
     int64_t pos = 0;  // read back to the host: a refused append writes nothing
     check_cuda(cudaMemcpy(&pos, data_of<const int64_t>(in[1]), sizeof pos, cudaMemcpyDeviceToHost),
                "cudaMemcpy(position)");
-    if (pos < 0 || pos > c_ - t_)
+    if (pos < 0 || pos > c_ - t)
       throw StatusError(SY_STATUS_INVALID_ARGUMENT,
-                        "kv_cache_append: writing " + std::to_string(t_) + " rows at position " +
+                        "kv_cache_append: writing " + std::to_string(t) + " rows at position " +
                             std::to_string(pos) + " exceeds the cache capacity " +
                             std::to_string(c_));
-    if (t_ == 0 || b_ == 0) return;
+    if (t == 0 || b_ == 0) return;
     char* dst = data_of<char>(out[0]) + size_t(pos) * row_bytes_;
     check_cuda(cudaMemcpy2D(dst, size_t(c_) * row_bytes_, data_of<const char>(in[0]),
-                            size_t(t_) * row_bytes_, size_t(t_) * row_bytes_, size_t(b_),
+                            size_t(t) * row_bytes_, size_t(t) * row_bytes_, size_t(b_),
                             cudaMemcpyDeviceToDevice),
                "cudaMemcpy2D(kv_cache_append)");
   }
 
  private:
   CudaContext ctx_;
-  int64_t b_ = 0, t_ = 0, c_ = 0;
+  int64_t b_ = 0, c_ = 0;
   size_t row_bytes_ = 0;
+};
+
+// Row t of `rows` to pool row slots[t] (16-byte words: a row is Hkv·D elements of 2 or 4 bytes,
+// and the contract's head dims make it a multiple of 16 bytes; else byte by byte).
+template <typename W>
+__global__ void scatter_rows(const W* rows, const int64_t* slots, W* pool, int64_t t,
+                             int64_t words) {
+  SY_GRID_STRIDE(e, t * words) {
+    const int64_t r = e / words, w = e % words;
+    pool[slots[r] * words + w] = rows[e];
+  }
+}
+
+// The paged append: rows [1, T, Hkv, D] written at the pool rows slot_mapping names (block ·
+// BS + offset, vLLM's slot mapping). The slots are read back and checked first: a refused
+// append writes nothing.
+class PagedAppend final : public CudaKernel {
+ public:
+  PagedAppend(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+    const auto& rows = op.inputs[0].shape;
+    const auto& pool = op.outputs[0].shape;
+    row_bytes_ = size_t(rows[2] * rows[3]) * sy_dtype_size(op.inputs[0].dtype);
+    capacity_ = pool[0] * pool[1];
+    slots_.resize(size_t(rows[1]));
+  }
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    use_device(ctx_.ordinal);
+    const int64_t t = in[0]->shape[1];
+    if (t == 0) return;
+    check_cuda(cudaMemcpy(slots_.data(), data_of<const int64_t>(in[1]), sizeof(int64_t) * t,
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy(slot_mapping)");
+    for (int64_t i = 0; i < t; ++i)
+      if (slots_[size_t(i)] < 0 || slots_[size_t(i)] >= capacity_)
+        throw StatusError(SY_STATUS_INVALID_ARGUMENT,
+                          "kv_cache_append: slot " + std::to_string(slots_[size_t(i)]) +
+                              " of row " + std::to_string(i) + " is outside the pool's [0, " +
+                              std::to_string(capacity_) + "); nothing was written");
+    const int64_t* slots = data_of<const int64_t>(in[1]);
+    if (row_bytes_ % 16 == 0) {
+      const int64_t words = int64_t(row_bytes_ / 16);
+      scatter_rows<<<grid_for(t * words, kBlock), kBlock>>>(data_of<const uint4>(in[0]), slots,
+                                                            data_of<uint4>(out[0]), t, words);
+    } else {
+      const int64_t words = int64_t(row_bytes_);
+      scatter_rows<<<grid_for(t * words, kBlock), kBlock>>>(data_of<const uint8_t>(in[0]), slots,
+                                                            data_of<uint8_t>(out[0]), t, words);
+    }
+    check_launch("scatter_rows");
+  }
+
+ private:
+  CudaContext ctx_;
+  size_t row_bytes_ = 0;
+  int64_t capacity_ = 0;
+  std::vector<int64_t> slots_;
 };
 
 // ---- copy --------------------------------------------------------------------------------
@@ -430,6 +505,8 @@ class Copy final : public CudaKernel {
   }
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
+    n_ = elements_of(in[0]);
+    if (n_ == 0) return;
     if (from_ == to_) {
       const void* src = data_of<const char>(in[0]);
       void* dst = data_of<char>(out[0]);
@@ -458,33 +535,32 @@ class Copy final : public CudaKernel {
 
 // ---- slice -------------------------------------------------------------------------------
 
-// y = x[..., start : start + n, ...]: `outer` runs of n·inner bytes, x's runs x_run bytes apart.
+// y = x[..., start : start + n, ...]: `outer` runs of n·inner bytes, x's runs x_run bytes apart,
+// from this execute's extents.
 class Slice final : public CudaKernel {
  public:
-  Slice(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
-    const auto& x = op.inputs[0].shape;
-    const size_t axis = size_t(op.int_attr(SY_ATTR_AXIS, 0));
-    int64_t inner = int64_t(sy_dtype_size(op.inputs[0].dtype));
-    for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
-    outer_ = 1;
-    for (size_t i = 0; i < axis; ++i) outer_ *= x[i];
-    x_run_ = size_t(x[axis] * inner);
-    y_run_ = size_t(op.outputs[0].shape[axis] * inner);
-    offset_ = size_t(op.int_attr(SY_ATTR_START, 0) * inner);
-  }
+  Slice(const OpCopy& op, const CudaContext& ctx)
+      : ctx_(ctx),
+        axis_(int(op.int_attr(SY_ATTR_AXIS, 0))),
+        start_(op.int_attr(SY_ATTR_START, 0)),
+        element_bytes_(int64_t(sy_dtype_size(op.inputs[0].dtype))) {}
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
     use_device(ctx_.ordinal);
-    if (y_run_ == 0 || outer_ == 0) return;
-    check_cuda(
-        cudaMemcpy2DAsync(data_of<char>(out[0]), y_run_, data_of<const char>(in[0]) + offset_,
-                          x_run_, y_run_, size_t(outer_), cudaMemcpyDeviceToDevice, 0),
-        "cudaMemcpy2DAsync(slice)");
+    int64_t outer = 1, inner = element_bytes_;
+    for (int i = 0; i < axis_; ++i) outer *= in[0]->shape[i];
+    for (int i = axis_ + 1; i < in[0]->ndim; ++i) inner *= in[0]->shape[i];
+    const size_t x_run = size_t(in[0]->shape[axis_] * inner),
+                 y_run = size_t(out[0]->shape[axis_] * inner), offset = size_t(start_ * inner);
+    if (y_run == 0 || outer == 0) return;
+    check_cuda(cudaMemcpy2DAsync(data_of<char>(out[0]), y_run, data_of<const char>(in[0]) + offset,
+                                 x_run, y_run, size_t(outer), cudaMemcpyDeviceToDevice, 0),
+               "cudaMemcpy2DAsync(slice)");
   }
 
  private:
   CudaContext ctx_;
-  int64_t outer_ = 0;
-  size_t x_run_ = 0, y_run_ = 0, offset_ = 0;
+  int axis_;
+  int64_t start_, element_bytes_;
 };
 
 }  // namespace
@@ -514,6 +590,7 @@ std::unique_ptr<CudaKernel> make_add(const OpCopy& op, const CudaContext& ctx) {
   return std::make_unique<Elementwise>(op, ctx);
 }
 std::unique_ptr<CudaKernel> make_kv_cache_append(const OpCopy& op, const CudaContext& ctx) {
+  if (op.int_attr(SY_ATTR_PAGED, 0)) return std::make_unique<PagedAppend>(op, ctx);
   return std::make_unique<KvCacheAppend>(op, ctx);
 }
 std::unique_ptr<CudaKernel> make_copy(const OpCopy& op, const CudaContext& ctx) {

@@ -26,7 +26,7 @@ class Matmul final : public CudaKernel {
     transpose_b_ = op.int_attr(SY_ATTR_TRANSPOSE_B, 0) == 1;
     k_ = transpose_b_ ? b[1] : b[0];
     n_ = transpose_b_ ? b[0] : b[1];
-    m_ = op.inputs[0].elements() / k_;
+    m_ = op.inputs[0].elements() / k_;  // the bound
     if (m_ > INT_MAX || n_ > INT_MAX || k_ > INT_MAX)
       throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED, "matmul dimensions beyond 2^31");
     type_ = data_type(op.inputs[0].dtype);
@@ -36,7 +36,10 @@ class Matmul final : public CudaKernel {
     use_device(ctx_.ordinal);
     cublasHandle_t h = ctx_.cublas->handle(ctx_.ordinal);
     const float alpha = 1.0f, beta = 0.0f;
-    const int m = int(m_), n = int(n_), k = int(k_);
+    int64_t elements = 1;  // this execute's rows (varlen): a's elements / K
+    for (int i = 0; i < in[0]->ndim; ++i) elements *= in[0]->shape[i];
+    const int m = int(elements / k_), n = int(n_), k = int(k_);
+    if (m == 0) return;
     // Column-major: C'[N,M] = op(B')[N,K] · A'[K,M], A' = a (ld K), C' = c (ld N).
     cublasStatus_t s = ctx_.cublas->gemm()(
         h, transpose_b_ ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,

@@ -157,10 +157,12 @@ OpDesc paged_op(const PagedSetup& p) {
 
 // Runs one step; returns o's and lse's values of sequence `which`'s rows. Every sequence s uses
 // blocks {s·MB, …} of the pool, so the pool (filled once) holds each sequence's keys.
-std::pair<std::vector<uint8_t>, std::vector<float>> paged_run(
-    PreparedKernel& k, const PagedSetup& p, HostTensor& q_all, HostTensor& k_pool,
-    HostTensor& v_pool, HostTensor& sinks, const std::vector<int>& seqs, const PagedStep& step,
-    int which) {
+std::pair<std::vector<uint8_t>, std::vector<float>> paged_run(PreparedKernel& k,
+                                                              const PagedSetup& p,
+                                                              HostTensor& q_all, HostTensor& k_pool,
+                                                              HostTensor& v_pool, HostTensor& sinks,
+                                                              const std::vector<int>& seqs,
+                                                              const PagedStep& step, int which) {
   int64_t T = 0;
   for (int s : seqs) T += step.q_lens[size_t(s)];
   const int64_t S = int64_t(seqs.size());

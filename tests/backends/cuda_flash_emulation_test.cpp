@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "support/attention_reference.hpp"
 #include "support/host_tensor.hpp"
+#include "support/paged_attention_case.hpp"
 
 namespace sy {
 namespace {
@@ -207,6 +209,85 @@ TEST(CudaFlashEmulation, CausalRowsWithoutKeys) {
   EmuCase c = shape("f16 D64 causal Sq20 > Skv8", SY_DTYPE_F16, 1, 20, 8, 2, 1);
   c.causal = true;
   check_case<__half, 64>(c);
+}
+
+// ---- the paged form: sequences packed along T, keys in a pool of blocks ----------------------
+
+// Every sequence's rows against the reference run on that sequence alone (support/
+// paged_attention_case.hpp builds the step: NaN-filled pool, blocks in a shuffled order).
+template <typename T, int D>
+void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool want_split = false) {
+  SCOPED_TRACE(c.name);
+  test::PagedAttentionStep st(c, D, 11);
+  std::vector<float> lse(size_t(c.Hq) * st.tokens, 123.0f);
+  sy_emu::forget_globals();
+  for (test::HostTensor* t : {st.q.get(), st.k_pool.get(), st.v_pool.get()})
+    sy_emu::register_global(t->bytes(), t->size_bytes());
+  test::HostTensor o(c.dtype, {1, st.tokens, c.Hq, D});
+
+  flash::FlashParams p{};
+  p.q = st.q->bytes(), p.k = st.k_pool->bytes(), p.v = st.v_pool->bytes(), p.o = o.bytes();
+  p.sinks = c.sinks ? st.sinks.data() : nullptr;
+  p.lse = lse.data();
+  p.query_start = st.starts.data(), p.seq_lens = st.lens.data(), p.block_table = st.table.data();
+  p.S = st.S, p.MB = st.MB, p.BS = c.BS;
+  p.B = 1, p.Sq = st.tokens, p.Hq = c.Hq, p.Hkv = c.Hkv, p.G = c.Hq / c.Hkv;
+  p.M = st.max_q * p.G;
+  p.Skv = st.max_len;
+  p.scale = float(1.0 / std::sqrt(double(D)));
+  p.softcap = float(c.softcap);
+  p.causal = c.causal;
+  p.window = c.window;
+  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count);
+  if (want_split) EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
+  p.splits = shape.splits;
+  const size_t rows = size_t(c.Hq) * st.tokens;
+  std::vector<float> part_o(rows * shape.splits * D, NAN), part_lse(rows * shape.splits, NAN);
+  p.part_o = part_o.data();
+  p.part_lse = part_lse.data();
+  const dim3 grid(unsigned(shape.row_blocks), unsigned(st.S * c.Hkv), unsigned(shape.splits));
+  auto run = [&] {
+    if (shape.warps == 1)
+      sy_emu::launch(grid, dim3(32), shape.smem, [&] { flash::flash_mma_kernel<T, D, 1>(p); });
+    else
+      sy_emu::launch(grid, dim3(128), shape.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
+    if (shape.splits > 1)
+      sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
+                     [&] { flash::combine_splits<T, D>(p); });
+  };
+  ASSERT_NO_THROW(run());
+  EXPECT_EQ(st.mismatch(o.get(), lse, 1.2e-2, 1e-4), "");
+}
+
+TEST(CudaFlashEmulation, PagedPrefillChunksAndDecodeRowsInOneStep) {
+  test::PagedAttentionCase c;
+  c.name = "bf16 D64 paged: a prefill of 21, a chunk of 9 after 40 cached, two decode rows";
+  c.q_lens = {21, 9, 1, 1};
+  c.lens = {21, 49, 70, 5};
+  check_paged<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, PagedWindowSinksSoftcapF16D128) {
+  test::PagedAttentionCase c;
+  c.name = "f16 D128 paged window 12, sinks, softcap, blocks of 8";
+  c.dtype = SY_DTYPE_F16;
+  c.q_lens = {5, 1, 17};
+  c.lens = {30, 33, 17};
+  c.BS = 8;
+  c.window = 12;
+  c.sinks = true;
+  c.softcap = 5.0;
+  check_paged<__half, 128>(c);
+}
+
+TEST(CudaFlashEmulation, PagedDecodeSplitKv) {
+  test::PagedAttentionCase c;
+  c.name = "bf16 D64 paged decode of 3 sequences, split-KV";
+  c.q_lens = {1, 1, 1};
+  c.lens = {1100, 129, 2};
+  c.Hq = 8, c.Hkv = 1;
+  c.sinks = true;
+  check_paged<__nv_bfloat16, 64>(c, 2, true);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // check for a described device, so plans for a GPU machine can be made here; prepare and
 // alloc say UNAVAILABLE with the reason. With a GPU (CudaFlashGpu*): flash_attention over a
 // grid against the double reference and against cpu_onednn, and every decoder op against a
-// small double reference, through the plugin's alloc/copy and the host's PreparedKernel.
+// small double reference, through the plugin's alloc/copy and the host's PreparedKernel; the
+// paged forms (ABI 1.5) with the step's actual extents below the prepared bounds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "support/expected.hpp"
 #include "support/host_tensor.hpp"
 #include "support/ops.hpp"
+#include "support/paged_attention_case.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -766,6 +768,123 @@ TEST_F(CudaFlashGpu, MatmulTransposedBThroughCublas) {
             want[m * N + n] += av[m * K + k] * (tb ? bv[n * K + k] : bv[k * N + n]);
       // f32 on Hopper may use TF32-free fp32 compute; allow K-scaled rounding.
       expect_near_all(got, want, dt == SY_DTYPE_F32 ? 1e-4 : 2e-2, "matmul");
+    }
+}
+
+// The paged attention: sequences packed along T, a shuffled NaN-filled pool, every sequence's
+// rows against the reference alone; prepared for more tokens and sequences than the step has.
+TEST_F(CudaFlashGpu, PagedFlashAgainstTheReferenceOnActualExtents) {
+  for (bool decode : {false, true}) {
+    test::PagedAttentionCase c;
+    c.name = decode ? "decode of 3, split-KV" : "prefill chunks and decode rows, window, sinks";
+    SCOPED_TRACE(c.name);
+    c.q_lens = decode ? std::vector<int>{1, 1, 1} : std::vector<int>{21, 9, 1, 1};
+    c.lens = decode ? std::vector<int>{3000, 129, 2} : std::vector<int>{21, 49, 70, 5};
+    c.Hq = 8, c.Hkv = 2;
+    c.sinks = true;
+    if (!decode) c.window = 30;
+    const int D = 128;
+    test::PagedAttentionStep st(c, D, 5);
+    test::HostTensor sinks(SY_DTYPE_F32, {c.Hq}), starts(SY_DTYPE_I32, {st.S + 1}),
+        lens(SY_DTYPE_I32, {st.S}), table(SY_DTYPE_I32, {st.S, st.MB}),
+        o(c.dtype, {1, st.tokens, c.Hq, D}), lse(SY_DTYPE_F32, {1, c.Hq, st.tokens});
+    sinks.set(std::vector<double>(st.sinks.begin(), st.sinks.end()));
+    std::memcpy(starts.bytes(), st.starts.data(), starts.size_bytes());
+    std::memcpy(lens.bytes(), st.lens.data(), lens.size_bytes());
+    std::memcpy(table.bytes(), st.table.data(), table.size_bytes());
+    OpDesc op;
+    op.op = SY_OP_ATTENTION;
+    const int64_t bound_t = st.tokens + 7, bound_s = st.S + 2;
+    op.inputs = {{c.dtype, {1, bound_t, c.Hq, D}, SY_MEMORY_DEVICE, 2u},
+                 st.k_pool->desc(),
+                 st.v_pool->desc(),
+                 sinks.desc(),
+                 {SY_DTYPE_I32, {bound_s + 1}, SY_MEMORY_DEVICE, 1u},
+                 {SY_DTYPE_I32, {bound_s}, SY_MEMORY_DEVICE, 1u},
+                 {SY_DTYPE_I32, {bound_s, st.MB}, SY_MEMORY_DEVICE, 1u}};
+    op.outputs = {{c.dtype, {1, bound_t, c.Hq, D}, SY_MEMORY_DEVICE, 2u},
+                  {SY_DTYPE_F32, {1, c.Hq, bound_t}, SY_MEMORY_DEVICE, 4u}};
+    op.set(SY_ATTR_PAGED, int64_t{1});
+    op.set(SY_ATTR_CAUSAL, int64_t{1});
+    op.set(SY_ATTR_WINDOW_LEFT, int64_t(c.window));
+    std::string err = run_on_gpu(
+        *plugin_, kernel_named(*plugin_, "flash_attention"), op,
+        {st.q.get(), st.k_pool.get(), st.v_pool.get(), &sinks, &starts, &lens, &table}, {&o, &lse});
+    ASSERT_EQ(err, "");
+    std::vector<float> l;
+    for (double x : lse.get()) l.push_back(float(x));
+    EXPECT_EQ(st.mismatch(o.get(), l, kOutTol, kLseTol), "");
+    // A block table naming a block outside the pool is refused before anything runs.
+    static_cast<int32_t*>(table.bytes())[0] = int32_t(st.NB);
+    err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), op,
+                     {st.q.get(), st.k_pool.get(), st.v_pool.get(), &sinks, &starts, &lens, &table},
+                     {&o, &lse});
+    EXPECT_THAT(err, ::testing::HasSubstr("block table entry 0 of sequence 0"));
+  }
+}
+
+TEST_F(CudaFlashGpu, PagedAppendWritesItsSlotsAndRefusesOneOutsideThePool) {
+  const int64_t T = 5, Hkv = 2, D = 64, NB = 4, BS = 4;
+  HostTensor rows(SY_DTYPE_BF16, {1, T, Hkv, D}), slots(SY_DTYPE_I64, {T}),
+      pool(SY_DTYPE_BF16, {NB, BS, Hkv, D});
+  std::vector<double> rv(size_t(T * Hkv * D));
+  for (size_t i = 0; i < rv.size(); ++i) rv[i] = double(i % 50) + 1;
+  rows.set(rv);
+  const std::vector<double> where = {13, 2, 7, 0, 15};
+  slots.set(where);
+  pool.set(std::vector<double>(size_t(NB * BS * Hkv * D), 0.0));
+  OpDesc op;
+  op.op = SY_OP_KV_CACHE_APPEND;
+  op.inputs = {{SY_DTYPE_BF16, {1, 8, Hkv, D}, SY_MEMORY_DEVICE, 2u},
+               {SY_DTYPE_I64, {8}, SY_MEMORY_DEVICE, 1u}};
+  op.outputs = {pool.desc()};
+  op.set(SY_ATTR_PAGED, int64_t{1});
+  auto got = run_op("kv_cache_append", op, {&rows, &slots}, {&pool})[0];
+  std::vector<double> want(size_t(NB * BS * Hkv * D), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < Hkv * D; ++e)
+      want[size_t(where[size_t(t)]) * Hkv * D + e] = rv[size_t(t * Hkv * D + e)];
+  EXPECT_EQ(got, want);
+  slots.set({13, 2, 16, 0, 15});  // 16 = NB·BS: past the pool
+  pool.set(std::vector<double>(size_t(NB * BS * Hkv * D), 0.0));
+  std::string err =
+      run_on_gpu(*plugin_, kernel_named(*plugin_, "kv_cache_append"), op, {&rows, &slots}, {&pool});
+  EXPECT_THAT(err, ::testing::StartsWith("INVALID_ARGUMENT"));
+  EXPECT_EQ(pool.get(), std::vector<double>(size_t(NB * BS * Hkv * D), 0.0));
+}
+
+// A decoder op prepared for 9 rows runs on the 4 an execute carries (varlen), and leaves the
+// rest of its output alone.
+TEST_F(CudaFlashGpu, VarlenRmsNormAndMatmulRunTheActualRows) {
+  std::mt19937 rng(12);
+  HostTensor x(SY_DTYPE_F32, {4, 64}), w(SY_DTYPE_F32, {64}), y(SY_DTYPE_F32, {4, 64}),
+      b(SY_DTYPE_F32, {48, 64}), c(SY_DTYPE_F32, {4, 48});
+  const auto xv = x.set(test::uniform(4 * 64, rng)), wv = w.set(test::uniform(64, rng));
+  const auto bv = b.set(test::uniform(48 * 64, rng));
+  OpDesc norm;
+  norm.op = SY_OP_RMS_NORM;
+  norm.inputs = {{SY_DTYPE_F32, {9, 64}, SY_MEMORY_DEVICE, 1u}, w.desc()};
+  norm.outputs = {{SY_DTYPE_F32, {9, 64}, SY_MEMORY_DEVICE, 1u}};
+  norm.set(SY_ATTR_EPS, 1e-5);
+  auto got = run_op("rms_norm", norm, {&x, &w}, {&y})[0];
+  for (int64_t r = 0; r < 4; ++r) {
+    double ss = 0;
+    for (int64_t e = 0; e < 64; ++e) ss += xv[size_t(r * 64 + e)] * xv[size_t(r * 64 + e)];
+    const double inv = 1.0 / std::sqrt(ss / 64 + 1e-5);
+    for (int64_t e = 0; e < 64; ++e)
+      ASSERT_NEAR(got[size_t(r * 64 + e)], xv[size_t(r * 64 + e)] * inv * wv[size_t(e)], 1e-5);
+  }
+  OpDesc mm;
+  mm.op = SY_OP_MATMUL;
+  mm.inputs = {{SY_DTYPE_F32, {9, 64}, SY_MEMORY_DEVICE, 1u}, b.desc()};
+  mm.outputs = {{SY_DTYPE_F32, {9, 48}, SY_MEMORY_DEVICE, 1u}};
+  mm.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
+  got = run_op("matmul", mm, {&x, &b}, {&c})[0];
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t n = 0; n < 48; ++n) {
+      double want = 0;
+      for (int64_t e = 0; e < 64; ++e) want += xv[size_t(r * 64 + e)] * bv[size_t(n * 64 + e)];
+      ASSERT_NEAR(got[size_t(r * 48 + n)], want, 1e-4);
     }
 }
 

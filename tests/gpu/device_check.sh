@@ -4,9 +4,12 @@
 #
 # Configures a separate build (build-gpu, sm_90 only, so nvcc compiles one architecture),
 # builds only the CLI, the plugins and the test binary, lists the plugins and runs the
-# CudaFlash* tests (the GPU ones skip with a reason when no device is visible), then the
-# issue's two attention benchmarks (prefill and decode, each with the device's own bf16 GEMM
-# rate and copy bandwidth measured in the same run). Every log goes to OUTDIR.
+# CudaFlash* tests (the GPU ones skip with a reason when no device is visible; the paged and
+# varlen forms among them), then the two attention benchmarks (prefill and decode, each
+# with the device's own bf16 GEMM rate and copy bandwidth measured in the same run), then the
+# batched case end to end: a SmolLM2-shaped bf16 model with random weights planned for 8
+# sequences on cuda (the paged plan) and `bench batch` over 1, 8 and 16 sequences. Every log
+# goes to OUTDIR.
 set -uo pipefail
 
 OUT=${1:?usage: tests/gpu/device_check.sh OUTDIR}
@@ -47,6 +50,16 @@ for b in bench_prefill bench_decode; do
     "$OUT/$b.log" | tr -d '\n' | sed "s/^/$b: /" | tee -a "$OUT/summary.txt"
   echo | tee -a "$OUT/summary.txt"
 done
+
+MODEL=build-gpu/smollm2-shaped  # 270 MB: kept out of OUTDIR, which comes back
+step test_model 120 "$SY" make-test-model "$MODEL" --shape smollm2-135m --dtype bf16
+step plan_batch 60 "$SY" plan "$MODEL" --prefer cuda,cpu --max-sequences 8 --json
+grep -E '"(kv_layout|layout_rule)"' "$OUT/plan_batch.log" | tee -a "$OUT/summary.txt"
+step bench_batch 180 "$SY" bench batch "$MODEL" --prefer cuda,cpu --sequences 1,8,16 \
+  --prompt-len 128 --steps 32 --json
+grep -E '"(sequences|aggregate_tokens_per_s|step_ms)"' "$OUT/bench_batch.log" | tr -d '\n ' |
+  sed "s/^/bench_batch: /" | tee -a "$OUT/summary.txt"
+echo | tee -a "$OUT/summary.txt"
 
 echo "total $(($(date +%s) - START))s, status $status" | tee -a "$OUT/summary.txt"
 tail -40 "$OUT/tests.log" 2>/dev/null
