@@ -239,7 +239,9 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   p.causal = c.causal;
   p.window = c.window;
   const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count);
-  if (want_split) EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
+  if (want_split) {
+    EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
+  }
   p.splits = shape.splits;
   const size_t rows = size_t(c.Hq) * st.tokens;
   std::vector<float> part_o(rows * shape.splits * D, NAN), part_lse(rows * shape.splits, NAN);
