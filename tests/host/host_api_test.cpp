@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -399,6 +400,75 @@ TEST(HostApiRealModel, EmbedCGivesTheTokensOfSwitchyardRun) {
   EXPECT_EQ(ids_line(output_of(env + SY_TEST_EMBED_C + " " + gguf.string() +
                                " 'The capital of France is'")),
             cli);
+}
+
+
+// The process's resident memory of one kind (/proc/self/status "RssAnon:" or "VmRSS:"), bytes.
+int64_t resident_bytes(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key))) * 1024;
+  return -1;
+}
+
+// Two contexts of one plan of the real model hold one copy of its weights: the second context
+// adds its own activations, kernels and the KV blocks it touched, not the 93 MB of weights.
+// Tolerance: the second context's growth, anonymous or all resident memory, stays under a third
+// of the file's size (a second copy of the weights would add at least the whole file; the
+// context's own memory at these bounds is about 15 MB).
+TEST(HostApiRealModel, TwoContextsOfOneModelAddNoSecondCopyOfTheWeights) {
+  const fs::path gguf = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!fs::exists(gguf))
+    GTEST_SKIP() << gguf << " is not there: scripts/fetch-model.sh could not fetch it";
+  sy_runtime_options o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  const std::string plugins = sy::test::kPluginDir.string();
+  const char* dirs[] = {plugins.c_str()};
+  o.plugin_dirs = dirs;
+  o.num_plugin_dirs = 1;
+  sy_runtime* runtime = nullptr;
+  sy_model* model = nullptr;
+  sy_plan* plan = nullptr;
+  sy_host_error e = fresh_error();
+  ASSERT_EQ(sy_runtime_create(&o, &runtime, &e), kOk) << e.message;
+  ASSERT_EQ(sy_model_open(runtime, gguf.c_str(), &model, &e), kOk) << e.message;
+  sy_plan_options po;
+  std::memset(&po, 0, sizeof po);
+  po.struct_size = sizeof po;
+  po.prompt_tokens = 64;
+  po.context = 256;
+  ASSERT_EQ(sy_plan_create(model, &po, &plan, &e), kOk) << e.message;
+  // One step of a few tokens in a context: its kernels, arena and first KV blocks touched.
+  auto step = [&](sy_context* c) {
+    sy_seq_id seq = 0;
+    ASSERT_EQ(sy_seq_add(c, &seq, &e), kOk) << e.message;
+    const std::vector<int64_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::vector<int64_t> positions(tokens.size());
+    std::vector<sy_seq_id> seqs(tokens.size(), seq);
+    for (size_t i = 0; i < tokens.size(); ++i) positions[i] = int64_t(i);
+    sy_batch b{sizeof(sy_batch), tokens.size(), tokens.data(), positions.data(), seqs.data(),
+               nullptr};
+    ASSERT_EQ(sy_context_decode(c, &b, nullptr, &e), kOk) << e.message;
+  };
+  sy_context *first = nullptr, *second = nullptr;
+  ASSERT_EQ(sy_context_create(plan, nullptr, &first, &e), kOk) << e.message;
+  step(first);
+  const int64_t anon0 = resident_bytes("RssAnon:"), rss0 = resident_bytes("VmRSS:");
+  ASSERT_EQ(sy_context_create(plan, nullptr, &second, &e), kOk) << e.message;
+  step(second);
+  const int64_t anon = resident_bytes("RssAnon:") - anon0, rss = resident_bytes("VmRSS:") - rss0;
+  const double file = double(fs::file_size(gguf));
+  std::printf("second context: RssAnon +%.1f MB, VmRSS +%.1f MB; weights file %.1f MB\n",
+              double(anon) / 1e6, double(rss) / 1e6, file / 1e6);
+  EXPECT_LT(double(anon), file / 3);
+  EXPECT_LT(double(rss), file / 3);
+  sy_context_destroy(second);
+  sy_context_destroy(first);
+  sy_plan_destroy(plan);
+  sy_model_destroy(model);
+  sy_runtime_destroy(runtime);
 }
 
 }  // namespace
