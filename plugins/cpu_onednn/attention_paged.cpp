@@ -44,6 +44,12 @@ class PagedAttentionKernel final : public CpuKernel {
     const int64_t max_seqs = op.inputs[n - 2].shape[0];
     max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1);
     rows_ = kItemTokens * (base_.Hq / base_.Hkv);
+    // Every thread of this thread's team gets its scratch now, not in a step (which must not
+    // allocate): which worker runs which item is the schedule's choice.
+    const int64_t rows = rows_, D = base_.D, L = tier_.lanes;
+#pragma omp parallel num_threads(ctx_.num_threads)
+    scratch(rows, D, L);
+    items_of(max_items_);
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
@@ -56,12 +62,10 @@ class PagedAttentionKernel final : public CpuKernel {
     a.sinks = sinks_ ? data_of<const float>(in[3]) : nullptr;
     a.o = data_of<void>(out[0]);
     a.lse = lse_ ? data_of<float>(out[1]) : nullptr;
-    thread_local std::vector<Item> items;
-    if (items.size() < size_t(max_items_)) items.resize(size_t(max_items_));
-    const int64_t count =
-        make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items.data());
+    Item* items = items_of(max_items_);
+    const int64_t count = make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items);
     const PagedAttentionTier& tier = tier_;
-    const Item* list = items.data();
+    const Item* list = items;
     const int threads = count > 1 ? ctx_.num_threads : 1;
     const int64_t rows = rows_;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
@@ -70,6 +74,13 @@ class PagedAttentionKernel final : public CpuKernel {
 
  private:
   using Item = PagedItem;
+  // This thread's list of at least `count` items.
+  static Item* items_of(int64_t count) {
+    thread_local std::vector<Item> items;
+    if (items.size() < size_t(count)) items.resize(size_t(count));
+    return items.data();
+  }
+
   // This thread's scratch for items of up to `rows` rows of D (attention_paged.hpp).
   static PagedScratch scratch(int64_t rows, int64_t D, int64_t L) {
     thread_local std::vector<float> f;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/executor/context.hpp"
 #include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
@@ -170,6 +171,76 @@ TEST_P(SmolLM2Parity, TeacherForcedNllAndTop1MatchTheReference) {
   EXPECT_GE(double(agree) / double(ids.size() - 1), 0.98) << agree << " of " << ids.size() - 1;
   RecordProperty("mean_nll", std::to_string(nll));
   RecordProperty("top1_agreement", std::to_string(double(agree) / double(ids.size() - 1)));
+}
+
+
+// Eight prompts in one context, prefilled in one step and decoded together, give each prompt's
+// greedy ids of it run alone, and the very same logits bit for bit (cpu_onednn's kernels are
+// batch-invariant: docs/cpu-tiers.md). The first three are the reference prompts, whose ids
+// alone are checked against transformers above.
+TEST_P(SmolLM2Parity, EightPromptsInOneBatchGiveTheGreedyIdsOfEachAlone) {
+  constexpr int kSteps = 16;
+  std::vector<std::vector<int64_t>> prompts;
+  for (const json& p : (*expected_)["prompts"]) prompts.push_back(p["ids"]);
+  for (const char* text : {"Once upon a time", "The quick brown fox", "def fibonacci(n):",
+                           "Water boils at", "My favourite colour is"})
+    prompts.push_back(tok_->encode(text));
+  ImportOptions o;
+  o.max_batch_tokens = 256;
+  o.max_sequences = 8;
+  o.max_outputs = 8;
+  o.context = 64;
+  o.weight_dtypes = model_->weight_dtypes;
+  Policy policy;
+  policy.prefer = {kDLCPU};
+  inventory_ = live_inventory(*registry_);
+  LayoutPlan lp = test::plan_single(
+      [&](const ImportOptions& x) { return import_hf_config_json(model_->config, kModel.string(), x); },
+      o, *registry_, inventory_, policy);
+  ASSERT_TRUE(lp.plan.ok()) << lp.plan.error->message;
+  Model model(lp.graph, lp.plan, *registry_, inventory_, gguf_weight_loader(*file_, *model_));
+  Context ctx(model);
+  const int64_t vocab = ctx.vocab();
+  auto row = [&](size_t i) { return std::vector<float>(ctx.logits(i), ctx.logits(i) + vocab); };
+  // Each prompt alone: its greedy ids and every step's logits.
+  std::vector<std::vector<int64_t>> want_ids(prompts.size());
+  std::vector<std::vector<std::vector<float>>> want_rows(prompts.size());
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const SeqId s = ctx.add_sequence();
+    Batch b;
+    for (size_t i = 0; i < prompts[p].size(); ++i)
+      b.add(prompts[p][i], int64_t(i), s, i + 1 == prompts[p].size());
+    ASSERT_TRUE(ctx.decode(b).ran);
+    for (int step = 0; step < kSteps; ++step) {
+      want_rows[p].push_back(row(0));
+      want_ids[p].push_back(argmax(ctx.logits(0), vocab));
+      b.clear();
+      b.add(want_ids[p].back(), ctx.sequence_length(s), s, true);
+      ASSERT_TRUE(ctx.decode(b).ran);
+    }
+    ctx.remove_sequence(s);
+  }
+  // All eight at once: one prefill step, then steps of one token of each.
+  std::vector<SeqId> seqs;
+  Batch b;
+  for (const auto& prompt : prompts) {
+    seqs.push_back(ctx.add_sequence());
+    for (size_t i = 0; i < prompt.size(); ++i)
+      b.add(prompt[i], int64_t(i), seqs.back(), i + 1 == prompt.size());
+  }
+  ASSERT_TRUE(ctx.decode(b).ran);
+  std::vector<std::vector<int64_t>> got(prompts.size());
+  for (int step = 0; step < kSteps; ++step) {
+    b.clear();
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      EXPECT_EQ(row(p), want_rows[p][size_t(step)])
+          << "prompt " << p << ", step " << step << ": logits differ from the prompt alone";
+      got[p].push_back(argmax(ctx.logits(p), vocab));
+      b.add(got[p].back(), ctx.sequence_length(seqs[p]), seqs[p], true);
+    }
+    ASSERT_TRUE(ctx.decode(b).ran);
+  }
+  for (size_t p = 0; p < prompts.size(); ++p) EXPECT_EQ(got[p], want_ids[p]) << "prompt " << p;
 }
 
 // The user-level checks through the CLI: the chat answer, and `perplexity` on the text.
