@@ -74,24 +74,31 @@ void step(Context& c, const Batch& b) {
   if (!r.ran) throw r.refused.front().error;
 }
 
-// `n` sequences, each with its own prompt, prefilled as many at a time as a step holds; returns
-// them with each one's next token (the argmax of its prompt's last logits).
+// `n` sequences, each with its own prompt, prefilled in steps of up to the plan's tokens (a
+// prompt longer than a step runs in chunks); returns them with each one's next token (the
+// argmax of its prompt's last logits).
 std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t prompt_len) {
   std::vector<std::pair<SeqId, int64_t>> seqs;
-  const int64_t per_step = std::max<int64_t>(1, c.bounds().max_batch_tokens / prompt_len);
-  for (int64_t first = 0; first < n; first += per_step) {
+  for (int64_t s = 0; s < n; ++s) seqs.emplace_back(c.add_sequence(), 0);
+  auto token = [&](int64_t s, int64_t i) {  // distinct prompts: no prefix is shared
+    return 1 + (s * 7919 + i * 31) % 1000;
+  };
+  const int64_t per_step = c.bounds().max_batch_tokens, max_seqs = c.bounds().max_sequences;
+  int64_t s = 0, i = 0;  // the next prompt token to run: sequence s, position i
+  while (s < n) {
     Batch b;
-    std::vector<size_t> mine;
-    for (int64_t s = first; s < std::min(n, first + per_step); ++s) {
-      const SeqId id = c.add_sequence();
-      mine.push_back(seqs.size());
-      seqs.emplace_back(id, 0);
-      for (int64_t i = 0; i < prompt_len; ++i)  // distinct prompts: no prefix is shared
-        b.add(1 + (s * 7919 + i * 31) % 1000, i, id, i + 1 == prompt_len);
+    std::vector<int64_t> done;  // sequences whose last prompt token is in this step
+    int64_t in_step = 0;
+    while (s < n && int64_t(b.tokens.size()) < per_step && in_step < max_seqs) {
+      const int64_t take = std::min(prompt_len - i, per_step - int64_t(b.tokens.size()));
+      for (int64_t k = 0; k < take; ++k, ++i)
+        b.add(token(s, i), i, seqs[size_t(s)].first, i + 1 == prompt_len);
+      ++in_step;
+      if (i == prompt_len) done.push_back(s), ++s, i = 0;
     }
     step(c, b);
-    for (size_t k = 0; k < mine.size(); ++k)
-      seqs[mine[k]].second = argmax(c.logits(k), c.vocab());
+    for (size_t k = 0; k < done.size(); ++k)
+      seqs[size_t(done[k])].second = argmax(c.logits(k), c.vocab());
   }
   return seqs;
 }
@@ -200,9 +207,14 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
     std::printf("%-10s %16s %18s %10s %12s\n", "sequences", "aggregate tok/s", "per sequence tok/s",
                 "step ms", "vs 1 seq");
     const double base = rows.front().sequences == 1 ? rows.front().aggregate : 0;
-    for (const auto& r : rows)
-      std::printf("%-10lld %16.1f %18.1f %10.2f %12.2f\n", (long long)r.sequences, r.aggregate,
-                  r.per_sequence, r.step_ms, base > 0 ? r.aggregate / base : 0);
+    for (const auto& r : rows) {
+      std::printf("%-10lld %16.1f %18.1f %10.2f ", (long long)r.sequences, r.aggregate,
+                  r.per_sequence, r.step_ms);
+      if (base > 0)
+        std::printf("%12.2f\n", r.aggregate / base);
+      else
+        std::printf("%12s\n", "-");  // no 1-sequence row to compare with
+    }
     std::printf("machine (same run, %d threads): triad %.1f GB/s\n", threads, triad);
     return kExitOk;
   } catch (const Error& e) {

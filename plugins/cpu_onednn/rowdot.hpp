@@ -8,7 +8,9 @@
 // the weights, dequantized (block-quantized: GGUF's formulas) or widened (bf16) to f32, are
 // multiplied with x in chunks of L elements along K, accumulating lane by lane, chunk after
 // chunk, into one accumulator with a fused multiply-add (portable: multiply, round, then add);
-// the lanes are then summed by halving (L/2, L/4, …, 1). bf16 weights with bf16 x on a CPU with
+// the lanes are then summed by one fixed tree (avx2, portable: halving, L/2, L/4, …, 1; avx512:
+// lanes i and i + 8, then adjacent pairs, pairs of pairs and the two quads: simd_lanes.hpp's
+// sum_each, which sums 16 accumulators at once). bf16 weights with bf16 x on a CPU with
 // AVX512-BF16 use vdpbf16ps instead, over chunks of 32 (pairs of products per lane). Tails of K
 // are zeros.
 //

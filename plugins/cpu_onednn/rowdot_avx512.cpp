@@ -14,6 +14,7 @@
 #include "register_tile.hpp"
 #include "rowdot.hpp"
 #include "scalar_math.hpp"
+#include "simd_lanes.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -303,10 +304,18 @@ void tile(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n, i
       madd(lo, hi, k, first(valid), first(valid - 16));
     }
   }
+  // Every accumulator's lanes summed by Avx512Lanes::sum_each's one tree, 16 at a time (a
+  // tile's accumulators, padded with zeros: one tree for every element whatever the tile).
+  static_assert(RN * RM <= 16);
+  __m512 all[16];
+  SY_TILE_LOOP
+  for (int i = 0; i < 16; ++i) all[i] = i < RN * RM ? acc[i / RM][i % RM] : _mm512_setzero_ps();
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, Avx512Lanes::sum_each(all));
   SY_TILE_LOOP
   for (int r = 0; r < RN; ++r) {
     SY_TILE_LOOP
-    for (int m = 0; m < RM; ++m) store(a, m0 + m, n + r, _mm512_reduce_add_ps(acc[r][m]));
+    for (int m = 0; m < RM; ++m) store(a, m0 + m, n + r, sums[r * RM + m]);
   }
 }
 
@@ -332,9 +341,11 @@ void direct(const RowdotArgs& a, const uint8_t* w, int64_t row_bytes, int64_t n0
     constexpr int RN = decltype(rn)::value;
     const uint8_t* at = w + n * row_bytes;
     if (a.M <= kDirectRows) return tile_rest<D, RN, kDirectRows>(a, at, row_bytes, n, 0, &sweep);
-    int64_t m = 0;
-    for (; m + 8 <= a.M; m += 8) tile<D, RN, 8>(a, at, row_bytes, n, m, &sweep);
-    if (m < a.M) tile_rest<D, RN, 7>(a, at, row_bytes, n, m, &sweep);
+    if constexpr (RN <= 2) {  // 4-row tiles serve one token only
+      int64_t m = 0;
+      for (; m + 8 <= a.M; m += 8) tile<D, RN, 8>(a, at, row_bytes, n, m, &sweep);
+      if (m < a.M) tile_rest<D, RN, 7>(a, at, row_bytes, n, m, &sweep);
+    }
   };
   int64_t n = n0;
   if (a.M <= kDirectRows)
