@@ -1,14 +1,14 @@
 // What a plan needs in every memory, and what each memory can give it.
 //
 // Per location ("host" or a device id such as "cuda:0"): the weights at their stored dtype
-// (quantized blocks included), the KV caches (context × batch, as the graph declares them), an
-// activation arena per phase, the second homes the plan's copies give weights and caches, and
-// the workspace each kernel declared in its check (ABI 1.4). Phases run one after the other, so
-// they share one arena per location: its size is the largest phase's. Inside a phase, values
-// whose lifetimes (first to last kernel call that touches them) do not overlap share bytes:
-// greedy by size, as TFLite's arena planner does. The executor allocates exactly these buffers
-// and puts every activation at the offset written here, so "predicted" and "measured" differ
-// only by what a plugin allocates beyond its declaration.
+// (quantized blocks included), the KV memory (contiguous: the caches the graph declares; paged: the
+// pool of blocks the budget sets, --kv-blocks), an activation arena per phase, the second homes the
+// plan's copies give weights and caches, and the workspace each kernel declared in its check
+// (ABI 1.4). Phases run one after the other, so they share one arena per location: its size is the
+// largest phase's. Inside a phase, values whose lifetimes (first to last kernel call that touches
+// them) do not overlap share bytes: greedy by size, as TFLite's arena planner does. The executor
+// allocates exactly these buffers and puts every activation at the offset written here, so
+// "predicted" and "measured" differ only by what a plugin allocates beyond its declaration.
 #pragma once
 
 #include <algorithm>

@@ -188,7 +188,9 @@ SY_HOST_API int sy_model_detokenize(sy_model* model, const int64_t* ids, size_t 
                                     size_t capacity, size_t* length, size_t* complete,
                                     sy_host_error* error);
 
-/* Since 1.1. Rows of the model's token embedding: ids at or above it are not tokens. */
+/* Since 1.1. The size of the model's tokenizer vocabulary: ids at or above it are not tokens
+ * (detokenize writes them as "<id>"). A batch refuses ids at or above the embedding's rows
+ * (SY403), which for every model this runtime imports is the same number. */
 SY_HOST_API int sy_model_vocab_size(sy_model* model, int64_t* vocab, sy_host_error* error);
 
 /* ------------------------------------------------------------------------ */
@@ -309,9 +311,9 @@ typedef struct sy_batch {
 
 typedef struct sy_decode_result {
   size_t struct_size;
-  int32_t ran;       /* 1: the step ran; 0: refused, nothing ran, nothing was written */
-  size_t n_logits;   /* rows of logits the step wrote (tokens that asked), in batch order */
-  size_t n_refused;  /* sequences the step could not take (ran == 0) */
+  int32_t ran;      /* 1: the step ran; 0: refused, nothing ran, nothing was written */
+  size_t n_logits;  /* rows of logits the step wrote (tokens that asked), in batch order */
+  size_t n_refused; /* sequences the step could not take (ran == 0) */
   /* Context-owned, valid until the next call on the context: the refused sequences and why,
    * 308 (SY308 kv_pool_full: no KV block left for it) or 304 (SY304: past its context). */
   const sy_seq_id* refused_seqs;

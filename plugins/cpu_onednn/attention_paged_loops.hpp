@@ -140,8 +140,8 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
       const int64_t at = (int64_t(it.table[j / BS]) * BS + j % BS) * kv_row + it.hk * a.D;
       const char* kr = static_cast<const char*>(a.k_pool) + at * esize;
       const char* vr = static_cast<const char*>(a.v_pool) + at * esize;
-      for (int64_t b = 0; b < a.D * int64_t(esize); b += 64) {
-        __builtin_prefetch(kr + b, 0, 3);
+      for (int64_t b = 0; b < a.D * int64_t(esize); b += 128) {  // the pairs' adjacent lines
+        __builtin_prefetch(kr + b, 0, 3);                        // come with them
         __builtin_prefetch(vr + b, 0, 3);
       }
     }

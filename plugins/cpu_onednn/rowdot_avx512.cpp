@@ -481,7 +481,7 @@ void dot_rows(const RowdotArgs& a, int64_t n, int64_t m0, int64_t m1, Sweep* swe
 
 void dot_columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
   Sweep sweep(static_cast<const uint8_t*>(a.w) + n0 * a.K * 2);
-  Sweep* ahead = a.M <= kDirectRows ? &sweep : nullptr;
+  Sweep* ahead = a.M <= kDirectMaxRows ? &sweep : nullptr;
   for (int64_t m0 = 0; m0 < a.M; m0 += kXBlock) {
     const int64_t m1 = std::min(a.M, m0 + kXBlock);
     int64_t n = n0;
