@@ -19,9 +19,8 @@
 namespace sy::cpu {
 namespace {
 
-constexpr int kTileRows = 4;      // weight rows per register tile
-constexpr int kDirectRows = 2;    // up to this many x rows: decode in registers
-constexpr int64_t kAhead = 6144;  // bytes the weight sweep prefetches ahead of its reads
+constexpr int kTileRows = 4;    // weight rows per register tile
+constexpr int kDirectRows = 2;  // up to this many x rows: decode in registers
 
 using V8 = __m256;
 
@@ -188,20 +187,6 @@ struct Q6KRows {
 };
 
 // ---- decode-sized M: tiles over decoded registers ----------------------------------------------
-
-struct Sweep {
-  const uint8_t* next;
-  explicit Sweep(const uint8_t* first) : next(first + kAhead) {}
-  void reach(const uint8_t* read) {
-    for (const uint8_t* want = read + kAhead; next < want; next += 64)
-      __builtin_prefetch(next, 0, 3);
-  }
-};
-
-template <class D>
-int64_t row_bytes_of(int64_t K) {
-  return K / D::kBlock * D::kBytes + (D::kTail ? (K % D::kBlock) * (D::kBytes / D::kBlock) : 0);
-}
 
 // RN weight rows × RM x rows from m0, over the whole of K.
 template <class D, int RN, int RM>

@@ -13,6 +13,7 @@
 
 #include "register_tile.hpp"
 #include "rowdot.hpp"
+#include "rowdot_lanes.hpp"
 #include "scalar_math.hpp"
 #include "simd_lanes.hpp"
 
@@ -24,7 +25,6 @@ constexpr int kDirectRows = 2;      // up to this many x rows: 4 weight rows per
 constexpr int kDirectMaxRows = 16;  // up to this many x rows: decode in registers, no panel
 constexpr int64_t kPanelRows = 8;   // weight rows dequantized into a panel at once
 constexpr int64_t kXBlock = 64;     // x rows a panel serves before the next panel (L2-sized)
-constexpr int64_t kAhead = 6144;    // bytes the weight sweep prefetches ahead of its reads
 
 inline float half_at(const uint8_t* p) {
   uint16_t h;
@@ -236,17 +236,6 @@ struct Q6KRows {
 
 // ---- tiles ------------------------------------------------------------------------------------
 
-// Prefetches a thread's weight rows in address order, kAhead bytes beyond the furthest byte read
-// so far (the rows of a tile are separate streams the hardware prefetchers lose track of).
-struct Sweep {
-  const uint8_t* next;
-  explicit Sweep(const uint8_t* first) : next(first + kAhead) {}
-  void reach(const uint8_t* read) {
-    for (const uint8_t* want = read + kAhead; next < want; next += 64)
-      __builtin_prefetch(next, 0, 3);
-  }
-};
-
 inline void store(const RowdotArgs& a, int64_t m, int64_t n, float v) {
   if (a.y_bf16)
     static_cast<bf16_bits*>(a.y)[m * a.N + n] = from_f32<bf16_bits>(v);
@@ -401,11 +390,6 @@ void fill_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t rows, fl
       }
     }
   }
-}
-
-template <class D>
-int64_t row_bytes_of(int64_t K) {
-  return K / D::kBlock * D::kBytes + (D::kTail ? (K % D::kBlock) * (D::kBytes / D::kBlock) : 0);
 }
 
 // y's columns [n0, n1) with weight rows decoded by D.

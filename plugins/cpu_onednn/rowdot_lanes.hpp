@@ -1,5 +1,6 @@
 // The avx2 and portable tiers of rowdot.hpp, written once over a tier's f32 lanes (Ops,
-// simd_lanes.hpp: 8 lanes for both) and compiled per tier (rowdot_avx2.cpp,
+// simd_lanes.hpp: 8 lanes for both) and compiled per tier (and the weight sweep and row sizes
+// the avx2 and avx512 decoders share) (rowdot_avx2.cpp,
 // rowdot_portable.cpp). Weight rows are decoded into an f32 panel in L1, kPanelRows at a time,
 // by the quant tier's dequantization (GGUF's formulas) or by widening bf16; f32 rows are read in
 // place. A tile of RN panel rows × RM x rows then runs every element's arithmetic: chunk after
@@ -26,6 +27,25 @@ namespace {
 constexpr int64_t kLanePanelRows = 8;  // weight rows decoded at once
 constexpr int64_t kLaneXBlock = 64;    // x rows a panel serves before the next panel
 constexpr int kDirectLaneRows = 2;     // x rows up to which quantized blocks are used at once
+
+// Prefetches a thread's weight rows in address order, kSweepAhead bytes beyond the furthest byte
+// read so far (the rows of a tile are separate streams the hardware prefetchers lose track of).
+constexpr int64_t kSweepAhead = 6144;
+struct Sweep {
+  const uint8_t* next;
+  explicit Sweep(const uint8_t* first) : next(first + kSweepAhead) {}
+  void reach(const uint8_t* read) {
+    for (const uint8_t* want = read + kSweepAhead; next < want; next += 64)
+      __builtin_prefetch(next, 0, 3);
+  }
+};
+
+// Bytes of a weight row of K elements for a tier's decoder D (kBlock elements in kBytes; f32 and
+// bf16 rows are blocks of 32 with a tail).
+template <class D>
+int64_t row_bytes_of(int64_t K) {
+  return K / D::kBlock * D::kBytes + (D::kTail ? (K % D::kBlock) * (D::kBytes / D::kBlock) : 0);
+}
 
 inline void lane_store(const RowdotArgs& a, int64_t m, int64_t n, float v) {
   if (a.y_bf16)

@@ -77,6 +77,17 @@ void dispatch(sy_dtype dtype, int d, F&& f) {
     with_d(__nv_bfloat16{});
 }
 
+// Scale, softcap, causal and window of both forms (window capped where the kernel's int
+// arithmetic ends: no sequence is longer).
+void set_semantics(const sy::edge::OpCopy& op, int d, FlashParams& p) {
+  const double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
+  p.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(d)));
+  p.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
+  p.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
+  const int64_t w = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+  p.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
+}
+
 int device_attribute(cudaDeviceAttr attr, int ordinal) {
   int v = 0;
   check_cuda(cudaDeviceGetAttribute(&v, attr, ordinal), "cudaDeviceGetAttribute");
@@ -108,12 +119,7 @@ class FlashAttention final : public CudaKernel {
     p_.Hkv = int(k[2]);
     p_.G = int(G);
     p_.M = int(q[1] * G);
-    double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
-    p_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(d_)));
-    p_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
-    p_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
-    int64_t w = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
-    p_.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
+    set_semantics(op, d_, p_);
     if (p_.B == 0 || p_.Sq == 0 || p_.Hq == 0) return;
 
     use_device(ctx_.ordinal);
@@ -195,12 +201,7 @@ class PagedFlashAttention final : public CudaKernel {
       throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
                                   "flash_attention: sequences x KV heads is limited to 65535, "
                                   "tokens x (Hq/Hkv) and a sequence's keys to 2^30");
-    double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
-    p_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(d_)));
-    p_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
-    p_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
-    int64_t w = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
-    p_.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
+    set_semantics(op, d_, p_);
     use_device(ctx_.ordinal);
     sms_ = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
     const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);

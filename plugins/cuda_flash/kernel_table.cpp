@@ -86,12 +86,7 @@ int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn a
 int narrow_flash(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   if (int n = narrow_arch(device, op, add, ctx)) return n;
   if (sy_op_int_attr(op, SY_ATTR_PAGED, 0) == 1) return 0;
-  bool dynamic = false;
-  for (size_t i = 0; i < op->num_inputs; ++i)
-    dynamic = dynamic || sy_tensor_dynamic_dims(op->inputs[i]);
-  for (size_t i = 0; i < op->num_outputs; ++i)
-    dynamic = dynamic || sy_tensor_dynamic_dims(op->outputs[i]);
-  if (!dynamic) return 0;
+  if (!sy_op_has_dynamic_dims(op)) return 0;
   return sy_refuse(add, ctx, "varlen", "contiguous attention with dynamic extents",
                    "dynamic extents with paged=1 only",
                    "flash_attention runs dynamic extents in its paged form only; the contiguous "

@@ -68,6 +68,18 @@ class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
     SY_SKIP_UNLESS_CPU_TIER(GetParam());
     tier_.emplace(GetParam());
   }
+  // The model planned on the CPU for the bounds of `o` (its weights' dtypes set here).
+  LayoutPlan plan_for(ImportOptions o) {
+    o.weight_dtypes = model_->weight_dtypes;
+    Policy policy;
+    policy.prefer = {kDLCPU};
+    inventory_ = live_inventory(*registry_);
+    return test::plan_single(
+        [&](const ImportOptions& x) {
+          return import_hf_config_json(model_->config, kModel.string(), x);
+        },
+        o, *registry_, inventory_, policy);
+  }
   // A session for prompts of `prompt_len` tokens and `steps` more.
   std::unique_ptr<test::SequenceRunner> session(int64_t prompt_len, int64_t steps,
                                                 bool every_position = false) {
@@ -76,13 +88,7 @@ class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
     o.context = prompt_len + steps + 1;
     o.every_position_logits = every_position;
     if (every_position) o.max_outputs = prompt_len;
-    o.weight_dtypes = model_->weight_dtypes;
-    Policy policy;
-    policy.prefer = {kDLCPU};
-    inventory_ = live_inventory(*registry_);
-    LayoutPlan lp = test::plan_single(
-        [&](const ImportOptions& x) { return import_hf_config_json(model_->config, kModel.string(), x); },
-        o, *registry_, inventory_, policy);
+    LayoutPlan lp = plan_for(o);
     graph_ = std::move(lp.graph);
     plan_ = std::move(lp.plan);
     if (!plan_.ok()) throw *plan_.error;
@@ -173,7 +179,6 @@ TEST_P(SmolLM2Parity, TeacherForcedNllAndTop1MatchTheReference) {
   RecordProperty("top1_agreement", std::to_string(double(agree) / double(ids.size() - 1)));
 }
 
-
 // Eight prompts in one context, prefilled in one step and decoded together, give each prompt's
 // greedy ids of it run alone, and the very same logits bit for bit (cpu_onednn's kernels are
 // batch-invariant: docs/cpu-tiers.md). The first three are the reference prompts, whose ids
@@ -182,21 +187,15 @@ TEST_P(SmolLM2Parity, EightPromptsInOneBatchGiveTheGreedyIdsOfEachAlone) {
   constexpr int kSteps = 16;
   std::vector<std::vector<int64_t>> prompts;
   for (const json& p : (*expected_)["prompts"]) prompts.push_back(p["ids"]);
-  for (const char* text : {"Once upon a time", "The quick brown fox", "def fibonacci(n):",
-                           "Water boils at", "My favourite colour is"})
+  for (const char* text : {"Once upon a time", "The quick brown fox",
+                           "def fibonacci(n):", "Water boils at", "My favourite colour is"})
     prompts.push_back(tok_->encode(text));
   ImportOptions o;
   o.max_batch_tokens = 256;
   o.max_sequences = 8;
   o.max_outputs = 8;
   o.context = 64;
-  o.weight_dtypes = model_->weight_dtypes;
-  Policy policy;
-  policy.prefer = {kDLCPU};
-  inventory_ = live_inventory(*registry_);
-  LayoutPlan lp = test::plan_single(
-      [&](const ImportOptions& x) { return import_hf_config_json(model_->config, kModel.string(), x); },
-      o, *registry_, inventory_, policy);
+  LayoutPlan lp = plan_for(o);
   ASSERT_TRUE(lp.plan.ok()) << lp.plan.error->message;
   Model model(lp.graph, lp.plan, *registry_, inventory_, gguf_weight_loader(*file_, *model_));
   Context ctx(model);

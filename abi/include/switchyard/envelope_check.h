@@ -79,6 +79,17 @@ static inline int64_t sy_op_int_attr(const sy_op_desc* op, const char* name, int
   return fallback;
 }
 
+/* 1 when some operand of `op` has a dynamic dim (ABI 1.5 varlen: prepared for bounds, each
+ * execute carrying its extents); 0 otherwise, and always for an op from a host before 1.5. */
+static inline int sy_op_has_dynamic_dims(const sy_op_desc* op) {
+  size_t i;
+  for (i = 0; i < op->num_inputs; ++i)
+    if (op->inputs && sy_tensor_dynamic_dims(op->inputs[i])) return 1;
+  for (i = 0; i < op->num_outputs; ++i)
+    if (op->outputs && sy_tensor_dynamic_dims(op->outputs[i])) return 1;
+  return 0;
+}
+
 static inline int sy_is_attention_op(sy_op_kind op) {
   return op == SY_OP_ATTENTION || op == SY_OP_FUSED_DECODE_ATTENTION;
 }
