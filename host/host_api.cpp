@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -298,8 +298,8 @@ std::shared_ptr<ContextState> make_context(const std::shared_ptr<PlanState>& p,
   state->plan = p;
   std::lock_guard<std::mutex> lock(m.runtime->loading);
   if (!p->weights)
-    p->weights = std::make_unique<sy::Model>(pm.graph, pm.plan, m.runtime->registry,
-                                             pm.inventory, m.model.source->weights());
+    p->weights = std::make_unique<sy::Model>(pm.graph, pm.plan, m.runtime->registry, pm.inventory,
+                                             m.model.source->weights());
   state->context = std::make_unique<sy::Context>(*p->weights, options);
   state->generator =
       std::make_unique<sy::Generator>(*state->context, m.model.tokenizer, m.model.generation);
@@ -367,9 +367,9 @@ void copy_ids(const std::vector<int64_t>& out, int64_t* ids, size_t capacity, si
               const char* fn) {
   *count = out.size();
   if (out.size() > capacity)
-    throw invalid_argument(fn, "capacity",
-                           std::to_string(capacity) + " ids, the text has " +
-                               std::to_string(out.size()));
+    throw invalid_argument(
+        fn, "capacity",
+        std::to_string(capacity) + " ids, the text has " + std::to_string(out.size()));
   if (!out.empty() && !ids) throw invalid_argument(fn, "ids", "NULL");
   std::copy(out.begin(), out.end(), ids);
 }
@@ -396,14 +396,15 @@ class CallbackSink final : public spdlog::sinks::base_sink<std::mutex> {
   void* user_;
 };
 
-std::shared_ptr<spdlog::logger> callback_logger(void (*fn)(void*, int32_t, const char*),
-                                                void* user, const char* level) {
+std::shared_ptr<spdlog::logger> callback_logger(void (*fn)(void*, int32_t, const char*), void* user,
+                                                const char* level) {
   auto parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && std::string(level) != "off")
     throw Error(Errc::invalid_argument, std::string("sy_runtime_create: log_level is invalid: '") +
-                                            level + "' is not trace, debug, info, warn, err or off");
-  auto logger =
-      std::make_shared<spdlog::logger>("switchyard-runtime", std::make_shared<CallbackSink>(fn, user));
+                                            level +
+                                            "' is not trace, debug, info, warn, err or off");
+  auto logger = std::make_shared<spdlog::logger>("switchyard-runtime",
+                                                 std::make_shared<CallbackSink>(fn, user));
   logger->set_level(parsed);
   return logger;
 }
@@ -472,8 +473,8 @@ int sy_runtime_create(const sy_runtime_options* options, sy_runtime** runtime,
       load.init_options.emplace_back("num_threads", std::to_string(options->num_threads));
     else if (const char* t = std::getenv("SWITCHYARD_NUM_THREADS"); t && *t)
       load.init_options.emplace_back("num_threads", t);
-    auto state = std::make_shared<RuntimeState>(
-        sy::Registry::discover(search_path(options), load), logger);
+    auto state =
+        std::make_shared<RuntimeState>(sy::Registry::discover(search_path(options), load), logger);
     auto* h = new sy_runtime{std::move(state)};
     add_handle(h, Kind::runtime);
     *runtime = h;
@@ -532,13 +533,13 @@ int sy_model_tokenize_chat(sy_model* model, const sy_chat_message* messages, siz
     sy::ChatMessages list;
     for (size_t i = 0; i < num_messages; ++i) {
       if (!messages[i].role || !messages[i].content)
-        throw invalid_argument("sy_model_tokenize_chat",
-                               "messages[" + std::to_string(i) + "]", "NULL role or content");
+        throw invalid_argument("sy_model_tokenize_chat", "messages[" + std::to_string(i) + "]",
+                               "NULL role or content");
       list.emplace_back(messages[i].role, messages[i].content);
     }
-    const std::string text =
-        sy::render_chat(m->model.generation, list, add_generation_prompt != 0, std::time(nullptr));
-    copy_ids(m->model.tokenizer.encode(text), ids, capacity, count, "sy_model_tokenize_chat");
+    copy_ids(sy::chat_prompt_ids(m->model.tokenizer, m->model.generation, list,
+                                 add_generation_prompt != 0, std::time(nullptr)),
+             ids, capacity, count, "sy_model_tokenize_chat");
   });
 }
 
@@ -561,9 +562,9 @@ int sy_model_detokenize(sy_model* model, const int64_t* ids, size_t count, char*
     *length = out.size();
     *complete = out.size() - sy::incomplete_utf8_tail(out);
     if (out.size() > capacity)
-      throw invalid_argument("sy_model_detokenize", "capacity",
-                             std::to_string(capacity) + " bytes, the text has " +
-                                 std::to_string(out.size()));
+      throw invalid_argument(
+          "sy_model_detokenize", "capacity",
+          std::to_string(capacity) + " bytes, the text has " + std::to_string(out.size()));
     if (!out.empty()) std::memcpy(text, out.data(), out.size());
   });
 }
@@ -596,8 +597,7 @@ int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** pl
     sy::Policy policy = plan_policy(*options);
     if (options->struct_size >= SY_MIN_SIZE(sy_plan_options, kv_blocks)) {
       if (options->max_sequences < 0 || options->kv_blocks < 0)
-        throw invalid_argument("sy_plan_create", "options->max_sequences or kv_blocks",
-                               "negative");
+        throw invalid_argument("sy_plan_create", "options->max_sequences or kv_blocks", "negative");
       if (options->max_sequences > 0) opts.max_sequences = options->max_sequences;
       if (options->kv_blocks > 0) policy.kv_blocks = options->kv_blocks;
     }
@@ -764,9 +764,9 @@ int sy_context_generate(sy_context* context, sy_seq_id seq, const int64_t* promp
     if (capacity > 0 && !out_ids) throw invalid_argument("sy_context_generate", "out_ids", "NULL");
     require_vocab(*c->plan->planned, prompt, prompt_count, "sy_context_generate");
     const sy::SamplingOptions o = sampling_of(options, "sy_context_generate");
-    sy::Generation g = c->generator->continue_sequence(
-        seq, std::vector<int64_t>(prompt, prompt + prompt_count), o, callback_of(options),
-        abort_of(options));
+    sy::Generation g =
+        c->generator->continue_sequence(seq, std::vector<int64_t>(prompt, prompt + prompt_count), o,
+                                        callback_of(options), abort_of(options));
     std::copy_n(g.ids.begin(), std::min(capacity, g.ids.size()), out_ids);
     fill_result(g, result);
   });
@@ -867,8 +867,8 @@ int sy_session_memory_json(sy_session* session, char** json, sy_host_error* erro
     auto s = state_of(session, Kind::session, "sy_session_memory_json", "session");
     if (!json) throw invalid_argument("sy_session_memory_json", "json", "NULL");
     const ContextState& c = *s->context;
-    *json = copy_string(
-        sy::memory_report(c.plan->planned->plan, *c.plan->weights, *c.context).dump(2));
+    *json =
+        copy_string(sy::memory_report(c.plan->planned->plan, *c.plan->weights, *c.context).dump(2));
   });
 }
 

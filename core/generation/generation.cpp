@@ -197,9 +197,40 @@ std::string render_chat(const GenerationSettings& g, const ChatMessages& message
                 "chat_template in tokenizer_config.json): use --prompt with the text it expects",
                 "");
   json list = json::array();
-  for (const auto& [role, content] : messages) list.push_back({{"role", role}, {"content", content}});
+  for (const auto& [role, content] : messages)
+    list.push_back({{"role", role}, {"content", content}});
   return ChatTemplate::parse(*g.chat_template, g.chat_template_origin)
       .render(chat_context(list, add_generation_prompt, g.special_tokens), now);
+}
+
+std::vector<int64_t> chat_prompt_ids(const Tokenizer& tok, const GenerationSettings& g,
+                                     const ChatMessages& messages, bool add_generation_prompt,
+                                     std::time_t now) {
+  const std::string rendered = render_chat(g, messages, add_generation_prompt, now);
+  std::vector<TextSpan> contents;
+  size_t from = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& content = messages[i].second;
+    if (content.empty()) continue;
+    const size_t first = content.find_first_not_of(" \t\n\r");
+    const size_t last = content.find_last_not_of(" \t\n\r");
+    const std::string trimmed =
+        first == std::string::npos ? std::string() : content.substr(first, last - first + 1);
+    size_t at = rendered.find(content, from), size = content.size();
+    if (at == std::string::npos && !trimmed.empty())
+      at = rendered.find(trimmed, from), size = trimmed.size();
+    if (at == std::string::npos) {
+      if (trimmed.empty()) continue;  // whitespace only: nothing a control token could hide in
+      throw Error(Errc::chat_template,
+                  "the chat template (" + g.chat_template_origin + ") does not keep message " +
+                      std::to_string(i) + "'s content as written, so its control tokens could " +
+                      "not be kept out of it; Switchyard refuses to tokenize it",
+                  "");
+    }
+    contents.push_back({at, size});
+    from = at + size;
+  }
+  return tok.encode(rendered, contents);
 }
 
 // ---- the stop rule ---------------------------------------------------------------------------

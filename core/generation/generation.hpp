@@ -60,6 +60,17 @@ std::string render_chat_prompt(const GenerationSettings& g, const std::string& u
 // "assistant"), then the generation prompt when `add_generation_prompt`.
 using ChatMessages = std::vector<std::pair<std::string, std::string>>;
 
+// The token ids of a chat: `messages` rendered by the model's template (render_chat), encoded
+// so that only the template's own markup becomes control tokens. Each message's content is
+// found in the rendering (verbatim, else trimmed, in order) and no special token is matched
+// inside it: a user's "<|im_start|>system" stays text, it cannot forge a role. (transformers,
+// llama-server and vLLM match special tokens in user text by default; Switchyard does not.)
+// Throws Error SY211 when the template has none, cannot render, or leaves a content not
+// findable in its output (its control tokens could not be kept out of it).
+std::vector<int64_t> chat_prompt_ids(const Tokenizer& tok, const GenerationSettings& g,
+                                     const ChatMessages& messages, bool add_generation_prompt,
+                                     std::time_t now);
+
 // Bytes at the end of `s` that begin a UTF-8 character not yet complete (a streaming
 // detokenizer holds them back until the next token completes the character).
 size_t incomplete_utf8_tail(const std::string& s);

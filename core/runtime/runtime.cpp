@@ -41,11 +41,13 @@ OpenedModel OpenedModel::open(const std::string& path,
 Prompt build_prompt(const OpenedModel& model, const PromptRequest& request) {
   if (!request.chat)
     return {plain_prompt_ids(model.tokenizer, model.generation, request.text), request.text};
-  std::string rendered =
-      request.messages.empty()
-          ? render_chat_prompt(model.generation, request.text, request.system, std::time(nullptr))
-          : render_chat(model.generation, request.messages, true, std::time(nullptr));
-  return {model.tokenizer.encode(rendered), ""};
+  ChatMessages messages = request.messages;
+  if (messages.empty()) {
+    if (request.system) messages.emplace_back("system", *request.system);
+    messages.emplace_back("user", request.text);
+  }
+  return {chat_prompt_ids(model.tokenizer, model.generation, messages, true, std::time(nullptr)),
+          ""};
 }
 
 std::unique_ptr<PlannedModel> plan_model_for(const ModelSource& model, const ImportOptions& options,
@@ -179,9 +181,8 @@ void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bo
 
 void Generator::step(SeqId seq, std::span<const int64_t> tokens, bool) {
   const size_t vocab = size_t(context_.vocab());
-  run_tokens(context_, seq, tokens, false, [&](size_t, const float* row) {
-    logits_.assign(row, row + vocab);
-  });
+  run_tokens(context_, seq, tokens, false,
+             [&](size_t, const float* row) { logits_.assign(row, row + vocab); });
 }
 
 Generation Generator::generate(const std::vector<int64_t>& prompt, const SamplingOptions& o,
@@ -196,8 +197,8 @@ Generation Generator::generate(const std::vector<int64_t>& prompt, const Samplin
 }
 
 Generation Generator::continue_sequence(SeqId seq, const std::vector<int64_t>& conversation,
-                                       const SamplingOptions& options,
-                                       const TokenCallback& on_token, const AbortCheck& abort) {
+                                        const SamplingOptions& options,
+                                        const TokenCallback& on_token, const AbortCheck& abort) {
   const std::vector<int64_t>& held = context_.sequence_tokens(seq);
   size_t common = 0;
   while (common < held.size() && common < conversation.size() &&
@@ -259,7 +260,8 @@ Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
 
 nlohmann::json memory_report(const Plan& plan, const Model& model, const Context& context) {
   nlohmann::json out = nlohmann::json::object();
-  std::map<std::string, int64_t> allocated = model.allocated_bytes(), drop = model.device_free_drop();
+  std::map<std::string, int64_t> allocated = model.allocated_bytes(),
+                                 drop = model.device_free_drop();
   for (const auto& [loc, b] : context.memory_bytes()) allocated[loc] += b;
   for (const auto& [loc, b] : context.device_free_drop()) drop[loc] += b;
   const int64_t resident = model.host_resident_growth() + context.host_resident_growth();

@@ -396,7 +396,10 @@ struct Tokenizer::Impl {
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache;  // piece -> ids
   static constexpr size_t kCacheEntries = 65536, kCachedPieceBytes = 256;
 
-  void encode_text(std::string_view text, int pass, std::vector<int64_t>& ids) const;
+  // `text` starts at byte `base` of what encode() was given; an added token marked special
+  // (a control token) is not matched where it would overlap one of `text_only` (absolute).
+  void encode_text(std::string_view text, int pass, std::vector<int64_t>& ids,
+                   std::span<const TextSpan> text_only = {}, size_t base = 0) const;
   void encode_pieces(std::string_view text, std::vector<int64_t>& ids) const;
   void bpe(const std::string& piece, std::vector<int64_t>& ids) const;
   void bpe_uncached(const std::string& piece, std::vector<int64_t>& ids) const;
@@ -701,10 +704,15 @@ Tokenizer Tokenizer::load(const std::string& path) {
 
 // ---- encoding -------------------------------------------------------------------------------
 
-void Tokenizer::Impl::encode_text(std::string_view text, int pass,
-                                  std::vector<int64_t>& ids) const {
+void Tokenizer::Impl::encode_text(std::string_view text, int pass, std::vector<int64_t>& ids,
+                                  std::span<const TextSpan> text_only, size_t base) const {
   if (pass == 2) return encode_pieces(text, ids);  // (normalisation, NFC, is not applied)
-  if (!any_added[pass]) return encode_text(text, pass + 1, ids);
+  if (!any_added[pass]) return encode_text(text, pass + 1, ids, text_only, base);
+  auto protected_at = [&](size_t start, size_t size) {
+    for (const TextSpan& t : text_only)
+      if (base + start < t.offset + t.size && t.offset < base + start + size) return true;
+    return false;
+  };
   const auto& buckets = added_by_byte[pass];
   size_t done = 0;  // text before this is encoded
   size_t pos = 0;   // where the search for the next match resumes
@@ -719,7 +727,8 @@ void Tokenizer::Impl::encode_text(std::string_view text, int pass,
     size_t start = pos;
     for (; start < text.size() && !hit; ++start)
       for (size_t k : buckets[static_cast<uint8_t>(text[start])])
-        if (text.compare(start, added[k].content.size(), added[k].content) == 0) {
+        if (text.compare(start, added[k].content.size(), added[k].content) == 0 &&
+            !(added[k].special && protected_at(start, added[k].content.size()))) {
           hit = &added[k];
           break;
         }
@@ -746,12 +755,13 @@ void Tokenizer::Impl::encode_text(std::string_view text, int pass,
       while (k < cps.size() && is_space(cps[k].cp)) ++k;
       stop += k < cps.size() ? cps[k].offset : text.size() - stop;
     }
-    if (start > done) encode_text(text.substr(done, start - done), pass + 1, ids);
+    if (start > done)
+      encode_text(text.substr(done, start - done), pass + 1, ids, text_only, base + done);
     ids.push_back(hit->id);
     done = stop;
     pos = std::max(pos, stop);
   }
-  if (done < text.size()) encode_text(text.substr(done), pass + 1, ids);
+  if (done < text.size()) encode_text(text.substr(done), pass + 1, ids, text_only, base + done);
 }
 
 void Tokenizer::Impl::encode_pieces(std::string_view text, std::vector<int64_t>& ids) const {
@@ -865,6 +875,13 @@ void Tokenizer::Impl::unknown_id(int64_t id) const {
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int64_t> ids;
   if (!text.empty()) impl_->encode_text(text, 0, ids);
+  return ids;
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text,
+                                       std::span<const TextSpan> text_only) const {
+  std::vector<int64_t> ids;
+  if (!text.empty()) impl_->encode_text(text, 0, ids, text_only);
   return ids;
 }
 

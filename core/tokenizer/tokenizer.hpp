@@ -41,6 +41,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,11 @@ std::string byte_level_bpe_json(const nlohmann::json& vocab, const nlohmann::jso
                                 const std::vector<AddedTokenSpec>& added,
                                 const nlohmann::json& pre_tokenizer, bool ignore_merges = false);
 
+// Bytes [offset, offset + size) of a text.
+struct TextSpan {
+  size_t offset = 0, size = 0;
+};
+
 class Tokenizer {
  public:
   // Reads and checks a tokenizer.json; throws Error SY303 naming the file and the field.
@@ -83,6 +89,10 @@ class Tokenizer {
   // Token ids of `text`, added tokens first, then pre-tokenizer pieces through BPE. Adds no
   // BOS/EOS. Thread-safe (the per-word cache is locked).
   std::vector<int64_t> encode(std::string_view text) const;
+  // The same, but no added token marked special (a control token) is matched where it would
+  // overlap one of `text_only` (byte ranges of `text`): a chat message's content, in which a
+  // user's "<|im_start|>system" stays text. Elsewhere the ids are encode()'s.
+  std::vector<int64_t> encode(std::string_view text, std::span<const TextSpan> text_only) const;
   // The text of `ids`, special tokens included as their content; byte sequences that are not
   // valid UTF-8 become U+FFFD, as in the reference. An id with no token throws Error SY303.
   std::string decode(const std::vector<int64_t>& ids) const;
