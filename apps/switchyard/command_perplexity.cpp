@@ -85,8 +85,9 @@ class Scorer {
     const size_t v = size_t(vocab());
     std::vector<float> out(size_t(w.end - w.begin) * v);
     const SeqId seq = c.add_sequence();
-    run_tokens(c, seq, std::span(ids.data() + w.begin, size_t(w.end - w.begin)), true,
-               [&](size_t i, const float* row) { std::copy(row, row + v, out.begin() + long(i * v)); });
+    run_tokens(
+        c, seq, std::span(ids.data() + w.begin, size_t(w.end - w.begin)), true,
+        [&](size_t i, const float* row) { std::copy(row, row + v, out.begin() + long(i * v)); });
     c.remove_sequence(seq);
     return out;
   }

@@ -37,7 +37,8 @@ Plan plan_model_file(const PlanArgs& a, const ImportOptions& opts, const Registr
                      const Inventory& inv, const Policy& policy) {
   fs::path path = a.model;
   const bool live = a.target.empty();
-  if (is_gguf_file(path.string()) || (fs::is_directory(path) && fs::exists(path / "model.safetensors"))) {
+  if (is_gguf_file(path.string()) ||
+      (fs::is_directory(path) && fs::exists(path / "model.safetensors"))) {
     auto source = ModelSource::open(path.string(), opts.allowed_config_keys);
     return live ? plan_model(*source, opts, reg, policy)->plan
                 : plan_model_for(*source, opts, reg, inv, policy)->plan;

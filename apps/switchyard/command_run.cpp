@@ -150,13 +150,13 @@ int run_run(const GlobalOptions& global, const Args& args) {
     if (ids.empty())
       return fail("run", Error(Errc::prompt_too_long, "the prompt encodes to no token"), a.json);
     if (int64_t(ids.size()) + a.max_tokens > a.flags.context)
-      return fail("run",
-                  Error(Errc::prompt_too_long,
-                        "the prompt (" + std::to_string(ids.size()) +
-                            " tokens) plus --max-tokens " + std::to_string(a.max_tokens) +
-                            " exceed the context of " + std::to_string(a.flags.context) +
-                            " (--context)"),
-                  a.json);
+      return fail(
+          "run",
+          Error(Errc::prompt_too_long,
+                "the prompt (" + std::to_string(ids.size()) + " tokens) plus --max-tokens " +
+                    std::to_string(a.max_tokens) + " exceed the context of " +
+                    std::to_string(a.flags.context) + " (--context)"),
+          a.json);
     Registry reg = discover_plugins(global, default_load_options());
     LoadedModel loaded = LoadedModel::plan(*model.source, opts, reg, policy);
     const Plan& plan = loaded.planned->plan;

@@ -29,6 +29,10 @@ int run_make_test_model(const GlobalOptions& global, const Args& args);
 int run_errors(const GlobalOptions& global, const Args& args);
 int run_config_keys(const GlobalOptions& global, const Args& args);
 int run_conformance_command(const GlobalOptions& global, const Args& args);
+int run_serve(const GlobalOptions& global, const Args& args);
+
+// One plugin of `switchyard plugins --json` (and the server's GET /v1/plugins).
+nlohmann::json plugin_json(const PluginRecord& record);
 
 // Parses `args` against `desc` (and positionals); throws boost::program_options::error.
 boost::program_options::variables_map parse_command(

@@ -35,6 +35,7 @@ const std::map<std::string, Command>& commands() {
       {"conformance",
        {run_conformance_command, "check that a plugin does what it declares (child process)"}},
       {"config-keys", {run_config_keys, "every config.json key per family: honoured or refused"}},
+      {"serve", {run_serve, "an OpenAI-compatible HTTP server with continuous batching"}},
   };
   return table;
 }

@@ -32,9 +32,8 @@ double elements(const Value& v, const StepShape& s) {
 // Bytes of one cached row (one position of one layer) of a KV cache or pool.
 double row_bytes(const Value& cache) {
   if (cache.shape.size() != 4) return 0;
-  const double rows = cache.dynamic.extent == StepExtent::pool_blocks
-                          ? double(cache.shape[0] * cache.shape[1])  // [NB, BS, Hkv, D]
-                          : double(cache.shape[0] * cache.shape[1]);  // [B, C, Hkv, D]
+  // [NB, BS, Hkv, D] paged or [B, C, Hkv, D] contiguous: the first two axes count rows.
+  const double rows = double(cache.shape[0] * cache.shape[1]);
   return double(cache.bytes()) / rows;
 }
 
@@ -92,7 +91,7 @@ double step_flops(const Phase& phase, const StepShape& shape) {
       const Value* w = phase.value(n.inputs[1]);
       if (!a || !w || w->shape.size() != 2) continue;
       const bool tb = int_attr(n, SY_ATTR_TRANSPOSE_B, 0) != 0;
-      const int64_t k = tb ? w->shape[1] : w->shape[0], cols = tb ? w->shape[0] : w->shape[1];
+      const int64_t cols = tb ? w->shape[0] : w->shape[1];
       flops += 2.0 * elements(*a, shape) * double(cols);
     } else if (n.op == SY_OP_ATTENTION && n.inputs.size() >= 3) {
       const Value* q = phase.value(n.inputs[0]);
@@ -105,10 +104,10 @@ double step_flops(const Phase& phase, const StepShape& shape) {
       const bool paged = q->dynamic.axis >= 0;
       const int64_t batch = paged ? shape.sequences : q->shape[0];
       const int64_t sq = paged ? shape.tokens / std::max<int64_t>(1, shape.sequences) : q->shape[1];
-      const int64_t skv = paged || k->kind == ValueKind::kv_cache ? std::max(shape.kv_len, sq)
-                                                                   : k->shape[1];
-      flops += 4.0 * double(batch * q->shape[2] * q->shape[3]) *
-               visible_pairs(sq, skv, causal, window);
+      const int64_t skv =
+          paged || k->kind == ValueKind::kv_cache ? std::max(shape.kv_len, sq) : k->shape[1];
+      flops +=
+          4.0 * double(batch * q->shape[2] * q->shape[3]) * visible_pairs(sq, skv, causal, window);
     }
   }
   return flops;

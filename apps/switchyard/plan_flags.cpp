@@ -18,11 +18,12 @@ void PlanFlags::add(po::options_description& desc, int64_t default_sequences,
       "max-batch-tokens", po::value(&max_batch_tokens)->default_value(512),
       "tokens one step takes, every sequence's together (a longer prompt runs in chunks)")(
       "max-sequences", po::value(&max_sequences)->default_value(default_sequences),
-      "sequences one step may hold")(
-      "context", po::value(&context)->default_value(default_context), "tokens per sequence")(
+      "sequences one step may hold")("context", po::value(&context)->default_value(default_context),
+                                     "tokens per sequence")(
       "kv-blocks", po::value(&kv_blocks)->default_value(0),
       "blocks of 16 tokens in each KV pool (0: as many as the sequences need, or fit)")(
-      "prefer", po::value(&prefer), "device order, e.g. cuda,cpu (default: accelerators, then cpu)")(
+      "prefer", po::value(&prefer),
+      "device order, e.g. cuda,cpu (default: accelerators, then cpu)")(
       "attention", po::value(&attention)->default_value("any"),
       "pin the attention family: flash|sdpa|flex|fused_decode|any")(
       "strict", po::bool_switch(&strict), "a refusal of the pinned/preferred choice is the error")(

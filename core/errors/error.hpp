@@ -59,6 +59,12 @@ enum class Errc : int {
   invalid_handle = 401,
   invalid_argument = 402,
   bad_batch = 403,
+
+  bad_request = 501,
+  model_not_found = 502,
+  unauthorized = 503,
+  queue_full = 504,
+  unavailable = 505,
 };
 
 // "SY004" for Errc::sinks_flex_cpu.

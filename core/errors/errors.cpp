@@ -415,8 +415,45 @@ constexpr std::array kCatalog = {
               "too large into steps; add each sequence before its first token; give each "
               "sequence's tokens consecutively, from its current length on.",
               kUsage},
+
+    // ---- SY5xx: requests to `switchyard serve` ------------------------------------------------
+    ErrorInfo{Errc::bad_request, "SY501", "bad_request", "{field}: {detail}",
+              "A request to `switchyard serve` is not one it serves: a body that is not JSON or "
+              "is too large, a field of the wrong type or out of range, a required field "
+              "missing (`messages`, `prompt`), or a field the server does not implement set to "
+              "anything but its neutral value (`n` > 1, penalties, `tools`, `logprobs`). HTTP "
+              "400 (413 for a body over the limit); nothing ran.",
+              "Read the message: it names the field. docs/serve.md lists every field the server "
+              "takes and what it refuses.",
+              kUsage},
+    ErrorInfo{Errc::model_not_found, "SY502", "model_not_found",
+              "the model {model} does not exist; this server serves {alias}",
+              "A request named another model than the one this server loaded (its `--alias`, "
+              "by default the model file's or folder's name). HTTP 404.",
+              "Send the id GET /v1/models lists, or start the server with --alias set to the "
+              "name your clients use.",
+              kUsage},
+    ErrorInfo{Errc::unauthorized, "SY503", "unauthorized",
+              "a valid API key is required",
+              "The server was started with --api-key and the request carried no "
+              "`Authorization: Bearer <key>` header, or another key. HTTP 401.",
+              "Send the key the server was started with, as `Authorization: Bearer KEY`.",
+              kUsage},
+    ErrorInfo{Errc::queue_full, "SY504", "queue_full",
+              "{queued} requests are waiting (--max-queue {limit}); retry after {seconds} s",
+              "Every running slot (--parallel) is busy and the queue of waiting requests "
+              "(--max-queue) is full. HTTP 429 with Retry-After; the running streams go on.",
+              "Retry after the time the Retry-After header gives, or start the server with a "
+              "larger --max-queue or --parallel (memory permitting: `switchyard plan` shows it).",
+              kUsage},
+    ErrorInfo{Errc::unavailable, "SY505", "unavailable",
+              "the server is {state}",
+              "The server is still loading its model, or it is draining after SIGINT or SIGTERM "
+              "(the requests in flight finish, new ones are refused). HTTP 503.",
+              "Retry when GET /health answers 200, or send the request to another replica.",
+              kUsage},
 };
-static_assert(kCatalog.size() == 39);
+static_assert(kCatalog.size() == 44);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {
@@ -464,6 +501,10 @@ constexpr std::array kSeries = {
            "A program embedding libswitchyard (switchyard/host.h) passed a handle or an "
            "argument the API cannot use. Every function returns one of these instead of "
            "crashing; the CLI never does."},
+    Series{'5', "SY5xx: requests to the server",
+           "`switchyard serve` refused an HTTP request. The reply is OpenAI-shaped: "
+           "`{\"error\": {\"message\", \"type\", \"code\"}}`, `code` being the SY code, with "
+           "the HTTP status each entry names."},
 };
 
 // GitHub's heading anchor for "SY001 `name`".

@@ -1,0 +1,524 @@
+#include "apps/switchyard/serve_http.hpp"
+
+#include <httplib.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "core/errors/errors.hpp"
+
+namespace sy::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+// The OpenAI error object: {"error": {"message", "type", "code", "param"}}.
+void error_reply(httplib::Response& res, int status, const Error& e,
+                 const std::string& param = "") {
+  json body{{"error",
+             {{"message", e.what()},
+              {"type", error_type(status)},
+              {"code", code_text(e.code)},
+              {"param", param.empty() ? json() : json(param)}}}};
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+// The field a SY501 message names ("messages[0].role: ..."), for `param`.
+std::string param_of(const Error& e) {
+  const std::string m = e.what();
+  const size_t colon = m.find(": ");
+  return e.code == Errc::bad_request && colon != std::string::npos ? m.substr(0, colon) : "";
+}
+
+// Generated text may hold bytes that are not UTF-8 (a byte-level token of half a character):
+// they go out as U+FFFD, as Tokenizer::decode shows them, never as an exception.
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The access log: one line per request on stderr, whatever --log-level says of the rest.
+spdlog::logger& access_log() {
+  static std::shared_ptr<spdlog::logger> log = [] {
+    auto l = spdlog::stderr_logger_mt("switchyard.access");
+    l->set_pattern("%Y-%m-%dT%H:%M:%S.%e %v");
+    l->set_level(spdlog::level::info);
+    return l;
+  }();
+  return *log;
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string request_id(const char* prefix, uint64_t n) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%016llx", prefix, (unsigned long long)n);
+  return buf;
+}
+
+void histogram_text(std::ostringstream& o, const char* name, const char* help, const Histogram& h) {
+  o << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.buckets[i];
+    o << name << "_bucket{le=\"" << h.bounds[i] << "\"} " << cumulative << "\n";
+  }
+  cumulative += h.buckets.back();
+  o << name << "_bucket{le=\"+Inf\"} " << cumulative << "\n"
+    << name << "_sum " << h.sum << "\n"
+    << name << "_count " << h.count << "\n";
+}
+
+}  // namespace
+
+struct ServeHttp::Counters {
+  std::mutex mu;
+  std::map<std::pair<std::string, int>, uint64_t> requests;  // (endpoint, status) -> count
+  void count(const std::string& endpoint, int status) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++requests[{endpoint, status}];
+  }
+};
+
+ServeHttp::ServeHttp(ServeConfig config)
+    : config_(std::move(config)),
+      server_(std::make_unique<httplib::Server>()),
+      counters_(std::make_unique<Counters>()) {
+  // Every open stream holds a worker until it ends; the queue's requests wait in theirs. The
+  // rest are for /health, /metrics and the 429 and 503 replies, which must always get one.
+  const size_t workers = size_t(config_.parallel + config_.max_queue + 16);
+  server_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  server_->set_payload_max_length(config_.max_body_bytes);
+  server_->set_read_timeout(30, 0);
+  server_->set_write_timeout(30, 0);
+  server_->set_keep_alive_max_count(100);
+  routes();
+}
+
+ServeHttp::~ServeHttp() = default;
+
+int ServeHttp::listen(const std::string& host, int port, std::string& why) {
+  const int bound =
+      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound < 0) {
+    why = "cannot listen on " + host + ":" + std::to_string(port) +
+          " (in use, or not an address of this machine)";
+    return -1;
+  }
+  std::thread([this] { server_->listen_after_bind(); }).detach();
+  return bound;
+}
+
+void ServeHttp::set_model(const ServeModel& model) {
+  std::lock_guard<std::mutex> lock(model_mu_);
+  model_ = model;
+}
+
+void ServeHttp::stop() {
+  server_->stop();
+}
+
+void ServeHttp::routes() {
+  httplib::Server& s = *server_;
+  // Refusals httplib makes itself (an unknown route, a body over the limit) get the same shape.
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      error_reply(res, 413,
+                  Error(Errc::bad_request, "body: is larger than the server's limit of " +
+                                               std::to_string(config_.max_body_bytes) + " bytes"),
+                  "body");
+    else if (res.status == 404)
+      error_reply(res, 404, Error(Errc::bad_request, "path: " + req.path + " is not an endpoint"),
+                  "path");
+    counters_->count(req.path, res.status);
+  });
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (config_.api_key.empty() || req.path == "/health")
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + config_.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    error_reply(res, 401, Error(Errc::unauthorized, "a valid API key is required"));
+    counters_->count(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const ServeState st = state_;
+    res.status = st == ServeState::ready ? 200 : 503;
+    res.set_content(json{{"status", st == ServeState::ready     ? "ok"
+                                    : st == ServeState::loading ? "loading"
+                                                                : "draining"}}
+                        .dump(),
+                    "application/json");
+    counters_->count("/health", res.status);
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json data = json::array({{{"id", config_.alias},
+                              {"object", "model"},
+                              {"created", int64_t(std::time(nullptr))},
+                              {"owned_by", "switchyard"}}});
+    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+    counters_->count("/v1/models", 200);
+  });
+  auto model_json = [this](const char* which, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(model_mu_);
+    if (!model_.scheduler) return error_reply(res, 503, Error(Errc::unavailable, "loading"));
+    res.set_content((std::string(which) == "plan" ? model_.plan : model_.plugins).dump(2),
+                    "application/json");
+  };
+  s.Get("/v1/plan", [=, this](const httplib::Request&, httplib::Response& res) {
+    model_json("plan", res);
+    counters_->count("/v1/plan", res.status);
+  });
+  s.Get("/v1/plugins", [=, this](const httplib::Request&, httplib::Response& res) {
+    model_json("plugins", res);
+    counters_->count("/v1/plugins", res.status);
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::ostringstream o;
+    {
+      std::lock_guard<std::mutex> lock(counters_->mu);
+      o << "# HELP switchyard_requests_total Requests by endpoint and HTTP status.\n"
+           "# TYPE switchyard_requests_total counter\n";
+      for (const auto& [key, n] : counters_->requests)
+        o << "switchyard_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second
+          << "\"} " << n << "\n";
+    }
+    Scheduler* sched = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(model_mu_);
+      sched = model_.scheduler;
+    }
+    if (sched) {
+      const SchedulerMetrics m = sched->metrics();
+      auto counter = [&](const char* name, const char* help, uint64_t v) {
+        o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
+          << name << " " << v << "\n";
+      };
+      auto gauge = [&](const char* name, const char* help, int64_t v) {
+        o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
+          << name << " " << v << "\n";
+      };
+      counter("switchyard_prompt_tokens_total", "Prompt tokens of admitted requests.",
+              m.prompt_tokens);
+      counter("switchyard_prompt_tokens_cached_total",
+              "Prompt tokens found in the KV pool and not computed again.", m.cached_prompt_tokens);
+      counter("switchyard_generated_tokens_total", "Tokens generated.", m.generated_tokens);
+      counter("switchyard_steps_total", "Batched steps run.", m.steps);
+      counter("switchyard_sequences_finished_total", "Generations that ended (stop or length).",
+              m.finished);
+      counter("switchyard_sequences_cancelled_total",
+              "Generations cancelled (client gone, deadline passed).", m.cancelled);
+      counter("switchyard_sequences_failed_total", "Generations that failed.", m.failed);
+      gauge("switchyard_queue_depth", "Requests waiting for a slot.", m.queued);
+      gauge("switchyard_running_sequences", "Sequences running.", m.running);
+      gauge("switchyard_kv_blocks_used", "KV blocks held by sequences.", m.kv_blocks_used);
+      gauge("switchyard_kv_blocks_reserved", "KV blocks reserved by the running requests.",
+            m.kv_blocks_reserved);
+      gauge("switchyard_kv_blocks_total", "KV blocks of the pool.", m.kv_blocks_total);
+      histogram_text(o, "switchyard_time_to_first_token_seconds",
+                     "From a request's arrival to its first generated token.", m.ttft);
+      histogram_text(o, "switchyard_inter_token_latency_seconds",
+                     "Between consecutive tokens of a generation.", m.itl);
+    }
+    res.set_content(o.str(), "text/plain; version=0.0.4");
+    counters_->count("/metrics", 200);
+  });
+  for (RequestKind kind : {RequestKind::chat, RequestKind::completion}) {
+    const std::string path = kind == RequestKind::chat ? "/v1/chat/completions" : "/v1/completions";
+    s.Post(path, [this, kind, path](const httplib::Request& req, httplib::Response& res) {
+      complete(kind, path, req, res);
+    });
+  }
+}
+
+}  // namespace sy::cli
+
+namespace sy::cli {
+namespace {
+
+// A token id list for a request: its messages through the chat template (no role forging:
+// chat_prompt_ids), or its prompt text (special tokens matched, as `run --prompt`) or ids.
+std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel& m) {
+  if (r.kind == RequestKind::chat)
+    return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr));
+  if (!r.prompt_ids.empty()) return r.prompt_ids;
+  return plain_prompt_ids(m.tokenizer, m.generation, r.prompt);
+}
+
+}  // namespace
+
+// One completion request in flight: what the client asked and the job the scheduler runs.
+struct ServeHttp::Call {
+  std::string id, path, model;
+  RequestKind kind = RequestKind::chat;
+  bool stream = false, include_usage = false;
+  int64_t prompt_tokens = 0;
+  int64_t created = 0;
+  std::shared_ptr<Job> job;
+  Clock::time_point start = Clock::now();
+};
+
+void ServeHttp::complete(RequestKind kind, const std::string& path, const httplib::Request& req,
+                         httplib::Response& res) {
+  auto refuse = [&](int status, const Error& e) {
+    error_reply(res, status, e, param_of(e));
+    counters_->count(path, status);
+    access_log().info("request {} {} status={} error={}", req.method, path, status,
+                      code_text(e.code));
+  };
+  const ServeState st = state_;
+  if (st != ServeState::ready)
+    return refuse(
+        503, Error(Errc::unavailable, std::string("the server is ") +
+                                          (st == ServeState::loading ? "loading" : "draining")));
+  ServeModel m;
+  {
+    std::lock_guard<std::mutex> lock(model_mu_);
+    m = model_;
+  }
+  auto call = std::make_shared<Call>();
+  call->path = path;
+  call->kind = kind;
+  call->created = int64_t(std::time(nullptr));
+  call->id = request_id(kind == RequestKind::chat ? "chatcmpl" : "cmpl", next_id_++);
+  try {
+    const CompletionRequest r = parse_completion_request(req.body, kind);
+    if (r.model && *r.model != config_.alias)
+      return refuse(404, Error(Errc::model_not_found, "the model " + *r.model +
+                                                          " does not exist; this server serves " +
+                                                          config_.alias));
+    std::vector<int64_t> ids = prompt_ids_of(r, *m.model);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= m.vocab)
+        return refuse(400, Error(Errc::bad_request,
+                                 "prompt[" + std::to_string(i) + "]: id " + std::to_string(ids[i]) +
+                                     " is outside the vocabulary of " + std::to_string(m.vocab)));
+    if (ids.empty()) return refuse(400, Error(Errc::bad_request, "prompt: encodes to no token"));
+    const int64_t room = m.context - int64_t(ids.size());
+    if (room < 1 || (r.max_tokens && *r.max_tokens > room))
+      return refuse(400, Error(Errc::prompt_too_long,
+                               "the prompt (" + std::to_string(ids.size()) + " tokens) plus " +
+                                   (r.max_tokens ? "max_tokens " + std::to_string(*r.max_tokens)
+                                                 : std::string("one token")) +
+                                   " exceed the context of " + std::to_string(m.context)));
+    auto job = std::make_shared<Job>();
+    job->prompt = std::move(ids);
+    job->sampling.max_tokens = r.max_tokens.value_or(room);
+    job->sampling.temperature = r.temperature;
+    job->sampling.top_k = r.top_k;
+    job->sampling.top_p = r.top_p;
+    job->sampling.seed = r.seed ? *r.seed : std::random_device{}();
+    job->sampling.ignore_eos = r.ignore_eos;
+    job->sampling.stop = r.stop;
+    job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
+    call->stream = r.stream;
+    call->include_usage = r.include_usage;
+    call->prompt_tokens = int64_t(job->prompt.size());
+    call->model = config_.alias;
+    call->job = job;
+  } catch (const Error& e) {
+    return refuse(e.code == Errc::chat_template ? 400 : e.code == Errc::bad_request ? 400 : 500, e);
+  }
+  switch (m.scheduler->submit(call->job)) {
+    case Scheduler::Admit::queued: break;
+    case Scheduler::Admit::queue_full:
+      res.set_header("Retry-After", "1");
+      return refuse(
+          429, Error(Errc::queue_full,
+                     std::to_string(config_.max_queue) + " requests are waiting (--max-queue " +
+                         std::to_string(config_.max_queue) + "); retry after 1 s"));
+    case Scheduler::Admit::draining:
+      return refuse(503, Error(Errc::unavailable, "the server is draining"));
+    case Scheduler::Admit::too_large:
+      return refuse(400, Error(Errc::kv_pool_full,
+                               "the prompt and max_tokens need more KV memory than the whole pool "
+                               "holds; lower max_tokens"));
+  }
+  if (call->stream)
+    reply_stream(call, res);
+  else
+    reply_whole(call, res);
+}
+
+void ServeHttp::log_call(const Call& c, int status) {
+  std::lock_guard<std::mutex> lock(c.job->mu);
+  const double ttft = c.job->completion_tokens > 0
+                          ? seconds_between(c.job->submitted, c.job->first_token) * 1e3
+                          : 0;
+  access_log().info(
+      "request id={} {} status={} prompt={} cached={} completion={} finish={} ttft_ms={:.1f} "
+      "total_ms={:.1f}",
+      c.id, c.path, status, c.prompt_tokens, c.job->cached_tokens, c.job->completion_tokens,
+      c.job->finish_reason, ttft, seconds_between(c.start, Clock::now()) * 1e3);
+}
+
+namespace {
+
+json usage_of(int64_t prompt, const Job& job) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", job.completion_tokens},
+          {"total_tokens", prompt + job.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
+}
+
+// "stop" and "length" as OpenAI names them; a cancelled or failed job has none of its own.
+std::string finish_of(const Job& job) {
+  return job.finish_reason == "length" ? "length" : "stop";
+}
+
+}  // namespace
+
+void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response& res) {
+  Job& job = *call->job;
+  std::unique_lock<std::mutex> lock(job.mu);
+  job.cv.wait(lock, [&] { return job.done; });
+  if (job.error || job.finish_reason == "cancelled") {
+    const Error e =
+        job.error ? *job.error : Error(Errc::unavailable, "the request was cancelled (timeout)");
+    lock.unlock();
+    error_reply(res, job.error ? 500 : 503, e);
+    counters_->count(call->path, res.status);
+    log_call(*call, res.status);
+    return;
+  }
+  json choice = call->kind == RequestKind::chat
+                    ? json{{"index", 0},
+                           {"message", {{"role", "assistant"}, {"content", job.pending}}},
+                           {"finish_reason", finish_of(job)}}
+                    : json{{"index", 0},
+                           {"text", job.pending},
+                           {"logprobs", nullptr},
+                           {"finish_reason", finish_of(job)}};
+  json body{{"id", call->id},
+            {"object", call->kind == RequestKind::chat ? "chat.completion" : "text_completion"},
+            {"created", call->created},
+            {"model", call->model},
+            {"choices", json::array({choice})},
+            {"usage", usage_of(call->prompt_tokens, job)}};
+  res.set_header("X-Switchyard-Cached-Tokens", std::to_string(job.cached_tokens));
+  lock.unlock();
+  res.set_content(dump(body), "application/json");
+  counters_->count(call->path, 200);
+  log_call(*call, 200);
+}
+
+// Server-Sent Events, one chunk per piece of text as soon as it may be shown; `data: [DONE]`
+// last. A client that goes away cancels its job: its sequence ends at the next step.
+void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, httplib::Response& res) {
+  counters_->count(call->path, 200);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, call, first = true](size_t offset, httplib::DataSink& sink) mutable {
+        try {
+          return stream_some(call, first, offset, sink);
+        } catch (const std::exception& e) {  // never out of an HTTP worker thread
+          spdlog::error("request id={}: stream failed: {}", call->id, e.what());
+          call->job->cancelled = true;
+          return false;
+        }
+      },
+      [call](bool success) {
+        if (!success) call->job->cancelled = true;  // the connection closed before the end
+      });
+}
+
+// One round of a stream: the role first, then whatever text is ready (waiting up to 200 ms),
+// and at the end the finish chunk, the usage when asked, and [DONE]. False: the client is gone.
+bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size_t,
+                            httplib::DataSink& sink) {
+  const bool chat = call->kind == RequestKind::chat;
+  auto chunk = [&](const json& delta_or_text, const json& finish) {
+    json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
+                       : json{{"index", 0},
+                              {"text", delta_or_text},
+                              {"logprobs", nullptr},
+                              {"finish_reason", finish}};
+    json c{{"id", call->id},
+           {"object", chat ? "chat.completion.chunk" : "text_completion"},
+           {"created", call->created},
+           {"model", call->model},
+           {"choices", json::array({choice})}};
+    const std::string line = "data: " + dump(c) + "\n\n";
+    return sink.write(line.data(), line.size());
+  };
+  if (first) {
+    first = false;
+    if (chat && !chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)) {
+      call->job->cancelled = true;
+      return false;
+    }
+  }
+  Job& job = *call->job;
+  std::unique_lock<std::mutex> lock(job.mu);
+  job.cv.wait_for(lock, std::chrono::milliseconds(200),
+                  [&] { return job.done || !job.pending.empty(); });
+  std::string text;
+  text.swap(job.pending);
+  const bool done = job.done;
+  lock.unlock();
+  if (!text.empty() && !chunk(chat ? json{{"content", text}} : json(text), nullptr)) {
+    job.cancelled = true;  // the client went away: free its slot at the next step
+    return false;
+  }
+  if (!sink.is_writable()) {
+    job.cancelled = true;
+    return false;
+  }
+  if (!done) return true;
+  lock.lock();
+  const bool failed = job.error.has_value() || job.finish_reason == "cancelled";
+  const json usage = usage_of(call->prompt_tokens, job);
+  const std::string finish = finish_of(job);
+  lock.unlock();
+  if (failed) {
+    const std::string line =
+        "data: " +
+        dump(json{
+            {"error",
+             {{"message", job.error ? job.error->what() : "the request was cancelled"},
+              {"type", "server_error"},
+              {"code", job.error ? code_text(job.error->code) : code_text(Errc::unavailable)}}}}) +
+        "\n\n";
+    sink.write(line.data(), line.size());
+  } else {
+    chunk(chat ? json::object() : json(""), finish);
+    if (call->include_usage) {
+      json c{{"id", call->id},
+             {"object", chat ? "chat.completion.chunk" : "text_completion"},
+             {"created", call->created},
+             {"model", call->model},
+             {"choices", json::array()},
+             {"usage", usage}};
+      const std::string line = "data: " + dump(c) + "\n\n";
+      sink.write(line.data(), line.size());
+    }
+  }
+  static const std::string kDone = "data: [DONE]\n\n";
+  sink.write(kDone.data(), kDone.size());
+  sink.done();
+  log_call(*call, 200);
+  return true;
+}
+
+}  // namespace sy::cli

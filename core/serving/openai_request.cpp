@@ -1,0 +1,190 @@
+#include "core/serving/openai_request.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/errors/errors.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void refuse(const std::string& field, const std::string& detail) {
+  throw Error(Errc::bad_request, field + ": " + detail);
+}
+
+std::string kind_of(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+bool boolean(const json& v, const std::string& field) {
+  if (!v.is_boolean()) refuse(field, "must be true or false, is " + kind_of(v));
+  return v.get<bool>();
+}
+
+double number(const json& v, const std::string& field, double lo, double hi) {
+  if (!v.is_number()) refuse(field, "must be a number, is " + kind_of(v));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    refuse(field, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], is " + v.dump());
+  return x;
+}
+
+int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) refuse(field, "must be an integer, is " + kind_of(v));
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)
+                        ? INT64_MAX
+                        : v.get<int64_t>();
+  if (x < lo || x > hi)
+    refuse(field,
+           "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], is " + v.dump());
+  return x;
+}
+
+std::string text(const json& v, const std::string& field) {
+  if (!v.is_string()) refuse(field, "must be a string, is " + kind_of(v));
+  return v.get<std::string>();
+}
+
+// A message's content: a string, or text parts ({"type": "text", "text": ...}) joined.
+std::string content_of(const json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) refuse(field, "must be a string or an array of text parts, is " + kind_of(v));
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string part = field + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object() || !v[i].contains("type") || v[i]["type"] != "text")
+      refuse(part, "only text parts ({\"type\": \"text\", \"text\": ...}) are served");
+    out += text(v[i].value("text", json()), part + ".text");
+  }
+  return out;
+}
+
+ChatMessages messages_of(const json& v) {
+  if (!v.is_array() || v.empty()) refuse("messages", "must be a non-empty array of messages");
+  ChatMessages out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    const json& m = v[i];
+    if (!m.is_object()) refuse(field, "must be an object, is " + kind_of(m));
+    for (const auto& [key, value] : m.items())
+      if (key != "role" && key != "content" && !(key == "name" && value.is_string()))
+        refuse(field + "." + key,
+               "is not served (tool calls and other message fields are "
+               "refused, not ignored)");
+    if (!m.contains("role")) refuse(field + ".role", "is missing");
+    const std::string role = text(m["role"], field + ".role");
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer")
+      refuse(field + ".role", "must be system, developer, user or assistant, is \"" + role + "\"");
+    if (!m.contains("content")) refuse(field + ".content", "is missing");
+    out.emplace_back(role == "developer" ? "system" : role,
+                     content_of(m["content"], field + ".content"));
+  }
+  return out;
+}
+
+// Fields accepted only at their neutral value: anything else would be ignored, so it is refused.
+void neutral(const std::string& key, const json& v) {
+  auto is_zero = [&] { return v.is_number() && v.get<double>() == 0.0; };
+  bool ok = v.is_null();
+  if (key == "n" || key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
+  if (key == "presence_penalty" || key == "frequency_penalty") ok = ok || is_zero();
+  if (key == "repeat_penalty" || key == "repetition_penalty")
+    ok = ok || (v.is_number() && v.get<double>() == 1.0);
+  if (key == "logit_bias") ok = ok || (v.is_object() && v.empty());
+  if (key == "logprobs") ok = ok || (v.is_boolean() && !v.get<bool>()) || is_zero();
+  if (key == "top_logprobs") ok = ok || is_zero();
+  if (key == "echo" || key == "parallel_tool_calls") ok = ok || (v.is_boolean() && !v.get<bool>());
+  if (key == "tools" || key == "functions") ok = ok || (v.is_array() && v.empty());
+  if (key == "tool_choice" || key == "function_call") ok = ok || v == "none";
+  if (key == "response_format") ok = ok || (v.is_object() && v.value("type", "") == "text");
+  if (key == "suffix") ok = ok || (v.is_string() && v.get<std::string>().empty());
+  if (!ok) refuse(key, "is not served at " + v.dump() + " (only its neutral value is accepted)");
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body, RequestKind kind) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    refuse("body", std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) refuse("body", "must be a JSON object, is " + kind_of(j));
+  CompletionRequest r;
+  r.kind = kind;
+  const char* required = kind == RequestKind::chat ? "messages" : "prompt";
+  if (!j.contains(required)) refuse(required, "is missing");
+  for (const auto& [key, v] : j.items()) {
+    if (key == "messages" && kind == RequestKind::chat) {
+      r.messages = messages_of(v);
+    } else if (key == "prompt" && kind == RequestKind::completion) {
+      if (v.is_string()) {
+        r.prompt = v.get<std::string>();
+      } else if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
+        for (size_t i = 0; i < v.size(); ++i)
+          r.prompt_ids.push_back(integer(v[i], "prompt[" + std::to_string(i) + "]", 0, INT64_MAX));
+      } else {
+        refuse("prompt", "must be a string or an array of token ids (one prompt per request)");
+      }
+    } else if (key == "model") {
+      r.model = text(v, key);
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      if (!v.is_null()) r.max_tokens = integer(v, key, 1, int64_t(1) << 30);
+    } else if (key == "temperature") {
+      r.temperature = number(v, key, 0, 2);
+    } else if (key == "top_p") {
+      r.top_p = number(v, key, 0, 1);
+      if (r.top_p == 0) refuse(key, "must be above 0");
+    } else if (key == "top_k") {
+      r.top_k = integer(v, key, 0, int64_t(1) << 30);
+    } else if (key == "seed") {
+      if (!v.is_null()) r.seed = uint64_t(integer(v, key, INT64_MIN, INT64_MAX));
+    } else if (key == "stop") {
+      if (v.is_string()) {
+        r.stop.push_back(v.get<std::string>());
+      } else if (v.is_array() && v.size() <= 4) {
+        for (size_t i = 0; i < v.size(); ++i)
+          r.stop.push_back(text(v[i], "stop[" + std::to_string(i) + "]"));
+      } else if (!v.is_null()) {
+        refuse(key, "must be a string or an array of up to 4 strings");
+      }
+    } else if (key == "stream") {
+      r.stream = boolean(v, key);
+    } else if (key == "stream_options") {
+      if (v.is_null()) continue;
+      if (!v.is_object()) refuse(key, "must be an object, is " + kind_of(v));
+      for (const auto& [k2, v2] : v.items()) {
+        if (k2 != "include_usage") refuse(key + "." + k2, "is not served");
+        r.include_usage = boolean(v2, key + "." + k2);
+      }
+    } else if (key == "ignore_eos") {
+      r.ignore_eos = boolean(v, key);
+    } else if (key == "user") {
+      text(v, key);  // an end user's id: accepted, it changes nothing
+    } else if (key == "n" || key == "best_of" || key == "presence_penalty" ||
+               key == "frequency_penalty" || key == "repeat_penalty" ||
+               key == "repetition_penalty" || key == "logit_bias" || key == "logprobs" ||
+               key == "top_logprobs" || key == "echo" || key == "tools" || key == "functions" ||
+               key == "tool_choice" || key == "function_call" || key == "parallel_tool_calls" ||
+               key == "response_format" || key == "suffix") {
+      neutral(key, v);
+    } else {
+      refuse(key, "is not a field this server knows (it is refused, not ignored)");
+    }
+  }
+  if (r.stream == false && r.include_usage) refuse("stream_options", "is only for stream: true");
+  return r;
+}
+
+}  // namespace sy

@@ -1,0 +1,121 @@
+// Continuous batching over one Context (docs/serve.md): a scheduler thread runs steps of the
+// batch API; requests join at step boundaries, FIFO.
+//
+//   - Admission reserves the KV blocks a request can need: its prompt plus max_tokens, as
+//     whole blocks. A request is admitted only while the reservations of the running ones and
+//     its own fit the pool, so a running stream never runs out of KV memory because another
+//     one arrived; the request at the head of the queue waits (no preemption, no recompute). A
+//     request that could not fit even alone is refused at submit (SY308).
+//   - Every step holds one decode token of each running sequence, then prefill chunks of the
+//     admitted prompts in arrival order up to the plan's max_batch_tokens: a long prompt is
+//     prefilled over several steps while the decoders keep streaming.
+//   - A prompt's prefix still in the pool (a shared system prompt, the earlier turns of a
+//     conversation: a finished sequence's full blocks) is reused, not recomputed.
+//   - A cancelled job (its client went away, or its deadline passed) is dropped at the next
+//     step boundary; its blocks stay a reusable prefix until the pool needs them.
+//
+// Thread-safety: submit(), drain() and metrics() from any thread; the Context, the tokenizer's
+// decoding and the sampling run on the scheduler thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/runtime/runtime.hpp"
+
+namespace sy {
+
+// One request's generation, shared by the HTTP thread that waits on it and the scheduler.
+struct Job {
+  using Clock = std::chrono::steady_clock;
+  // ---- set before submit ----------------------------------------------------------------
+  std::vector<int64_t> prompt;
+  SamplingOptions sampling;  // max_tokens resolved (>= 1)
+  Clock::time_point deadline = Clock::time_point::max();
+  // ---- set by the client side: stop at the next step boundary ---------------------------
+  std::atomic<bool> cancelled{false};
+  // ---- written by the scheduler under `mu`, signalled on `cv` ----------------------------
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;  // text not yet taken by the client (stop texts and UTF-8 held back)
+  int64_t completion_tokens = 0, cached_tokens = 0;
+  bool done = false;
+  std::string finish_reason;  // "stop", "length", or "cancelled" / "error"
+  std::optional<Error> error;
+  Clock::time_point submitted{}, first_token{}, finished{};
+};
+
+struct SchedulerOptions {
+  int64_t parallel = 8;    // sequences running at once (the plan's max_sequences)
+  int64_t max_queue = 64;  // requests waiting beyond those
+};
+
+// Counters and histograms for /metrics (Prometheus): cumulative since start.
+struct Histogram {
+  std::vector<double> bounds;     // upper bounds, seconds, increasing
+  std::vector<uint64_t> buckets;  // per bound (not cumulative), then +Inf
+  double sum = 0;
+  uint64_t count = 0;
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), buckets(bounds.size() + 1) {}
+  void observe(double seconds);
+};
+
+struct SchedulerMetrics {
+  int64_t queued = 0, running = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0, kv_blocks_reserved = 0;
+  uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  uint64_t finished = 0, cancelled = 0, failed = 0;
+  Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+  Histogram itl{{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1}};
+};
+
+class Scheduler {
+ public:
+  Scheduler(Context& context, const Tokenizer& tokenizer, const GenerationSettings& settings,
+            SchedulerOptions options);
+  ~Scheduler();  // cancels what is left and joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  enum class Admit { queued, queue_full, draining, too_large };
+  // Queues `job`. too_large: its prompt and max_tokens could not fit the pool (or the context)
+  // even alone; queue_full: --max-queue requests already wait; draining: drain() was called.
+  Admit submit(std::shared_ptr<Job> job);
+  // Stops taking jobs and returns when every queued and running one has finished.
+  void drain();
+  SchedulerMetrics metrics() const;
+  int64_t queued() const;
+
+ private:
+  struct Running;
+  void loop();
+  bool admit_locked();
+  void step();
+  void finish(Running& r, const std::string& reason, std::optional<Error> error = {});
+  int64_t blocks_for(const Job& job) const;
+
+  Context& context_;
+  const Tokenizer& tokenizer_;
+  const GenerationSettings& settings_;
+  SchedulerOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::unique_ptr<Running>> running_;  // the scheduler thread's
+  int64_t reserved_ = 0;                           // blocks reserved by the running jobs
+  int64_t running_count_ = 0;                      // running_.size(), for other threads
+  bool draining_ = false, stopping_ = false;
+  SchedulerMetrics metrics_;
+  std::thread thread_;
+};
+
+}  // namespace sy
