@@ -90,7 +90,8 @@ int run_serve(const GlobalOptions& global, const Args& args) {
     std::cerr << "switchyard serve: " << why << "\n";
     return kExitUsage;
   };
-  if (vm.count("max-sequences") && a.flags.max_sequences != a.parallel)
+  if (vm.count("max-sequences") && !vm["max-sequences"].defaulted() &&
+      a.flags.max_sequences != a.parallel)
     return usage("--max-sequences is --parallel for serve: give one of them");
   if (a.parallel < 1 || a.parallel > 4096 || a.max_queue < 0 || a.timeout < 1 || a.port < 0 ||
       a.port > 65535)
@@ -140,12 +141,19 @@ int run_serve(const GlobalOptions& global, const Args& args) {
     std::printf("switchyard serve: listening on http://%s:%d (GET /v1/plan shows the plan)\n",
                 a.host.c_str(), port);
     std::fflush(stdout);
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
-    spdlog::info("serve: signal {}: draining (in-flight requests finish, new ones get 503)",
-                 signal);
-    http.set_state(ServeState::draining);
-    scheduler.drain();
+    // The signals wait on their own thread; the scheduler runs here, on the thread that
+    // prepared the kernels (scheduler.hpp says why).
+    std::thread signals([&] {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      spdlog::info("serve: signal {}: draining (in-flight requests finish, new ones get 503)",
+                   signal);
+      http.set_state(ServeState::draining);
+      scheduler.drain();
+      scheduler.stop();
+    });
+    scheduler.run();
+    signals.join();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last chunks go out
     http.stop();
     std::printf("switchyard serve: drained, exiting\n");

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -111,6 +112,13 @@ ServeHttp::ServeHttp(ServeConfig config)
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
   server_->set_keep_alive_max_count(100);
+  // Debian's httplib sets SO_REUSEPORT, which lets a second server bind the same port and take
+  // half its connections: SO_REUSEADDR only (a restart may rebind a port in TIME_WAIT).
+  server_->set_socket_options([this](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
   routes();
 }
 
@@ -124,6 +132,10 @@ int ServeHttp::listen(const std::string& host, int port, std::string& why) {
           " (in use, or not an address of this machine)";
     return -1;
   }
+  // The compiled library listens with a backlog of 5: a burst of clients connecting at once
+  // overflows it and their connections fail. Linux takes a second listen() as a new backlog
+  // (the kernel caps it at net.core.somaxconn).
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
   std::thread([this] { server_->listen_after_bind(); }).detach();
   return bound;
 }
@@ -271,7 +283,9 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
 struct ServeHttp::Call {
   std::string id, path, model;
   RequestKind kind = RequestKind::chat;
-  bool stream = false, include_usage = false;
+  bool stream = false, include_usage = false, return_token_ids = false;
+  std::vector<int64_t> prompt_ids;  // for return_token_ids
+  size_t ids_sent = 0;              // generated ids a stream has sent
   int64_t prompt_tokens = 0;
   int64_t created = 0;
   std::shared_ptr<Job> job;
@@ -333,6 +347,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
     call->stream = r.stream;
     call->include_usage = r.include_usage;
+    call->return_token_ids = r.return_token_ids;
+    if (r.return_token_ids) call->prompt_ids = job->prompt;
     call->prompt_tokens = int64_t(job->prompt.size());
     call->model = config_.alias;
     call->job = job;
@@ -409,12 +425,14 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response
                            {"text", job.pending},
                            {"logprobs", nullptr},
                            {"finish_reason", finish_of(job)}};
+  if (call->return_token_ids) choice["token_ids"] = job.generated;
   json body{{"id", call->id},
             {"object", call->kind == RequestKind::chat ? "chat.completion" : "text_completion"},
             {"created", call->created},
             {"model", call->model},
             {"choices", json::array({choice})},
             {"usage", usage_of(call->prompt_tokens, job)}};
+  if (call->return_token_ids) body["prompt_token_ids"] = call->prompt_ids;
   res.set_header("X-Switchyard-Cached-Tokens", std::to_string(job.cached_tokens));
   lock.unlock();
   res.set_content(dump(body), "application/json");
@@ -448,17 +466,21 @@ void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, httplib::Respons
 bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size_t,
                             httplib::DataSink& sink) {
   const bool chat = call->kind == RequestKind::chat;
-  auto chunk = [&](const json& delta_or_text, const json& finish) {
+  // A chunk of text (and, under return_token_ids, the ids generated since the last one).
+  auto chunk = [&](const json& delta_or_text, const json& finish,
+                   const std::vector<int64_t>* ids = nullptr) {
     json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
                        : json{{"index", 0},
                               {"text", delta_or_text},
                               {"logprobs", nullptr},
                               {"finish_reason", finish}};
+    if (ids) choice["token_ids"] = *ids;
     json c{{"id", call->id},
            {"object", chat ? "chat.completion.chunk" : "text_completion"},
            {"created", call->created},
            {"model", call->model},
            {"choices", json::array({choice})}};
+    if (ids && !finish.is_null()) c["prompt_token_ids"] = call->prompt_ids;
     const std::string line = "data: " + dump(c) + "\n\n";
     return sink.write(line.data(), line.size());
   };
@@ -475,9 +497,16 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
                   [&] { return job.done || !job.pending.empty(); });
   std::string text;
   text.swap(job.pending);
+  std::vector<int64_t> ids;
+  if (call->return_token_ids && call->ids_sent < job.generated.size()) {
+    ids.assign(job.generated.begin() + long(call->ids_sent), job.generated.end());
+    call->ids_sent = job.generated.size();
+  }
   const bool done = job.done;
   lock.unlock();
-  if (!text.empty() && !chunk(chat ? json{{"content", text}} : json(text), nullptr)) {
+  const bool any = !text.empty() || !ids.empty();
+  if (any && !chunk(chat ? json{{"content", text}} : json(text), nullptr,
+                    call->return_token_ids ? &ids : nullptr)) {
     job.cancelled = true;  // the client went away: free its slot at the next step
     return false;
   }
@@ -502,7 +531,8 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
         "\n\n";
     sink.write(line.data(), line.size());
   } else {
-    chunk(chat ? json::object() : json(""), finish);
+    const std::vector<int64_t> none;
+    chunk(chat ? json::object() : json(""), finish, call->return_token_ids ? &none : nullptr);
     if (call->include_usage) {
       json c{{"id", call->id},
              {"object", chat ? "chat.completion.chunk" : "text_completion"},

@@ -73,6 +73,7 @@ class ServeHttp {
   std::mutex model_mu_;
   ServeModel model_;
   std::atomic<uint64_t> next_id_{1};
+  int listen_fd_ = -1;
 };
 
 }  // namespace sy::cli

@@ -170,6 +170,8 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       }
     } else if (key == "ignore_eos") {
       r.ignore_eos = boolean(v, key);
+    } else if (key == "return_token_ids") {
+      r.return_token_ids = boolean(v, key);
     } else if (key == "user") {
       text(v, key);  // an end user's id: accepted, it changes nothing
     } else if (key == "n" || key == "best_of" || key == "presence_penalty" ||

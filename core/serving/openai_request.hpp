@@ -32,8 +32,9 @@ struct CompletionRequest {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;  // up to 4 texts
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool ignore_eos = false;     // extension (llama-server)
+  bool include_usage = false;     // stream_options.include_usage
+  bool ignore_eos = false;        // extension (llama-server)
+  bool return_token_ids = false;  // extension (vLLM): prompt_token_ids and choices' token_ids
 };
 
 // Reads `body` as a request of `kind`. Throws Error SY501 naming the field.

@@ -33,16 +33,17 @@ Scheduler::Scheduler(Context& context, const Tokenizer& tokenizer,
                      const GenerationSettings& settings, SchedulerOptions options)
     : context_(context), tokenizer_(tokenizer), settings_(settings), options_(options) {
   metrics_.kv_blocks_total = context_.kv().total_blocks();
-  thread_ = std::thread([this] { loop(); });
+  logits_.resize(size_t(context_.vocab()));
 }
 
-Scheduler::~Scheduler() {
+Scheduler::~Scheduler() = default;
+
+void Scheduler::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
 }
 
 int64_t Scheduler::blocks_for(const Job& job) const {
@@ -59,7 +60,9 @@ Scheduler::Admit Scheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_ || stopping_) return Admit::draining;
-    if (int64_t(queue_.size()) >= options_.max_queue) return Admit::queue_full;
+    // --max-queue counts the requests that wait: those beyond the free slots.
+    const int64_t free_slots = std::max<int64_t>(0, options_.parallel - running_count_);
+    if (int64_t(queue_.size()) >= options_.max_queue + free_slots) return Admit::queue_full;
     job->submitted = Job::Clock::now();
     queue_.push_back(std::move(job));
   }
@@ -126,7 +129,7 @@ bool Scheduler::admit_locked() {
   return any;
 }
 
-void Scheduler::loop() {
+void Scheduler::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -137,9 +140,15 @@ void Scheduler::loop() {
                      running_.end());
       admit_locked();
       metrics_.kv_blocks_used = context_.kv().used_blocks();
+      if (stopping_) {
+        for (auto& r : running_) finish(*r, "cancelled");
+        running_.clear();
+        running_count_ = 0;
+        idle_.notify_all();
+        break;
+      }
       if (running_.empty()) {
         idle_.notify_all();
-        if (stopping_) break;
         wake_.wait_for(lock, std::chrono::milliseconds(100));
         continue;
       }
@@ -152,8 +161,11 @@ void Scheduler::loop() {
     job->done = true;
     job->finish_reason = "cancelled";
     job->cv.notify_all();
+    ++metrics_.cancelled;
   }
   queue_.clear();
+  running_count_ = 0;
+  idle_.notify_all();
 }
 
 // One step: a decode token of every running sequence, then prompt chunks in arrival order.
@@ -187,7 +199,7 @@ void Scheduler::step() {
     return;
   }
   for (auto& [r, take] : chunks) r->fed += take;
-  std::vector<float> logits(size_t(context_.vocab()));
+  std::vector<float>& logits = logits_;
   std::lock_guard<std::mutex> lock(mu_);
   ++metrics_.steps;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -201,6 +213,7 @@ void Scheduler::step() {
     {
       std::lock_guard<std::mutex> jl(r.job->mu);
       r.job->pending += emit;
+      r.job->generated.push_back(id);
       if (r.job->completion_tokens++ == 0) {
         r.job->first_token = now;
         metrics_.ttft.observe(std::chrono::duration<double>(now - r.job->submitted).count());

@@ -1,0 +1,470 @@
+// `switchyard serve` driven over loopback HTTP as a client would: the OpenAI endpoints whole and
+// streamed, refusals in OpenAI's error shape, prefix reuse, 64 concurrent streams, a client
+// that hangs up, and SIGTERM under load. The references are independent of the server: the
+// CLI's `run` (its own single-sequence path), the same request served alone by a fresh server,
+// and the token counts a client can check itself.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "serve/serve_process.hpp"
+#include "support/test_paths.hpp"
+
+namespace sy::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr const char* kChat = "/v1/chat/completions";
+const fs::path kSmolLM2 = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// The seeded test model (its text is noise, but its ids are exact), made once for the suite.
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    auto r = run_switchyard("make-test-model " + model().string() + " --seed 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static fs::path model() { return dir_->path() / "model"; }
+  static std::vector<std::string> args(std::vector<std::string> more = {}) {
+    more.insert(more.begin(), {"--context", "1024"});
+    return more;
+  }
+  static inline TempDir* dir_ = nullptr;
+};
+
+json chat_body(const std::string& content, int max_tokens, json extra = json::object()) {
+  json b{{"messages", {{{"role", "user"}, {"content", content}}}},
+         {"max_tokens", max_tokens},
+         {"temperature", 0},
+         {"ignore_eos", true},
+         {"return_token_ids", true}};
+  b.update(extra);
+  return b;
+}
+
+std::vector<int64_t> ids_of(const json& j) {
+  return j.get<std::vector<int64_t>>();
+}
+
+// `switchyard run --chat`'s greedy ids: a path with no server, no scheduler and one sequence.
+std::vector<int64_t> run_chat_ids(const fs::path& model, const std::string& q, int n,
+                                  const std::string& more = "") {
+  auto r = run_switchyard("run " + model.string() + " --chat '" + q + "' --max-tokens " +
+                          std::to_string(n) + " --json " + more);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return ids_of(json::parse(r.out)["generated_ids"]);
+}
+
+TEST_F(Serve, ChatWholeAndStreamedAgreeWithRunChat) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  const std::string q = "What is the capital of France?";
+  const auto want = run_chat_ids(model(), q, 12, "--ignore-eos");
+  Reply whole = post(s.port(), kChat, chat_body(q, 12).dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const json& b = whole.body;
+  EXPECT_EQ(b["object"], "chat.completion");
+  EXPECT_EQ(b["model"], "model");  // the folder's stem
+  EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(ids_of(b["choices"][0]["token_ids"]), want);
+  const int64_t prompt = b["usage"]["prompt_tokens"];
+  EXPECT_EQ(prompt, int64_t(b["prompt_token_ids"].size()));
+  EXPECT_EQ(b["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(b["usage"]["total_tokens"], prompt + 12);
+
+  StreamReply st = post_stream(
+      s.port(), kChat,
+      chat_body(q, 12, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}).dump());
+  ASSERT_EQ(st.status, 200);
+  EXPECT_TRUE(st.done);
+  ASSERT_GE(st.events.size(), 3u);
+  EXPECT_EQ(st.events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(st.events[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(st.token_ids(), want);
+  EXPECT_EQ(st.text(), b["choices"][0]["message"]["content"]);
+  EXPECT_EQ(st.finish_reason(), "length");
+  ASSERT_NE(st.usage(), nullptr);
+  EXPECT_EQ((*st.usage())["completion_tokens"], 12);
+  EXPECT_EQ((*st.usage())["prompt_tokens"], prompt);
+}
+
+TEST_F(Serve, CompletionWholeAndStreamedAgreeWithRunPrompt) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  auto r = run_switchyard("run " + model().string() +
+                          " --prompt 'the cat sat' --max-tokens 10 --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto want = ids_of(json::parse(r.out)["generated_ids"]);
+  const json body{{"prompt", "the cat sat"},
+                  {"max_tokens", 10},
+                  {"temperature", 0},
+                  {"ignore_eos", true},
+                  {"return_token_ids", true}};
+  Reply whole = post(s.port(), "/v1/completions", body.dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["object"], "text_completion");
+  EXPECT_EQ(ids_of(whole.body["choices"][0]["token_ids"]), want);
+  EXPECT_EQ(whole.body["choices"][0]["finish_reason"], "length");
+  json streamed = body;
+  streamed["stream"] = true;
+  StreamReply st = post_stream(s.port(), "/v1/completions", streamed.dump());
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.token_ids(), want);
+  EXPECT_EQ(st.text(), whole.body["choices"][0]["text"]);
+  EXPECT_EQ(st.usage(), nullptr);  // not asked for
+  // Token ids in, as OpenAI's prompt may be.
+  json by_ids = body;
+  by_ids["prompt"] = whole.body["prompt_token_ids"];
+  Reply ids = post(s.port(), "/v1/completions", by_ids.dump());
+  EXPECT_EQ(ids_of(ids.body["choices"][0]["token_ids"]), want);
+}
+
+TEST_F(Serve, AStopTextEndsTheAnswerBeforeIt) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  const json body{
+      {"prompt", "the cat sat"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  Reply free_run = post(s.port(), "/v1/completions", body.dump());
+  ASSERT_EQ(free_run.status, 200);
+  const std::string text = free_run.body["choices"][0]["text"];
+  // A stop text cut from the middle of the free-running answer (one ASCII character: the test
+  // model's text is mostly bytes of no character): the answer ends just before its first
+  // occurrence.
+  std::string stop;
+  for (size_t i = text.size() / 3; i < text.size() && stop.empty(); ++i)
+    if (isalnum((unsigned char)text[i])) stop = text.substr(i, 1);
+  ASSERT_FALSE(stop.empty()) << "no ASCII letter or digit in " << text;
+  json stopped_body = body;
+  stopped_body["stop"] = json::array({"never-there", stop});
+  Reply stopped = post(s.port(), "/v1/completions", stopped_body.dump());
+  ASSERT_EQ(stopped.status, 200) << stopped.raw;
+  EXPECT_EQ(stopped.body["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(stopped.body["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(stopped.body["usage"]["completion_tokens"].get<int>(), 24);
+  stopped_body["stream"] = true;
+  StreamReply st = post_stream(s.port(), "/v1/completions", stopped_body.dump());
+  EXPECT_EQ(st.text(), text.substr(0, text.find(stop)));
+  EXPECT_EQ(st.finish_reason(), "stop");
+}
+
+// The second turn of a conversation finds the first turn's blocks in the pool, and gives the
+// same ids as a fresh server computing the whole conversation.
+TEST_F(Serve, ASecondTurnReusesTheFirstTurnsCache) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  Reply first = post(s.port(), kChat, chat_body("the cat sat", 20).dump());
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.header("X-Switchyard-Cached-Tokens"), "0");
+  const int64_t first_prompt = first.body["usage"]["prompt_tokens"];
+  json second_body = chat_body("and then?", 8);
+  second_body["messages"] = {
+      {{"role", "user"}, {"content", "the cat sat"}},
+      {{"role", "assistant"}, {"content", first.body["choices"][0]["message"]["content"]}},
+      {{"role", "user"}, {"content", "and then?"}}};
+  Reply second = post(s.port(), kChat, second_body.dump());
+  ASSERT_EQ(second.status, 200) << second.raw;
+  const int64_t cached = std::stoll(second.header("X-Switchyard-Cached-Tokens"));
+  EXPECT_EQ(second.body["usage"]["prompt_tokens_details"]["cached_tokens"], cached);
+  // Whole blocks of 16 tokens: at least the first prompt's whole blocks are reused.
+  EXPECT_GE(cached, first_prompt / 16 * 16);
+  EXPECT_LT(cached, second.body["usage"]["prompt_tokens"].get<int64_t>());
+  const std::string metrics = get(s.port(), "/metrics").raw;
+  EXPECT_EQ(metric(metrics, "switchyard_prompt_tokens_cached_total"), double(cached));
+
+  ServeProcess fresh(model(), args());
+  ASSERT_TRUE(fresh.started());
+  Reply alone = post(fresh.port(), kChat, second_body.dump());
+  EXPECT_EQ(alone.header("X-Switchyard-Cached-Tokens"), "0");
+  EXPECT_EQ(alone.body["prompt_token_ids"], second.body["prompt_token_ids"]);
+  EXPECT_EQ(alone.body["choices"][0]["token_ids"], second.body["choices"][0]["token_ids"]);
+}
+
+// Each refusal: its status, OpenAI's error shape with the SY code, and the field named.
+void expect_error(const Reply& r, int status, const std::string& code, const std::string& param,
+                  const std::string& says) {
+  EXPECT_EQ(r.status, status) << r.raw;
+  ASSERT_TRUE(r.body.contains("error")) << r.raw;
+  const json& e = r.body["error"];
+  EXPECT_EQ(e["code"], code) << r.raw;
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr(says));
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.raw;
+  }
+}
+
+TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  const int p = s.port();
+  expect_error(post(p, kChat, "{\"messages\": [}"), 400, "SY501", "body", "not valid JSON");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"max_tokens", "2"}}).dump()), 400, "SY501",
+               "max_tokens", "must be an integer");
+  expect_error(post(p, kChat, R"({"model": "model"})"), 400, "SY501", "messages", "is missing");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"n", 2}}).dump()), 400, "SY501", "n",
+               "is not served");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"frequency_penalty", 0.5}}).dump()), 400,
+               "SY501", "frequency_penalty", "is not served");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"model", "gpt-4o"}}).dump()), 404, "SY502", "",
+               "gpt-4o");
+  expect_error(post(p, kChat, chat_body("hi", 5000).dump()), 400, "SY304", "",
+               "exceed the context");
+  expect_error(post(p, "/v1/embeddings", "{}"), 404, "SY501", "path", "not an endpoint");
+  // Over the 4 MiB body limit: refused before any of it is parsed.
+  const std::string huge = chat_body(std::string(5 << 20, 'a'), 2).dump();
+  expect_error(post(p, kChat, huge), 413, "SY501", "body", "larger than");
+  // Still serving, and the refusals are counted by status.
+  EXPECT_EQ(post(p, kChat, chat_body("hi", 2).dump()).status, 200);
+  EXPECT_EQ(get(p, "/health").status, 200);
+  const std::string m = get(p, "/metrics").raw;
+  EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="400"})"),
+            6);
+  EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="200"})"),
+            1);
+}
+
+TEST_F(Serve, AnApiKeyGuardsEverythingButHealth) {
+  ServeProcess s(model(), args({"--api-key", "k3y"}));
+  ASSERT_TRUE(s.started());
+  const int p = s.port();
+  expect_error(post(p, kChat, chat_body("hi", 2).dump()), 401, "SY503", "", "API key");
+  expect_error(post(p, kChat, chat_body("hi", 2).dump(), {{"Authorization", "Bearer nope"}}), 401,
+               "SY503", "", "API key");
+  expect_error(get(p, "/metrics"), 401, "SY503", "", "API key");
+  EXPECT_EQ(get(p, "/health").status, 200);
+  EXPECT_EQ(post(p, kChat, chat_body("hi", 2).dump(), {{"Authorization", "Bearer k3y"}}).status,
+            200);
+  // Off loopback without a key: refused before anything listens.
+  auto r = run_switchyard("serve " + model().string() + " --host 0.0.0.0 --port 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("give --api-key"));
+}
+
+TEST_F(Serve, ModelsPlanPluginsHealth) {
+  ServeProcess s(model(), args({"--alias", "tiny"}));
+  ASSERT_TRUE(s.started());
+  Reply models = get(s.port(), "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.body["data"][0]["id"], "tiny");
+  Reply plan = get(s.port(), "/v1/plan");
+  ASSERT_EQ(plan.status, 200);
+  EXPECT_EQ(plan.body["kv_layout"], "paged");
+  // Which plugin, kernel and device serves each op, and why the others did not.
+  const json& op = plan.body["phases"].at(0)["ops"].at(0);
+  EXPECT_EQ(op["plugin"], "cpu_onednn") << op.dump();
+  EXPECT_EQ(op["device"], "cpu:0");
+  EXPECT_TRUE(op["rejected"].is_array());
+  Reply plugins = get(s.port(), "/v1/plugins");
+  ASSERT_EQ(plugins.status, 200);
+  EXPECT_TRUE(plugins.body.is_array());
+  Reply health = get(s.port(), "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body["status"], "ok");
+  EXPECT_EQ(post(s.port(), kChat, chat_body("hi", 2, {{"model", "tiny"}}).dump()).status, 200);
+}
+
+TEST_F(Serve, APortInUseIsRefusedNotShared) {
+  ServeProcess first(model(), args());
+  ASSERT_TRUE(first.started());
+  auto second =
+      run_switchyard("serve " + model().string() + " --port " + std::to_string(first.port()));
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
+}
+
+// 64 streams at once over --parallel 8: none lost or doubled, each the same ids as alone.
+void load_and_compare(const fs::path& model, const std::vector<std::string>& args, int streams) {
+  ServeProcess s(model, args);
+  ASSERT_TRUE(s.started());
+  std::vector<StreamReply> replies{size_t(streams)};
+  std::vector<json> bodies;
+  int64_t want_tokens = 0;
+  for (int i = 0; i < streams; ++i) {
+    const int n = 32 + (i * 7) % 33;  // 32..64 tokens
+    want_tokens += n;
+    bodies.push_back(chat_body(
+        "request " + std::to_string(i) + ": tell me about number " + std::to_string(i * 37 % 101),
+        n, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  }
+  std::vector<std::thread> clients;
+  for (int i = 0; i < streams; ++i)
+    clients.emplace_back(
+        [&, i] { replies[size_t(i)] = post_stream(s.port(), kChat, bodies[size_t(i)].dump()); });
+  for (auto& t : clients) t.join();
+  std::set<std::string> ids;
+  for (int i = 0; i < streams; ++i) {
+    const StreamReply& r = replies[size_t(i)];
+    ASSERT_EQ(r.status, 200) << "request " << i << ": " << r.error << " after " << r.events.size()
+                             << " events; the server's log:\n"
+                             << s.log();
+    EXPECT_TRUE(r.done) << i;
+    ids.insert(r.events.at(0)["id"].get<std::string>());
+    EXPECT_EQ(int64_t(r.token_ids().size()), bodies[size_t(i)]["max_tokens"].get<int64_t>()) << i;
+    ASSERT_NE(r.usage(), nullptr);
+    EXPECT_EQ((*r.usage())["completion_tokens"], bodies[size_t(i)]["max_tokens"]) << i;
+  }
+  EXPECT_EQ(ids.size(), size_t(streams));  // none answered twice under one id
+  const std::string m = get(s.port(), "/metrics").raw;
+  EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="200"})"),
+            streams);
+  EXPECT_EQ(metric(m, "switchyard_sequences_finished_total"), streams);
+  EXPECT_EQ(metric(m, "switchyard_generated_tokens_total"), double(want_tokens));
+  EXPECT_EQ(metric(m, "switchyard_time_to_first_token_seconds_count"), streams);
+  EXPECT_EQ(metric(m, "switchyard_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "switchyard_kv_blocks_reserved"), 0);
+  // Batched: far fewer steps than tokens.
+  EXPECT_LT(metric(m, "switchyard_steps_total"), double(want_tokens) / 2);
+
+  ServeProcess alone(model, args);
+  ASSERT_TRUE(alone.started());
+  for (int i = 0; i < streams; ++i) {
+    json b = bodies[size_t(i)];
+    b.erase("stream");
+    b.erase("stream_options");
+    Reply r = post(alone.port(), kChat, b.dump());
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(ids_of(r.body["choices"][0]["token_ids"]), replies[size_t(i)].token_ids())
+        << "request " << i << " differs served alone";
+  }
+}
+
+TEST_F(Serve, SixtyFourConcurrentStreamsEachAsAlone) {
+  load_and_compare(model(), args({"--parallel", "8", "--max-queue", "64"}), 64);
+}
+
+// ---- the real model: SmolLM2-135M-Instruct Q4_1 ------------------------------------------
+
+class ServeSmolLM2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kSmolLM2))
+      GTEST_SKIP() << kSmolLM2 << " is not there (scripts/fetch-model.sh could not fetch it)";
+  }
+};
+
+TEST_F(ServeSmolLM2, TheServedAnswerIsRunChats) {
+  const std::string q = "What is the capital of France?";
+  auto r =
+      run_switchyard("run " + kSmolLM2.string() + " --chat '" + q + "' --max-tokens 32 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json run = json::parse(r.out);
+  ServeProcess s(kSmolLM2, {"--context", "2048"});
+  ASSERT_TRUE(s.started());
+  json body{{"messages", {{{"role", "user"}, {"content", q}}}},
+            {"max_tokens", 32},
+            {"temperature", 0},
+            {"return_token_ids", true}};
+  Reply whole = post(s.port(), kChat, body.dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["choices"][0]["token_ids"], run["generated_ids"]);
+  EXPECT_EQ(whole.body["choices"][0]["message"]["content"], run["text"]);
+  EXPECT_THAT(whole.body["choices"][0]["message"]["content"].get<std::string>(),
+              HasSubstr("Paris"));
+  EXPECT_EQ(whole.body["choices"][0]["finish_reason"], "stop");  // the model's <|im_end|>
+  // <|im_start|> typed by a user stays text: more tokens than the one control token.
+  json forged = body;
+  forged["messages"][0]["content"] = "<|im_start|>";
+  forged["max_tokens"] = 1;
+  json plain = forged;
+  plain["messages"][0]["content"] = "";
+  const int64_t with = post(s.port(), kChat, forged.dump()).body["usage"]["prompt_tokens"];
+  const int64_t without = post(s.port(), kChat, plain.dump()).body["usage"]["prompt_tokens"];
+  EXPECT_GT(with - without, 1);
+}
+
+TEST_F(ServeSmolLM2, SixtyFourConcurrentStreamsEachAsAlone) {
+  load_and_compare(kSmolLM2, {"--context", "1024", "--parallel", "8"}, 64);
+}
+
+// A client that hangs up mid-stream: its sequence is cancelled at the next step and its
+// reservation returns to the pool.
+TEST_F(ServeSmolLM2, AClientThatHangsUpFreesItsBlocks) {
+  ServeProcess s(kSmolLM2, {"--context", "2048"});
+  ASSERT_TRUE(s.started());
+  StreamReply cut = post_stream(
+      s.port(), kChat, chat_body("Tell me a long story.", 1500, {{"stream", true}}).dump(), 3);
+  EXPECT_FALSE(cut.done);
+  std::string m;
+  for (int i = 0; i < 200; ++i) {
+    m = get(s.port(), "/metrics").raw;
+    if (metric(m, "switchyard_sequences_cancelled_total") == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(metric(m, "switchyard_sequences_cancelled_total"), 1) << m;
+  EXPECT_EQ(metric(m, "switchyard_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "switchyard_kv_blocks_reserved"), 0);
+  EXPECT_LT(metric(m, "switchyard_generated_tokens_total"), 1500);
+  EXPECT_EQ(post(s.port(), kChat, chat_body("hi", 4).dump()).status, 200);
+}
+
+TEST_F(ServeSmolLM2, AFullQueueIs429WithRetryAfter) {
+  // One slot, no queue: while a long stream runs, the next request is refused at once.
+  ServeProcess s(kSmolLM2, {"--context", "1024", "--parallel", "1", "--max-queue", "0"});
+  ASSERT_TRUE(s.started());
+  std::thread long_stream([&] {
+    post_stream(s.port(), kChat, chat_body("x", 300, {{"stream", true}}).dump());
+  });
+  double running = 0;
+  for (int i = 0; i < 400 && running != 1; ++i) {
+    running = metric(get(s.port(), "/metrics").raw, "switchyard_running_sequences");
+    if (running != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(running, 1);
+  Reply refused = post(s.port(), kChat, chat_body("y", 2).dump());
+  expect_error(refused, 429, "SY504", "", "--max-queue 0");
+  EXPECT_EQ(refused.header("Retry-After"), "1");
+  EXPECT_EQ(get(s.port(), "/health").status, 200);  // a full server still answers /health
+  long_stream.join();
+  EXPECT_EQ(post(s.port(), kChat, chat_body("y", 2).dump()).status, 200);
+}
+
+TEST_F(ServeSmolLM2, SigtermDrainsInFlightStreamsRefusesNewOnesAndExitsZero) {
+  ServeProcess s(kSmolLM2, {"--context", "1024", "--parallel", "4"});
+  ASSERT_TRUE(s.started());
+  std::vector<StreamReply> replies(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      replies[size_t(i)] = post_stream(
+          s.port(), kChat,
+          chat_body("Story number " + std::to_string(i), 96, {{"stream", true}}).dump());
+    });
+  // Every stream has its first tokens.
+  for (int i = 0; i < 400; ++i) {
+    if (metric(get(s.port(), "/metrics").raw, "switchyard_time_to_first_token_seconds_count") == 4)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::thread stopper([&] { EXPECT_EQ(s.stop(SIGTERM), 0) << s.log(); });
+  Reply health;
+  for (int i = 0; i < 200 && health.status != 503; ++i) {
+    health = get(s.port(), "/health");
+    if (health.status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body["status"], "draining");
+  expect_error(post(s.port(), kChat, chat_body("late", 4).dump()), 503, "SY505", "", "draining");
+  for (auto& t : clients) t.join();
+  stopper.join();
+  for (const StreamReply& r : replies) {
+    EXPECT_TRUE(r.done);
+    EXPECT_EQ(r.token_ids().size(), 96u);
+    EXPECT_EQ(r.finish_reason(), "length");
+  }
+  EXPECT_THAT(s.out(), HasSubstr("drained, exiting"));
+}
+
+}  // namespace
+}  // namespace sy::test

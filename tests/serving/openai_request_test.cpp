@@ -1,0 +1,144 @@
+// The OpenAI request parser: every field served, accepted at its neutral value, or refused by
+// name (SY501 "field: detail"). The expected values are OpenAI's documented request shapes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/errors/errors.hpp"
+#include "core/serving/openai_request.hpp"
+
+namespace sy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+CompletionRequest chat(const std::string& body) {
+  return parse_completion_request(body, RequestKind::chat);
+}
+
+// The SY501 message a body gets (empty when it parses).
+std::string refusal(const std::string& body, RequestKind kind = RequestKind::chat) {
+  try {
+    parse_completion_request(body, kind);
+    return "";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, Errc::bad_request) << e.what();
+    return e.what();
+  }
+}
+
+const std::string kHello = R"("messages": [{"role": "user", "content": "hi"}])";
+
+TEST(OpenAiRequest, ServesEveryDocumentedChatField) {
+  const CompletionRequest r = chat(R"({"model": "m", "messages": [
+      {"role": "developer", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": "c", "name": "bot"}],
+    "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "seed": 11,
+    "stop": ["x", "y"], "stream": true, "stream_options": {"include_usage": true},
+    "ignore_eos": true})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].first, "system");  // OpenAI's developer role is the system turn
+  EXPECT_EQ(r.messages[1].second, "ab");
+  EXPECT_EQ(r.messages[2].first, "assistant");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_DOUBLE_EQ(r.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(r.top_p, 0.9);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_EQ(r.seed, 11u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos);
+}
+
+TEST(OpenAiRequest, DefaultsAreOpenAisAndMaxTokensIsLeftToTheServer) {
+  const CompletionRequest r = chat("{" + kHello + "}");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FALSE(r.model.has_value());
+  EXPECT_DOUBLE_EQ(r.temperature, 1.0);
+  EXPECT_DOUBLE_EQ(r.top_p, 1.0);
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(OpenAiRequest, CompletionTakesTextOrTokenIds) {
+  auto r = parse_completion_request(R"({"prompt": "Once", "stop": "\n", "max_tokens": 3})",
+                                    RequestKind::completion);
+  EXPECT_EQ(r.prompt, "Once");
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  r = parse_completion_request(R"({"prompt": [1, 2, 3]})", RequestKind::completion);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_THAT(refusal(R"({"prompt": ["a", "b"]})", RequestKind::completion),
+              StartsWith("prompt: "));
+  EXPECT_THAT(refusal(R"({"prompt": [1, -2]})", RequestKind::completion), StartsWith("prompt[1]"));
+  EXPECT_THAT(refusal(R"({"messages": []})", RequestKind::completion), StartsWith("prompt: "));
+}
+
+TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
+  EXPECT_EQ(refusal("{" + kHello +
+                    R"(, "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+                       "logit_bias": {}, "user": "u1", "logprobs": false, "tools": [],
+                       "tool_choice": "none", "response_format": {"type": "text"}})"),
+            "");
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"n", "2"},
+           {"presence_penalty", "0.5"},
+           {"frequency_penalty", "-1"},
+           {"logit_bias", R"({"5": 10})"},
+           {"logprobs", "true"},
+           {"top_logprobs", "2"},
+           {"tools", R"([{"type": "function"}])"},
+           {"tool_choice", R"("auto")"},
+           {"response_format", R"({"type": "json_object"})"},
+           {"echo", "true"}})
+    EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
+                StartsWith(field + ": is not served at "))
+        << field;
+}
+
+TEST(OpenAiRequest, UnknownFieldsAreRefusedNotIgnored) {
+  EXPECT_THAT(refusal("{" + kHello + R"(, "temprature": 0.2})"),
+              StartsWith("temprature: is not a field"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "stream": true, "stream_options": {"x": 1}})"),
+              StartsWith("stream_options.x"));
+}
+
+TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
+  EXPECT_THAT(refusal("{" + kHello + R"(, "max_tokens": "5"})"),
+              StartsWith("max_tokens: must be an integer, is a string"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "max_tokens": 0})"), StartsWith("max_tokens: must be"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "temperature": 3})"), StartsWith("temperature"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "top_p": 0})"), StartsWith("top_p"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "stream": "yes"})"), StartsWith("stream: "));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "stop": ["a", "b", "c", "d", "e"]})"),
+              StartsWith("stop: "));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "stream_options": {"include_usage": true}})"),
+              StartsWith("stream_options: is only for stream: true"));
+}
+
+TEST(OpenAiRequest, MessagesAreCheckedOneByOne) {
+  EXPECT_THAT(refusal("{}"), StartsWith("messages: is missing"));
+  EXPECT_THAT(refusal(R"({"messages": {}})"), StartsWith("messages: must be a non-empty array"));
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "a"}, {"role": "tool",
+                                        "content": "b"}]})"),
+              StartsWith("messages[1].role: must be"));
+  EXPECT_THAT(refusal(R"({"messages": [{"content": "a"}]})"),
+              StartsWith("messages[0].role: is missing"));
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "user"}]})"),
+              StartsWith("messages[0].content: is missing"));
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+              StartsWith("messages[0].content[0]: only text parts"));
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "assistant", "content": "",
+                                        "tool_calls": []}]})"),
+              StartsWith("messages[0].tool_calls: is not served"));
+}
+
+TEST(OpenAiRequest, MalformedBodiesAreBadRequestsNotExceptionsOfJson) {
+  EXPECT_THAT(refusal("{\"messages\": [}"), StartsWith("body: is not valid JSON"));
+  EXPECT_THAT(refusal("[1, 2]"), StartsWith("body: must be a JSON object, is an array"));
+  EXPECT_THAT(refusal(""), StartsWith("body: is not valid JSON"));
+  EXPECT_THAT(refusal(std::string("{\"messages\": \"\xff\"}")), StartsWith("body: "));
+}
+
+}  // namespace
+}  // namespace sy
