@@ -17,6 +17,8 @@ test: deps
 	cmake --build --preset release
 	@scripts/fetch-model.sh build/model-cache >/dev/null || \
 		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
+	@scripts/setup-test-venv.sh build/test-venv || \
+		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
 	ctest --preset release
 
 clean:

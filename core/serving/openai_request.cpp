@@ -14,6 +14,11 @@ using nlohmann::json;
   throw Error(Errc::bad_request, field + ": " + detail);
 }
 
+// A value as a message shows it (a string's bytes that are not UTF-8 as U+FFFD, never a throw).
+std::string shown(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string kind_of(const json& v) {
   switch (v.type()) {
     case json::value_t::null: return "null";
@@ -35,7 +40,7 @@ double number(const json& v, const std::string& field, double lo, double hi) {
   if (!v.is_number()) refuse(field, "must be a number, is " + kind_of(v));
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    refuse(field, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], is " + v.dump());
+    refuse(field, "must be in [" + shown(json(lo)) + ", " + shown(json(hi)) + "], is " + shown(v));
   return x;
 }
 
@@ -46,7 +51,7 @@ int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi)
                         : v.get<int64_t>();
   if (x < lo || x > hi)
     refuse(field,
-           "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], is " + v.dump());
+           "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], is " + shown(v));
   return x;
 }
 
@@ -108,7 +113,7 @@ void neutral(const std::string& key, const json& v) {
   if (key == "tool_choice" || key == "function_call") ok = ok || v == "none";
   if (key == "response_format") ok = ok || (v.is_object() && v.value("type", "") == "text");
   if (key == "suffix") ok = ok || (v.is_string() && v.get<std::string>().empty());
-  if (!ok) refuse(key, "is not served at " + v.dump() + " (only its neutral value is accepted)");
+  if (!ok) refuse(key, "is not served at " + shown(v) + " (only its neutral value is accepted)");
 }
 
 }  // namespace
@@ -117,7 +122,7 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999
     refuse("body", std::string("is not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) refuse("body", "must be a JSON object, is " + kind_of(j));

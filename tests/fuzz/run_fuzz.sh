@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the graph-parser, config-importer, chat-template and GGUF-reader fuzz targets with clang (libFuzzer, ASan, UBSan)
+# Builds the graph-parser, config-importer, chat-template, GGUF-reader and server-request fuzz
+# targets with clang (libFuzzer, ASan, UBSan)
 # and runs each for a bounded time, seeded with the examples. Any crash, leak, sanitizer report
 # or stray exception fails the run; the reproducer is left in the work folder.
 #   tests/fuzz/run_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS_PER_TARGET]
@@ -14,6 +15,7 @@ core=(core/graph/graph.cpp core/capability/op.cpp core/capability/vocabulary.cpp
 importer=($(cd "$src" && ls core/importer/*.cpp))
 chat=($(cd "$src" && ls core/chat_template/*.cpp) core/errors/errors.cpp)
 gguf=(core/weights/gguf.cpp core/weights/mapped_file.cpp core/errors/errors.cpp)
+request=(core/serving/openai_request.cpp core/errors/errors.cpp)
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$src" -I"$src/abi/include")
 
@@ -30,6 +32,7 @@ build fuzz_graph tests/fuzz/fuzz_graph.cpp "${core[@]}"
 build fuzz_config tests/fuzz/fuzz_config.cpp "${core[@]}" "${importer[@]}"
 build fuzz_chat_template tests/fuzz/fuzz_chat_template.cpp "${chat[@]}"
 build fuzz_gguf tests/fuzz/fuzz_gguf.cpp "${gguf[@]}"
+build fuzz_openai_request tests/fuzz/fuzz_openai_request.cpp "${request[@]}"
 
 run() {  # name, seed files...
   local name=$1
@@ -46,4 +49,5 @@ for f in "$src"/examples/models/*/config.json; do cp "$f" "$work/seed_config_$i.
 run fuzz_config "$work"/seed_config_*.json
 run fuzz_chat_template "$src"/tests/fuzz/../fixtures/chat_templates/*.jinja
 run fuzz_gguf "$src"/tests/fixtures/gguf/*.gguf
+run fuzz_openai_request "$src"/tests/fixtures/openai_requests/*.json
 echo "fuzzing finished: no crash in ${seconds}s per target"

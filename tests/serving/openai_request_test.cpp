@@ -137,6 +137,8 @@ TEST(OpenAiRequest, MalformedBodiesAreBadRequestsNotExceptionsOfJson) {
   EXPECT_THAT(refusal("{\"messages\": [}"), StartsWith("body: is not valid JSON"));
   EXPECT_THAT(refusal("[1, 2]"), StartsWith("body: must be a JSON object, is an array"));
   EXPECT_THAT(refusal(""), StartsWith("body: is not valid JSON"));
+  // A number beyond a double is json's out_of_range, not its parse_error (found by fuzzing).
+  EXPECT_THAT(refusal(R"({"messages": 55e55555})"), StartsWith("body: is not valid JSON"));
   EXPECT_THAT(refusal(std::string("{\"messages\": \"\xff\"}")), StartsWith("body: "));
 }
 

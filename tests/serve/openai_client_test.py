@@ -1,0 +1,210 @@
+"""`switchyard serve` driven by PyPI's `openai` client, as users' code drives it.
+
+Run by ctest (tests/CMakeLists.txt) with the venv of scripts/setup-test-venv.sh:
+    build/test-venv/bin/python tests/serve/openai_client_test.py SWITCHYARD MODEL_CACHE
+The references are the CLI's `switchyard run` (a path with no server) and the client's own view
+of the reply; the server listens on 127.0.0.1 only.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import openai
+
+SWITCHYARD = sys.argv[1] if len(sys.argv) > 1 else "build/bin/switchyard"
+MODEL_CACHE = sys.argv[2] if len(sys.argv) > 2 else "build/model-cache"
+SMOLLM2 = os.path.join(MODEL_CACHE, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+class Server:
+    """`switchyard serve MODEL --port 0 ARGS` until stop(); its port from the listening line."""
+
+    def __init__(self, model, *args):
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [SWITCHYARD, "serve", model, "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        deadline = time.monotonic() + 120
+        self.port = None
+        for line in self.proc.stdout:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+            if time.monotonic() > deadline:
+                break
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("switchyard serve did not start: " + self.stderr())
+
+    def client(self, api_key="none", **kw):
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=api_key,
+                             max_retries=0, **kw)
+
+    def stderr(self):
+        if self.log.closed:
+            return self.final_log
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self):
+        """SIGTERM: the server drains and exits; its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        code = self.proc.wait()
+        self.final_log = self.stderr()
+        self.proc.stdout.close()
+        self.log.close()
+        return code
+
+
+def run_ids(model, *args):
+    out = subprocess.run([SWITCHYARD, "run", model, *args, "--json"], capture_output=True,
+                         check=True).stdout
+    return json.loads(out)
+
+
+def extra(obj, name):
+    """A field the server adds (return_token_ids), kept by the client's models as an extra."""
+    value = getattr(obj, name, None)
+    return value if value is not None else (obj.model_extra or {}).get(name)
+
+
+GREEDY = {"temperature": 0, "extra_body": {"ignore_eos": True, "return_token_ids": True}}
+
+
+class TestModel(unittest.TestCase):
+    """The seeded test model: its text is noise, its ids are exact."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.dir.name, "model")
+        subprocess.run([SWITCHYARD, "make-test-model", cls.model, "--seed", "3"], check=True,
+                       capture_output=True)
+        cls.server = Server(cls.model, "--context", "1024", "--alias", "tiny")
+        cls.api = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, cls.server.stderr()
+        cls.dir.cleanup()
+
+    def test_models(self):
+        self.assertEqual([m.id for m in self.api.models.list()], ["tiny"])
+
+    def test_chat_whole_and_streamed_equal_run_chat(self):
+        q = "What is the capital of France?"
+        want = run_ids(self.model, "--chat", q, "--max-tokens", "10", "--ignore-eos")
+        r = self.api.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": q}], max_tokens=10, **GREEDY)
+        self.assertEqual(extra(r.choices[0], "token_ids"), want["generated_ids"])
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 10)
+        self.assertEqual(r.usage.prompt_tokens, want["prompt_tokens"])
+        self.assertEqual(r.usage.total_tokens, want["prompt_tokens"] + 10)
+        chunks = list(self.api.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": q}], max_tokens=10, stream=True,
+            stream_options={"include_usage": True}, **GREEDY))
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        ids = [i for c in chunks if c.choices for i in (extra(c.choices[0], "token_ids") or [])]
+        self.assertEqual(ids, want["generated_ids"])
+        self.assertEqual(text, r.choices[0].message.content)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+        self.assertEqual([f for f in finishes if f], ["length"])
+        self.assertEqual(chunks[-1].usage.completion_tokens, 10)
+
+    def test_completion_and_stop(self):
+        want = run_ids(self.model, "--prompt", "the cat sat", "--max-tokens", "16",
+                       "--ignore-eos")
+        r = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=16,
+                                        **GREEDY)
+        self.assertEqual(extra(r.choices[0], "token_ids"), want["generated_ids"])
+        text = r.choices[0].text
+        stop = next((ch for ch in text[len(text) // 3:] if ch.isascii() and ch.isalnum()), None)
+        self.assertIsNotNone(stop, text)
+        s = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=16,
+                                        stop=[stop], **GREEDY)
+        self.assertEqual(s.choices[0].text, text[:text.index(stop)])
+        self.assertEqual(s.choices[0].finish_reason, "stop")
+
+    def test_refusals_are_openai_errors_with_sy_codes(self):
+        msgs = [{"role": "user", "content": "hi"}]
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.api.chat.completions.create(model="tiny", messages=msgs, n=2)
+        self.assertEqual(e.exception.code, "SY501")
+        self.assertEqual(e.exception.param, "n")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.api.chat.completions.create(model="tiny", messages=msgs, logprobs=True)
+        self.assertEqual(e.exception.param, "logprobs")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.api.chat.completions.create(model="tiny", messages=msgs,
+                                             tools=[{"type": "function",
+                                                     "function": {"name": "f"}}])
+        self.assertEqual(e.exception.param, "tools")
+        with self.assertRaises(openai.NotFoundError) as e:
+            self.api.chat.completions.create(model="gpt-4o", messages=msgs)
+        self.assertEqual(e.exception.code, "SY502")
+        # Still serving.
+        r = self.api.chat.completions.create(model="tiny", messages=msgs, max_tokens=2)
+        self.assertEqual(r.usage.completion_tokens, 2)
+
+
+class ApiKey(unittest.TestCase):
+    def test_a_wrong_key_is_an_authentication_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "model")
+            subprocess.run([SWITCHYARD, "make-test-model", model], check=True,
+                           capture_output=True)
+            server = Server(model, "--api-key", "s3cret", "--context", "512")
+            try:
+                with self.assertRaises(openai.AuthenticationError) as e:
+                    server.client("wrong").models.list()
+                self.assertEqual(e.exception.code, "SY503")
+                self.assertEqual(len(server.client("s3cret").models.list().data), 1)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
+@unittest.skipUnless(os.path.exists(SMOLLM2), SMOLLM2 + " is not there (scripts/fetch-model.sh)")
+class SmolLM2(unittest.TestCase):
+    def test_the_answer_is_run_chats_and_a_second_turn_reuses_the_cache(self):
+        q = "What is the capital of France?"
+        want = run_ids(SMOLLM2, "--chat", q, "--max-tokens", "32")
+        server = Server(SMOLLM2, "--context", "2048")
+        try:
+            api = server.client()
+            model = api.models.list().data[0].id
+            first = api.chat.completions.with_raw_response.create(
+                model=model, messages=[{"role": "user", "content": q}], max_tokens=32,
+                temperature=0)
+            r = first.parse()
+            self.assertEqual(r.choices[0].message.content, want["text"])
+            self.assertIn("Paris", r.choices[0].message.content)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            turns = [{"role": "user", "content": q},
+                     {"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": "And of Italy?"}]
+            second = api.chat.completions.with_raw_response.create(
+                model=model, messages=turns, max_tokens=16, temperature=0)
+            cached = int(second.headers["x-switchyard-cached-tokens"])
+            self.assertGreaterEqual(cached, r.usage.prompt_tokens // 16 * 16)
+            self.assertIn("Rome", second.parse().choices[0].message.content)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
