@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The model part of `make demo`: the real SmolLM2-135M-Instruct Q4_1 GGUF when
 # scripts/fetch-model.sh got it (make demo runs that first), else the bundled seeded test model,
-# saying so; then the same model from a C program on libswitchyard (examples/embed_c).
+# saying so; then the same model behind `switchyard serve` (one curl request), and from a C
+# program on libswitchyard (examples/embed_c).
 # Usage: demo-model.sh SWITCHYARD BUILD_DIR [EMBED_C]
 set -euo pipefail
 sy=$1
@@ -33,6 +34,38 @@ else
   show run "$build/test-model" --chat "$question" --max-tokens 16
   model="$build/test-model"
 fi
+serve_demo() {
+  # The same model behind the OpenAI-compatible server (docs/serve.md): one chat request with
+  # curl, the answer, a few lines of /metrics, then SIGTERM (it drains and exits 0).
+  local log
+  log=$(mktemp)
+  echo
+  echo "\$ switchyard serve $model --port 0 --context 2048 &"
+  "$sy" serve "$model" --port 0 --context 2048 >"$log" 2>"$log.err" &
+  local pid=$! url=""
+  for _ in $(seq 1 600); do
+    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" || true)
+    [[ -n "$url" ]] && break
+    sleep 0.1
+  done
+  cat "$log"
+  if [[ -z "$url" ]]; then
+    echo "switchyard demo: the server did not start:" && cat "$log.err"
+    kill "$pid" 2>/dev/null || true
+    return 1
+  fi
+  local body='{"messages": [{"role": "user", "content": "'"$question"'"}], "max_tokens": 32, "temperature": 0}'
+  echo "\$ curl -s $url/v1/chat/completions -d '$body'"
+  curl -s "$url/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
+    python3 -c 'import json, sys; r = json.load(sys.stdin); print("answer:", r["choices"][0]["message"]["content"]); print("usage:", json.dumps(r["usage"]))'
+  echo "\$ curl -s $url/metrics | grep ..."
+  curl -s "$url/metrics" | grep -E '^switchyard_(requests_total|generated_tokens_total|prompt_tokens_total|kv_blocks_(used|total)|time_to_first_token_seconds_(count|sum))'
+  kill -TERM "$pid"
+  wait "$pid" && echo "(the server drained and exited 0)"
+  rm -f "$log" "$log.err"
+}
+serve_demo
+
 if [[ -n "$embed" ]]; then
   # The same pipeline inside a C99 program (docs/host-api.md): 16 tokens, streamed.
   echo

