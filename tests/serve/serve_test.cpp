@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -233,6 +234,24 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
             6);
   EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="200"})"),
             1);
+}
+
+TEST_F(Serve, AModelWithoutAChatTemplateRefusesChatsAndServesCompletions) {
+  TempDir dir;
+  fs::copy(model(), dir.path() / "model", fs::copy_options::recursive);
+  std::ofstream(dir.path() / "model" / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+  ServeProcess s(dir.path() / "model", args());
+  ASSERT_TRUE(s.started());
+  expect_error(post(s.port(), kChat, chat_body("hi", 2).dump()), 400, "SY211", "",
+               "no chat template");
+  const json completion{{"prompt", "hi"}, {"max_tokens", 2}};
+  EXPECT_EQ(post(s.port(), "/v1/completions", completion.dump()).status, 200);
+  // One access-log line per request: id, status, tokens, TTFT and total time.
+  EXPECT_THAT(s.log(), HasSubstr("status=400 error=SY211"));
+  EXPECT_THAT(s.log(), ::testing::ContainsRegex(
+                           "request id=cmpl-[0-9a-f]+ /v1/completions status=200 prompt=[0-9]+ "
+                           "cached=[0-9]+ completion=2 finish=length ttft_ms=[0-9.]+ "
+                           "total_ms=[0-9.]+"));
 }
 
 TEST_F(Serve, AnApiKeyGuardsEverythingButHealth) {
