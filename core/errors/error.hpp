@@ -46,6 +46,7 @@ enum class Errc : int {
   bad_graph = 209,
   bad_target = 210,
   chat_template = 211,
+  weight_type_unsupported = 212,
 
   kernel_failed = 301,
   bad_weights = 302,

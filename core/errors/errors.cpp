@@ -311,6 +311,19 @@ constexpr std::array kCatalog = {
         "subset); meanwhile pass the rendered prompt with --prompt-file. For a refusal, change "
         "the conversation as the message says (e.g. drop --system).",
         kBadInput},
+    ErrorInfo{
+        Errc::weight_type_unsupported, "SY212", "weight_type_unsupported",
+        "{file}: tensor '{tensor}' is {type}, a weight type with no dtype in Switchyard's "
+        "vocabulary",
+        "The file is valid, but one of its tensors is stored in a GGML type that Switchyard's "
+        "dtype vocabulary (abi/include/switchyard/vocabulary.h) has no name for yet, so no "
+        "plugin can declare a kernel for it. This is not SY302: that code is for files that are "
+        "malformed. The message lists the weight types that are served.",
+        "Use a file of a served type (docs/gguf.md lists them): llama.cpp's llama-quantize "
+        "makes one from the original checkpoint, e.g. Q4_K or Q8_0. A type that is in the "
+        "vocabulary but that no loaded plugin serves is a planner refusal (SY001) instead, "
+        "naming every candidate kernel and why it refused.",
+        kBadInput},
 
     // ---- SY3xx: run time ---------------------------------------------------------------------
     ErrorInfo{
@@ -405,7 +418,8 @@ constexpr std::array kCatalog = {
               "buffers the function's documentation asks for (docs/host-api.md), and read the "
               "message: it names the argument.",
               kUsage},
-    ErrorInfo{Errc::bad_batch, "SY403", "bad_batch", "batch: token {index} (sequence {sequence}): {detail}",
+    ErrorInfo{Errc::bad_batch, "SY403", "bad_batch",
+              "batch: token {index} (sequence {sequence}): {detail}",
               "A batch given to a context breaks the plan's bounds (more tokens, sequences or "
               "logits than --max-batch-tokens, --max-sequences and the outputs it was planned "
               "for), names a sequence that does not exist, gives a sequence's tokens out of order "
@@ -433,12 +447,10 @@ constexpr std::array kCatalog = {
               "Send the id GET /v1/models lists, or start the server with --alias set to the "
               "name your clients use.",
               kUsage},
-    ErrorInfo{Errc::unauthorized, "SY503", "unauthorized",
-              "a valid API key is required",
+    ErrorInfo{Errc::unauthorized, "SY503", "unauthorized", "a valid API key is required",
               "The server was started with --api-key and the request carried no "
               "`Authorization: Bearer <key>` header, or another key. HTTP 401.",
-              "Send the key the server was started with, as `Authorization: Bearer KEY`.",
-              kUsage},
+              "Send the key the server was started with, as `Authorization: Bearer KEY`.", kUsage},
     ErrorInfo{Errc::queue_full, "SY504", "queue_full",
               "{queued} requests are waiting (--max-queue {limit}); retry after {seconds} s",
               "Every running slot (--parallel) is busy and the queue of waiting requests "
@@ -446,14 +458,13 @@ constexpr std::array kCatalog = {
               "Retry after the time the Retry-After header gives, or start the server with a "
               "larger --max-queue or --parallel (memory permitting: `switchyard plan` shows it).",
               kUsage},
-    ErrorInfo{Errc::unavailable, "SY505", "unavailable",
-              "the server is {state}",
+    ErrorInfo{Errc::unavailable, "SY505", "unavailable", "the server is {state}",
               "The server is still loading its model, or it is draining after SIGINT or SIGTERM "
               "(the requests in flight finish, new ones are refused). HTTP 503.",
               "Retry when GET /health answers 200, or send the request to another replica.",
               kUsage},
 };
-static_assert(kCatalog.size() == 44);
+static_assert(kCatalog.size() == 45);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {

@@ -196,9 +196,11 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
     if (auto q = quantized_dtype(*t->type)) {
       out[name] = *q;
     } else if (!is_float_type(*t->type)) {
-      bad_file(f, "tensor '" + t->name + "' is " + t->type->name +
-                      ", a type Switchyard does not serve (it serves F32, F16, BF16, Q8_0, Q4_0, "
-                      "Q4_1, Q4_K, Q5_K, Q6_K)");
+      throw Error(Errc::weight_type_unsupported,
+                  "tensor '" + t->name + "' is " + t->type->name +
+                      ", a weight type with no dtype in Switchyard's vocabulary (served: F32, "
+                      "F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)",
+                  f.path());
     }
   }
   return out;

@@ -9,7 +9,8 @@
 // is SY207 unless --allow-config-key names it; tokenizer.* keys are the tokenizer's and the
 // generation settings' (gguf_tokenizer.cpp). A missing or mistyped key the model needs is SY302
 // naming the file and the key; an architecture outside llama, qwen2, qwen3 is SY208; a tensor of
-// a GGML type Switchyard does not serve is SY302 naming the tensor and its type.
+// a valid GGML type with no dtype in the vocabulary is SY212 naming the tensor and its type
+// (SY302 is for malformed files).
 //
 // llama's converter (llama.cpp's convert_hf_to_gguf.py) permutes the rows of attn_q and attn_k
 // for the interleaved rope; the loader puts them back in Hugging Face's order, so the graph is

@@ -75,6 +75,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
       {Errc::bad_graph, 209},
       {Errc::bad_target, 210},
       {Errc::chat_template, 211},
+      {Errc::weight_type_unsupported, 212},
       {Errc::kernel_failed, 301},
       {Errc::bad_weights, 302},
       {Errc::bad_tokenizer, 303},
@@ -100,7 +101,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
   }
 }
 
-// The documented series: 001-011, 101-106 (one per load stage), 201-211, 301-308, 401-403,
+// The documented series: 001-011, 101-106 (one per load stage), 201-212, 301-308, 401-403,
 // 501-505 (the server's).
 TEST(ErrorCatalog, EverySeriesIsComplete) {
   auto expect_range = [](int first, int last) {
@@ -112,11 +113,11 @@ TEST(ErrorCatalog, EverySeriesIsComplete) {
   };
   expect_range(1, 11);
   expect_range(101, 106);
-  expect_range(201, 211);
+  expect_range(201, 212);
   expect_range(301, 308);
   expect_range(401, 403);
   expect_range(501, 505);
-  EXPECT_EQ(error_catalog().size(), 44u);
+  EXPECT_EQ(error_catalog().size(), 45u);
   for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }

@@ -98,11 +98,12 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
        Errc::bad_config, "'llama.rope.scaling.type'"},
       {"tensor type",
        [](GgufWriter& w) {
-         // Replaces layer 0's attn_q with a tensor of a type Switchyard does not serve.
+         // Replaces layer 0's attn_q with a tensor of a valid type that has no dtype in the
+         // vocabulary: not a malformed file (SY302) but SY212, naming the tensor and type.
          w.tensor("blk.0.attn_q.weight", {uint64_t(kShape.hidden), 64}, test::kGgmlQ5_0,
                   std::string(size_t(64 * 2 * 22), '\0'));
        },
-       Errc::bad_weights, "tensor 'blk.0.attn_q.weight' is Q5_0"},
+       Errc::weight_type_unsupported, "tensor 'blk.0.attn_q.weight' is Q5_0, a weight type"},
   };
   for (const Case& c : cases) {
     TinyGguf t(Storage::f32);
