@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a copy of a GGUF file with every quantized tensor re-quantized to another type (Q8_0,
-Q4_0 or Q4_1: the ones PyPI gguf can quantize; or F32 / BF16: the model with plain weights),
+Q4_0, Q4_1, Q5_0 or Q5_1: the ones PyPI gguf can quantize; or F32 / BF16: the model with plain weights),
 metadata and float tensors unchanged. For
 benchmarks of one model in several weight types (`switchyard bench decode`), not for quality:
 re-quantizing already quantized values adds the second rounding. Not run by the build.

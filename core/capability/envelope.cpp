@@ -78,13 +78,18 @@ uint64_t features_at_minor(uint64_t features, uint32_t minor) {
   return features & ~(SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
 }
 
+uint64_t dtypes_at_minor(uint64_t dtypes, uint32_t minor) {
+  if (minor >= 6) return dtypes;
+  return dtypes & (SY_DTYPE_BIT(SY_DTYPE_Q5_0) - 1);
+}
+
 Envelope Envelope::from_abi(const sy_kernel_envelope& e, uint32_t minor) {
   Envelope out;
   out.kernel = str_or_empty(e.kernel);
   out.op = e.op;
   out.family = str_or_empty(e.family);
   out.device_type = e.device_type;
-  out.dtypes = e.dtypes;
+  out.dtypes = dtypes_at_minor(e.dtypes, minor);
   out.features = features_at_minor(e.features, minor);
   if (e.head_dims) out.head_dims.assign(e.head_dims, e.head_dims + e.num_head_dims);
   out.head_dim_multiple = e.head_dim_multiple;
@@ -96,7 +101,7 @@ Envelope Envelope::from_abi(const sy_kernel_envelope& e, uint32_t minor) {
                                  e.operand_residency + e.num_operand_residency);
   out.cost_hint = e.cost_hint;
   if (minor >= 3 && e.struct_size >= SY_KERNEL_ENVELOPE_SIZE_MINOR_3)
-    out.weight_dtypes = e.weight_dtypes;
+    out.weight_dtypes = dtypes_at_minor(e.weight_dtypes, minor);
   return out;
 }
 

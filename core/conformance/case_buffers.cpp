@@ -86,6 +86,7 @@ void quantized(std::vector<uint8_t>& b, sy_dtype dt, std::mt19937& rng) {
     switch (dt) {
       case SY_DTYPE_Q6_K: half(blk + 208, d * 0.1f); break;
       case SY_DTYPE_Q4_1:
+      case SY_DTYPE_Q5_1:
       case SY_DTYPE_Q4_K:
       case SY_DTYPE_Q5_K: half(blk, d), half(blk + 2, d * 0.5f); break;
       default: half(blk, d);

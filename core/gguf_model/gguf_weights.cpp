@@ -106,6 +106,9 @@ const char* ggml_name_of(sy_dtype dtype) {
     case SY_DTYPE_Q4_K: return "Q4_K";
     case SY_DTYPE_Q5_K: return "Q5_K";
     case SY_DTYPE_Q6_K: return "Q6_K";
+    case SY_DTYPE_Q5_0: return "Q5_0";
+    case SY_DTYPE_Q5_1: return "Q5_1";
+    case SY_DTYPE_IQ4_NL: return "IQ4_NL";
     default: return nullptr;
   }
 }

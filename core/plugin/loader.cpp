@@ -166,11 +166,13 @@ class PluginLoader {
       return stage_error(LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
                          "rebuild the plugin");
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
-    // Minors 3 to 5 added no slot (3: block-quantized dtypes and envelope weight dtypes; 4:
-    // the check's workspace_bytes output; 5: dynamic extents, the varlen and paged forms).
+    // Minors 3 to 6 added no slot (3: block-quantized dtypes and envelope weight dtypes; 4:
+    // the check's workspace_bytes output; 5: dynamic extents, the varlen and paged forms; 6:
+    // the dtypes q5_0, q5_1, iq4_nl).
     constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
                                      SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2};
+                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
+                                     SY_PLUGIN_API_SIZE_MINOR_2};
     static_assert(std::size(kTableSize) == kHostAbiMinor + 1, "one table size per minor");
     const size_t need = kTableSize[plugin_->negotiated_minor_];
     if (api->struct_size < need)

@@ -81,6 +81,8 @@ std::unique_ptr<Plugin> Plugin::from_manifest(const std::filesystem::path& libra
     for (const auto& k : m.at("kernels")) {
       Envelope e = envelope_from_json(k);
       e.features = features_at_minor(e.features, p->negotiated_minor_);
+      e.dtypes = dtypes_at_minor(e.dtypes, p->negotiated_minor_);
+      e.weight_dtypes = dtypes_at_minor(e.weight_dtypes, p->negotiated_minor_);
       p->kernels_.push_back(std::move(e));
     }
   } catch (const std::exception& e) {

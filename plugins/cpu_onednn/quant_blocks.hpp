@@ -47,6 +47,43 @@ inline void dequant_q4_1(const uint8_t* b, float* y) {
   }
 }
 
+// The fifth bits of a q5_0 / q5_1 block: bit i of the little-endian word is element i's.
+inline uint32_t block_qh(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// q5_0: q = nibble (as q4_0) + 16·(fifth bit); d·(q − 16).
+inline void dequant_q5_0(const uint8_t* b, float* y) {
+  const float d = block_half(b);
+  const uint32_t qh = block_qh(b + 2);
+  const uint8_t* qs = b + 6;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * float(int((qs[i] & 0x0f) | ((qh >> i & 1) << 4)) - 16);
+    y[i + 16] = d * float(int((qs[i] >> 4) | ((qh >> (i + 16) & 1) << 4)) - 16);
+  }
+}
+
+// q5_1: d·q + m, q as q5_0's.
+inline void dequant_q5_1(const uint8_t* b, float* y) {
+  const float d = block_half(b), m = block_half(b + 2);
+  const uint32_t qh = block_qh(b + 4);
+  const uint8_t* qs = b + 8;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * float((qs[i] & 0x0f) | ((qh >> i & 1) << 4)) + m;
+    y[i + 16] = d * float((qs[i] >> 4) | ((qh >> (i + 16) & 1) << 4)) + m;
+  }
+}
+
+// iq4_nl: d·kvalues_iq4nl[nibble], nibbles as q4_0's.
+inline void dequant_iq4_nl(const uint8_t* b, float* y) {
+  const float d = block_half(b);
+  const uint8_t* qs = b + 2;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * float(sy_iq4nl_value(qs[i] & 0x0f));
+    y[i + 16] = d * float(sy_iq4nl_value(qs[i] >> 4));
+  }
+}
+
 // The 6-bit scale and min of sub-block j of a q4_k / q5_k block (ggml's get_scale_min_k4).
 inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
@@ -126,6 +163,9 @@ inline DequantBlockFn dequant_block_of(sy_dtype d) {
     case SY_DTYPE_Q4_K: return dequant_q4_k;
     case SY_DTYPE_Q5_K: return dequant_q5_k;
     case SY_DTYPE_Q6_K: return dequant_q6_k;
+    case SY_DTYPE_Q5_0: return dequant_q5_0;
+    case SY_DTYPE_Q5_1: return dequant_q5_1;
+    case SY_DTYPE_IQ4_NL: return dequant_iq4_nl;
     default: return nullptr;
   }
 }

@@ -27,6 +27,9 @@ inline void dequant_rows_any(sy_dtype t, const uint8_t* w, int64_t K, int64_t r0
     case SY_DTYPE_Q4_K: return dequant_rows_t<dequant_q4_k, 256, 144>(w, K, r0, r1, dst);
     case SY_DTYPE_Q5_K: return dequant_rows_t<dequant_q5_k, 256, 176>(w, K, r0, r1, dst);
     case SY_DTYPE_Q6_K: return dequant_rows_t<dequant_q6_k, 256, 210>(w, K, r0, r1, dst);
+    case SY_DTYPE_Q5_0: return dequant_rows_t<dequant_q5_0, 32, 22>(w, K, r0, r1, dst);
+    case SY_DTYPE_Q5_1: return dequant_rows_t<dequant_q5_1, 32, 24>(w, K, r0, r1, dst);
+    case SY_DTYPE_IQ4_NL: return dequant_rows_t<dequant_iq4_nl, 32, 18>(w, K, r0, r1, dst);
     default: return;
   }
 }

@@ -114,6 +114,65 @@ struct Q4Rows {
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
 
+// q5_0 (d·(q − 16), −16d exact so one FMA rounds once) and q5_1 (d·q + m): q is the nibble
+// (as q4_0's) plus 16 times the element's bit of the little-endian qh.
+template <sy_dtype T>
+struct Q5Rows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = T == SY_DTYPE_Q5_0 ? 22 : 24;
+  static constexpr int kQh = T == SY_DTYPE_Q5_0 ? 2 : 4;  // qh's offset; qs follow it
+  static constexpr bool kTail = false;
+  struct State {
+    V8 d, m;
+    __m256i qh;
+  };
+  static State state(const uint8_t* b) {
+    const float d = block_half(b);
+    uint32_t qh;
+    std::memcpy(&qh, b + kQh, 4);
+    return {_mm256_set1_ps(d), _mm256_set1_ps(T == SY_DTYPE_Q5_1 ? block_half(b + 2) : d * -16.f),
+            _mm256_set1_epi32(int(qh))};
+  }
+  static void chunk(const uint8_t* b, const State& s, int, V8 (&v)[4]) {
+    const uint8_t* qs = b + kQh + 4;
+    const __m256i low4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1);
+    for (int i = 0; i < 4; ++i) {
+      const int first_element = 8 * i;  // elements 8i … 8i + 7 of the block
+      __m256i q = _mm256_cvtepu8_epi32(bytes8(qs + 8 * (i & 1)));
+      q = i < 2 ? _mm256_and_si256(q, low4) : _mm256_srli_epi32(q, 4);
+      const __m256i shift = _mm256_add_epi32(_mm256_set1_epi32(first_element),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i bit = _mm256_and_si256(_mm256_srlv_epi32(s.qh, shift), one);
+      q = _mm256_or_si256(q, _mm256_slli_epi32(bit, 4));
+      v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s.d, s.m);
+    }
+  }
+  static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
+};
+
+// iq4_nl: d·kvalues_iq4nl[nibble], nibbles as q4_0's; the nibbles index the 16 signed values with
+// pshufb, and each value times d rounds once, as the scalar product.
+struct Iq4NlRows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = 18;
+  static constexpr bool kTail = false;
+  struct State {
+    V8 d;
+  };
+  static State state(const uint8_t* b) { return {_mm256_set1_ps(block_half(b))}; }
+  static void chunk(const uint8_t* b, const State& s, int, V8 (&v)[4]) {
+    const __m128i values =
+        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i low4 = _mm_set1_epi8(15);
+    for (int i = 0; i < 4; ++i) {
+      __m128i q = bytes8(b + 2 + 8 * (i & 1));
+      q = _mm_and_si128(i < 2 ? q : _mm_srli_epi16(q, 4), low4);
+      v[i] = _mm256_mul_ps(ints(_mm_shuffle_epi8(values, q), true), s.d);
+    }
+  }
+  static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
+};
+
 // q4_k / q5_k: 8 sub-blocks of 32, each d·sc·q − dmin·m (d·sc and dmin·m rounded once, as
 // GGUF's); sub-block c takes the low (c even) or high nibbles of bytes 32·(c/2) … +31, and q5_k
 // its fifth bit from bit c of qh[l].
@@ -326,6 +385,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q4_K: return columns_t<K4Rows<SY_DTYPE_Q4_K>>(a, n0, n1);
     case SY_DTYPE_Q5_K: return columns_t<K4Rows<SY_DTYPE_Q5_K>>(a, n0, n1);
     case SY_DTYPE_Q6_K: return columns_t<Q6KRows>(a, n0, n1);
+    case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
+    case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
+    case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     default: return;
   }
 }

@@ -135,6 +135,69 @@ struct Q4Rows {
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
 
+// q5_0 (d·(q − 16)) and q5_1 (d·q + m), q = nibble + 16·(the element's bit of qh): the block's
+// 32 values in two tables, indexed with vpermt2ps (which reads an index's low 5 bits); element i
+// of a half takes bit 4 of its index from bit i (elements 0–15) or 16 + i (16–31) of qh.
+template <sy_dtype T>
+struct Q5Rows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = T == SY_DTYPE_Q5_0 ? 22 : 24;
+  static constexpr int kQh = T == SY_DTYPE_Q5_0 ? 2 : 4;  // qh's offset; qs follow it
+  static constexpr bool kTail = false;
+  struct State {
+    __m512 low, high;  // the values of q 0–15 and 16–31
+    uint32_t qh;
+  };
+  static State state(const uint8_t* b) {
+    __m512 d, m;
+    if constexpr (T == SY_DTYPE_Q5_1) {
+      d = _mm512_set1_ps(half_at(b));
+      m = _mm512_set1_ps(half_at(b + 2));
+    } else {  // −16d is exact, so each FMA rounds d·(q − 16) once, as the scalar product
+      d = _mm512_set1_ps(half_at(b));
+      m = _mm512_mul_ps(d, _mm512_set1_ps(-16.f));
+    }
+    uint32_t qh;
+    std::memcpy(&qh, b + kQh, 4);
+    return {_mm512_fmadd_ps(kIota, d, m),
+            _mm512_fmadd_ps(_mm512_add_ps(kIota, _mm512_set1_ps(16.f)), d, m), qh};
+  }
+  static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
+    const __m512i q =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQh + 4)));
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    const __m512i ql = _mm512_and_si512(q, _mm512_set1_epi32(15)), qhi = _mm512_srli_epi32(q, 4);
+    lo = _mm512_permutex2var_ps(s.low, _mm512_mask_or_epi32(ql, __mmask16(s.qh), ql, sixteen),
+                                s.high);
+    hi = _mm512_permutex2var_ps(
+        s.low, _mm512_mask_or_epi32(qhi, __mmask16(s.qh >> 16), qhi, sixteen), s.high);
+  }
+  static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
+};
+
+// iq4_nl: d·kvalues_iq4nl[nibble], nibbles as q4_0's; the table is the 16 values times d (one
+// rounding each, as the scalar product).
+struct Iq4NlRows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = 18;
+  static constexpr bool kTail = false;
+  struct State {
+    __m512 table;
+  };
+  static State state(const uint8_t* b) {
+    const __m512 values =
+        _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    return {_mm512_mul_ps(values, _mm512_set1_ps(half_at(b)))};
+  }
+  static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
+    const __m512i q =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
+    lo = _mm512_permutexvar_ps(q, s.table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), s.table);
+  }
+  static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
+};
+
 // The eight 6-bit scales and mins of a q4_k / q5_k block (ggml's get_scale_min_k4 for all j at
 // once, on 32-bit words) as f32 lanes 0-7 = d·sc and 8-15 = −dmin·m.
 inline __m512 k4_scales(const uint8_t* blk) {
@@ -489,6 +552,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q4_K: return columns_t<K4Rows<SY_DTYPE_Q4_K>>(a, n0, n1);
     case SY_DTYPE_Q5_K: return columns_t<K4Rows<SY_DTYPE_Q5_K>>(a, n0, n1);
     case SY_DTYPE_Q6_K: return columns_t<Q6KRows>(a, n0, n1);
+    case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
+    case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
+    case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     default: return;
   }
 }

@@ -18,7 +18,8 @@ constexpr uint64_t bit(sy_dtype d) {
 constexpr uint64_t kFloats = bit(SY_DTYPE_F32) | bit(SY_DTYPE_F16) | bit(SY_DTYPE_BF16);
 constexpr uint64_t kInts = bit(SY_DTYPE_I32) | bit(SY_DTYPE_I64);
 constexpr uint64_t kQuantized = bit(SY_DTYPE_Q8_0) | bit(SY_DTYPE_Q4_0) | bit(SY_DTYPE_Q4_1) |
-                                bit(SY_DTYPE_Q4_K) | bit(SY_DTYPE_Q5_K) | bit(SY_DTYPE_Q6_K);
+                                bit(SY_DTYPE_Q4_K) | bit(SY_DTYPE_Q5_K) | bit(SY_DTYPE_Q6_K) |
+                                bit(SY_DTYPE_Q5_0) | bit(SY_DTYPE_Q5_1) | bit(SY_DTYPE_IQ4_NL);
 constexpr double kCost = 1000.0;  // last among any peers
 
 constexpr uint64_t features(std::initializer_list<sy_feature> fs) {
@@ -39,8 +40,7 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_
   e.family = family;
   e.device_type = kDLCPU;
   e.dtypes = dtypes;
-  e.features =
-      feats | (op == SY_OP_FUSED_DECODE_ATTENTION ? 0 : SY_FEATURE_BIT(SY_FEATURE_VARLEN));
+  e.features = feats | (op == SY_OP_FUSED_DECODE_ATTENTION ? 0 : SY_FEATURE_BIT(SY_FEATURE_VARLEN));
   e.default_residency = SY_RESIDENCY_DEVICE;  // its device's memory is host memory
   e.cost_hint = kCost;
   e.weight_dtypes = weights;

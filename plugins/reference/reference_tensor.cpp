@@ -32,6 +32,20 @@ double block_value(sy_dtype dt, const uint8_t* b, int i) {
       const int q = i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4;
       return dt == SY_DTYPE_Q4_0 ? half(b) * double(q - 8) : half(b) * double(q) + half(b + 2);
     }
+    case SY_DTYPE_Q5_0:
+    case SY_DTYPE_Q5_1: {
+      // The fifth bit of element i is bit i of the little-endian word qh.
+      const int at = dt == SY_DTYPE_Q5_0 ? 2 : 4;
+      const uint32_t qh = uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 |
+                          uint32_t(b[at + 3]) << 24;
+      const uint8_t* qs = b + at + 4;
+      const int q = (i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4) | int((qh >> i) & 1) << 4;
+      return dt == SY_DTYPE_Q5_0 ? half(b) * double(q - 16) : half(b) * double(q) + half(b + 2);
+    }
+    case SY_DTYPE_IQ4_NL: {
+      const uint8_t* qs = b + 2;
+      return half(b) * double(sy_iq4nl_value(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4));
+    }
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K: {
       // 8 sub-blocks of 32; pair p = i / 64 holds sub-blocks 2p (low nibbles) and 2p+1 (high).

@@ -100,10 +100,10 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
        [](GgufWriter& w) {
          // Replaces layer 0's attn_q with a tensor of a valid type that has no dtype in the
          // vocabulary: not a malformed file (SY302) but SY212, naming the tensor and type.
-         w.tensor("blk.0.attn_q.weight", {uint64_t(kShape.hidden), 64}, test::kGgmlQ5_0,
-                  std::string(size_t(64 * 2 * 22), '\0'));
+         w.tensor("blk.0.attn_q.weight", {256, 64}, test::kGgmlIq2Xxs,
+                  std::string(size_t(64 * 66), '\0'));
        },
-       Errc::weight_type_unsupported, "tensor 'blk.0.attn_q.weight' is Q5_0, a weight type"},
+       Errc::weight_type_unsupported, "tensor 'blk.0.attn_q.weight' is IQ2_XXS, a weight type"},
   };
   for (const Case& c : cases) {
     TinyGguf t(Storage::f32);

@@ -143,8 +143,15 @@ TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
   EXPECT_NE(e->message.find("differ"), std::string::npos) << e->message;
 }
 
-// A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none.
+// A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none. The
+// dtypes of 1.6 (q5_0, q5_1, iq4_nl) cross from a minor-6 plugin only: every build of the test
+// plugin sets q5_0's bit, and the host drops it from the older ones.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
+  auto p6 = load(test::kGoodDir / "good_minor6.so");
+  ASSERT_TRUE(p6);
+  EXPECT_EQ(p6->negotiated_minor(), 6u);
+  EXPECT_EQ(p6->kernels()[0].weight_dtypes,
+            SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0));
   auto p3 = load(test::kGoodDir / "good_minor3.so");
   ASSERT_TRUE(p3);
   EXPECT_EQ(p3->negotiated_minor(), 3u);

@@ -20,7 +20,8 @@ enum GgmlTypeId : uint32_t {
   kGgmlF16 = 1,
   kGgmlQ4_1 = 3,
   kGgmlQ5_0 = 6,
-  kGgmlQ8_0 = 8
+  kGgmlQ8_0 = 8,
+  kGgmlIq2Xxs = 16
 };
 
 class GgufWriter {

@@ -49,7 +49,15 @@ typedef enum sy_dtype {
   SY_DTYPE_Q4_K = 11, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 q[128] */
   SY_DTYPE_Q5_K = 12, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 q[128] */
   SY_DTYPE_Q6_K = 13, /* 256 elements: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
-  SY_DTYPE_COUNT      /* sentinel, not a dtype; grows with the vocabulary */
+  /* Since ABI 1.6: the types llama-quantize falls back to for rows that are not a multiple of
+   * 256 elements (the attention matrices of hidden 576, 896, 960 ...). Nibble order as q4_0:
+   * element i in the low nibble of q[i], element i + 16 in its high nibble. */
+  SY_DTYPE_Q5_0 = 14,   /* 32 elements: f16 d, u8 qh[4], u8 q[16]; x = d·(q + 16·h − 16), h the
+                           element's bit of the 32-bit little-endian qh */
+  SY_DTYPE_Q5_1 = 15,   /* 32 elements: f16 d, f16 m, u8 qh[4], u8 q[16]; x = d·(q + 16·h) + m */
+  SY_DTYPE_IQ4_NL = 16, /* 32 elements: f16 d, u8 q[16]; x = d·kvalues_iq4nl[q] (the 16 values
+                           of sy_iq4nl_value) */
+  SY_DTYPE_COUNT        /* sentinel, not a dtype; grows with the vocabulary */
 } sy_dtype;
 
 #define SY_DTYPE_BIT(d) (UINT64_C(1) << (unsigned)(d))
@@ -70,6 +78,9 @@ static inline const char* sy_dtype_name(sy_dtype d) {
     case SY_DTYPE_Q4_K: return "q4_k";
     case SY_DTYPE_Q5_K: return "q5_k";
     case SY_DTYPE_Q6_K: return "q6_k";
+    case SY_DTYPE_Q5_0: return "q5_0";
+    case SY_DTYPE_Q5_1: return "q5_1";
+    case SY_DTYPE_IQ4_NL: return "iq4_nl";
     default: return 0;
   }
 }
@@ -92,7 +103,14 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
 
 /* 1 for a block-quantized type (since ABI 1.3). */
 static inline int sy_dtype_is_blocked(sy_dtype d) {
-  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_Q6_K;
+  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_IQ4_NL;
+}
+
+/* The signed value an iq4_nl nibble q (0-15) stands for (ggml's kvalues_iq4nl[q]). */
+static inline int sy_iq4nl_value(unsigned q) {
+  static const int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+  return kValues[q & 15];
 }
 
 /* Elements per block: 32 or 256 for a block-quantized type, 1 for the others, 0 for an unknown
@@ -101,7 +119,10 @@ static inline uint32_t sy_dtype_block_elements(sy_dtype d) {
   switch (d) {
     case SY_DTYPE_Q8_0:
     case SY_DTYPE_Q4_0:
-    case SY_DTYPE_Q4_1: return 32;
+    case SY_DTYPE_Q4_1:
+    case SY_DTYPE_Q5_0:
+    case SY_DTYPE_Q5_1:
+    case SY_DTYPE_IQ4_NL: return 32;
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K:
     case SY_DTYPE_Q6_K: return 256;
@@ -119,6 +140,9 @@ static inline uint32_t sy_dtype_block_bytes(sy_dtype d) {
     case SY_DTYPE_Q4_K: return 144;
     case SY_DTYPE_Q5_K: return 176;
     case SY_DTYPE_Q6_K: return 210;
+    case SY_DTYPE_Q5_0: return 22;
+    case SY_DTYPE_Q5_1: return 24;
+    case SY_DTYPE_IQ4_NL: return 18;
     default: return sy_dtype_size(d);
   }
 }
