@@ -68,8 +68,8 @@ struct Envelope {
 // operand forms exist since 1.5, so an older plugin's bits there (paged_kv predates its
 // operands) promise nothing the host may rely on.
 uint64_t features_at_minor(uint64_t features, uint32_t minor);
-// The dtypes (a mask) an envelope of a plugin at ABI minor `minor` may declare: q5_0, q5_1 and
-// iq4_nl are 1.6's, so an older plugin's bits there name nothing it could have known.
+// The dtypes (a mask) an envelope of a plugin at ABI minor `minor` may declare: q5_0, q5_1,
+// iq4_nl and iq4_xs are 1.6's, so an older plugin's bits there name nothing it could have known.
 uint64_t dtypes_at_minor(uint64_t dtypes, uint32_t minor);
 
 struct Refusal {

@@ -109,6 +109,7 @@ const char* ggml_name_of(sy_dtype dtype) {
     case SY_DTYPE_Q5_0: return "Q5_0";
     case SY_DTYPE_Q5_1: return "Q5_1";
     case SY_DTYPE_IQ4_NL: return "IQ4_NL";
+    case SY_DTYPE_IQ4_XS: return "IQ4_XS";
     default: return nullptr;
   }
 }

@@ -84,6 +84,26 @@ inline void dequant_iq4_nl(const uint8_t* b, float* y) {
   }
 }
 
+// iq4_xs: 8 sub-blocks of 32, each as iq4_nl under the scale d·(ls − 32) (rounded once, as
+// GGUF's), ls = the low 4 bits from nibble j%2 of scales_l[j/2] and the high 2 from bits 2j of
+// scales_h.
+inline float iq4_xs_scale(const uint8_t* b, int j) {
+  const unsigned scales_h = unsigned(b[2]) | unsigned(b[3]) << 8;
+  const int ls = ((b[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
+  return block_half(b) * float(ls - 32);
+}
+
+inline void dequant_iq4_xs(const uint8_t* b, float* y) {
+  for (int j = 0; j < 8; ++j) {
+    const float dl = iq4_xs_scale(b, j);
+    const uint8_t* qs = b + 8 + 16 * j;
+    for (int i = 0; i < 16; ++i) {
+      y[32 * j + i] = dl * float(sy_iq4nl_value(qs[i] & 0x0f));
+      y[32 * j + i + 16] = dl * float(sy_iq4nl_value(qs[i] >> 4));
+    }
+  }
+}
+
 // The 6-bit scale and min of sub-block j of a q4_k / q5_k block (ggml's get_scale_min_k4).
 inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
@@ -166,6 +186,7 @@ inline DequantBlockFn dequant_block_of(sy_dtype d) {
     case SY_DTYPE_Q5_0: return dequant_q5_0;
     case SY_DTYPE_Q5_1: return dequant_q5_1;
     case SY_DTYPE_IQ4_NL: return dequant_iq4_nl;
+    case SY_DTYPE_IQ4_XS: return dequant_iq4_xs;
     default: return nullptr;
   }
 }

@@ -173,6 +173,33 @@ struct Iq4NlRows {
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
 
+// iq4_xs: sub-block c as iq4_nl under its scale d·(ls − 32) (rounded once, then each value).
+struct Iq4XsRows {
+  static constexpr int kBlock = 256;
+  static constexpr int64_t kBytes = 136;
+  static constexpr bool kTail = false;
+  struct State {
+    float scale[8];
+  };
+  static State state(const uint8_t* b) {
+    State s;
+    for (int j = 0; j < 8; ++j) s.scale[j] = iq4_xs_scale(b, j);
+    return s;
+  }
+  static void chunk(const uint8_t* b, const State& s, int c, V8 (&v)[4]) {
+    const __m128i values =
+        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m128i low4 = _mm_set1_epi8(15);
+    const V8 d = _mm256_set1_ps(s.scale[c]);
+    for (int i = 0; i < 4; ++i) {
+      __m128i q = bytes8(b + 8 + 16 * c + 8 * (i & 1));
+      q = _mm_and_si128(i < 2 ? q : _mm_srli_epi16(q, 4), low4);
+      v[i] = _mm256_mul_ps(ints(_mm_shuffle_epi8(values, q), true), d);
+    }
+  }
+  static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
+};
+
 // q4_k / q5_k: 8 sub-blocks of 32, each d·sc·q − dmin·m (d·sc and dmin·m rounded once, as
 // GGUF's); sub-block c takes the low (c even) or high nibbles of bytes 32·(c/2) … +31, and q5_k
 // its fifth bit from bit c of qh[l].
@@ -388,6 +415,7 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
+    case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
     default: return;
   }
 }

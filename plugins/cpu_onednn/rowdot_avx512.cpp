@@ -198,6 +198,32 @@ struct Iq4NlRows {
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
 
+// iq4_xs: sub-block c (32 elements) as iq4_nl under its scale d·(ls − 32): the table is the 16
+// values times that scale, each rounded once (the scale itself rounded once before, as GGUF's).
+struct Iq4XsRows {
+  static constexpr int kBlock = 256;
+  static constexpr int64_t kBytes = 136;
+  static constexpr bool kTail = false;
+  struct State {
+    float scale[8];
+  };
+  static State state(const uint8_t* b) {
+    State s;
+    for (int j = 0; j < 8; ++j) s.scale[j] = iq4_xs_scale(b, j);
+    return s;
+  }
+  static void chunk(const uint8_t* b, const State& s, int c, __m512& lo, __m512& hi) {
+    const __m512 values =
+        _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(s.scale[c]));
+    const __m512i q =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8 + 16 * c)));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+  static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
+};
+
 // The eight 6-bit scales and mins of a q4_k / q5_k block (ggml's get_scale_min_k4 for all j at
 // once, on 32-bit words) as f32 lanes 0-7 = d·sc and 8-15 = −dmin·m.
 inline __m512 k4_scales(const uint8_t* blk) {
@@ -555,6 +581,7 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
+    case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
     default: return;
   }
 }

@@ -46,6 +46,15 @@ double block_value(sy_dtype dt, const uint8_t* b, int i) {
       const uint8_t* qs = b + 2;
       return half(b) * double(sy_iq4nl_value(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4));
     }
+    case SY_DTYPE_IQ4_XS: {
+      // Sub-block j = i / 32: iq4_nl's nibbles of qs[16j …] under d·(ls − 32).
+      const int j = i / 32, l = i % 32;
+      const unsigned scales_h = unsigned(b[2]) | unsigned(b[3]) << 8;
+      const int ls = ((b[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
+      const uint8_t* qs = b + 8 + 16 * j;
+      const float dl = float(half(b) * double(ls - 32));  // GGUF rounds the scale to f32 first
+      return double(dl) * double(sy_iq4nl_value(l < 16 ? qs[l] & 0x0f : qs[l - 16] >> 4));
+    }
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K: {
       // 8 sub-blocks of 32; pair p = i / 64 holds sub-blocks 2p (low nibbles) and 2p+1 (high).

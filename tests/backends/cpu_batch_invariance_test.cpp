@@ -97,9 +97,9 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
   const int64_t kBound = 96, kRows = 70, K = 512, N = 40;
   std::mt19937 rng(5);
   for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
-    for (sy_dtype wt :
-         {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0,
-          SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K}) {
+    for (sy_dtype wt : {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1,
+                        SY_DTYPE_Q5_0, SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS,
+                        SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K}) {
       if (!sy_dtype_is_blocked(wt) && wt != act) continue;  // float weights are x's dtype
       SCOPED_TRACE(std::string("x ") + sy_dtype_name(act) + ", w " + sy_dtype_name(wt));
       OpDesc op;

@@ -50,13 +50,18 @@ typedef enum sy_dtype {
   SY_DTYPE_Q5_K = 12, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 q[128] */
   SY_DTYPE_Q6_K = 13, /* 256 elements: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
   /* Since ABI 1.6: the types llama-quantize falls back to for rows that are not a multiple of
-   * 256 elements (the attention matrices of hidden 576, 896, 960 ...). Nibble order as q4_0:
-   * element i in the low nibble of q[i], element i + 16 in its high nibble. */
+   * 256 elements (the attention matrices of hidden 576, 896, 960 ...), and iq4_xs. Nibble order
+   * as q4_0 (per 32-element sub-block for iq4_xs): element i in the low nibble of q[i], element
+   * i + 16 in its high nibble. */
   SY_DTYPE_Q5_0 = 14,   /* 32 elements: f16 d, u8 qh[4], u8 q[16]; x = d·(q + 16·h − 16), h the
                            element's bit of the 32-bit little-endian qh */
   SY_DTYPE_Q5_1 = 15,   /* 32 elements: f16 d, f16 m, u8 qh[4], u8 q[16]; x = d·(q + 16·h) + m */
   SY_DTYPE_IQ4_NL = 16, /* 32 elements: f16 d, u8 q[16]; x = d·kvalues_iq4nl[q] (the 16 values
                            of sy_iq4nl_value) */
+  SY_DTYPE_IQ4_XS = 17, /* 256 elements: f16 d, u16 scales_h, u8 scales_l[4], u8 q[128]; 8
+                           sub-blocks of 32, each as iq4_nl with the scale d·(ls − 32), ls 6 bits:
+                           the low 4 from scales_l (nibble j of the sub-block j's byte j/2), the
+                           high 2 from bits 2j of scales_h */
   SY_DTYPE_COUNT        /* sentinel, not a dtype; grows with the vocabulary */
 } sy_dtype;
 
@@ -81,6 +86,7 @@ static inline const char* sy_dtype_name(sy_dtype d) {
     case SY_DTYPE_Q5_0: return "q5_0";
     case SY_DTYPE_Q5_1: return "q5_1";
     case SY_DTYPE_IQ4_NL: return "iq4_nl";
+    case SY_DTYPE_IQ4_XS: return "iq4_xs";
     default: return 0;
   }
 }
@@ -103,7 +109,7 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
 
 /* 1 for a block-quantized type (since ABI 1.3). */
 static inline int sy_dtype_is_blocked(sy_dtype d) {
-  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_IQ4_NL;
+  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_IQ4_XS;
 }
 
 /* The signed value an iq4_nl nibble q (0-15) stands for (ggml's kvalues_iq4nl[q]). */
@@ -125,7 +131,8 @@ static inline uint32_t sy_dtype_block_elements(sy_dtype d) {
     case SY_DTYPE_IQ4_NL: return 32;
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K:
-    case SY_DTYPE_Q6_K: return 256;
+    case SY_DTYPE_Q6_K:
+    case SY_DTYPE_IQ4_XS: return 256;
     default: return sy_dtype_size(d) ? 1 : 0;
   }
 }
@@ -143,6 +150,7 @@ static inline uint32_t sy_dtype_block_bytes(sy_dtype d) {
     case SY_DTYPE_Q5_0: return 22;
     case SY_DTYPE_Q5_1: return 24;
     case SY_DTYPE_IQ4_NL: return 18;
+    case SY_DTYPE_IQ4_XS: return 136;
     default: return sy_dtype_size(d);
   }
 }
