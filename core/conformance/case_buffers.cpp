@@ -85,6 +85,8 @@ void quantized(std::vector<uint8_t>& b, sy_dtype dt, std::mt19937& rng) {
     const float d = 0.004f * float(1 + rng() % 5);
     switch (dt) {
       case SY_DTYPE_Q6_K: half(blk + 208, d * 0.1f); break;
+      case SY_DTYPE_Q3_K: half(blk + 108, d * 0.1f); break;
+      case SY_DTYPE_Q2_K: half(blk + 80, d), half(blk + 82, d * 0.5f); break;
       case SY_DTYPE_Q4_1:
       case SY_DTYPE_Q5_1:
       case SY_DTYPE_Q4_K:

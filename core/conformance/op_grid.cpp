@@ -9,9 +9,9 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 constexpr sy_dtype kFloats[] = {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_F16};
-constexpr sy_dtype kQuantized[] = {SY_DTYPE_Q8_0,   SY_DTYPE_Q4_0,  SY_DTYPE_Q4_1, SY_DTYPE_Q4_K,
-                                   SY_DTYPE_Q5_K,   SY_DTYPE_Q6_K,  SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
-                                   SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS};
+constexpr sy_dtype kQuantized[] = {SY_DTYPE_Q8_0,   SY_DTYPE_Q4_0,   SY_DTYPE_Q4_1, SY_DTYPE_Q4_K,
+                                   SY_DTYPE_Q5_K,   SY_DTYPE_Q6_K,   SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
+                                   SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K, SY_DTYPE_Q3_K};
 
 bool has(uint64_t mask, sy_dtype d) {
   return mask & SY_DTYPE_BIT(d);

@@ -174,6 +174,8 @@ std::optional<sy_dtype> quantized_dtype(const GgmlType& t) {
   if (n == "Q5_1") return SY_DTYPE_Q5_1;
   if (n == "IQ4_NL") return SY_DTYPE_IQ4_NL;
   if (n == "IQ4_XS") return SY_DTYPE_IQ4_XS;
+  if (n == "Q2_K") return SY_DTYPE_Q2_K;
+  if (n == "Q3_K") return SY_DTYPE_Q3_K;
   return std::nullopt;
 }
 
@@ -203,8 +205,8 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
       throw Error(Errc::weight_type_unsupported,
                   "tensor '" + t->name + "' is " + t->type->name +
                       ", a weight type with no dtype in Switchyard's vocabulary (served: F32, "
-                      "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, "
-                      "IQ4_XS)",
+                      "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                      "IQ4_NL, IQ4_XS)",
                   f.path());
     }
   }

@@ -110,6 +110,8 @@ const char* ggml_name_of(sy_dtype dtype) {
     case SY_DTYPE_Q5_1: return "Q5_1";
     case SY_DTYPE_IQ4_NL: return "IQ4_NL";
     case SY_DTYPE_IQ4_XS: return "IQ4_XS";
+    case SY_DTYPE_Q2_K: return "Q2_K";
+    case SY_DTYPE_Q3_K: return "Q3_K";
     default: return nullptr;
   }
 }

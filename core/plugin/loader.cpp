@@ -168,7 +168,7 @@ class PluginLoader {
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
     // Minors 3 to 6 added no slot (3: block-quantized dtypes and envelope weight dtypes; 4:
     // the check's workspace_bytes output; 5: dynamic extents, the varlen and paged forms; 6:
-    // the dtypes q5_0, q5_1, iq4_nl, iq4_xs).
+    // the dtypes q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k).
     constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
                                      SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
                                      SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,

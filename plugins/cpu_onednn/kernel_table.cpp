@@ -14,11 +14,11 @@ constexpr uint64_t BF16 = SY_DTYPE_BIT(SY_DTYPE_BF16);
 constexpr uint64_t I32 = SY_DTYPE_BIT(SY_DTYPE_I32);
 constexpr uint64_t I64 = SY_DTYPE_BIT(SY_DTYPE_I64);
 // Every block-quantized dtype, as matmul weights and embedding tables (ops_quant.cpp).
-constexpr uint64_t kQuantized = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
-                                SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
-                                SY_DTYPE_BIT(SY_DTYPE_Q5_K) | SY_DTYPE_BIT(SY_DTYPE_Q6_K) |
-                                SY_DTYPE_BIT(SY_DTYPE_Q5_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_1) |
-                                SY_DTYPE_BIT(SY_DTYPE_IQ4_NL) | SY_DTYPE_BIT(SY_DTYPE_IQ4_XS);
+constexpr uint64_t kQuantized =
+    SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_1) |
+    SY_DTYPE_BIT(SY_DTYPE_Q4_K) | SY_DTYPE_BIT(SY_DTYPE_Q5_K) | SY_DTYPE_BIT(SY_DTYPE_Q6_K) |
+    SY_DTYPE_BIT(SY_DTYPE_Q5_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_1) | SY_DTYPE_BIT(SY_DTYPE_IQ4_NL) |
+    SY_DTYPE_BIT(SY_DTYPE_IQ4_XS) | SY_DTYPE_BIT(SY_DTYPE_Q2_K) | SY_DTYPE_BIT(SY_DTYPE_Q3_K);
 
 using sy::edge::feature_mask;
 

@@ -104,6 +104,55 @@ inline void dequant_iq4_xs(const uint8_t* b, float* y) {
   }
 }
 
+// q2_k (ggml's dequantize_row_q2_K): halves of 128; in each, four shifts of the 32 bytes of q,
+// each two sub-blocks of 16 under scales[is] (low nibble: scale, high: min).
+inline void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = block_half(b + 80), dmin = block_half(b + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128, q += 32)
+    for (int shift = 0; shift < 8; shift += 2)
+      for (int half = 0; half < 2; ++half, ++is) {
+        const float dl = d * float(scales[is] & 0x0f), ml = dmin * float(scales[is] >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * float((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+}
+
+// The 16 signed 6-bit scales of a q3_k block (ggml's kmask1 / kmask2 unpacking), minus 32.
+inline void q3_k_scales(const uint8_t* packed, int* out) {
+  uint32_t aux[4];
+  std::memcpy(aux, packed, 12);
+  const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
+  aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+  aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+  aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+  aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+  const auto* s = reinterpret_cast<const int8_t*>(aux);
+  for (int i = 0; i < 16; ++i) out[i] = int(s[i]) - 32;
+}
+
+// q3_k: as q2_k's walk, each value (2 low bits) − 4 unless its bit of hmask is set, times
+// d·(scale − 32).
+inline void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  int sc[16];
+  q3_k_scales(b + 96, sc);
+  const float d = block_half(b + 108);
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128, q += 32)
+    for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+      for (int half = 0; half < 2; ++half, ++is) {
+        const float dl = d * float(sc[is]);
+        for (int l = 0; l < 16; ++l) {
+          const int i = l + 16 * half;
+          *y++ = dl * float(int((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4));
+        }
+      }
+}
+
 // The 6-bit scale and min of sub-block j of a q4_k / q5_k block (ggml's get_scale_min_k4).
 inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
@@ -187,6 +236,8 @@ inline DequantBlockFn dequant_block_of(sy_dtype d) {
     case SY_DTYPE_Q5_1: return dequant_q5_1;
     case SY_DTYPE_IQ4_NL: return dequant_iq4_nl;
     case SY_DTYPE_IQ4_XS: return dequant_iq4_xs;
+    case SY_DTYPE_Q2_K: return dequant_q2_k;
+    case SY_DTYPE_Q3_K: return dequant_q3_k;
     default: return nullptr;
   }
 }

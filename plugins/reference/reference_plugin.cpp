@@ -20,7 +20,7 @@ constexpr uint64_t kInts = bit(SY_DTYPE_I32) | bit(SY_DTYPE_I64);
 constexpr uint64_t kQuantized = bit(SY_DTYPE_Q8_0) | bit(SY_DTYPE_Q4_0) | bit(SY_DTYPE_Q4_1) |
                                 bit(SY_DTYPE_Q4_K) | bit(SY_DTYPE_Q5_K) | bit(SY_DTYPE_Q6_K) |
                                 bit(SY_DTYPE_Q5_0) | bit(SY_DTYPE_Q5_1) | bit(SY_DTYPE_IQ4_NL) |
-                                bit(SY_DTYPE_IQ4_XS);
+                                bit(SY_DTYPE_IQ4_XS) | bit(SY_DTYPE_Q2_K) | bit(SY_DTYPE_Q3_K);
 constexpr double kCost = 1000.0;  // last among any peers
 
 constexpr uint64_t features(std::initializer_list<sy_feature> fs) {

@@ -46,6 +46,26 @@ double block_value(sy_dtype dt, const uint8_t* b, int i) {
       const uint8_t* qs = b + 2;
       return half(b) * double(sy_iq4nl_value(i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4));
     }
+    case SY_DTYPE_Q2_K:
+    case SY_DTYPE_Q3_K: {
+      // Half h = i / 128; within it, shift pair p = (i % 128) / 32 takes bits 2p of byte
+      // 32h + (i % 32) of q; the 16-element sub-block is i / 16.
+      const int h = i / 128, p = (i % 128) / 32, l = i % 32, sub = i / 16;
+      const uint8_t* q = b + (dt == SY_DTYPE_Q2_K ? 16 : 32) + 32 * h;
+      const int two = (q[l] >> (2 * p)) & 3;
+      if (dt == SY_DTYPE_Q2_K) {
+        const double d = half(b + 80) * double(b[sub] & 0x0f);
+        const double m = half(b + 82) * double(b[sub] >> 4);
+        return d * double(two) - m;
+      }
+      // q3_k's 16 scales of 6 bits: low 4 from scales[0..7] (nibble by sub / 8), high 2 from
+      // scales[8..11] (bits 2·(sub / 4) of byte 8 + sub % 4).
+      const uint8_t* s = b + 96;
+      const int low = (s[sub % 8] >> (4 * (sub / 8))) & 0x0f;
+      const int high = (s[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+      const int high_bit = (b[l] >> (4 * h + p)) & 1;  // hmask bit 4h + p of byte l
+      return half(b + 108) * double((low | high << 4) - 32) * double(two - (high_bit ? 0 : 4));
+    }
     case SY_DTYPE_IQ4_XS: {
       // Sub-block j = i / 32: iq4_nl's nibbles of qs[16j …] under d·(ls − 32).
       const int j = i / 32, l = i % 32;

@@ -78,6 +78,10 @@ void fill_weights(HostTensor& w, std::mt19937& rng) {
     const float d = 0.004f * float(1 + rng() % 5);
     if (w.dtype() == SY_DTYPE_Q6_K)
       half(at + 208, d * 0.1f);
+    else if (w.dtype() == SY_DTYPE_Q3_K)
+      half(at + 108, d * 0.1f);
+    else if (w.dtype() == SY_DTYPE_Q2_K)
+      half(at + 80, d), half(at + 82, d * 0.5f);
     else if (w.dtype() == SY_DTYPE_Q4_1 || w.dtype() == SY_DTYPE_Q5_1 ||
              w.dtype() == SY_DTYPE_Q4_K || w.dtype() == SY_DTYPE_Q5_K)
       half(at, d), half(at + 2, d * 0.5f);
@@ -97,9 +101,10 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
   const int64_t kBound = 96, kRows = 70, K = 512, N = 40;
   std::mt19937 rng(5);
   for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
-    for (sy_dtype wt : {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1,
-                        SY_DTYPE_Q5_0, SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS,
-                        SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K}) {
+    for (sy_dtype wt :
+         {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0,
+          SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K, SY_DTYPE_Q3_K,
+          SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K}) {
       if (!sy_dtype_is_blocked(wt) && wt != act) continue;  // float weights are x's dtype
       SCOPED_TRACE(std::string("x ") + sy_dtype_name(act) + ", w " + sy_dtype_name(wt));
       OpDesc op;

@@ -233,13 +233,13 @@ TEST(BlockQuantized, BytesAreWholeBlocksOfEachType) {
     uint32_t elements, bytes;
     const char* name;
   };
-  for (Want w :
-       {Want{SY_DTYPE_Q8_0, 32, 34, "q8_0"}, Want{SY_DTYPE_Q4_0, 32, 18, "q4_0"},
-        Want{SY_DTYPE_Q4_1, 32, 20, "q4_1"}, Want{SY_DTYPE_Q4_K, 256, 144, "q4_k"},
-        Want{SY_DTYPE_Q5_K, 256, 176, "q5_k"}, Want{SY_DTYPE_Q6_K, 256, 210, "q6_k"},
-        // ABI 1.6; gguf.constants.GGML_QUANT_SIZES
-        Want{SY_DTYPE_Q5_0, 32, 22, "q5_0"}, Want{SY_DTYPE_Q5_1, 32, 24, "q5_1"},
-        Want{SY_DTYPE_IQ4_NL, 32, 18, "iq4_nl"}, Want{SY_DTYPE_IQ4_XS, 256, 136, "iq4_xs"}}) {
+  for (Want w : {Want{SY_DTYPE_Q8_0, 32, 34, "q8_0"}, Want{SY_DTYPE_Q4_0, 32, 18, "q4_0"},
+                 Want{SY_DTYPE_Q4_1, 32, 20, "q4_1"}, Want{SY_DTYPE_Q4_K, 256, 144, "q4_k"},
+                 Want{SY_DTYPE_Q5_K, 256, 176, "q5_k"}, Want{SY_DTYPE_Q6_K, 256, 210, "q6_k"},
+                 // ABI 1.6; gguf.constants.GGML_QUANT_SIZES
+                 Want{SY_DTYPE_Q5_0, 32, 22, "q5_0"}, Want{SY_DTYPE_Q5_1, 32, 24, "q5_1"},
+                 Want{SY_DTYPE_IQ4_NL, 32, 18, "iq4_nl"}, Want{SY_DTYPE_IQ4_XS, 256, 136, "iq4_xs"},
+                 Want{SY_DTYPE_Q2_K, 256, 84, "q2_k"}, Want{SY_DTYPE_Q3_K, 256, 110, "q3_k"}}) {
     SCOPED_TRACE(w.name);
     EXPECT_STREQ(sy_dtype_name(w.d), w.name);
     EXPECT_TRUE(sy_dtype_is_blocked(w.d));

@@ -50,7 +50,7 @@ typedef enum sy_dtype {
   SY_DTYPE_Q5_K = 12, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 q[128] */
   SY_DTYPE_Q6_K = 13, /* 256 elements: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
   /* Since ABI 1.6: the types llama-quantize falls back to for rows that are not a multiple of
-   * 256 elements (the attention matrices of hidden 576, 896, 960 ...), and iq4_xs. Nibble order
+   * 256 elements (the attention matrices of hidden 576, 896, 960 ...), iq4_xs, q2_k and q3_k. Nibble order
    * as q4_0 (per 32-element sub-block for iq4_xs): element i in the low nibble of q[i], element
    * i + 16 in its high nibble. */
   SY_DTYPE_Q5_0 = 14,   /* 32 elements: f16 d, u8 qh[4], u8 q[16]; x = d·(q + 16·h − 16), h the
@@ -62,6 +62,10 @@ typedef enum sy_dtype {
                            sub-blocks of 32, each as iq4_nl with the scale d·(ls − 32), ls 6 bits:
                            the low 4 from scales_l (nibble j of the sub-block j's byte j/2), the
                            high 2 from bits 2j of scales_h */
+  SY_DTYPE_Q2_K = 18,   /* 256 elements: u8 scales[16], u8 q[64] (2 bits), f16 d, f16 dmin; 16
+                           sub-blocks of 16: d·(sc & 15)·q − dmin·(sc >> 4) (ggml's layout) */
+  SY_DTYPE_Q3_K = 19,   /* 256 elements: u8 hmask[32], u8 q[64] (2 low bits), u8 scales[12] (16
+                           6-bit scales), f16 d; d·(sc − 32)·(q − 4·(1 − high bit)) */
   SY_DTYPE_COUNT        /* sentinel, not a dtype; grows with the vocabulary */
 } sy_dtype;
 
@@ -87,6 +91,8 @@ static inline const char* sy_dtype_name(sy_dtype d) {
     case SY_DTYPE_Q5_1: return "q5_1";
     case SY_DTYPE_IQ4_NL: return "iq4_nl";
     case SY_DTYPE_IQ4_XS: return "iq4_xs";
+    case SY_DTYPE_Q2_K: return "q2_k";
+    case SY_DTYPE_Q3_K: return "q3_k";
     default: return 0;
   }
 }
@@ -109,7 +115,7 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
 
 /* 1 for a block-quantized type (since ABI 1.3). */
 static inline int sy_dtype_is_blocked(sy_dtype d) {
-  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_IQ4_XS;
+  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_Q3_K;
 }
 
 /* The signed value an iq4_nl nibble q (0-15) stands for (ggml's kvalues_iq4nl[q]). */
@@ -132,7 +138,9 @@ static inline uint32_t sy_dtype_block_elements(sy_dtype d) {
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K:
     case SY_DTYPE_Q6_K:
-    case SY_DTYPE_IQ4_XS: return 256;
+    case SY_DTYPE_IQ4_XS:
+    case SY_DTYPE_Q2_K:
+    case SY_DTYPE_Q3_K: return 256;
     default: return sy_dtype_size(d) ? 1 : 0;
   }
 }
@@ -151,6 +159,8 @@ static inline uint32_t sy_dtype_block_bytes(sy_dtype d) {
     case SY_DTYPE_Q5_1: return 24;
     case SY_DTYPE_IQ4_NL: return 18;
     case SY_DTYPE_IQ4_XS: return 136;
+    case SY_DTYPE_Q2_K: return 84;
+    case SY_DTYPE_Q3_K: return 110;
     default: return sy_dtype_size(d);
   }
 }
