@@ -89,6 +89,38 @@ void histogram_text(std::ostringstream& o, const char* name, const char* help, c
     << name << "_count " << h.count << "\n";
 }
 
+// The scheduler's series of /metrics (docs/serve.md, "Metrics").
+void scheduler_metrics_text(std::ostringstream& o, const SchedulerMetrics& m) {
+  auto sample = [&](const char* name, const char* type, const char* help, int64_t v) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+      << name << " " << v << "\n";
+  };
+  sample("switchyard_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+         int64_t(m.prompt_tokens));
+  sample("switchyard_prompt_tokens_cached_total", "counter",
+         "Prompt tokens found in the KV pool and not computed again.",
+         int64_t(m.cached_prompt_tokens));
+  sample("switchyard_generated_tokens_total", "counter", "Tokens generated.",
+         int64_t(m.generated_tokens));
+  sample("switchyard_steps_total", "counter", "Batched steps run.", int64_t(m.steps));
+  sample("switchyard_sequences_finished_total", "counter",
+         "Generations that ended (stop or length).", int64_t(m.finished));
+  sample("switchyard_sequences_cancelled_total", "counter",
+         "Generations cancelled (client gone, deadline passed).", int64_t(m.cancelled));
+  sample("switchyard_sequences_failed_total", "counter", "Generations that failed.",
+         int64_t(m.failed));
+  sample("switchyard_queue_depth", "gauge", "Requests waiting for a slot.", m.queued);
+  sample("switchyard_running_sequences", "gauge", "Sequences running.", m.running);
+  sample("switchyard_kv_blocks_used", "gauge", "KV blocks held by sequences.", m.kv_blocks_used);
+  sample("switchyard_kv_blocks_reserved", "gauge", "KV blocks reserved by the running requests.",
+         m.kv_blocks_reserved);
+  sample("switchyard_kv_blocks_total", "gauge", "KV blocks of the pool.", m.kv_blocks_total);
+  histogram_text(o, "switchyard_time_to_first_token_seconds",
+                 "From a request's arrival to its first generated token.", m.ttft);
+  histogram_text(o, "switchyard_inter_token_latency_seconds",
+                 "Between consecutive tokens of a generation.", m.itl);
+}
+
 }  // namespace
 
 struct ServeHttp::Counters {
@@ -221,36 +253,7 @@ void ServeHttp::routes() {
       sched = model_.scheduler;
     }
     if (sched) {
-      const SchedulerMetrics m = sched->metrics();
-      auto counter = [&](const char* name, const char* help, uint64_t v) {
-        o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
-          << name << " " << v << "\n";
-      };
-      auto gauge = [&](const char* name, const char* help, int64_t v) {
-        o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
-          << name << " " << v << "\n";
-      };
-      counter("switchyard_prompt_tokens_total", "Prompt tokens of admitted requests.",
-              m.prompt_tokens);
-      counter("switchyard_prompt_tokens_cached_total",
-              "Prompt tokens found in the KV pool and not computed again.", m.cached_prompt_tokens);
-      counter("switchyard_generated_tokens_total", "Tokens generated.", m.generated_tokens);
-      counter("switchyard_steps_total", "Batched steps run.", m.steps);
-      counter("switchyard_sequences_finished_total", "Generations that ended (stop or length).",
-              m.finished);
-      counter("switchyard_sequences_cancelled_total",
-              "Generations cancelled (client gone, deadline passed).", m.cancelled);
-      counter("switchyard_sequences_failed_total", "Generations that failed.", m.failed);
-      gauge("switchyard_queue_depth", "Requests waiting for a slot.", m.queued);
-      gauge("switchyard_running_sequences", "Sequences running.", m.running);
-      gauge("switchyard_kv_blocks_used", "KV blocks held by sequences.", m.kv_blocks_used);
-      gauge("switchyard_kv_blocks_reserved", "KV blocks reserved by the running requests.",
-            m.kv_blocks_reserved);
-      gauge("switchyard_kv_blocks_total", "KV blocks of the pool.", m.kv_blocks_total);
-      histogram_text(o, "switchyard_time_to_first_token_seconds",
-                     "From a request's arrival to its first generated token.", m.ttft);
-      histogram_text(o, "switchyard_inter_token_latency_seconds",
-                     "Between consecutive tokens of a generation.", m.itl);
+      scheduler_metrics_text(o, sched->metrics());
     }
     res.set_content(o.str(), "text/plain; version=0.0.4");
     counters_->count("/metrics", 200);

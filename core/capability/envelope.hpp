@@ -69,7 +69,8 @@ struct Envelope {
 // operands) promise nothing the host may rely on.
 uint64_t features_at_minor(uint64_t features, uint32_t minor);
 // The dtypes (a mask) an envelope of a plugin at ABI minor `minor` may declare: q5_0, q5_1,
-// iq4_nl, iq4_xs, q2_k and q3_k are 1.6's, so an older plugin's bits there name nothing it could have known.
+// iq4_nl, iq4_xs, q2_k and q3_k are 1.6's, so an older plugin's bits there name nothing it could
+// have known.
 uint64_t dtypes_at_minor(uint64_t dtypes, uint32_t minor);
 
 struct Refusal {

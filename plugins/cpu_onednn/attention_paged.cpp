@@ -128,9 +128,8 @@ class PagedAttentionKernel final : public CpuKernel {
           const int64_t t1 = std::min(q_len, t0 + kItemTokens);
           // Fewer (sequence, KV head) pairs than twice the threads, and a few rows: one item per
           // query head, so the threads share them (each then reads the group's keys itself).
-          const int64_t split = S * base_.Hkv < 2 * ctx_.num_threads && t1 - t0 < kItemTokens
-                                    ? 1
-                                    : group;
+          const int64_t split =
+              S * base_.Hkv < 2 * ctx_.num_threads && t1 - t0 < kItemTokens ? 1 : group;
           for (int64_t g0 = 0; g0 < group; g0 += split) {
             if (count == max_items_) invalid("more work items than prepared");
             items[count++] = {table + s * MB, starts[s], q_len, L, hk, t0, t1, g0, g0 + split};

@@ -74,14 +74,17 @@ inline void dequant_q5_1(const uint8_t* b, float* y) {
   }
 }
 
-// iq4_nl: d·kvalues_iq4nl[nibble], nibbles as q4_0's.
-inline void dequant_iq4_nl(const uint8_t* b, float* y) {
-  const float d = block_half(b);
-  const uint8_t* qs = b + 2;
+// 32 iq4 elements: scale·kvalues_iq4nl[nibble], nibbles of the 16 bytes at qs as q4_0's.
+inline void dequant_iq4_values(const uint8_t* qs, float scale, float* y) {
   for (int i = 0; i < 16; ++i) {
-    y[i] = d * float(sy_iq4nl_value(qs[i] & 0x0f));
-    y[i + 16] = d * float(sy_iq4nl_value(qs[i] >> 4));
+    y[i] = scale * float(sy_iq4nl_value(qs[i] & 0x0f));
+    y[i + 16] = scale * float(sy_iq4nl_value(qs[i] >> 4));
   }
+}
+
+// iq4_nl: d·kvalues_iq4nl[nibble].
+inline void dequant_iq4_nl(const uint8_t* b, float* y) {
+  dequant_iq4_values(b + 2, block_half(b), y);
 }
 
 // iq4_xs: 8 sub-blocks of 32, each as iq4_nl under the scale d·(ls − 32) (rounded once, as
@@ -94,14 +97,7 @@ inline float iq4_xs_scale(const uint8_t* b, int j) {
 }
 
 inline void dequant_iq4_xs(const uint8_t* b, float* y) {
-  for (int j = 0; j < 8; ++j) {
-    const float dl = iq4_xs_scale(b, j);
-    const uint8_t* qs = b + 8 + 16 * j;
-    for (int i = 0; i < 16; ++i) {
-      y[32 * j + i] = dl * float(sy_iq4nl_value(qs[i] & 0x0f));
-      y[32 * j + i + 16] = dl * float(sy_iq4nl_value(qs[i] >> 4));
-    }
-  }
+  for (int j = 0; j < 8; ++j) dequant_iq4_values(b + 8 + 16 * j, iq4_xs_scale(b, j), y + 32 * j);
 }
 
 // q2_k (ggml's dequantize_row_q2_K): halves of 128; in each, four shifts of the 32 bytes of q,

@@ -150,8 +150,21 @@ struct Q5Rows {
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
 
-// iq4_nl: d·kvalues_iq4nl[nibble], nibbles as q4_0's; the nibbles index the 16 signed values with
-// pshufb, and each value times d rounds once, as the scalar product.
+// 32 iq4 elements (nibbles of the 16 bytes at qs, as q4_0's) times `scale`: the nibbles index
+// kvalues_iq4nl's 16 signed values with pshufb, and each value times the scale rounds once, as
+// the scalar product.
+inline void iq4_lookup(const uint8_t* qs, V8 scale, V8 (&v)[4]) {
+  const __m128i values =
+      _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  const __m128i low4 = _mm_set1_epi8(15);
+  for (int i = 0; i < 4; ++i) {
+    __m128i q = bytes8(qs + 8 * (i & 1));
+    q = _mm_and_si128(i < 2 ? q : _mm_srli_epi16(q, 4), low4);
+    v[i] = _mm256_mul_ps(ints(_mm_shuffle_epi8(values, q), true), scale);
+  }
+}
+
+// iq4_nl: d·kvalues_iq4nl[nibble].
 struct Iq4NlRows {
   static constexpr int kBlock = 32;
   static constexpr int64_t kBytes = 18;
@@ -161,14 +174,7 @@ struct Iq4NlRows {
   };
   static State state(const uint8_t* b) { return {_mm256_set1_ps(block_half(b))}; }
   static void chunk(const uint8_t* b, const State& s, int, V8 (&v)[4]) {
-    const __m128i values =
-        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m128i low4 = _mm_set1_epi8(15);
-    for (int i = 0; i < 4; ++i) {
-      __m128i q = bytes8(b + 2 + 8 * (i & 1));
-      q = _mm_and_si128(i < 2 ? q : _mm_srli_epi16(q, 4), low4);
-      v[i] = _mm256_mul_ps(ints(_mm_shuffle_epi8(values, q), true), s.d);
-    }
+    iq4_lookup(b + 2, s.d, v);
   }
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
@@ -187,15 +193,7 @@ struct Iq4XsRows {
     return s;
   }
   static void chunk(const uint8_t* b, const State& s, int c, V8 (&v)[4]) {
-    const __m128i values =
-        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m128i low4 = _mm_set1_epi8(15);
-    const V8 d = _mm256_set1_ps(s.scale[c]);
-    for (int i = 0; i < 4; ++i) {
-      __m128i q = bytes8(b + 8 + 16 * c + 8 * (i & 1));
-      q = _mm_and_si128(i < 2 ? q : _mm_srli_epi16(q, 4), low4);
-      v[i] = _mm256_mul_ps(ints(_mm_shuffle_epi8(values, q), true), d);
-    }
+    iq4_lookup(b + 8 + 16 * c, _mm256_set1_ps(s.scale[c]), v);
   }
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };

@@ -45,6 +45,18 @@ inline __m512 widen_bf16(__m256i h) {
 }
 
 const __m512 kIota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+// kvalues_iq4nl (sy_iq4nl_value) as f32 lanes.
+const __m512 kIq4Values =
+    _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+
+// 32 elements whose 4-bit indices are the low (elements 0–15) and high (16–31) nibbles of the
+// 16 bytes at qs, looked up in a table of 16 values with vpermps (which reads an index's low 4
+// bits only, so the low nibbles need no mask).
+inline void nibble_lookup(const uint8_t* qs, __m512 table, __m512& lo, __m512& hi) {
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  lo = _mm512_permutexvar_ps(q, table);
+  hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+}
 
 // ---- decoders: 32 consecutive elements of a row as f32 ---------------------------------------
 //
@@ -127,10 +139,7 @@ struct Q4Rows {
     return {_mm512_fmadd_ps(kIota, d, m)};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
-    const __m512i q = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (T == SY_DTYPE_Q4_0 ? 2 : 4))));
-    lo = _mm512_permutexvar_ps(q, s.table);
-    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), s.table);
+    nibble_lookup(b + (T == SY_DTYPE_Q4_0 ? 2 : 4), s.table, lo, hi);
   }
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
@@ -185,15 +194,10 @@ struct Iq4NlRows {
     __m512 table;
   };
   static State state(const uint8_t* b) {
-    const __m512 values =
-        _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    return {_mm512_mul_ps(values, _mm512_set1_ps(half_at(b)))};
+    return {_mm512_mul_ps(kIq4Values, _mm512_set1_ps(half_at(b)))};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
-    const __m512i q =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
-    lo = _mm512_permutexvar_ps(q, s.table);
-    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), s.table);
+    nibble_lookup(b + 2, s.table, lo, hi);
   }
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
@@ -213,13 +217,7 @@ struct Iq4XsRows {
     return s;
   }
   static void chunk(const uint8_t* b, const State& s, int c, __m512& lo, __m512& hi) {
-    const __m512 values =
-        _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m512 table = _mm512_mul_ps(values, _mm512_set1_ps(s.scale[c]));
-    const __m512i q =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8 + 16 * c)));
-    lo = _mm512_permutexvar_ps(q, table);
-    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+    nibble_lookup(b + 8 + 16 * c, _mm512_mul_ps(kIq4Values, _mm512_set1_ps(s.scale[c])), lo, hi);
   }
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };

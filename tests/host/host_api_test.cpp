@@ -402,7 +402,6 @@ TEST(HostApiRealModel, EmbedCGivesTheTokensOfSwitchyardRun) {
             cli);
 }
 
-
 // The process's resident memory of one kind (/proc/self/status "RssAnon:" or "VmRSS:"), bytes.
 int64_t resident_bytes(const char* key) {
   std::ifstream in("/proc/self/status");
@@ -448,8 +447,8 @@ TEST(HostApiRealModel, TwoContextsOfOneModelAddNoSecondCopyOfTheWeights) {
     std::vector<int64_t> positions(tokens.size());
     std::vector<sy_seq_id> seqs(tokens.size(), seq);
     for (size_t i = 0; i < tokens.size(); ++i) positions[i] = int64_t(i);
-    sy_batch b{sizeof(sy_batch), tokens.size(), tokens.data(), positions.data(), seqs.data(),
-               nullptr};
+    sy_batch b{sizeof(sy_batch), tokens.size(), tokens.data(),
+               positions.data(), seqs.data(),   nullptr};
     ASSERT_EQ(sy_context_decode(c, &b, nullptr, &e), kOk) << e.message;
   };
   sy_context *first = nullptr, *second = nullptr;

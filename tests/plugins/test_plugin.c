@@ -83,29 +83,21 @@ static void plugin_log(sy_log_level level, const char* message) {
 #else
 #define TEST_ADD_FEATURES 0
 #endif
-static const sy_kernel_envelope kAdd = {sizeof(sy_kernel_envelope),
-                                        "add_f32",
-                                        SY_OP_ADD,
-                                        "generic",
-                                        kDLCPU,
-                                        SY_DTYPE_BIT(SY_DTYPE_F32),
-                                        TEST_ADD_FEATURES,
-                                        NULL,
-                                        0,
-                                        0,
-                                        0,
-                                        0,
-                                        SY_RESIDENCY_DEVICE,
-                                        NULL,
-                                        0,
-                                        1.0
+/* Fields left out are zero: no head-dim limits, no per-operand residency. */
+static const sy_kernel_envelope kAdd = {
+    .struct_size = sizeof(sy_kernel_envelope),
+    .kernel = "add_f32",
+    .op = SY_OP_ADD,
+    .family = "generic",
+    .device_type = kDLCPU,
+    .dtypes = SY_DTYPE_BIT(SY_DTYPE_F32),
+    .features = TEST_ADD_FEATURES,
+    .default_residency = SY_RESIDENCY_DEVICE,
+    .cost_hint = 1.0,
 #if SY_ABI_COMPAT_MINOR >= 3
-                                        ,
-                                        /* weight dtypes, read by a host of minor 3 (an add has
-                                           no weights: the value only proves the field crossed);
-                                           q5_0 is 1.6's, and the host drops it from older
-                                           builds */
-                                        SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0)
+    /* Weight dtypes, read by a host of minor 3 (an add has no weights: the value only proves the
+       field crossed); q5_0 is 1.6's, and the host drops it from older builds. */
+    .weight_dtypes = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0),
 #endif
 };
 static const sy_kernel_envelope* const kKernels[] = {&kAdd};

@@ -50,9 +50,9 @@ typedef enum sy_dtype {
   SY_DTYPE_Q5_K = 12, /* 256 elements: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 q[128] */
   SY_DTYPE_Q6_K = 13, /* 256 elements: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
   /* Since ABI 1.6: the types llama-quantize falls back to for rows that are not a multiple of
-   * 256 elements (the attention matrices of hidden 576, 896, 960 ...), iq4_xs, q2_k and q3_k. Nibble order
-   * as q4_0 (per 32-element sub-block for iq4_xs): element i in the low nibble of q[i], element
-   * i + 16 in its high nibble. */
+   * 256 elements (the attention matrices of hidden 576, 896, 960 ...), iq4_xs, q2_k and q3_k.
+   * Nibble order as q4_0 (per 32-element sub-block for iq4_xs): element i in the low nibble of
+   * q[i], element i + 16 in its high nibble. */
   SY_DTYPE_Q5_0 = 14,   /* 32 elements: f16 d, u8 qh[4], u8 q[16]; x = d·(q + 16·h − 16), h the
                            element's bit of the 32-bit little-endian qh */
   SY_DTYPE_Q5_1 = 15,   /* 32 elements: f16 d, f16 m, u8 qh[4], u8 q[16]; x = d·(q + 16·h) + m */
