@@ -327,14 +327,16 @@ static int blocked_elsewhere(const sy_op_desc* op, sy_refusal_fn add, void* ctx)
     const sy_tensor_desc* t = is_in ? op->inputs[idx] : op->outputs[idx];
     if (!t || !sy_dtype_is_blocked(t->dtype)) continue;
     if (is_in && ((op->op == SY_OP_MATMUL && idx == 1) || (op->op == SY_OP_EMBEDDING && idx == 0) ||
-                  (op->op == SY_OP_FUSED_DECODE_ATTENTION && idx >= 1 && idx <= 3)))
+                  (op->op == SY_OP_FUSED_DECODE_ATTENTION && idx >= 1 && idx <= 3) ||
+                  (op->op == SY_OP_MOE_EXPERTS && idx >= 3 && idx <= 5)))
       continue;
     if (op->op == SY_OP_COPY) continue; /* a copy keeps its dtype: sy_contract_copy */
     {
       text64 need = fmt64("%s %zu %s", is_in ? "input" : "output", idx, dtname(t->dtype));
-      refuse(&r, "block_dtype", need.s, "matmul b, embedding table or fused decode projection",
-             "%s %zu is %s: only matmul's b, an embedding's table and the fused decode block's "
-             "projections may be block-quantized",
+      refuse(&r, "block_dtype", need.s,
+             "matmul b, embedding table, fused decode projection or expert weight",
+             "%s %zu is %s: only matmul's b, an embedding's table, the fused decode block's "
+             "projections and moe_experts' gate, up and down may be block-quantized",
              is_in ? "input" : "output", idx, dtname(t->dtype));
     }
   }
@@ -1058,6 +1060,124 @@ int sy_contract_fused_decode_attention(const sy_op_desc* op, sy_refusal_fn add, 
   return r.n;
 }
 
+/* ---- mixture of experts (1.7) ----------------------------------------------------------- */
+
+static void routing_operand(refuser* r, const char* name, const sy_tensor_desc* t, sy_dtype dt,
+                            int64_t tokens, int64_t k) {
+  int64_t want[2];
+  want[0] = tokens;
+  want[1] = k;
+  if (t->dtype != dt) {
+    text64 need = fmt64("%s %s", name, dtname(t->dtype)), have = fmt64("%s %s", name, dtname(dt));
+    refuse(r, dt == SY_DTYPE_I32 ? "index_dtype" : "dtype_match", need.s, have.s,
+           "%s must be %s, is %s", name, dtname(dt), dtname(t->dtype));
+  }
+  shape_is(r, name, t, want, 2, "[T, top_k]");
+}
+
+int sy_contract_moe_router(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  refuser r = {add, ctx, 0};
+  const sy_tensor_desc* logits;
+  int64_t k, e;
+  if (!operands(&r, op, 1, 2, "logits -> ids, weights")) return r.n;
+  logits = op->inputs[0];
+  if (!is_float(logits->dtype)) {
+    text64 need = fmt64("logits %s", dtname(logits->dtype));
+    refuse(&r, "dtype_match", need.s, "logits f32, f16 or bf16",
+           "logits must be f32, f16 or bf16, is %s", dtname(logits->dtype));
+  }
+  if (!rank_is(&r, "logits", logits, 2, "[T, E]")) return r.n;
+  e = logits->shape[1];
+  k = int_attr(&r, op, SY_ATTR_TOP_K, 0);
+  if (k < 1 || k > e) {
+    text64 need = fmt64("top_k=%lld", (long long)k),
+           have = fmt64("1 <= top_k <= E=%lld", (long long)e);
+    refuse(&r, "attribute", need.s, have.s,
+           "attribute top_k is %lld, must be at least 1 and at most the %lld experts", (long long)k,
+           (long long)e);
+    return r.n;
+  }
+  routing_operand(&r, "ids", op->outputs[0], SY_DTYPE_I32, logits->shape[0], k);
+  routing_operand(&r, "weights", op->outputs[1], SY_DTYPE_F32, logits->shape[0], k);
+  return r.n;
+}
+
+/* An expert weight [E, rows, row]: x's dtype, or block-quantized in rows of whole blocks. */
+static void expert_weight(refuser* r, const char* name, const sy_tensor_desc* w,
+                          const sy_tensor_desc* x, int64_t e, int64_t rows, int64_t row) {
+  int64_t want[3];
+  text64 why = fmt64("[E, %s]", name[0] == 'd' ? "H, I" : "I, H");
+  want[0] = e;
+  want[1] = rows;
+  want[2] = row;
+  if (sy_dtype_is_blocked(w->dtype))
+    quantized_weights(r, name, w, "x", x, row);
+  else
+    same_dtype(r, name, w, "x", x);
+  shape_is(r, name, w, want, 3, why.s);
+}
+
+static void expert_activation(refuser* r, const sy_op_desc* op) {
+  const char* act = string_attr(r, op, SY_ATTR_EXPERT_ACTIVATION, "");
+  one_of(r, SY_ATTR_EXPERT_ACTIVATION, act, "silu", "swiglu_limit");
+  if (strcmp(act, "swiglu_limit") != 0) return;
+  if (!find_attr(op, SY_ATTR_SWIGLU_ALPHA) || !find_attr(op, SY_ATTR_SWIGLU_LIMIT)) {
+    refuse(r, "attribute", "swiglu_limit without swiglu_alpha/swiglu_limit",
+           "swiglu_alpha and swiglu_limit",
+           "expert_activation swiglu_limit needs the attributes swiglu_alpha and swiglu_limit");
+    return;
+  }
+  finite_at_least(r, SY_ATTR_SWIGLU_ALPHA, float_attr(r, op, SY_ATTR_SWIGLU_ALPHA, 0), -1e30, 0);
+  finite_at_least(r, SY_ATTR_SWIGLU_LIMIT, float_attr(r, op, SY_ATTR_SWIGLU_LIMIT, 0), 0, 1);
+}
+
+int sy_contract_moe_experts(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  refuser r = {add, ctx, 0};
+  const sy_tensor_desc *x, *gate, *up, *down;
+  int64_t t, h, e, i, k;
+  const size_t n = op->num_inputs == 9 ? 9 : 6;
+  if (!operands(&r, op, n, 1,
+                "x, ids, weights, gate, up, down[, gate_bias, up_bias, down_bias] -> y"))
+    return r.n;
+  x = op->inputs[0];
+  gate = op->inputs[3];
+  up = op->inputs[4];
+  down = op->inputs[5];
+  if (!is_float(x->dtype)) {
+    text64 need = fmt64("x %s", dtname(x->dtype));
+    refuse(&r, "dtype_match", need.s, "x f32, f16 or bf16", "x must be f32, f16 or bf16, is %s",
+           dtname(x->dtype));
+  }
+  if (!rank_is(&r, "x", x, 2, "[T, H]") || !rank_is(&r, "ids", op->inputs[1], 2, "[T, top_k]") ||
+      !rank_is(&r, "gate", gate, 3, "[E, I, H]"))
+    return r.n;
+  t = x->shape[0];
+  h = x->shape[1];
+  k = op->inputs[1]->shape[1];
+  e = gate->shape[0];
+  i = gate->shape[1];
+  routing_operand(&r, "ids", op->inputs[1], SY_DTYPE_I32, t, k);
+  routing_operand(&r, "weights", op->inputs[2], SY_DTYPE_F32, t, k);
+  expert_weight(&r, "gate", gate, x, e, i, h);
+  expert_weight(&r, "up", up, x, e, i, h);
+  expert_weight(&r, "down", down, x, e, h, i);
+  if (n == 9) {
+    int64_t bi[2], bh[2];
+    bi[0] = bh[0] = e;
+    bi[1] = i;
+    bh[1] = h;
+    same_dtype(&r, "gate_bias", op->inputs[6], "x", x);
+    same_dtype(&r, "up_bias", op->inputs[7], "x", x);
+    same_dtype(&r, "down_bias", op->inputs[8], "x", x);
+    shape_is(&r, "gate_bias", op->inputs[6], bi, 2, "[E, I]");
+    shape_is(&r, "up_bias", op->inputs[7], bi, 2, "[E, I]");
+    shape_is(&r, "down_bias", op->inputs[8], bh, 2, "[E, H]");
+  }
+  like(&r, "y", op->outputs[0], "x", x);
+  expert_activation(&r, op);
+  return r.n;
+}
+
 int64_t sy_fused_decode_head_dim(const sy_op_desc* op) {
   const sy_tensor_desc* o = output(op, 0);
   return o && o->ndim == 4 && o->shape && o->shape[3] > 0 ? o->shape[3] : 0;
@@ -1087,6 +1207,8 @@ static int op_kind_contract(const sy_op_desc* op, sy_refusal_fn add, void* ctx) 
     case SY_OP_SINKS_FROM_LSE: return sy_contract_sinks_from_lse(op, add, ctx);
     case SY_OP_SOFTCAP: return sy_contract_softcap(op, add, ctx);
     case SY_OP_SLICE: return sy_contract_slice(op, add, ctx);
+    case SY_OP_MOE_ROUTER: return sy_contract_moe_router(op, add, ctx);
+    case SY_OP_MOE_EXPERTS: return sy_contract_moe_experts(op, add, ctx);
     default: break;
   }
   return sy_refuse(add, ctx, "operands", "an unknown op kind", "an op of the vocabulary",

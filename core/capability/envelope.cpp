@@ -79,7 +79,8 @@ uint64_t features_at_minor(uint64_t features, uint32_t minor) {
 }
 
 uint64_t dtypes_at_minor(uint64_t dtypes, uint32_t minor) {
-  if (minor >= 6) return dtypes;
+  if (minor >= 7) return dtypes;
+  if (minor == 6) return dtypes & (SY_DTYPE_BIT(SY_DTYPE_MXFP4) - 1);
   return dtypes & (SY_DTYPE_BIT(SY_DTYPE_Q5_0) - 1);
 }
 

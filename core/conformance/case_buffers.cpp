@@ -91,6 +91,12 @@ void quantized(std::vector<uint8_t>& b, sy_dtype dt, std::mt19937& rng) {
       case SY_DTYPE_Q5_1:
       case SY_DTYPE_Q4_K:
       case SY_DTYPE_Q5_K: half(blk, d), half(blk + 2, d * 0.5f); break;
+      case SY_DTYPE_MXFP4: b[blk] = uint8_t(119 + rng() % 4); break;  // 2^-8 .. 2^-5, no 0xFF
+      case SY_DTYPE_IQ4_XS:  // sub-block scales d·(ls − 32) with ls in 32..36, as trained ones are
+        half(blk, d);
+        b[blk + 2] = b[blk + 3] = 0xAA;
+        for (size_t j = 0; j < 4; ++j) b[blk + 4 + j] = uint8_t(rng() % 5 | (rng() % 5) << 4);
+        break;
       default: half(blk, d);
     }
   }
@@ -145,8 +151,23 @@ Buffers::Buffers(const OpDesc& op, uint32_t seed,
         ints(t, 0, op.outputs[1].shape[1] - 1);
       else if (op.op == SY_OP_ATTENTION)
         ints(t, 1, op.inputs[1].shape[1]);
+      else if (op.op == SY_OP_MOE_EXPERTS)
+        ints(t, 0, op.inputs[3].shape[0] - 1);  // expert ids
       else
         ints(t, 0, 3);
+    } else if (op.op == SY_OP_MOE_EXPERTS && i == 0) {
+      // Hidden states of a normed layer's scale: two matmuls deep, x in [-1, 1] against
+      // quantized weights of magnitude ~10 would test f32's cancellation, not the kernel.
+      for (size_t e = 0; e < count(t); ++e) set(t.bytes, dt, e, 0.25 * uni(rng));
+    } else if (op.op == SY_OP_MOE_EXPERTS && i == 2) {
+      // Routing weights as a router gives them: positive, each token's summing to 1.
+      const size_t k = size_t(t.shape.back());
+      for (size_t r = 0; r < count(t) / k; ++r) {
+        std::vector<double> w(k);
+        double sum = 0;
+        for (double& v : w) sum += v = 0.1 + (uni(rng) + 1) / 2;
+        for (size_t j = 0; j < k; ++j) set(t.bytes, dt, r * k + j, w[j] / sum);
+      }
     } else if ((op.op == SY_OP_ROPE && i == 2) ||
                (op.op == SY_OP_FUSED_DECODE_ATTENTION && i == 5)) {
       for (size_t e = 0; e < count(t); ++e)  // a frequency table: decreasing, positive

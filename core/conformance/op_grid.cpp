@@ -11,7 +11,8 @@ using Shape = std::vector<int64_t>;
 constexpr sy_dtype kFloats[] = {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_F16};
 constexpr sy_dtype kQuantized[] = {SY_DTYPE_Q8_0,   SY_DTYPE_Q4_0,   SY_DTYPE_Q4_1, SY_DTYPE_Q4_K,
                                    SY_DTYPE_Q5_K,   SY_DTYPE_Q6_K,   SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
-                                   SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K, SY_DTYPE_Q3_K};
+                                   SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K, SY_DTYPE_Q3_K,
+                                   SY_DTYPE_MXFP4};
 
 bool has(uint64_t mask, sy_dtype d) {
   return mask & SY_DTYPE_BIT(d);
@@ -388,6 +389,53 @@ void sinks_from_lse(Grid& g) {
           std::string("o ") + sy_dtype_name(o), has(g.env().dtypes, SY_DTYPE_F32));
 }
 
+// ---- mixture of experts (ABI 1.7) -----------------------------------------------------------
+
+OpDesc router_op(sy_dtype d, int64_t tokens, int64_t experts, int64_t k) {
+  OpDesc op = op_of(SY_OP_MOE_ROUTER, {t(d, {tokens, experts})},
+                    {t(SY_DTYPE_I32, {tokens, k}), t(SY_DTYPE_F32, {tokens, k})});
+  op.set(SY_ATTR_TOP_K, k);
+  return op;
+}
+
+void moe_router(Grid& g) {
+  per_dtype(g, {{5, 8, 2}, {1, 32, 4}, {7, 4, 4}},
+            [&](sy_dtype d, const Shape& s) { return router_op(d, s[0], s[1], s[2]); });
+}
+
+// x [T, H], ids and weights [T, k], gate/up [E, I, H] and down [E, H, I] of weight dtype w, with
+// the three biases when `biased`.
+OpDesc experts_op(sy_dtype d, sy_dtype w, const Shape& s, bool biased, bool swiglu,
+                  double limit = 0.5) {
+  const int64_t T = s[0], H = s[1], I = s[2], E = s[3], k = s[4];
+  std::vector<TensorDesc> in = {t(d, {T, H}),    t(SY_DTYPE_I32, {T, k}), t(SY_DTYPE_F32, {T, k}),
+                                t(w, {E, I, H}), t(w, {E, I, H}),         t(w, {E, H, I})};
+  if (biased) in.insert(in.end(), {t(d, {E, I}), t(d, {E, I}), t(d, {E, H})});
+  OpDesc op = op_of(SY_OP_MOE_EXPERTS, std::move(in), {t(d, {T, H})});
+  op.set(SY_ATTR_EXPERT_ACTIVATION, std::string(swiglu ? "swiglu_limit" : "silu"));
+  if (swiglu) {
+    op.set(SY_ATTR_SWIGLU_ALPHA, 1.702);
+    op.set(SY_ATTR_SWIGLU_LIMIT, limit);  // 0.5: the random values reach the clamp
+  }
+  return op;
+}
+
+void moe_experts(Grid& g) {
+  per_dtype(g, {{5, 64, 32, 4, 2}, {1, 32, 64, 8, 4}, {9, 32, 32, 3, 3}},
+            [&](sy_dtype d, const Shape& s) { return experts_op(d, d, s, true, true); });
+  for (sy_dtype d : g.dtypes()) {
+    g.add(experts_op(d, d, {4, 64, 32, 4, 2}, false, false),
+          std::string(sy_dtype_name(d)) + " silu");
+    if (g.quick()) break;
+  }
+  for (sy_dtype q : kQuantized) {
+    if (g.dtypes().empty()) break;
+    const sy_dtype a = g.dtypes()[0];
+    g.add(experts_op(a, q, {3, 256, 256, 4, 2}, true, true, 7.0),
+          std::string("weights ") + sy_dtype_name(q), has(g.env().weight_dtypes, q));
+  }
+}
+
 // ---- varlen (ABI 1.5): prepared for T = 9 tokens, run on 5 ----------------------------------
 
 constexpr int64_t kBoundT = 9, kActualT = 5;
@@ -436,6 +484,16 @@ void varlen(Grid& g, sy_op_kind k) {
         op = op_of(k, {dyn(t(d, {kBoundT, 5, 16}), 0)}, {dyn(t(d, {kBoundT, 2, 16}), 0)});
         op.set(SY_ATTR_AXIS, int64_t{1});
         op.set(SY_ATTR_START, int64_t{1});
+        break;
+      case SY_OP_MOE_ROUTER:
+        op = router_op(d, kBoundT, 8, 2);
+        for (auto& v : op.inputs) v = dyn(v, 0);
+        for (auto& v : op.outputs) v = dyn(v, 0);
+        break;
+      case SY_OP_MOE_EXPERTS:
+        op = experts_op(d, d, {kBoundT, 64, 32, 4, 2}, true, true);
+        for (size_t i = 0; i < 3; ++i) op.inputs[i] = dyn(op.inputs[i], 0);
+        op.outputs[0] = dyn(op.outputs[0], 0);
         break;
       case SY_OP_SINKS_FROM_LSE:
         if (d != SY_DTYPE_F32) continue;  // the op's dtype is lse's, always f32
@@ -544,6 +602,8 @@ std::vector<GridCase> op_grid(const Envelope& env, bool quick) {
     case SY_OP_ATTENTION: attention(g); break;
     case SY_OP_FUSED_DECODE_ATTENTION: fused(g); break;
     case SY_OP_SINKS_FROM_LSE: sinks_from_lse(g); break;
+    case SY_OP_MOE_ROUTER: moe_router(g); break;
+    case SY_OP_MOE_EXPERTS: moe_experts(g); break;
     default: break;
   }
   varlen(g, env.op);

@@ -21,6 +21,8 @@ std::unique_ptr<CpuKernel> make_copy(const sy::edge::OpCopy& op, const CpuContex
 std::unique_ptr<CpuKernel> make_sinks_from_lse(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_softcap(const sy::edge::OpCopy& op, const CpuContext& ctx);
 std::unique_ptr<CpuKernel> make_slice(const sy::edge::OpCopy& op, const CpuContext& ctx);
+std::unique_ptr<CpuKernel> make_moe_router(const sy::edge::OpCopy& op, const CpuContext& ctx);
+std::unique_ptr<CpuKernel> make_moe_experts(const sy::edge::OpCopy& op, const CpuContext& ctx);
 
 // What make_attention builds for the paged form (attention_paged.cpp).
 std::unique_ptr<CpuKernel> make_paged_attention(const sy::edge::OpCopy& op, const CpuContext& ctx);
@@ -32,5 +34,8 @@ std::unique_ptr<CpuKernel> make_quant_embedding(const sy::edge::OpCopy& op, cons
 // workspace_bytes): bf16 x widened for a tier that reads f32. The f32 operands of a bf16 [K, N]
 // matmul oneDNN cannot run natively are decided at prepare and are not counted.
 uint64_t matmul_workspace_bytes(const sy_op_desc* op);
+// The scratch make_moe_experts' kernel keeps: per token slot (T·top_k), its x row (f32 and bf16),
+// gate and up (f32; the activation overwrites gate), down's row (f32), and the sort's indices.
+uint64_t moe_experts_workspace_bytes(const sy_op_desc* op);
 
 }  // namespace sy::cpu

@@ -18,7 +18,8 @@ constexpr uint64_t kQuantized =
     SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_1) |
     SY_DTYPE_BIT(SY_DTYPE_Q4_K) | SY_DTYPE_BIT(SY_DTYPE_Q5_K) | SY_DTYPE_BIT(SY_DTYPE_Q6_K) |
     SY_DTYPE_BIT(SY_DTYPE_Q5_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_1) | SY_DTYPE_BIT(SY_DTYPE_IQ4_NL) |
-    SY_DTYPE_BIT(SY_DTYPE_IQ4_XS) | SY_DTYPE_BIT(SY_DTYPE_Q2_K) | SY_DTYPE_BIT(SY_DTYPE_Q3_K);
+    SY_DTYPE_BIT(SY_DTYPE_IQ4_XS) | SY_DTYPE_BIT(SY_DTYPE_Q2_K) | SY_DTYPE_BIT(SY_DTYPE_Q3_K) |
+    SY_DTYPE_BIT(SY_DTYPE_MXFP4);
 
 using sy::edge::feature_mask;
 
@@ -100,6 +101,9 @@ const sy_kernel_envelope kEnvelopes[] = {
     envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32),
     envelope("softcap", SY_OP_SOFTCAP, "generic", F32 | BF16),
     envelope("slice", SY_OP_SLICE, "generic", F32 | BF16 | I32 | I64),
+    envelope("moe_router", SY_OP_MOE_ROUTER, "generic", F32 | BF16),
+    // Every weight dtype the matmul serves, through the same rowdot kernels (ops_moe.cpp).
+    with_weights(envelope("moe_experts", SY_OP_MOE_EXPERTS, "generic", F32 | BF16), kQuantized),
 };
 
 constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
@@ -162,22 +166,28 @@ const sy::edge::NarrowFn kLimits[] = {
     nullptr,         nullptr,
     limit_copy,      limit_sinks_from_lse,
     nullptr,         nullptr,
+    nullptr,         nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
-    make_attention, make_fused_decode,   make_kv_cache_append, make_matmul,
-    make_embedding, make_rms_norm,       make_layer_norm,      make_rope,
-    make_unary,     make_unary,          make_binary,          make_binary,
-    make_binary,    make_binary,         make_softmax,         make_argmax,
-    make_copy,      make_sinks_from_lse, make_softcap,         make_slice,
+    make_attention,  make_fused_decode,   make_kv_cache_append, make_matmul,
+    make_embedding,  make_rms_norm,       make_layer_norm,      make_rope,
+    make_unary,      make_unary,          make_binary,          make_binary,
+    make_binary,     make_binary,         make_softmax,         make_argmax,
+    make_copy,       make_sinks_from_lse, make_softcap,         make_slice,
+    make_moe_router, make_moe_experts,
 };
 // matmul: what make_matmul's kernel for this op keeps from prepare to release.
 uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return matmul_workspace_bytes(op);
 }
+// moe_experts: its sorted slots' rows and intermediates (ops_moe.cpp).
+uint64_t experts_workspace(const sy_device_desc*, const sy_op_desc* op) {
+  return moe_experts_workspace_bytes(op);
+}
 const sy::edge::WorkspaceFn kWorkspace[] = {
-    nullptr, nullptr, nullptr, matmul_workspace, nullptr, nullptr, nullptr,
-    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr, nullptr,
-    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr,
+    nullptr, nullptr, nullptr, matmul_workspace, nullptr, nullptr,           nullptr, nullptr,
+    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr,           nullptr, nullptr,
+    nullptr, nullptr, nullptr, nullptr,          nullptr, experts_workspace,
 };
 static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);

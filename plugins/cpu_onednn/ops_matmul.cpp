@@ -174,18 +174,7 @@ class RowdotKernel final : public CpuKernel {
     } else {
       a.xf = data_of<const float>(in[0]);
     }
-    const int64_t work = a.M * a.N * a.K;
-    const int threads = work >= kParallelWork ? ctx_.num_threads : 1;
-    const RowdotTier& tier = tier_;
-    if (threads == 1) return tier.columns(a, 0, a.N);
-    const int64_t unit = tier.row_multiple, units = (a.N + unit - 1) / unit;
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t n0 = std::min(a.N, units * t / nt * unit),
-                    n1 = std::min(a.N, units * (t + 1) / nt * unit);
-      if (n1 > n0) tier.columns(a, n0, n1);
-    }
+    rowdot_run(tier_, a, ctx_.num_threads);
   }
 
  private:
@@ -197,6 +186,19 @@ class RowdotKernel final : public CpuKernel {
 };
 
 }  // namespace
+
+void rowdot_run(const RowdotTier& tier, const RowdotArgs& a, int threads) {
+  if (a.M * a.N * a.K < kParallelWork) threads = 1;
+  if (threads == 1) return tier.columns(a, 0, a.N);
+  const int64_t unit = tier.row_multiple, units = (a.N + unit - 1) / unit;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t n0 = std::min(a.N, units * t / nt * unit),
+                  n1 = std::min(a.N, units * (t + 1) / nt * unit);
+    if (n1 > n0) tier.columns(a, n0, n1);
+  }
+}
 
 uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;

@@ -217,6 +217,25 @@ inline void dequant_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// The E8M0 scale 2^(e − 127) as f32, exactly: e = 0 is the subnormal 2^-127. (e = 0xFF, NaN in
+// E8M0, reads as +inf here; the host refuses such weights before a kernel sees them.)
+inline float e8m0_scale(uint8_t e) {
+  const uint32_t bits = e == 0 ? 0x00400000u : uint32_t(e) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// mxfp4: E2M1 values (sy_e2m1_value) under the block's E8M0 scale; nibble order as q4_0's.
+inline void dequant_mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_scale(b[0]);
+  const uint8_t* qs = b + 1;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * sy_e2m1_value(qs[i] & 0x0f);
+    y[i + 16] = d * sy_e2m1_value(qs[i] >> 4);
+  }
+}
+
 using DequantBlockFn = void (*)(const uint8_t* block, float* y);
 
 // The block dequantizer of a block-quantized dtype; nullptr for the others.
@@ -234,6 +253,7 @@ inline DequantBlockFn dequant_block_of(sy_dtype d) {
     case SY_DTYPE_IQ4_XS: return dequant_iq4_xs;
     case SY_DTYPE_Q2_K: return dequant_q2_k;
     case SY_DTYPE_Q3_K: return dequant_q3_k;
+    case SY_DTYPE_MXFP4: return dequant_mxfp4;
     default: return nullptr;
   }
 }

@@ -33,6 +33,7 @@ inline void dequant_rows_any(sy_dtype t, const uint8_t* w, int64_t K, int64_t r0
     case SY_DTYPE_IQ4_XS: return dequant_rows_t<dequant_iq4_xs, 256, 136>(w, K, r0, r1, dst);
     case SY_DTYPE_Q2_K: return dequant_rows_t<dequant_q2_k, 256, 84>(w, K, r0, r1, dst);
     case SY_DTYPE_Q3_K: return dequant_rows_t<dequant_q3_k, 256, 110>(w, K, r0, r1, dst);
+    case SY_DTYPE_MXFP4: return dequant_rows_t<dequant_mxfp4, 32, 17>(w, K, r0, r1, dst);
     default: return;
   }
 }

@@ -48,6 +48,10 @@ struct RowdotTier {
 };
 
 const RowdotTier& rowdot_tier(const TierChoice& tier);
+// Every column of `a`, split over up to `threads` OpenMP threads in ranges of whole tiles (one
+// thread when the work is small). Each element is computed by one thread, so the result does
+// not depend on the split.
+void rowdot_run(const RowdotTier& tier, const RowdotArgs& a, int threads);
 const RowdotTier& rowdot_avx512(bool bf16_dot);
 const RowdotTier& rowdot_avx2();
 const RowdotTier& rowdot_portable();

@@ -414,8 +414,8 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 8 lanes,
-    // as in the avx512 tier.
+    // Types without a decoder of their own (q2_k, q3_k, mxfp4): rowdot_lanes.hpp's loops on 8
+    // lanes, as in the avx512 tier.
     default:
       if (sy_dtype_is_blocked(a.wtype)) return lane_columns<Avx2Lanes>(a, quant_avx2(), n0, n1);
       return;

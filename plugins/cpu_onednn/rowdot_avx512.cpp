@@ -568,7 +568,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
   switch (a.wtype) {
     case SY_DTYPE_F32: return columns_t<F32Rows>(a, n0, n1);
     case SY_DTYPE_BF16:
-      if constexpr (kDot) return dot_columns(a, n0, n1);
+      // f32 x (moe_experts' down reads its f32 activation) takes the widening path.
+      if constexpr (kDot)
+        if (a.xb) return dot_columns(a, n0, n1);
       return columns_t<Bf16Rows>(a, n0, n1);
     case SY_DTYPE_Q8_0: return columns_t<Q8_0Rows>(a, n0, n1);
     case SY_DTYPE_Q4_0: return columns_t<Q4Rows<SY_DTYPE_Q4_0>>(a, n0, n1);
@@ -580,9 +582,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 16 lanes,
-    // over each block dequantized by the scalar formulas. Exact, and batch-invariant the same
-    // way (one chain of FMAs per element over K), but not yet as fast as a register decoder.
+    // Types without a decoder of their own (q2_k, q3_k, mxfp4): rowdot_lanes.hpp's loops on 16
+    // lanes, over each block dequantized by the scalar formulas. Exact, and batch-invariant the
+    // same way (one chain of FMAs per element over K), but not yet as fast as a register decoder.
     default:
       if (sy_dtype_is_blocked(a.wtype)) return lane_columns<Avx512Lanes>(a, quant_avx512(), n0, n1);
       return;

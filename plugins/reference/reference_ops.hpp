@@ -54,5 +54,7 @@ void kv_cache_append(const sy::edge::OpCopy&, Operands, Operands);
 void attention(const sy::edge::OpCopy&, Operands, Operands);
 void sinks_from_lse(const sy::edge::OpCopy&, Operands, Operands);
 void fused_decode_attention(const sy::edge::OpCopy&, Operands, Operands);
+void moe_router(const sy::edge::OpCopy&, Operands, Operands);   // reference_moe.cpp
+void moe_experts(const sy::edge::OpCopy&, Operands, Operands);  // reference_moe.cpp
 
 }  // namespace sy::ref

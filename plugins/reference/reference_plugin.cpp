@@ -20,7 +20,8 @@ constexpr uint64_t kInts = bit(SY_DTYPE_I32) | bit(SY_DTYPE_I64);
 constexpr uint64_t kQuantized = bit(SY_DTYPE_Q8_0) | bit(SY_DTYPE_Q4_0) | bit(SY_DTYPE_Q4_1) |
                                 bit(SY_DTYPE_Q4_K) | bit(SY_DTYPE_Q5_K) | bit(SY_DTYPE_Q6_K) |
                                 bit(SY_DTYPE_Q5_0) | bit(SY_DTYPE_Q5_1) | bit(SY_DTYPE_IQ4_NL) |
-                                bit(SY_DTYPE_IQ4_XS) | bit(SY_DTYPE_Q2_K) | bit(SY_DTYPE_Q3_K);
+                                bit(SY_DTYPE_IQ4_XS) | bit(SY_DTYPE_Q2_K) | bit(SY_DTYPE_Q3_K) |
+                                bit(SY_DTYPE_MXFP4);
 constexpr double kCost = 1000.0;  // last among any peers
 
 constexpr uint64_t features(std::initializer_list<sy_feature> fs) {
@@ -79,6 +80,8 @@ const sy_kernel_envelope kEnvelopes[] = {
                        SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_ROPE_SCALED,
                        SY_FEATURE_PARTIAL_ROTARY}),
              kQuantized, "fused_decode"),
+    envelope("moe_router", SY_OP_MOE_ROUTER, kFloats),
+    envelope("moe_experts", SY_OP_MOE_EXPERTS, kFloats, 0, kQuantized),
 };
 constexpr size_t kCount = sizeof kEnvelopes / sizeof kEnvelopes[0];
 
@@ -110,6 +113,8 @@ const sy::edge::Factory<Kernel, Context> kFactories[kCount] = {
     make<sy::ref::attention>,
     make<sy::ref::sinks_from_lse>,
     make<sy::ref::fused_decode_attention>,
+    make<sy::ref::moe_router>,
+    make<sy::ref::moe_experts>,
 };
 const sy::edge::NarrowFn kLimits[kCount] = {};  // nothing beyond envelope and contract
 

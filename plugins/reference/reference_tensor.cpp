@@ -2,6 +2,7 @@
 
 #include "switchyard/plugin_api.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -95,6 +96,12 @@ double block_value(sy_dtype dt, const uint8_t* b, int i) {
       const int q = (low | (((b[128 + 32 * n + l] >> (2 * k)) & 3) << 4)) - 32;
       const int8_t sc = int8_t(b[192 + 8 * n + l / 16 + 2 * k]);
       return half(b + 208) * double(sc) * double(q);
+    }
+    case SY_DTYPE_MXFP4: {
+      // E8M0 scale 2^(e − 127); 0xFF is NaN (OCP MX), which no host hands a kernel.
+      const int q = i < 16 ? b[1 + i] & 0x0f : b[1 + i - 16] >> 4;
+      if (b[0] == 0xFF) return std::nan("");
+      return std::ldexp(double(sy_e2m1_value(unsigned(q))), int(b[0]) - 127);
     }
     default: throw std::logic_error("not a block-quantized dtype");
   }

@@ -239,7 +239,9 @@ TEST(BlockQuantized, BytesAreWholeBlocksOfEachType) {
                  // ABI 1.6; gguf.constants.GGML_QUANT_SIZES
                  Want{SY_DTYPE_Q5_0, 32, 22, "q5_0"}, Want{SY_DTYPE_Q5_1, 32, 24, "q5_1"},
                  Want{SY_DTYPE_IQ4_NL, 32, 18, "iq4_nl"}, Want{SY_DTYPE_IQ4_XS, 256, 136, "iq4_xs"},
-                 Want{SY_DTYPE_Q2_K, 256, 84, "q2_k"}, Want{SY_DTYPE_Q3_K, 256, 110, "q3_k"}}) {
+                 Want{SY_DTYPE_Q2_K, 256, 84, "q2_k"}, Want{SY_DTYPE_Q3_K, 256, 110, "q3_k"},
+                 // ABI 1.7; GGML_QUANT_SIZES[MXFP4]
+                 Want{SY_DTYPE_MXFP4, 32, 17, "mxfp4"}}) {
     SCOPED_TRACE(w.name);
     EXPECT_STREQ(sy_dtype_name(w.d), w.name);
     EXPECT_TRUE(sy_dtype_is_blocked(w.d));

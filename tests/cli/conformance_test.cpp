@@ -45,7 +45,7 @@ TEST(Conformance, CpuOnednnPassesAndRunsEveryKernelAgainstTheReference) {
     Result r = conformance((test::kPluginDir / "cpu_onednn.so").string());
     EXPECT_EQ(r.exit_code, 0) << r.report.dump(2).substr(0, 3000);
     EXPECT_EQ(r.report["status"], "pass");
-    EXPECT_EQ(r.report["kernels"].size(), 20u);
+    EXPECT_EQ(r.report["kernels"].size(), 22u);
     for (const auto& k : r.report["kernels"]) {
       EXPECT_EQ(k["verdict"], "pass") << k;
       EXPECT_GT(k["executed"].get<int>(), 0) << k["kernel"] << " ran no case against the reference";

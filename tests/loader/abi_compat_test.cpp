@@ -144,9 +144,15 @@ TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
 }
 
 // A minor-3 envelope's weight dtypes reach the host; a minor-2 plugin's envelope has none. The
-// dtypes of 1.6 (q5_0, q5_1, iq4_nl) cross from a minor-6 plugin only: every build of the test
-// plugin sets q5_0's bit, and the host drops it from the older ones.
+// dtypes of 1.6 (q5_0, q5_1, iq4_nl) cross from a minor-6 plugin only, mxfp4 (1.7) from a minor-7
+// one: every build of the test plugin sets both bits, and the host drops them from older ones.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
+  auto p7 = load(test::kGoodDir / "good_minor7.so");
+  ASSERT_TRUE(p7);
+  EXPECT_EQ(p7->negotiated_minor(), 7u);
+  EXPECT_EQ(p7->kernels()[0].weight_dtypes, SY_DTYPE_BIT(SY_DTYPE_Q8_0) |
+                                                SY_DTYPE_BIT(SY_DTYPE_Q5_0) |
+                                                SY_DTYPE_BIT(SY_DTYPE_MXFP4));
   auto p6 = load(test::kGoodDir / "good_minor6.so");
   ASSERT_TRUE(p6);
   EXPECT_EQ(p6->negotiated_minor(), 6u);

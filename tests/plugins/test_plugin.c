@@ -20,7 +20,7 @@
  *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
  *   TEST_TRUSTS_ARGUMENTS  execute checks only for NULL data, not ranks, shapes or strides
  *
- * Built at ABI minors 0 to 6 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
+ * Built at ABI minors 0 to 7 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
  * logs from init through the host info init received; at minor 3 its envelope declares weight
  * dtypes; at minor 4 its check declares a workspace, and its envelope claims the varlen feature
@@ -96,8 +96,9 @@ static const sy_kernel_envelope kAdd = {
     .cost_hint = 1.0,
 #if SY_ABI_COMPAT_MINOR >= 3
     /* Weight dtypes, read by a host of minor 3 (an add has no weights: the value only proves the
-       field crossed); q5_0 is 1.6's, and the host drops it from older builds. */
-    .weight_dtypes = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0),
+       field crossed); q5_0 is 1.6's and mxfp4 1.7's, and the host drops each from older builds. */
+    .weight_dtypes =
+        SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0) | SY_DTYPE_BIT(SY_DTYPE_MXFP4),
 #endif
 };
 static const sy_kernel_envelope* const kKernels[] = {&kAdd};

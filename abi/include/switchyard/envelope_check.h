@@ -126,15 +126,18 @@ static inline int sy_filter_device(const sy_kernel_envelope* env, const sy_devic
 
 /* The first input a kernel reads as weights, whose dtype may differ from the op's (since ABI
  * 1.3): matmul's b (input 1), an embedding's table (input 0), the fused decode block's wq (input
- * 1, then wk and wv: sy_weight_input_count); -1 for other kinds. */
+ * 1, then wk and wv: sy_weight_input_count), moe_experts' gate (input 3, then up and down, since
+ * 1.7); -1 for other kinds. */
 static inline int sy_weight_input(sy_op_kind op) {
   return op == SY_OP_MATMUL || op == SY_OP_FUSED_DECODE_ATTENTION ? 1
          : op == SY_OP_EMBEDDING                                  ? 0
+         : op == SY_OP_MOE_EXPERTS                                ? 3
                                                                   : -1;
 }
-/* How many inputs from sy_weight_input on are weights: 3 for the fused decode block, else 1. */
+/* How many inputs from sy_weight_input on are weights: 3 for the fused decode block and the
+ * experts, else 1. */
 static inline int sy_weight_input_count(sy_op_kind op) {
-  return op == SY_OP_FUSED_DECODE_ATTENTION ? 3 : 1;
+  return op == SY_OP_FUSED_DECODE_ATTENTION || op == SY_OP_MOE_EXPERTS ? 3 : 1;
 }
 
 /* The op's dtype: its first input's, except an embedding whose table is block-quantized, whose

@@ -48,6 +48,8 @@ int sy_contract_fused_decode_attention(const sy_op_desc* op, sy_refusal_fn add, 
 int sy_contract_sinks_from_lse(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 int sy_contract_slice(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
 int sy_contract_softcap(const sy_op_desc* op, sy_refusal_fn add, void* ctx);
+int sy_contract_moe_router(const sy_op_desc* op, sy_refusal_fn add, void* ctx);  /* since 1.7 */
+int sy_contract_moe_experts(const sy_op_desc* op, sy_refusal_fn add, void* ctx); /* since 1.7 */
 
 /* The head dim D of a fused_decode_attention op (o's last extent), or 0 when o is not a
  * rank-4 tensor: the envelope filters cannot see it, so kernels check it themselves. */

@@ -1,5 +1,5 @@
 /*
- * Switchyard capability vocabulary, version 1.
+ * Switchyard capability vocabulary, version 1 (values up to ABI 1.7).
  *
  * The words a plugin and the host share to describe what an operator needs
  * and what a kernel offers: data types, operator kinds, semantic features,
@@ -66,7 +66,12 @@ typedef enum sy_dtype {
                            sub-blocks of 16: d·(sc & 15)·q − dmin·(sc >> 4) (ggml's layout) */
   SY_DTYPE_Q3_K = 19,   /* 256 elements: u8 hmask[32], u8 q[64] (2 low bits), u8 scales[12] (16
                            6-bit scales), f16 d; d·(sc − 32)·(q − 4·(1 − high bit)) */
-  SY_DTYPE_COUNT        /* sentinel, not a dtype; grows with the vocabulary */
+  /* Since ABI 1.7: OCP Microscaling FP4 (gpt-oss's expert weights; GGUF type 39). 32 elements:
+   * u8 e (E8M0: 2^(e − 127)), u8 q[16] (E2M1 nibbles in GGUF's order: element i in the low nibble
+   * of q[i], element i + 16 in its high nibble); x = sy_e2m1_value(nibble)·2^(e − 127). e = 0xFF
+   * (NaN in E8M0) never reaches a kernel: the host refuses such a file (docs/abi.md, 5a). */
+  SY_DTYPE_MXFP4 = 20,
+  SY_DTYPE_COUNT /* sentinel, not a dtype; grows with the vocabulary */
 } sy_dtype;
 
 #define SY_DTYPE_BIT(d) (UINT64_C(1) << (unsigned)(d))
@@ -93,6 +98,7 @@ static inline const char* sy_dtype_name(sy_dtype d) {
     case SY_DTYPE_IQ4_XS: return "iq4_xs";
     case SY_DTYPE_Q2_K: return "q2_k";
     case SY_DTYPE_Q3_K: return "q3_k";
+    case SY_DTYPE_MXFP4: return "mxfp4";
     default: return 0;
   }
 }
@@ -115,7 +121,15 @@ static inline uint32_t sy_dtype_size(sy_dtype d) {
 
 /* 1 for a block-quantized type (since ABI 1.3). */
 static inline int sy_dtype_is_blocked(sy_dtype d) {
-  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_Q3_K;
+  return d >= SY_DTYPE_Q8_0 && d <= SY_DTYPE_MXFP4;
+}
+
+/* The value an E2M1 nibble q stands for (OCP MX: sign, 2 exponent bits, 1 mantissa bit): 0, 0.5,
+ * 1, 1.5, 2, 3, 4, 6 and their negatives (since ABI 1.7, mxfp4). */
+static inline float sy_e2m1_value(unsigned q) {
+  static const float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  return kValues[q & 15];
 }
 
 /* The signed value an iq4_nl nibble q (0-15) stands for (ggml's kvalues_iq4nl[q]). */
@@ -134,7 +148,8 @@ static inline uint32_t sy_dtype_block_elements(sy_dtype d) {
     case SY_DTYPE_Q4_1:
     case SY_DTYPE_Q5_0:
     case SY_DTYPE_Q5_1:
-    case SY_DTYPE_IQ4_NL: return 32;
+    case SY_DTYPE_IQ4_NL:
+    case SY_DTYPE_MXFP4: return 32;
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K:
     case SY_DTYPE_Q6_K:
@@ -161,6 +176,7 @@ static inline uint32_t sy_dtype_block_bytes(sy_dtype d) {
     case SY_DTYPE_IQ4_XS: return 136;
     case SY_DTYPE_Q2_K: return 84;
     case SY_DTYPE_Q3_K: return 110;
+    case SY_DTYPE_MXFP4: return 17;
     default: return sy_dtype_size(d);
   }
 }
@@ -219,6 +235,21 @@ typedef enum sy_op_kind {
    * extent there (every other extent equal to x's). The prefill phase takes the last position's
    * hidden state with it, so the head computes one row of logits, not the prompt's. */
   SY_OP_SLICE = 19,
+  /* Since ABI 1.7: a mixture-of-experts router. in: logits [T, E] (the router matmul's, bias
+   * included); out: ids i32 [T, k], weights f32 [T, k]. attr top_k = k (1 <= k <= E). Per token:
+   * the k largest logits, in decreasing order (a tie goes to the lower expert index), and the
+   * softmax over those k alone (gpt-oss's order; Mixtral's softmax-then-top-k-then-renormalise
+   * is the same numbers). */
+  SY_OP_MOE_ROUTER = 20,
+  /* Since ABI 1.7: the experts of a mixture-of-experts MLP. in: x [T, H], ids i32 [T, k],
+   * weights f32 [T, k], gate [E, I, H], up [E, I, H], down [E, H, I] (every expert's linear
+   * weights stacked, rows of the reduction as matmul's transpose_b; any weight dtype the kernel
+   * declares), then optionally gate_bias [E, I], up_bias [E, I], down_bias [E, H] (all three or
+   * none); out: y [T, H] = Σ_j weights[t, j] · down[e](act(gate[e]·x + gb[e], up[e]·x + ub[e])) +
+   * db[e]), e = ids[t, j]. attr expert_activation: "silu" (silu(g)·u) or "swiglu_limit"
+   * (gpt-oss: g = min(g, limit), u = clamp(u, −limit, limit), (u + 1)·g·σ(alpha·g)) with
+   * swiglu_alpha and swiglu_limit. */
+  SY_OP_MOE_EXPERTS = 21,
   SY_OP_COUNT
 } sy_op_kind;
 
@@ -244,6 +275,8 @@ static inline const char* sy_op_kind_name(sy_op_kind k) {
     case SY_OP_SINKS_FROM_LSE: return "sinks_from_lse";
     case SY_OP_SOFTCAP: return "softcap";
     case SY_OP_SLICE: return "slice";
+    case SY_OP_MOE_ROUTER: return "moe_router";
+    case SY_OP_MOE_EXPERTS: return "moe_experts";
     default: return 0;
   }
 }
@@ -383,6 +416,14 @@ static inline const char* sy_memory_kind_name(sy_memory_kind m) {
  * pool of blocks [NB, BS, Hkv, D] with a block table (attention) or per-token slots (append);
  * operand order in docs/abi.md "Varlen and paged". */
 #define SY_ATTR_PAGED "paged"
+/* moe_router (since 1.7): int, experts per token, 1 <= top_k <= E. */
+#define SY_ATTR_TOP_K "top_k"
+/* moe_experts (since 1.7): string "silu" | "swiglu_limit" (operator comment above). */
+#define SY_ATTR_EXPERT_ACTIVATION "expert_activation"
+/* moe_experts with expert_activation swiglu_limit (since 1.7): floats, the sigmoid's slope alpha
+ * (gpt-oss: 1.702) and the clamp limit > 0 (gpt-oss: 7.0). Both required. */
+#define SY_ATTR_SWIGLU_ALPHA "swiglu_alpha"
+#define SY_ATTR_SWIGLU_LIMIT "swiglu_limit"
 
 #ifdef __cplusplus
 } /* extern "C" */
