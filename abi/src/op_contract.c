@@ -1062,17 +1062,19 @@ int sy_contract_fused_decode_attention(const sy_op_desc* op, sy_refusal_fn add, 
 
 /* ---- mixture of experts (1.7) ----------------------------------------------------------- */
 
+/* ids or weights of a router: dtype `dt`, shape [..., k] with `of`'s leading dims. */
 static void routing_operand(refuser* r, const char* name, const sy_tensor_desc* t, sy_dtype dt,
-                            int64_t tokens, int64_t k) {
-  int64_t want[2];
-  want[0] = tokens;
-  want[1] = k;
+                            const sy_tensor_desc* of, int64_t k) {
+  int64_t want[16];
+  int i, n = of->ndim < 16 ? of->ndim : 16;
+  for (i = 0; i + 1 < n; ++i) want[i] = of->shape[i];
+  want[n - 1] = k;
   if (t->dtype != dt) {
     text64 need = fmt64("%s %s", name, dtname(t->dtype)), have = fmt64("%s %s", name, dtname(dt));
     refuse(r, dt == SY_DTYPE_I32 ? "index_dtype" : "dtype_match", need.s, have.s,
            "%s must be %s, is %s", name, dtname(dt), dtname(t->dtype));
   }
-  shape_is(r, name, t, want, 2, "[T, top_k]");
+  shape_is(r, name, t, want, n, "[..., top_k], the tokens' leading dims");
 }
 
 int sy_contract_moe_router(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
@@ -1086,8 +1088,11 @@ int sy_contract_moe_router(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
     refuse(&r, "dtype_match", need.s, "logits f32, f16 or bf16",
            "logits must be f32, f16 or bf16, is %s", dtname(logits->dtype));
   }
-  if (!rank_is(&r, "logits", logits, 2, "[T, E]")) return r.n;
-  e = logits->shape[1];
+  if (logits->ndim < 2) {
+    rank_at_least(&r, "logits", logits, 2);
+    return r.n;
+  }
+  e = logits->shape[logits->ndim - 1];
   k = int_attr(&r, op, SY_ATTR_TOP_K, 0);
   if (k < 1 || k > e) {
     text64 need = fmt64("top_k=%lld", (long long)k),
@@ -1097,8 +1102,8 @@ int sy_contract_moe_router(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
            (long long)e);
     return r.n;
   }
-  routing_operand(&r, "ids", op->outputs[0], SY_DTYPE_I32, logits->shape[0], k);
-  routing_operand(&r, "weights", op->outputs[1], SY_DTYPE_F32, logits->shape[0], k);
+  routing_operand(&r, "ids", op->outputs[0], SY_DTYPE_I32, logits, k);
+  routing_operand(&r, "weights", op->outputs[1], SY_DTYPE_F32, logits, k);
   return r.n;
 }
 
@@ -1134,7 +1139,7 @@ static void expert_activation(refuser* r, const sy_op_desc* op) {
 int sy_contract_moe_experts(const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   refuser r = {add, ctx, 0};
   const sy_tensor_desc *x, *gate, *up, *down;
-  int64_t t, h, e, i, k;
+  int64_t h, e, i, k;
   const size_t n = op->num_inputs == 9 ? 9 : 6;
   if (!operands(&r, op, n, 1,
                 "x, ids, weights, gate, up, down[, gate_bias, up_bias, down_bias] -> y"))
@@ -1148,16 +1153,18 @@ int sy_contract_moe_experts(const sy_op_desc* op, sy_refusal_fn add, void* ctx) 
     refuse(&r, "dtype_match", need.s, "x f32, f16 or bf16", "x must be f32, f16 or bf16, is %s",
            dtname(x->dtype));
   }
-  if (!rank_is(&r, "x", x, 2, "[T, H]") || !rank_is(&r, "ids", op->inputs[1], 2, "[T, top_k]") ||
-      !rank_is(&r, "gate", gate, 3, "[E, I, H]"))
+  if (x->ndim < 2 || op->inputs[1]->ndim < 1) {
+    rank_at_least(&r, "x", x, 2);
+    rank_at_least(&r, "ids", op->inputs[1], 1);
     return r.n;
-  t = x->shape[0];
-  h = x->shape[1];
-  k = op->inputs[1]->shape[1];
+  }
+  if (!rank_is(&r, "gate", gate, 3, "[E, I, H]")) return r.n;
+  h = x->shape[x->ndim - 1];
+  k = op->inputs[1]->shape[op->inputs[1]->ndim - 1];
   e = gate->shape[0];
   i = gate->shape[1];
-  routing_operand(&r, "ids", op->inputs[1], SY_DTYPE_I32, t, k);
-  routing_operand(&r, "weights", op->inputs[2], SY_DTYPE_F32, t, k);
+  routing_operand(&r, "ids", op->inputs[1], SY_DTYPE_I32, x, k);
+  routing_operand(&r, "weights", op->inputs[2], SY_DTYPE_F32, x, k);
   expert_weight(&r, "gate", gate, x, e, i, h);
   expert_weight(&r, "up", up, x, e, i, h);
   expert_weight(&r, "down", down, x, e, h, i);

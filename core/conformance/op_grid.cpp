@@ -401,6 +401,12 @@ OpDesc router_op(sy_dtype d, int64_t tokens, int64_t experts, int64_t k) {
 void moe_router(Grid& g) {
   per_dtype(g, {{5, 8, 2}, {1, 32, 4}, {7, 4, 4}},
             [&](sy_dtype d, const Shape& s) { return router_op(d, s[0], s[1], s[2]); });
+  for (sy_dtype d : g.dtypes()) {  // the contiguous layout's [B, S, E] logits
+    OpDesc op = router_op(d, 6, 8, 3);
+    for (TensorDesc* v : {&op.inputs[0], &op.outputs[0], &op.outputs[1]})
+      v->shape = {2, 3, v->shape[1]};
+    g.add(op, std::string(sy_dtype_name(d)) + " logits [2,3,8]");
+  }
 }
 
 // x [T, H], ids and weights [T, k], gate/up [E, I, H] and down [E, H, I] of weight dtype w, with
@@ -421,17 +427,23 @@ OpDesc experts_op(sy_dtype d, sy_dtype w, const Shape& s, bool biased, bool swig
 }
 
 void moe_experts(Grid& g) {
-  per_dtype(g, {{5, 64, 32, 4, 2}, {1, 32, 64, 8, 4}, {9, 32, 32, 3, 3}},
+  // The last: 70 tokens over 2 experts, more rows than a kernel may take per chunk.
+  per_dtype(g, {{5, 64, 32, 4, 2}, {1, 32, 64, 8, 4}, {9, 32, 32, 3, 3}, {70, 32, 16, 2, 2}},
             [&](sy_dtype d, const Shape& s) { return experts_op(d, d, s, true, true); });
   for (sy_dtype d : g.dtypes()) {
     g.add(experts_op(d, d, {4, 64, 32, 4, 2}, false, false),
           std::string(sy_dtype_name(d)) + " silu");
+    // The contiguous layout's [B, S, H] tokens.
+    OpDesc op = experts_op(d, d, {6, 32, 32, 4, 2}, true, true);
+    for (TensorDesc* v : {&op.inputs[0], &op.inputs[1], &op.inputs[2], &op.outputs[0]})
+      v->shape = {2, 3, v->shape[1]};
+    g.add(op, std::string(sy_dtype_name(d)) + " x [2,3,32]");
     if (g.quick()) break;
   }
   for (sy_dtype q : kQuantized) {
     if (g.dtypes().empty()) break;
     const sy_dtype a = g.dtypes()[0];
-    g.add(experts_op(a, q, {3, 256, 256, 4, 2}, true, true, 7.0),
+    g.add(experts_op(a, q, {3, 256, 256, 4, 2}, true, true),
           std::string("weights ") + sy_dtype_name(q), has(g.env().weight_dtypes, q));
   }
 }

@@ -29,6 +29,9 @@ WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::s
     auto bad = [&](const std::string& what) {
       return Error(Errc::bad_weights, "weights file is invalid: " + what, file.path());
     };
+    std::string expert_error;
+    if (read_hf_experts(file, v.name, v.dtype, v.shape, dst, expert_error))
+      return expert_error.empty() ? std::nullopt : std::optional<Error>(bad(expert_error));
     std::optional<std::string> name = hf_tensor_name(model_type, v.name);
     if (!name) return bad("no checkpoint name for weight '" + v.name + "'");
     const TensorInfo* t = file.find(*name);

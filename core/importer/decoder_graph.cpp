@@ -55,9 +55,7 @@ class PhaseBuilder {
   }
 
   // A per-token activation of `width` features: [T, width] (paged) or [B, S, width].
-  Shape hidden_shape(int64_t width) const {
-    return paged ? Shape{S, width} : Shape{B, S, width};
-  }
+  Shape hidden_shape(int64_t width) const { return paged ? Shape{S, width} : Shape{B, S, width}; }
   std::string hidden(const std::string& name, int64_t width) {
     return act(name, hidden_shape(width));
   }
@@ -103,9 +101,17 @@ class PhaseBuilder {
     if (paged && (shape.size() == 2 || shape.size() == 4)) dyn(v, shape.size() == 2 ? 0 : 1);
     return v;
   }
-  std::string weight(const std::string& name, const Shape& shape) {
+  std::string weight(const std::string& name, const Shape& shape,
+                     std::optional<sy_dtype> stored = std::nullopt) {
     auto it = weight_dtypes.find(name);
-    return value(name, shape, ValueKind::weight, it == weight_dtypes.end() ? m.dtype : it->second);
+    return value(name, shape, ValueKind::weight,
+                 it != weight_dtypes.end() ? it->second : stored.value_or(m.dtype));
+  }
+  // A per-token activation of another dtype than the model's (a router's ids and weights).
+  std::string typed_act(const std::string& name, const Shape& shape, sy_dtype dtype) {
+    std::string v = value(name, shape, ValueKind::activation, dtype);
+    if (paged) dyn(v, 0);
+    return v;
   }
   std::string input(const std::string& name, const Shape& shape, sy_dtype dtype = SY_DTYPE_I64) {
     return value(name, shape, ValueKind::input, dtype);
@@ -304,20 +310,53 @@ std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x,
   return h;
 }
 
-// The MLP block of layer i (dense, or gpt-oss's MoE as its dense stand-in); returns the
-// residual stream after it.
+// gpt-oss's mixture of experts on the normed hidden states n: the biased router matmul, its
+// top-k softmax (moe_router "l{i}.router_topk"), then the routed experts (moe_experts
+// "l{i}.experts", weights "l{i}.experts.{gate,up,down}_proj" and their "_bias"); returns the
+// MLP's output.
+std::string moe_block(PhaseBuilder& b, int64_t i, const std::string& n) {
+  const ModelSpec& m = b.m;
+  const int64_t E = m.experts, I = m.intermediate, H = m.hidden;
+  const Shape router_bias{E}, routed = b.hidden_shape(m.experts_per_token);
+  std::string logits = linear(b, i, "router", n, {E, H}, lname(i, "router_logits"),
+                              b.hidden_shape(E), &router_bias, "router_bias");
+  std::string ids = b.typed_act(lname(i, "expert_ids"), routed, SY_DTYPE_I32);
+  std::string weights = b.typed_act(lname(i, "expert_weights"), routed, SY_DTYPE_F32);
+  b.op(lname(i, "router_topk"), SY_OP_MOE_ROUTER, {logits}, {ids, weights}, i,
+       {{SY_ATTR_TOP_K, m.experts_per_token}});
+  std::vector<std::string> in = {n,
+                                 ids,
+                                 weights,
+                                 b.weight(lname(i, "experts.gate_proj"), {E, I, H}, m.expert_dtype),
+                                 b.weight(lname(i, "experts.up_proj"), {E, I, H}, m.expert_dtype),
+                                 b.weight(lname(i, "experts.down_proj"), {E, H, I}, m.expert_dtype),
+                                 b.weight(lname(i, "experts.gate_proj_bias"), {E, I}),
+                                 b.weight(lname(i, "experts.up_proj_bias"), {E, I}),
+                                 b.weight(lname(i, "experts.down_proj_bias"), {E, H})};
+  std::vector<Attr> attrs = {{SY_ATTR_EXPERT_ACTIVATION, std::string("silu")}};
+  if (m.swiglu_limit)
+    attrs = {{SY_ATTR_EXPERT_ACTIVATION, std::string("swiglu_limit")},
+             {SY_ATTR_SWIGLU_ALPHA, m.swiglu_alpha},
+             {SY_ATTR_SWIGLU_LIMIT, m.swiglu_limit_value}};
+  std::string y = b.hidden(lname(i, "mlp_out"), H);
+  b.op(lname(i, "experts"), SY_OP_MOE_EXPERTS, in, {y}, i, attrs);
+  return y;
+}
+
+// The MLP block of layer i (dense, or a mixture of experts); returns the residual stream after
+// it.
 std::string mlp_block(PhaseBuilder& b, int64_t i, const std::string& h) {
   const ModelSpec& m = b.m;
   const Shape hidden = b.hidden_shape(m.hidden);
   const char* norm = m.gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
   std::string n = rms_norm(b, i, lname(i, norm), lname(i, norm), h, lname(i, "mlp_norm"), hidden);
-  const bool bias = m.mlp_bias || m.experts > 0;
   if (m.experts > 0) {
-    const Shape router_bias{m.experts};
-    linear(b, i, "router", n, {m.experts, m.hidden}, lname(i, "router_logits"),
-           b.hidden_shape(m.experts), &router_bias, "router_bias");
+    std::string out = b.act(lname(i, "out"), hidden);
+    b.op(lname(i, "mlp_residual"), SY_OP_ADD, {h, moe_block(b, i, n)}, {out}, i);
+    return out;
   }
-  const int64_t width = m.experts > 0 ? m.experts_per_token * m.intermediate : m.intermediate;
+  const bool bias = m.mlp_bias;
+  const int64_t width = m.intermediate;
   const Shape wide = b.hidden_shape(width), wide_bias{width}, hidden_bias{m.hidden};
   std::string gate = linear(b, i, "gate_proj", n, {width, m.hidden}, lname(i, "gate"), wide,
                             bias ? &wide_bias : nullptr, "gate_bias");
@@ -349,9 +388,9 @@ void step_inputs(PhaseBuilder& b, const ImportOptions& o) {
     b.role(b.dyn(b.input("tokens", {b.S}), 0), ValueRole::token_ids);
     b.role(b.dyn(b.input("positions", {1, b.S}), 1), ValueRole::positions);
     b.role(b.dyn(b.input("slot_mapping", {b.S}), 0), ValueRole::slot_mapping);
-    b.role(b.dyn(b.input("query_start", {seqs + 1}, SY_DTYPE_I32), 0,
-                 StepExtent::sequences_plus_one),
-           ValueRole::query_start);
+    b.role(
+        b.dyn(b.input("query_start", {seqs + 1}, SY_DTYPE_I32), 0, StepExtent::sequences_plus_one),
+        ValueRole::query_start);
     b.role(b.dyn(b.input("seq_lens", {seqs}, SY_DTYPE_I32), 0, StepExtent::sequences),
            ValueRole::seq_lens);
     b.role(b.dyn(b.input("block_table", {seqs, blocks_per_seq}, SY_DTYPE_I32), 0,
@@ -395,10 +434,10 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
   step_inputs(b, o);
 
   std::string x = b.act("embeddings", hidden);
-  b.op("embed", SY_OP_EMBEDDING,
-       {b.role(b.weight("embed_tokens", {m.vocab, m.hidden}), ValueRole::token_embedding),
-        "tokens"},
-       {x}, -1);
+  b.op(
+      "embed", SY_OP_EMBEDDING,
+      {b.role(b.weight("embed_tokens", {m.vocab, m.hidden}), ValueRole::token_embedding), "tokens"},
+      {x}, -1);
   if (m.gemma) {
     // Gemma scales embeddings by sqrt(hidden_size), rounded to the model's dtype as transformers
     // rounds it: a [H] constant of the graph.

@@ -46,6 +46,8 @@ class ConfigReader {
   const nlohmann::json* array(const char* field, size_t n) const;
 
   const std::string& file() const { return file_; }
+  // The path of this object's fields in the file ("" or "text_config.").
+  const std::string& prefix() const { return prefix_; }
   std::string where(const std::string& field) const;
 
  private:
@@ -87,6 +89,12 @@ struct ModelSpec {
   std::string gelu;     // "" = silu_mul; else gelu_mul with this `approximate` ("tanh", "none")
   int64_t experts = 0;  // MoE: num_local_experts (0 = dense MLP)
   int64_t experts_per_token = 0;
+  // The experts' activation: gpt-oss's clamped SwiGLU (swiglu_alpha, swiglu_limit), else silu.
+  bool swiglu_limit = false;
+  double swiglu_alpha = 0, swiglu_limit_value = 0;
+  // The dtype the checkpoint stores the expert matrices in when it differs from `dtype`
+  // (quantization_config mxfp4); weight_dtypes of the import options still win.
+  std::optional<sy_dtype> expert_dtype;
   std::vector<LayerSpec> layer;
 };
 

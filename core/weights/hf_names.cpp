@@ -15,7 +15,7 @@ struct Family {
 
 std::optional<Family> family(const std::string& model_type) {
   if (model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-      model_type == "smollm3" || model_type == "switchyard_sinks_test")
+      model_type == "smollm3" || model_type == "switchyard_sinks_test" || model_type == "gpt_oss")
     return Family{"model.", "lm_head.weight", false, false};
   if (model_type == "gemma2") return Family{"model.", "lm_head.weight", false, true};
   if (model_type == "qwen3") return Family{"model.", "lm_head.weight", true, false};
@@ -66,8 +66,12 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
     return base + std::string(what) + ".weight";
   if (one_of(what, kAttn) || (f->qk_norm && one_of(what, {"q_norm", "k_norm"})))
     return base + "self_attn." + std::string(what) + ".weight";
-  if (what == "sinks" && model_type == "switchyard_sinks_test")  // gpt-oss's name, no suffix
+  const bool gpt_oss = model_type == "gpt_oss";
+  if (what == "sinks" && (gpt_oss || model_type == "switchyard_sinks_test"))  // no suffix
     return base + "self_attn.sinks";
+  if (gpt_oss && what == "router") return base + "mlp.router.weight";
+  if (gpt_oss && what == "router_bias") return base + "mlp.router.bias";
+  if (gpt_oss && what.starts_with("experts.")) return std::nullopt;  // read_hf_experts
   if (one_of(what, kMlp)) return base + "mlp." + std::string(what) + ".weight";
   constexpr std::string_view kBias = "_bias";
   if (what.size() > kBias.size() && what.substr(what.size() - kBias.size()) == kBias) {

@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedDtypes = "F32, BF16, F16, I64, I32";
+constexpr const char* kSupportedDtypes = "F32, BF16, F16, I64, I32, U8";
 
 [[noreturn]] void bad(const std::string& path, const std::string& reason) {
   throw Error(Errc::bad_weights, "weights file is invalid: " + reason, path);
@@ -163,6 +163,7 @@ std::optional<sy_dtype> safetensors_dtype(std::string_view name) {
   if (name == "F16") return SY_DTYPE_F16;
   if (name == "I64") return SY_DTYPE_I64;
   if (name == "I32") return SY_DTYPE_I32;
+  if (name == "U8") return SY_DTYPE_U8;  // MXFP4 checkpoints' blocks and scales
   return std::nullopt;
 }
 
@@ -173,6 +174,7 @@ const char* safetensors_dtype_name(sy_dtype dtype) {
     case SY_DTYPE_F16: return "F16";
     case SY_DTYPE_I64: return "I64";
     case SY_DTYPE_I32: return "I32";
+    case SY_DTYPE_U8: return "U8";
     default: return nullptr;
   }
 }

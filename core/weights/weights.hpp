@@ -13,11 +13,12 @@
 // `where` is the file and whose message names the tensor or field and what is wrong: file shorter
 // than 8 bytes; header length past the end of the file or above 100 MiB; header not JSON or not an
 // object; a tensor entry that is not an object, lacks or mistypes dtype/shape/data_offsets; a dtype
-// other than F32, BF16, F16, I64, I32; a negative dimension or an element/byte count that overflows
-// 64 bits; data_offsets [begin, end) with end < begin, end past the data section, or end - begin
-// not the tensor's byte size; two tensors whose bytes overlap; "__metadata__" that is not an object
-// of strings. Gaps between tensors are accepted. A file truncated by someone else while it is
-// mapped is not detected (the OS raises SIGBUS). Depends on errors/ and the ABI's dtype vocabulary.
+// other than F32, BF16, F16, I64, I32, U8; a negative dimension or an element/byte count that
+// overflows 64 bits; data_offsets [begin, end) with end < begin, end past the data section, or end
+// - begin not the tensor's byte size; two tensors whose bytes overlap; "__metadata__" that is not
+// an object of strings. Gaps between tensors are accepted. A file truncated by someone else while
+// it is mapped is not detected (the OS raises SIGBUS). Depends on errors/ and the ABI's dtype
+// vocabulary.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +48,7 @@ struct TensorInfo {
 // The header size limit of open() (the reference implementation's too).
 inline constexpr uint64_t kSafetensorsMaxHeader = 100ull << 20;
 
-// The safetensors dtype names this reader supports: "F32", "BF16", "F16", "I64", "I32".
+// The safetensors dtype names this reader supports: "F32", "BF16", "F16", "I64", "I32", "U8".
 std::optional<sy_dtype> safetensors_dtype(std::string_view name);
 // The safetensors name of a supported dtype; nullptr for the others.
 const char* safetensors_dtype_name(sy_dtype dtype);
@@ -101,9 +102,12 @@ class SafetensorsFile {
 // "l{i}.{q,k}_norm" (self_attn); only Gemma "l{i}.{pre,post}_feedforward_layernorm".
 // switchyard_sinks_test (the test architecture of make-test-model) is llama's, plus
 // "l{i}.sinks" -> "model.layers.{i}.self_attn.sinks" as gpt-oss names them.
-// nullopt for an unknown model_type (gpt_oss included: its experts are stored differently), for
-// values that are not in a checkpoint (Gemma's computed "embed_scale", caches, activations,
-// inputs) and for any other name, including layer numbers with a sign or leading zeros.
+// gpt_oss: as llama, plus "l{i}.sinks" -> "model.layers.{i}.self_attn.sinks", "l{i}.router" and
+// "l{i}.router_bias" -> "model.layers.{i}.mlp.router.{weight,bias}", and "l{i}.o_proj_bias"; its
+// stacked experts are stored in another layout (read_hf_experts), so they have no name here.
+// nullopt for an unknown model_type, for values that are not in a checkpoint (Gemma's computed
+// "embed_scale", caches, activations, inputs) and for any other name, including layer numbers with
+// a sign or leading zeros.
 std::optional<std::string> hf_tensor_name(const std::string& model_type,
                                           const std::string& value_name);
 
@@ -117,6 +121,19 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
 // folder, flushed, then renamed over `path`. Bad arguments (unsupported dtype, negative
 // dimension, byte count mismatch, duplicate or reserved name) are std::invalid_argument; I/O
 // failures are std::runtime_error naming the file; either way `path` is left untouched.
+// gpt-oss's stacked experts, "l{i}.experts.{gate,up,down}_proj" and their "_bias", read from a
+// Hugging Face checkpoint into `dst` as `dtype` and `shape` ([E, I, H] gate/up, [E, H, I] down,
+// [E, I] / [E, H] biases). The checkpoint stores gate and up interleaved along the last axis of
+// "mlp.experts.gate_up_proj" [E, H, 2I] (gate at even columns; its bias the same way) and down
+// as "mlp.experts.down_proj" [E, I, H], both transposed to ours, in bf16 or f32; or, MXFP4
+// (transformers' Mxfp4Config), as "<name>_blocks" [E, rows, K/32, 16] and "<name>_scales"
+// [E, rows, K/32] of u8, rows in our order but gate/up interleaved by row, and each block's
+// nibbles in transformers' order (element 2j low, 2j + 1 high, of byte j), repacked here into
+// GGUF's (mxfp4 in vocabulary.h). Returns false when `value_name` is not such a weight; else
+// fills dst or sets `error` (a missing tensor, a wrong shape or dtype, an E8M0 scale of 0xFF).
+bool read_hf_experts(const SafetensorsFile& file, const std::string& value_name, sy_dtype dtype,
+                     const std::vector<int64_t>& shape, void* dst, std::string& error);
+
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<TensorInfo, const void*>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

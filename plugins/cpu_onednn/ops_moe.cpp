@@ -3,15 +3,15 @@
 // moe_router: per token, the top_k largest logits (a tie goes to the lower expert) and the
 // softmax over them, computed in double and rounded once to f32.
 //
-// moe_experts: the token slots (t, j) are sorted by expert (a counting sort, stable in t), the
-// x rows of each expert's slots gathered, and every expert's gate, up and down run through the
-// active tier's rowdot kernels (rowdot.hpp) on those rows: every weight dtype the matmul serves,
-// on every tier, batch-invariant, since rowdot computes each row alone. gate and up read x as
-// stored (bf16 x through the tier's bf16 dots where it has them) and leave f32; biases, the
-// activation and down's input stay f32 (never rounded to bf16 in between: the op is one
-// operator, and its only rounding is y's). Each token's output is then
-// Σ_j weights[t, j] · (down + down_bias) in the order of j, in f32, rounded once to y's dtype:
-// a token's result does not depend on which tokens share its step.
+// moe_experts: the token slots (t, j) are sorted by expert (a counting sort, stable in the
+// slot); expert by expert, in chunks of at most 64 of its slots, the x rows are gathered and the
+// expert's gate, up and down run through the active tier's rowdot kernels (rowdot.hpp): every
+// weight dtype the matmul serves, on every tier, each row computed alone (batch-invariant).
+// gate and up read x as stored (bf16 x through the tier's bf16 dots where it has them) and
+// leave f32; biases, the activation and down's input stay f32 (never rounded to bf16 in
+// between: the op's only rounding is y's). Each token's y is the f32 sum, over its experts in
+// increasing id, of weights[t, j] · (down + down_bias), rounded once to y's dtype: a token's
+// result does not depend on which tokens share its step.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,7 +32,8 @@ class MoeRouterKernel final : public CpuKernel {
   MoeRouterKernel(int64_t top_k, const CpuContext& ctx) : k_(top_k), ctx_(ctx) {}
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    const int64_t tokens = in[0]->shape[0], experts = in[0]->shape[1], k = k_;
+    const int64_t experts = in[0]->shape[in[0]->ndim - 1], k = k_;
+    const int64_t tokens = elements_of(in[0]) / experts;
     const T* logits = data_of<const T>(in[0]);
     int32_t* ids = data_of<int32_t>(out[0]);
     float* weights = data_of<float>(out[1]);
@@ -87,8 +88,8 @@ class MoeExpertsKernel final : public CpuKernel {
   MoeExpertsKernel(const sy::edge::OpCopy& op, const CpuContext& ctx)
       : tier_(rowdot_tier(active_tier())), ctx_(ctx) {
     const auto& x = op.inputs[0];
-    H_ = x.shape[1];
-    k_ = op.inputs[1].shape[1];
+    H_ = x.shape.back();
+    k_ = op.inputs[1].shape.back();
     E_ = op.inputs[3].shape[0];
     I_ = op.inputs[3].shape[1];
     biased_ = op.inputs.size() == 9;
@@ -102,33 +103,51 @@ class MoeExpertsKernel final : public CpuKernel {
     act_.swiglu_limit = op.string_attr(SY_ATTR_EXPERT_ACTIVATION, "") == "swiglu_limit";
     act_.alpha = float(op.float_attr(SY_ATTR_SWIGLU_ALPHA, 0));
     act_.limit = float(op.float_attr(SY_ATTR_SWIGLU_LIMIT, 0));
-    const size_t slots = size_t(x.shape[0] * k_);
-    order_.resize(slots);
-    position_.resize(slots);
-    expert_of_.resize(slots);
+    const int64_t tokens = x.elements() / H_;
+    order_.resize(size_t(tokens * k_));
     offsets_.resize(size_t(E_ + 1));
-    scratch_offsets_.resize(size_t(E_));
-    xf_.resize(slots * size_t(H_));
-    xb_.resize(slots * size_t(H_));
-    gate_.resize(slots * size_t(I_));
-    up_.resize(slots * size_t(I_));
-    down_.resize(slots * size_t(H_));
+    next_.resize(size_t(E_));
+    const size_t chunk = size_t(std::min(tokens * k_, kChunkRows));
+    xf_.resize(chunk * size_t(H_));
+    if (std::is_same_v<T, bf16_bits>) {
+      xb_.resize(chunk * size_t(H_));
+      acc_.resize(size_t(tokens * H_));  // f32 sums before y's one rounding
+    }
+    gate_.resize(chunk * size_t(I_));
+    up_.resize(chunk * size_t(I_));
+    down_.resize(chunk * size_t(H_));
   }
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    const int64_t tokens = in[0]->shape[0];
+    const int64_t tokens = elements_of(in[0]) / H_;
     sort_slots(data_of<const int32_t>(in[1]), tokens);
-    gather(data_of<const T>(in[0]), tokens);
-    for (int64_t e = 0; e < E_; ++e) project(in, e, 0, gate_.data());
-    for (int64_t e = 0; e < E_; ++e) project(in, e, 1, up_.data());
-    activate(in, tokens);
-    for (int64_t e = 0; e < E_; ++e) project(in, e, 2, down_.data());
-    combine(in, out, tokens);
+    float* acc =
+        std::is_same_v<T, float> ? reinterpret_cast<float*>(data_of<T>(out[0])) : acc_.data();
+    std::fill(acc, acc + tokens * H_, 0.0f);
+    for (int64_t e = 0; e < E_; ++e)
+      for (int64_t p = offsets_[size_t(e)]; p < offsets_[size_t(e + 1)]; p += kChunkRows) {
+        const int64_t rows = std::min(kChunkRows, offsets_[size_t(e + 1)] - p);
+        gather(data_of<const T>(in[0]), p, rows);
+        project(in, e, 0, rows, gate_.data());
+        project(in, e, 1, rows, up_.data());
+        activate(in, e, rows);
+        project(in, e, 2, rows, down_.data());
+        accumulate(in, e, p, rows, acc);
+      }
+    if constexpr (std::is_same_v<T, bf16_bits>) {
+      T* y = data_of<T>(out[0]);
+      parallel_chunks(ctx_, tokens * H_, [=](int64_t s, int64_t end) {
+        for (int64_t i = s; i < end; ++i) y[i] = from_f32<T>(acc[i]);
+      });
+    }
   }
 
  private:
-  // order_[p] = the slot (t·k + j) at sorted position p; position_ its inverse; offsets_[e] the
-  // first position of expert e.
+  // Rows an expert computes at once: the scratch is sized by it, not by the step's tokens.
+  static constexpr int64_t kChunkRows = 64;
+
+  // order_[p] = the slot (t·k + j) at sorted position p (by expert, stable in the slot);
+  // offsets_[e] the first position of expert e. Every id is checked before anything is written.
   void sort_slots(const int32_t* ids, int64_t tokens) {
     const int64_t slots = tokens * k_;
     for (int64_t s = 0; s < slots; ++s)
@@ -140,37 +159,27 @@ class MoeExpertsKernel final : public CpuKernel {
     std::fill(offsets_.begin(), offsets_.end(), 0);
     for (int64_t s = 0; s < slots; ++s) ++offsets_[size_t(ids[s] + 1)];
     for (int64_t e = 0; e < E_; ++e) offsets_[size_t(e + 1)] += offsets_[size_t(e)];
-    std::vector<int64_t>& next = scratch_offsets_;  // sized at prepare: run never allocates
-    std::copy(offsets_.begin(), offsets_.end() - 1, next.begin());
-    for (int64_t s = 0; s < slots; ++s) {
-      const int64_t p = next[size_t(ids[s])]++;
-      order_[size_t(p)] = s;
-      position_[size_t(s)] = p;
-    }
-    for (int64_t e = 0; e < E_; ++e)
-      for (int64_t p = offsets_[size_t(e)]; p < offsets_[size_t(e + 1)]; ++p)
-        expert_of_[size_t(p)] = e;
+    std::copy(offsets_.begin(), offsets_.end() - 1, next_.begin());
+    for (int64_t s = 0; s < slots; ++s) order_[size_t(next_[size_t(ids[s])]++)] = s;
   }
 
-  // Sorted position p's x row, as f32 and (where a weight is read so) bf16.
-  void gather(const T* x, int64_t tokens) {
+  // The x rows of sorted positions [p, p + rows), as f32 and (where gate or up reads it) bf16.
+  void gather(const T* x, int64_t p, int64_t rows) {
     const int64_t H = H_, k = k_;
     const bool want_b = std::is_same_v<T, bf16_bits> && (w_[0].reads_bf16 || w_[1].reads_bf16);
-    const int64_t* order = order_.data();
+    const int64_t* order = order_.data() + p;
     float* xf = xf_.data();
     bf16_bits* xb = xb_.data();
-    parallel_for(ctx_, tokens * k, H, [=](int64_t p) {
-      const T* row = x + order[p] / k * H;
-      for (int64_t h = 0; h < H; ++h) xf[p * H + h] = to_f32(row[h]);
+    parallel_for(ctx_, rows, H, [=](int64_t r) {
+      const T* row = x + order[r] / k * H;
+      for (int64_t h = 0; h < H; ++h) xf[r * H + h] = to_f32(row[h]);
       if constexpr (std::is_same_v<T, bf16_bits>)
-        if (want_b) std::memcpy(xb + p * H, row, size_t(H) * sizeof(bf16_bits));
+        if (want_b) std::memcpy(xb + r * H, row, size_t(H) * sizeof(bf16_bits));
     });
   }
 
-  // Weight `which` (0 gate, 1 up, 2 down) of expert e over its rows, into y (f32, [slots, N]).
-  void project(const DLTensor* const* in, int64_t e, int which, float* y) {
-    const int64_t p0 = offsets_[size_t(e)], rows = offsets_[size_t(e + 1)] - p0;
-    if (rows == 0) return;
+  // Weight `which` (0 gate, 1 up, 2 down) of expert e over `rows` gathered rows, into y (f32).
+  void project(const DLTensor* const* in, int64_t e, int which, int64_t rows, float* y) {
     const ExpertWeight& w = w_[which];
     RowdotArgs a{};
     a.wtype = w.dtype;
@@ -179,54 +188,51 @@ class MoeExpertsKernel final : public CpuKernel {
     a.K = w.K;
     a.N = w.rows;
     if (which == 2)
-      a.xf = gate_.data() + p0 * w.K;  // the activation
+      a.xf = gate_.data();  // the activation
     else if (w.reads_bf16)
-      a.xb = xb_.data() + p0 * w.K;
+      a.xb = xb_.data();
     else
-      a.xf = xf_.data() + p0 * w.K;
-    a.y = y + p0 * w.rows;
+      a.xf = xf_.data();
+    a.y = y;
     a.y_bf16 = false;
     rowdot_run(tier_, a, ctx_.num_threads);
   }
 
-  // gate_ ← act(gate + gate_bias, up + up_bias), per sorted position.
-  void activate(const DLTensor* const* in, int64_t tokens) {
+  // gate_ ← act(gate + gate_bias, up + up_bias) of expert e.
+  void activate(const DLTensor* const* in, int64_t e, int64_t rows) {
     const int64_t I = I_;
-    const T* gb = biased_ ? data_of<const T>(in[6]) : nullptr;
-    const T* ub = biased_ ? data_of<const T>(in[7]) : nullptr;
-    const int64_t* expert = expert_of_.data();
+    const T* gb = biased_ ? data_of<const T>(in[6]) + e * I : nullptr;
+    const T* ub = biased_ ? data_of<const T>(in[7]) + e * I : nullptr;
     float *g = gate_.data(), *u = up_.data();
     const ExpertActivation act = act_;
-    parallel_for(ctx_, tokens * k_, I, [=](int64_t p) {
-      const int64_t e = expert[p];
+    parallel_for(ctx_, rows, I, [=](int64_t r) {
       for (int64_t i = 0; i < I; ++i) {
-        float gv = g[p * I + i], uv = u[p * I + i];
-        if (gb) gv += to_f32(gb[e * I + i]), uv += to_f32(ub[e * I + i]);
-        g[p * I + i] = act(gv, uv);
+        float gv = g[r * I + i], uv = u[r * I + i];
+        if (gb) gv += to_f32(gb[i]), uv += to_f32(ub[i]);
+        g[r * I + i] = act(gv, uv);
       }
     });
   }
 
-  // y[t] = Σ_j weights[t, j] · (down of slot (t, j) + down_bias), j in order.
-  void combine(const DLTensor* const* in, const DLTensor* const* out, int64_t tokens) {
+  // acc[t] += weights[slot] · (down + down_bias) for each gathered slot of expert e. A token
+  // picks distinct experts, so within one expert's rows every token appears once (a repeated
+  // id, which no router gives, lands in the next chunk or row in slot order); its sum runs
+  // over its experts in increasing id, whatever else shares the step.
+  void accumulate(const DLTensor* const* in, int64_t e, int64_t p, int64_t rows, float* acc) {
     const int64_t H = H_, k = k_;
     const float* weights = data_of<const float>(in[2]);
-    const int32_t* ids = data_of<const int32_t>(in[1]);
-    const T* db = biased_ ? data_of<const T>(in[8]) : nullptr;
-    const int64_t* position = position_.data();
+    const T* db = biased_ ? data_of<const T>(in[8]) + e * H : nullptr;
+    const int64_t* order = order_.data() + p;
     const float* down = down_.data();
-    T* y = data_of<T>(out[0]);
-    parallel_for(ctx_, tokens, H * k, [=](int64_t t) {
-      for (int64_t h = 0; h < H; ++h) {
-        float sum = 0;
-        for (int64_t j = 0; j < k; ++j) {
-          float d = down[position[t * k + j] * H + h];
-          if (db) d += to_f32(db[int64_t(ids[t * k + j]) * H + h]);
-          sum += weights[t * k + j] * d;
-        }
-        y[t * H + h] = from_f32<T>(sum);
-      }
-    });
+    for (int64_t r = 0; r < rows; ++r) {
+      const float w = weights[order[r]];
+      float* y = acc + order[r] / k * H;
+      const float* d = down + r * H;
+      if (db)
+        for (int64_t h = 0; h < H; ++h) y[h] += w * (d[h] + to_f32(db[h]));
+      else
+        for (int64_t h = 0; h < H; ++h) y[h] += w * d[h];
+    }
   }
 
   const RowdotTier& tier_;
@@ -235,21 +241,26 @@ class MoeExpertsKernel final : public CpuKernel {
   bool biased_ = false;
   ExpertWeight w_[3]{};
   ExpertActivation act_;
-  std::vector<int64_t> order_, position_, offsets_, scratch_offsets_, expert_of_;
-  std::vector<float> xf_, gate_, up_, down_;
+  std::vector<int64_t> order_, offsets_, next_;
+  std::vector<float> xf_, gate_, up_, down_, acc_;
   std::vector<bf16_bits> xb_;
 };
 
 }  // namespace
 
 uint64_t moe_experts_workspace_bytes(const sy_op_desc* op) {
-  if (op->num_inputs < 4 || !op->inputs[0] || !op->inputs[1] || !op->inputs[3] ||
-      op->inputs[0]->ndim != 2 || op->inputs[1]->ndim != 2 || op->inputs[3]->ndim != 3)
-    return 0;
-  const uint64_t slots = uint64_t(op->inputs[0]->shape[0] * op->inputs[1]->shape[1]);
-  const uint64_t H = uint64_t(op->inputs[0]->shape[1]), I = uint64_t(op->inputs[3]->shape[1]);
-  const uint64_t E = uint64_t(op->inputs[3]->shape[0]);
-  return slots * (H * (4 + 2 + 4) + I * (4 + 4) + 3 * 8) + (2 * E + 1) * 8;
+  const sy_tensor_desc *x = op->num_inputs >= 4 ? op->inputs[0] : nullptr,
+                       *ids = x ? op->inputs[1] : nullptr, *gate = x ? op->inputs[3] : nullptr;
+  if (!x || !ids || !gate || x->ndim < 2 || ids->ndim < 1 || gate->ndim != 3) return 0;
+  uint64_t elements = 1;
+  for (int i = 0; i < x->ndim; ++i) elements *= uint64_t(x->shape[i]);
+  const uint64_t H = uint64_t(x->shape[x->ndim - 1]), I = uint64_t(gate->shape[1]);
+  const uint64_t slots = elements / H * uint64_t(ids->shape[ids->ndim - 1]);
+  const uint64_t E = uint64_t(gate->shape[0]);
+  const uint64_t chunk = std::min<uint64_t>(slots, 64);
+  const bool bf16 = x->dtype == SY_DTYPE_BF16;
+  return chunk * (H * (4 + 4 + (bf16 ? 2 : 0)) + I * 8) + (bf16 ? elements * 4 : 0) + slots * 8 +
+         (2 * E + 1) * 8;
 }
 
 std::unique_ptr<CpuKernel> make_moe_router(const sy::edge::OpCopy& op, const CpuContext& ctx) {

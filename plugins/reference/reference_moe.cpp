@@ -43,7 +43,7 @@ double expert_dot(const std::vector<double>& w, int64_t e, int64_t rows, int64_t
 
 // Per token: the k largest logits (ties to the lower index), then their softmax.
 void moe_router(const OpCopy& op, Operands in, Operands out) {
-  const int64_t T = op.inputs[0].shape[0], E = op.inputs[0].shape[1];
+  const int64_t E = op.inputs[0].shape.back(), T = op.inputs[0].elements() / E;
   const int64_t k = op.int_attr(SY_ATTR_TOP_K, 0);
   const std::vector<double> logits = in_values(op, in, 0);
   std::vector<double> ids(size_t(T * k)), weights(size_t(T * k));
@@ -67,8 +67,8 @@ void moe_router(const OpCopy& op, Operands in, Operands out) {
 // y[t] = Σ_j weights[t, j] · (down[e] · act(gate[e] · x[t] + gb[e], up[e] · x[t] + ub[e]) +
 // db[e]), e = ids[t, j]; every id is checked before anything is written.
 void moe_experts(const OpCopy& op, Operands in, Operands out) {
-  const int64_t T = op.inputs[0].shape[0], H = op.inputs[0].shape[1];
-  const int64_t k = op.inputs[1].shape[1], E = op.inputs[3].shape[0], I = op.inputs[3].shape[1];
+  const int64_t H = op.inputs[0].shape.back(), T = op.inputs[0].elements() / H;
+  const int64_t k = op.inputs[1].shape.back(), E = op.inputs[3].shape[0], I = op.inputs[3].shape[1];
   const bool biased = op.inputs.size() == 9;
   const std::vector<double> ids = in_values(op, in, 1);
   for (size_t i = 0; i < ids.size(); ++i)

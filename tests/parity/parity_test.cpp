@@ -69,9 +69,9 @@ class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::stri
     f->weights = std::make_unique<SafetensorsFile>(
         SafetensorsFile::open((dir / "model.safetensors").string()));
     std::string model_type = json::parse(std::ifstream(dir / "config.json"))["model_type"];
-    f->session = std::make_unique<test::SequenceRunner>(
-        f->graph, f->plan, *registry_, f->inventory,
-        safetensors_weight_loader(*f->weights, model_type));
+    f->session =
+        std::make_unique<test::SequenceRunner>(f->graph, f->plan, *registry_, f->inventory,
+                                               safetensors_weight_loader(*f->weights, model_type));
     return f;
   }
 
@@ -128,9 +128,9 @@ std::vector<std::string> fixture_names() {
 // Every family and rope variant the issue lists has a fixture: a fixture folder lost in a
 // checkout fails here rather than silently testing less.
 TEST(ParityFixtures, EveryListedVariantIsPresent) {
-  const std::vector<std::string> want = {"gemma2",        "gemma3",  "llama", "llama3_scaled",
-                                         "llama_classic", "mistral", "qwen2", "qwen2_yarn",
-                                         "qwen3",         "smollm3"};
+  const std::vector<std::string> want = {
+      "gemma2",        "gemma3",  "gpt_oss", "gpt_oss_mxfp4", "llama", "llama3_scaled",
+      "llama_classic", "mistral", "qwen2",   "qwen2_yarn",    "qwen3", "smollm3"};
   EXPECT_EQ(fixture_names(), want);
 }
 

@@ -235,17 +235,19 @@ typedef enum sy_op_kind {
    * extent there (every other extent equal to x's). The prefill phase takes the last position's
    * hidden state with it, so the head computes one row of logits, not the prompt's. */
   SY_OP_SLICE = 19,
-  /* Since ABI 1.7: a mixture-of-experts router. in: logits [T, E] (the router matmul's, bias
-   * included); out: ids i32 [T, k], weights f32 [T, k]. attr top_k = k (1 <= k <= E). Per token:
+  /* Since ABI 1.7: a mixture-of-experts router. in: logits [..., E] (the router matmul's, bias
+   * included; the leading dims are the T tokens); out: ids i32 [..., k], weights f32 [..., k].
+   * attr top_k = k (1 <= k <= E). Per token:
    * the k largest logits, in decreasing order (a tie goes to the lower expert index), and the
    * softmax over those k alone (gpt-oss's order; Mixtral's softmax-then-top-k-then-renormalise
    * is the same numbers). */
   SY_OP_MOE_ROUTER = 20,
-  /* Since ABI 1.7: the experts of a mixture-of-experts MLP. in: x [T, H], ids i32 [T, k],
-   * weights f32 [T, k], gate [E, I, H], up [E, I, H], down [E, H, I] (every expert's linear
+  /* Since ABI 1.7: the experts of a mixture-of-experts MLP. in: x [..., H] (the leading dims
+   * are the T tokens), ids i32 [..., k], weights f32 [..., k], gate [E, I, H], up [E, I, H],
+   * down [E, H, I] (every expert's linear
    * weights stacked, rows of the reduction as matmul's transpose_b; any weight dtype the kernel
    * declares), then optionally gate_bias [E, I], up_bias [E, I], down_bias [E, H] (all three or
-   * none); out: y [T, H] = Σ_j weights[t, j] · down[e](act(gate[e]·x + gb[e], up[e]·x + ub[e])) +
+   * none); out: y [..., H] = Σ_j weights[t, j] · down[e](act(gate[e]·x + gb[e], up[e]·x + ub[e])) +
    * db[e]), e = ids[t, j]. attr expert_activation: "silu" (silu(g)·u) or "swiglu_limit"
    * (gpt-oss: g = min(g, limit), u = clamp(u, −limit, limit), (u + 1)·g·σ(alpha·g)) with
    * swiglu_alpha and swiglu_limit. */
