@@ -9,7 +9,12 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3", "gpt-oss"};
+
+// The config's model_type of a GGUF architecture.
+std::string model_type_of(const std::string& arch) {
+  return arch == "gpt-oss" ? "gpt_oss" : arch;
+}
 
 [[noreturn]] void bad_file(const GgufFile& f, const std::string& what) {
   throw Error(Errc::bad_weights, "weights file is invalid: " + what, f.path());
@@ -69,7 +74,8 @@ class MetadataReader {
 };
 
 // llama.cpp's rope.scaling.* as transformers' rope_scaling.
-void read_rope_scaling(MetadataReader& r, const GgufFile& f, const std::string& arch, json& c) {
+void read_rope_scaling(MetadataReader& r, const GgufFile& f, const std::string& arch, json& c,
+                       std::vector<std::string>& conventions) {
   auto type = r.text("rope.scaling.type");
   auto factor = r.number("rope.scaling.factor");
   auto original = r.optional_integer("rope.scaling.original_context_length", 1, int64_t(1) << 40);
@@ -89,7 +95,46 @@ void read_rope_scaling(MetadataReader& r, const GgufFile& f, const std::string& 
                 f.path());
   json s = {{"rope_type", *type}, {"factor", factor.value_or(1.0)}};
   if (original) s["original_max_position_embeddings"] = *original;
+  if (arch == "gpt-oss" && *type == "yarn") {
+    // The converter writes neither yarn's betas nor gpt-oss's untruncated ramp.
+    s["beta_fast"] = 32.0;
+    s["beta_slow"] = 1.0;
+    s["truncate"] = false;
+    conventions.push_back(
+        "yarn rope with beta_fast 32, beta_slow 1 and truncate false, as gpt-oss's "
+        "config.json has them (the GGUF file records only the type, factor and original length)");
+  }
   c["rope_scaling"] = s;
+}
+
+// gpt-oss's mixture of experts and its sliding layers. The converter records neither which
+// layers slide nor the SwiGLU clamp: both follow gpt-oss's released config (as llama.cpp does).
+void read_gpt_oss(MetadataReader& r, const GgufFile& f, json& c,
+                  std::vector<std::string>& conventions) {
+  const int64_t experts = r.integer("expert_count", 1, 1 << 20);
+  c["num_local_experts"] = experts;
+  c["num_experts_per_tok"] = r.integer("expert_used_count", 1, 1 << 20);
+  if (auto width = r.optional_integer("expert_feed_forward_length", 1, int64_t(1) << 24);
+      width && *width != c["intermediate_size"].get<int64_t>())
+    throw Error(Errc::bad_config,
+                "invalid model config: field 'gpt-oss.expert_feed_forward_length' is " +
+                    std::to_string(*width) + " but feed_forward_length is " +
+                    c["intermediate_size"].dump() + ": gpt-oss's experts are the MLP",
+                f.path());
+  const int64_t layers = c["num_hidden_layers"];
+  json types = json::array();
+  for (int64_t i = 0; i < layers; ++i)
+    types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  c["layer_types"] = types;
+  c["swiglu_alpha"] = 1.702;
+  c["swiglu_limit"] = 7.0;
+  c["attention_bias"] = f.find("blk.0.attn_q.bias") != nullptr;
+  conventions.push_back(
+      "sliding attention on the even layers (0, 2, …), full on the odd ones: gpt-oss's "
+      "layer_types, which the GGUF file does not record");
+  conventions.push_back(
+      "the experts' SwiGLU clamp swiglu_limit 7.0 and slope swiglu_alpha 1.702: gpt-oss's "
+      "config values, which the GGUF file does not record");
 }
 
 // Every other <arch>.* key is refused by name; general.* is informational; tokenizer.* is the
@@ -111,9 +156,10 @@ void refuse_unread(const MetadataReader& r, const GgufFile& f, const std::string
   }
 }
 
-json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch) {
+json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch,
+               std::vector<std::string>& conventions) {
   json c;
-  c["model_type"] = arch;
+  c["model_type"] = model_type_of(arch);
   c["torch_dtype"] = "float32";  // activations; the weights keep their GGUF types
   c["hidden_size"] = r.integer("embedding_length", 1, int64_t(1) << 20);
   c["num_hidden_layers"] = r.integer("block_count", 1, 10000);
@@ -145,17 +191,22 @@ json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch) {
     c["vocab_size"] = *vocab;
   else if (const GgufValue* t = f.value("tokenizer.ggml.tokens"); t && !t->strings.empty())
     c["vocab_size"] = int64_t(t->strings.size());
-  if (auto experts = r.optional_integer("expert_count", 0, 1 << 20); experts && *experts > 0)
-    throw Error(Errc::bad_config,
-                "invalid model config: field '" + arch + ".expert_count' is " +
-                    std::to_string(*experts) + ": mixture-of-experts GGUF models are not supported",
-                f.path());
-  r.find("expert_used_count");
+  if (arch == "gpt-oss") {
+    read_gpt_oss(r, f, c, conventions);
+  } else {
+    if (auto experts = r.optional_integer("expert_count", 0, 1 << 20); experts && *experts > 0)
+      throw Error(Errc::bad_config,
+                  "invalid model config: field '" + arch + ".expert_count' is " +
+                      std::to_string(*experts) + ": mixture-of-experts " + arch +
+                      " GGUF models are not supported",
+                  f.path());
+    r.find("expert_used_count");
+  }
   if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31)) {
     c["sliding_window"] = *window;
-    c["use_sliding_window"] = true;
+    if (arch != "gpt-oss") c["use_sliding_window"] = true;
   }
-  read_rope_scaling(r, f, arch, c);
+  read_rope_scaling(r, f, arch, c, conventions);
   c["tie_word_embeddings"] = f.find("output.weight") == nullptr;
   if (f.find("rope_freqs.weight"))
     bad_file(f, "tensor 'rope_freqs.weight' (llama 3's rope frequency table) is not supported yet");
@@ -176,6 +227,7 @@ std::optional<sy_dtype> quantized_dtype(const GgmlType& t) {
   if (n == "IQ4_XS") return SY_DTYPE_IQ4_XS;
   if (n == "Q2_K") return SY_DTYPE_Q2_K;
   if (n == "Q3_K") return SY_DTYPE_Q3_K;
+  if (n == "MXFP4") return SY_DTYPE_MXFP4;
   return std::nullopt;
 }
 
@@ -192,7 +244,8 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
   for (int64_t i = 0; i < layers; ++i)
     for (const char* w : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                           "down_proj", "input_layernorm", "post_attention_layernorm", "q_norm",
-                          "k_norm", "q_proj_bias", "k_proj_bias", "v_proj_bias"})
+                          "k_norm", "q_proj_bias", "k_proj_bias", "v_proj_bias", "router",
+                          "experts.gate_proj", "experts.up_proj", "experts.down_proj"})
       names.push_back("l" + std::to_string(i) + "." + w);
   std::map<std::string, sy_dtype> out;
   for (const std::string& name : names) {
@@ -206,7 +259,7 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
                   "tensor '" + t->name + "' is " + t->type->name +
                       ", a weight type with no dtype in Switchyard's vocabulary (served: F32, "
                       "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-                      "IQ4_NL, IQ4_XS)",
+                      "IQ4_NL, IQ4_XS, MXFP4)",
                   f.path());
     }
   }
@@ -221,14 +274,14 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   if (a->type != GgufType::string)
     bad_file(f, "metadata 'general.architecture' is " + a->type_text() + ", not a string");
   if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
-    throw Error(
-        Errc::unknown_model_type,
-        "GGUF architecture '" + a->s + "' is not supported (supported: llama, qwen2, qwen3)",
-        f.path());
+    throw Error(Errc::unknown_model_type,
+                "GGUF architecture '" + a->s +
+                    "' is not supported (supported: llama, qwen2, qwen3, gpt-oss)",
+                f.path());
   GgufModel m;
   m.architecture = a->s;
   MetadataReader r(f, m.architecture);
-  m.config = config_of(r, f, m.architecture);
+  m.config = config_of(r, f, m.architecture, m.conventions);
   refuse_unread(r, f, m.architecture, allowed_keys);
   m.weight_dtypes = weight_dtypes_of(f, m.architecture, m.config["num_hidden_layers"]);
   return m;

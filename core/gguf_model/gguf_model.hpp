@@ -8,7 +8,9 @@
 // the reader's); <arch>.* keys map to config fields (gguf_config.cpp lists them), and any other
 // is SY207 unless --allow-config-key names it; tokenizer.* keys are the tokenizer's and the
 // generation settings' (gguf_tokenizer.cpp). A missing or mistyped key the model needs is SY302
-// naming the file and the key; an architecture outside llama, qwen2, qwen3 is SY208; a tensor of
+// naming the file and the key; an architecture outside llama, qwen2, qwen3, gpt-oss is SY208
+// (gpt-oss: its layer pattern, SwiGLU clamp and yarn betas follow its released config, stated
+// as the plan's conventions, since the converter does not write them); a tensor of
 // a valid GGML type with no dtype in the vocabulary is SY212 naming the tensor and its type
 // (SY302 is for malformed files).
 //
@@ -37,6 +39,8 @@ struct GgufModel {
   // Importer value name ("l0.q_proj", "embed_tokens") -> the block-quantized dtype it is stored
   // in (ImportOptions::weight_dtypes). Float tensors take the run's dtype, converted on load.
   std::map<std::string, sy_dtype> weight_dtypes;
+  // What the file leaves unsaid and the config follows by convention (Graph::conventions).
+  std::vector<std::string> conventions;
 };
 
 // The model a GGUF file describes. `allowed_keys` are metadata keys to accept as without effect

@@ -107,7 +107,11 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
   const GgufValue& tokens = need(f, "tokenizer.ggml.tokens");
   if (tokens.element_type != GgufType::string || tokens.strings.empty())
     bad(f, "tokenizer.ggml.tokens", "is not a non-empty array of strings");
-  const GgufValue& merges = need(f, "tokenizer.ggml.merges");
+  // No merges is a byte-level BPE whose tokens are its bytes (PyPI gguf writes no empty array;
+  // llama.cpp requires the key, Switchyard reads its absence as none).
+  static const GgufValue kNoMerges{GgufType::array, GgufType::string};
+  const GgufValue* m = f.value("tokenizer.ggml.merges");
+  const GgufValue& merges = m ? *m : kNoMerges;
   if (merges.element_type != GgufType::string)
     bad(f, "tokenizer.ggml.merges", "is not an array of strings");
   std::vector<int64_t> types(tokens.strings.size(), 1);

@@ -63,14 +63,37 @@ void unpermute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t head
 
 }  // namespace
 
+// gpt-oss's names beyond llama's (llama.cpp's converter, PyPI gguf's MODEL_TENSORS[GPT_OSS]).
+std::optional<std::string> gpt_oss_tensor(const std::string& what) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"post_attention_layernorm", "post_attention_norm.weight"},
+      {"o_proj_bias", "attn_output.bias"},
+      {"sinks", "attn_sinks.weight"},
+      {"router", "ffn_gate_inp.weight"},
+      {"router_bias", "ffn_gate_inp.bias"},
+      {"experts.gate_proj", "ffn_gate_exps.weight"},
+      {"experts.up_proj", "ffn_up_exps.weight"},
+      {"experts.down_proj", "ffn_down_exps.weight"},
+      {"experts.gate_proj_bias", "ffn_gate_exps.bias"},
+      {"experts.up_proj_bias", "ffn_up_exps.bias"},
+      {"experts.down_proj_bias", "ffn_down_exps.bias"},
+  };
+  for (const auto& [w, tensor] : kNames)
+    if (what == w) return std::string(tensor);
+  return std::nullopt;
+}
+
 std::optional<std::string> gguf_tensor_name(const std::string& architecture,
                                             const std::string& value_name) {
-  (void)architecture;  // llama, qwen2 and qwen3 share llama.cpp's tensor names
+  // llama, qwen2 and qwen3 share llama.cpp's tensor names; gpt-oss adds its own.
   if (value_name == "embed_tokens") return "token_embd.weight";
   if (value_name == "lm_head") return "output.weight";
   if (value_name == "norm") return "output_norm.weight";
   auto layer = layer_of(value_name);
   if (!layer) return std::nullopt;
+  const std::string blk = "blk." + std::to_string(layer->first) + ".";
+  if (architecture == "gpt-oss")
+    if (auto t = gpt_oss_tensor(layer->second)) return blk + *t;
   static const std::pair<const char*, const char*> kNames[] = {
       {"input_layernorm", "attn_norm.weight"},
       {"post_attention_layernorm", "ffn_norm.weight"},
@@ -112,8 +135,39 @@ const char* ggml_name_of(sy_dtype dtype) {
     case SY_DTYPE_IQ4_XS: return "IQ4_XS";
     case SY_DTYPE_Q2_K: return "Q2_K";
     case SY_DTYPE_Q3_K: return "Q3_K";
+    case SY_DTYPE_MXFP4: return "MXFP4";
     default: return nullptr;
   }
+}
+
+// GGUF lists dims innermost first; the graph's shapes outermost first.
+bool same_dims(const GgufTensor& t, const std::vector<int64_t>& shape) {
+  if (t.dims.size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (int64_t(t.dims[i]) != shape[shape.size() - 1 - i]) return false;
+  return true;
+}
+std::string dims_text(const GgufTensor& t) {
+  std::string out = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) out += (i ? "," : "") + std::to_string(t.dims[i]);
+  return out + "]";
+}
+std::string dims_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = shape.size(); i-- > 0;) out += std::to_string(shape[i]) + (i ? "," : "");
+  return out + "]";
+}
+
+// A tensor of the value's rank has its rows (a [Hq, D] bias may view a GGUF [Hq·D] vector).
+bool rows_match(const GgufTensor& t, const std::vector<int64_t>& shape) {
+  return t.dims.size() != shape.size() || shape.size() < 2 || t.dims[0] == shape.back();
+}
+
+// The first mxfp4 block of `blocks` whose E8M0 scale is 0xFF (NaN), if any.
+std::optional<uint64_t> nan_scale(const uint8_t* data, uint64_t blocks) {
+  for (uint64_t b = 0; b < blocks; ++b)
+    if (data[b * 17] == 0xFF) return b;
+  return std::nullopt;
 }
 
 // llama.cpp's converter permutes the rows of llama's attn_q and attn_k (unpermute_rows).
@@ -135,7 +189,8 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
     const GgufTensor* t = name ? file.find(*name) : nullptr;
     const char* type = ggml_name_of(v.dtype);
     if (!t || !type || t->type->name != std::string(type) || rows_permuted(arch, v)) return nullptr;
-    if (int64_t(t->bytes) != v.bytes() || (v.shape.size() == 2 && t->dims[0] != v.shape[1]))
+    if (int64_t(t->bytes) != v.bytes() || !rows_match(*t, v.shape) ||
+        v.dtype == SY_DTYPE_MXFP4)  // mxfp4 is read once, for its scales (nan_scale)
       return nullptr;
     return file.data(*t);
   };
@@ -149,7 +204,11 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
     if (!t) return bad("tensor '" + *name + "' is missing");
     int64_t want = 1;
     for (int64_t d : v.shape) want *= d;
-    if (t->elements() != want || (v.shape.size() == 2 && t->dims[0] != v.shape[1]))
+    if (v.shape.size() == 3 && !same_dims(*t, v.shape))  // stacked experts: [E, rows, K]
+      return bad("tensor '" + *name + "' has dims " + dims_text(*t) +
+                 " (GGUF order), the config's expert_count and sizes make it " +
+                 dims_text(v.shape));
+    if (t->elements() != want || !rows_match(*t, v.shape))
       return bad("tensor '" + *name + "' holds " + std::to_string(t->elements()) +
                  " elements in rows of " + std::to_string(t->dims[0]) +
                  ", the model's config makes it " + std::to_string(want) + " in rows of " +
@@ -159,6 +218,10 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
         return bad("tensor '" + *name + "' is " + t->type->name + ", the graph expects " +
                    sy_dtype_name(v.dtype));
       std::memcpy(dst, file.data(*t), size_t(t->bytes));
+      if (v.dtype == SY_DTYPE_MXFP4)
+        if (auto block = nan_scale(static_cast<const uint8_t*>(dst), t->bytes / 17))
+          return bad("tensor '" + *name + "' holds the E8M0 scale 0xFF (NaN) in block " +
+                     std::to_string(*block) + "; Switchyard refuses NaN weights");
     } else if (!convert_floats(*t->type, file.data(*t), want, v.dtype, dst)) {
       return bad("tensor '" + *name + "' is " + t->type->name + ", the run needs " +
                  sy_dtype_name(v.dtype));

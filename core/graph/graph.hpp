@@ -131,6 +131,10 @@ struct StepBounds {
 struct Graph {
   std::string name;
   std::string source;  // file it came from, or "config.json (llama)" for imported graphs
+  // What the model file leaves unsaid and the import decided by a stated convention (a GGUF
+  // gpt-oss's clamp limits, a SmolLM3 GGUF's NoPE layers), one sentence each; the plan
+  // repeats them.
+  std::vector<std::string> conventions;
   std::vector<Phase> phases;
   StepBounds bounds;
   // The value of `role` in phase `phase` (nullptr when it has none).

@@ -109,17 +109,19 @@ constexpr Key kKeys[] = {
     {"use_bidirectional_attention", kGemma, true, "true refused: bidirectional attention"},
     {"rope_interleaved", kLlamaLike, true,
      "true refused (transformers never interleaves); SmolLM2's nanotron configs carry false"},
-    {"num_local_experts", kGptOss, true, "experts (the MoE stand-in, plan only)"},
-    {"num_experts_per_tok", kGptOss, true, "active experts (the MoE stand-in, plan only)"},
-    {"experts_per_token", kGptOss, true, "as num_experts_per_tok"},
+    {"num_local_experts", kGptOss, true, "experts E: moe_experts' stacked [E, I, H] weights"},
+    {"num_experts_per_tok", kGptOss, true,
+     "moe_router's top_k (at most num_local_experts, else refused)"},
+    {"experts_per_token", kGptOss, true, "as num_experts_per_tok (read when that is absent)"},
     {"swiglu_alpha", kGptOss, true,
-     "gpt-oss's clamped SwiGLU; not computed: gpt-oss graphs are a planning stand-in that "
-     "never runs (docs/graph-format.md)"},
-    {"swiglu_limit", kGptOss, true, "as swiglu_alpha"},
+     "the experts' clamped SwiGLU (up + 1)·g·σ(alpha·g): alpha (default 1.702)"},
+    {"swiglu_limit", kGptOss, true,
+     "its clamp: gate ≤ limit, |up| ≤ limit (default 7.0; must be > 0)"},
     {"text_config", kGemma3, true, "the text decoder, imported as gemma3_text"},
     {"quantization_config", kGptOss, true,
-     "gpt-oss's MXFP4 experts: accepted because gpt-oss graphs only plan (the stand-in plans the "
-     "experts at the config's dtype); refused for every family that runs"},
+     "quant_method mxfp4 (transformers' Mxfp4Config): the experts are mxfp4 blocks; another "
+     "method, another field, or modules_to_not_convert naming the experts is refused; refused "
+     "for every other family"},
 
     {"architectures", kAll, false, "the Python class name"},
     {"_name_or_path", kAll, false, "where the config came from"},

@@ -34,6 +34,11 @@ void read_quantization(const ConfigReader& r, ModelSpec& m) {
         qr.fail("modules_to_not_convert",
                 "leaving the experts unquantized (or a non-string entry) is not served");
   }
+  for (auto [field, size] :
+       {std::pair{"hidden_size", m.hidden}, {"intermediate_size", m.intermediate}})
+    if (size % 32 != 0)
+      r.fail(field, std::to_string(size) +
+                        " is not a multiple of 32: mxfp4 experts store their rows in blocks of 32");
   m.expert_dtype = SY_DTYPE_MXFP4;
 }
 

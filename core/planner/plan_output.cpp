@@ -62,13 +62,18 @@ std::string bytes_text(int64_t b) {
 json memory_json(const MemoryPlan& m) {
   json locations = json::array();
   for (const auto& l : m.locations) {
-    json j{{"location", l.location},           {"weights_bytes", l.weights},
+    json j{{"location", l.location},
+           {"weights_bytes", l.weights},
            {"weights_mapped_bytes", l.weights_mapped},
            {"kv_bytes_per_block", l.kv_bytes_per_block},
-           {"kv_cache_bytes", l.kv_cache},     {"activations_bytes", l.activations},
-           {"copies_bytes", l.copies},         {"workspace_bytes", l.workspace},
-           {"total_bytes", l.total()},         {"kv_bytes_per_position", l.kv_bytes_per_position},
-           {"capacity_rule", l.capacity_rule}, {"fits", l.fits()}};
+           {"kv_cache_bytes", l.kv_cache},
+           {"activations_bytes", l.activations},
+           {"copies_bytes", l.copies},
+           {"workspace_bytes", l.workspace},
+           {"total_bytes", l.total()},
+           {"kv_bytes_per_position", l.kv_bytes_per_position},
+           {"capacity_rule", l.capacity_rule},
+           {"fits", l.fits()}};
     j["capacity_bytes"] = l.capacity ? json(*l.capacity) : json(nullptr);
     locations.push_back(j);
   }
@@ -166,6 +171,7 @@ json to_json(const Plan& plan) {
            {"kv_block_size", b.kv_block_size}}},
          {"phases", phases},
          {"plugin_sources", plan.plugin_sources},
+         {"conventions", plan.conventions},
          {"memory", memory_json(plan.memory)},
          {"plan_hash", plan.hash}};
   if (plan.error) {
@@ -195,6 +201,7 @@ std::string render_plan(const Plan& plan) {
       out << " " << name << " (" << source << ")";
     out << "\n";
   }
+  for (const auto& c : plan.conventions) out << "convention: " << c << "\n";
   for (const auto& p : plan.phases) {
     out << "\nphase " << p.name << ": " << p.ops.size() << " ops\n";
     // Fold layers: one row per (pattern, decision), with the layers it covers.

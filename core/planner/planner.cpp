@@ -384,6 +384,7 @@ static Plan place_graph(const Graph& graph, const Registry& registry, const Inve
                         const Policy& policy) {
   Plan plan;
   plan.model = graph.name;
+  plan.conventions = graph.conventions;
   plan.target = inventory.name;
   plan.policy = policy;
   plan.bounds = graph.bounds;

@@ -109,7 +109,8 @@ struct Plan {
   // Each loaded plugin's declaration source: "live" (opened) or "manifest" (manifest-only
   // planning, the library never opened).
   std::map<std::string, std::string> plugin_sources;
-  MemoryPlan memory;  // per location: need, capacity, the activation layout
+  std::vector<std::string> conventions;  // the graph's (graph.hpp)
+  MemoryPlan memory;                     // per location: need, capacity, the activation layout
   bool ok() const { return !error; }
 };
 

@@ -63,6 +63,7 @@ class GgufSource final : public ModelSource {
     o.weight_dtypes = model_.weight_dtypes;
     Graph g = import_hf_config_json(model_.config, file_.path(), o);
     g.name = fs::path(file_.path()).stem().string();
+    g.conventions.insert(g.conventions.end(), model_.conventions.begin(), model_.conventions.end());
     return g;
   }
   WeightLoader weights() override { return gguf_weight_loader(file_, model_); }

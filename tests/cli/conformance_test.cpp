@@ -150,7 +150,7 @@ TEST_F(VerifiedClaims, TheBuildsReportsVerifyTheBuiltInKernels) {
   int verified = 0;
   for (const auto& k : json::parse(caps.out))
     if (k["plugin"] == "cpu_onednn") verified += k["conformance"]["state"] == "verified";
-  EXPECT_EQ(verified, 20);
+  EXPECT_EQ(verified, 22);
   auto plan = test::run_switchyard("plan " + std::string(SY_TEST_EXAMPLES_DIR) +
                                    "/models/llama-3.2-1b/config.json --require-verified --json");
   EXPECT_EQ(plan.exit_code, 0) << plan.out.substr(0, 2000);

@@ -82,7 +82,7 @@ struct Example {
 constexpr Example kExampleModels[] = {
     {"llama-3.2-1b", 16, 17},    {"smollm3-3b", 36, 17},  // 15 on NoPE layers
     {"qwen3-0.6b", 28, 19},      {"gemma-3-1b", 26, 21},
-    {"gpt-oss-20b", 24, 26},     {"qwen2.5-0.5b", 24, 20},  // + q/k/v bias adds
+    {"gpt-oss-20b", 24, 21},     {"qwen2.5-0.5b", 24, 20},  // + q/k/v bias adds
     {"mistral-7b-v0.1", 32, 17}, {"gemma-2-2b-it", 26, 19}};
 
 TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
@@ -303,7 +303,7 @@ TEST(Importer, Gemma3WindowPatternNormsAndScaling) {
   EXPECT_DOUBLE_EQ(attr<double>(node(d, "l0.attn"), "scale", 0), 1.0 / 12.0);
 }
 
-TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndTheMoEStandIn) {
+TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndEveryExpert) {
   Graph g = import_hf_config(model_config("gpt-oss-20b"), contiguous());
   for (const auto& p : g.phases) {
     SCOPED_TRACE(p.name);
@@ -324,11 +324,30 @@ TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndTheMoEStandIn) {
     EXPECT_EQ(value(p, "l0.o_proj_bias").shape, (S{2880}));
     EXPECT_EQ(node(p, "l0.q_bias").op, SY_OP_ADD);
     EXPECT_EQ(value(p, "l0.router").shape, (S{32, 2880}));
-    EXPECT_EQ(value(p, "l0.gate_proj").shape, (S{4 * 2880, 2880}));
-    EXPECT_EQ(value(p, "l0.up_proj").shape, (S{4 * 2880, 2880}));
-    EXPECT_EQ(value(p, "l0.down_proj").shape, (S{2880, 4 * 2880}));
-    EXPECT_EQ(value(p, "lm_head").shape, (S{201088, 2880}));   // not tied
-    EXPECT_EQ(value(p, "embed_tokens").dtype, SY_DTYPE_BF16);  // no torch_dtype: bf16
+    EXPECT_EQ(value(p, "l0.router_bias").shape, (S{32}));
+    // The router: top 4 of the 32 logits, softmaxed over those 4.
+    const Node& router = node(p, "l0.router_topk");
+    EXPECT_EQ(router.op, SY_OP_MOE_ROUTER);
+    EXPECT_EQ(router.inputs, (std::vector<std::string>{"l0.router_logits_b"}));
+    EXPECT_EQ(attr<int64_t>(router, "top_k", 0), 4);
+    EXPECT_EQ(value(p, "l0.expert_ids").dtype, SY_DTYPE_I32);
+    EXPECT_EQ(value(p, "l0.expert_weights").dtype, SY_DTYPE_F32);
+    // Every expert, in mxfp4 as the quantization_config says; biases in the model's dtype.
+    const Node& experts = node(p, "l0.experts");
+    EXPECT_EQ(experts.op, SY_OP_MOE_EXPERTS);
+    ASSERT_EQ(experts.inputs.size(), 9u);
+    EXPECT_EQ(experts.inputs[0], "l0.mlp_norm");
+    EXPECT_EQ(value(p, "l0.experts.gate_proj").shape, (S{32, 2880, 2880}));
+    EXPECT_EQ(value(p, "l0.experts.up_proj").shape, (S{32, 2880, 2880}));
+    EXPECT_EQ(value(p, "l0.experts.down_proj").shape, (S{32, 2880, 2880}));
+    EXPECT_EQ(value(p, "l0.experts.down_proj").dtype, SY_DTYPE_MXFP4);
+    EXPECT_EQ(value(p, "l0.experts.gate_proj_bias").shape, (S{32, 2880}));
+    EXPECT_EQ(value(p, "l0.experts.gate_proj_bias").dtype, SY_DTYPE_BF16);
+    EXPECT_EQ(attr<std::string>(experts, "expert_activation", ""), "swiglu_limit");
+    EXPECT_DOUBLE_EQ(attr<double>(experts, "swiglu_limit", 0), 7.0);
+    EXPECT_DOUBLE_EQ(attr<double>(experts, "swiglu_alpha", 0), 1.702);  // GptOssConfig's default
+    EXPECT_EQ(value(p, "lm_head").shape, (S{201088, 2880}));            // not tied
+    EXPECT_EQ(value(p, "embed_tokens").dtype, SY_DTYPE_BF16);           // no torch_dtype: bf16
     EXPECT_TRUE(p.fusions.empty());
   }
 }
@@ -366,7 +385,9 @@ TEST(Importer, DecodeFusionsOnlyWhereTheFusedKernelComputesTheSameThing) {
     }
   }
   for (const char* folder : {"qwen3-0.6b", "gpt-oss-20b", "gemma-3-1b"})
-    EXPECT_TRUE(phase(import_hf_config(model_config(folder), contiguous()), "decode").fusions.empty()) << folder;
+    EXPECT_TRUE(
+        phase(import_hf_config(model_config(folder), contiguous()), "decode").fusions.empty())
+        << folder;
   ImportOptions batch2 = contiguous();
   batch2.batch = 2;
   EXPECT_TRUE(
@@ -641,6 +662,34 @@ const BadCase kBadConfigs[] = {
        return c;
      },
      "num_local_experts"},
+    {"gpt_oss quantized by another method",
+     [](json c) {
+       c["model_type"] = "gpt_oss";
+       c["num_local_experts"] = 4;
+       c["num_experts_per_tok"] = 2;
+       c["quantization_config"] = {{"quant_method", "gptq"}};
+       return c;
+     },
+     "quantization_config.quant_method"},
+    {"gpt_oss mxfp4 with experts left unquantized",
+     [](json c) {
+       c["model_type"] = "gpt_oss";
+       c["num_local_experts"] = 4;
+       c["num_experts_per_tok"] = 2;
+       c["quantization_config"] = {{"quant_method", "mxfp4"},
+                                   {"modules_to_not_convert", {"model.layers.*.mlp.experts"}}};
+       return c;
+     },
+     "quantization_config.modules_to_not_convert"},
+    {"gpt_oss swiglu_limit 0",
+     [](json c) {
+       c["model_type"] = "gpt_oss";
+       c["num_local_experts"] = 4;
+       c["num_experts_per_tok"] = 2;
+       c["swiglu_limit"] = 0;
+       return c;
+     },
+     "swiglu_limit"},
     {"gpt_oss more active experts than experts",
      [](json c) {
        c["model_type"] = "gpt_oss";

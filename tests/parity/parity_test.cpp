@@ -1,6 +1,7 @@
 // Parity with Hugging Face transformers: tiny random checkpoints, one per family and rope
 // variant, written with the greedy ids and top-5 logits transformers computed for them by
-// tests/fixtures/parity/make_fixtures.py (not run by the build). Each is imported from its own
+// tests/fixtures/parity/make_fixtures.py and make_gpt_oss.py (not run by the build; gpt_oss_gguf
+// is imported from its model.gguf). Each is imported from its own
 // config.json and safetensors, planned on the CPU plugin and run: 24 greedy steps must give
 // the same ids, and every position's top-5 logits (the prompt's after prefill, one per decode
 // step) must agree within the f32 tolerance below.
@@ -11,6 +12,7 @@
 #include <fstream>
 
 #include "core/executor/model_weights.hpp"
+#include "core/gguf_model/gguf_model.hpp"
 #include "core/importer/importer.hpp"
 #include "support/cpu_tiers.hpp"
 #include "support/sequence_runner.hpp"
@@ -37,6 +39,8 @@ struct Fixture {
   Inventory inventory;
   Plan plan;
   std::unique_ptr<SafetensorsFile> weights;
+  std::unique_ptr<GgufFile> gguf;  // a fixture of model.gguf instead of safetensors
+  std::optional<GgufModel> gguf_model;
   std::unique_ptr<test::SequenceRunner> session;
 };
 
@@ -60,18 +64,32 @@ class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::stri
     f->inventory = live_inventory(*registry_);
     Policy policy;
     policy.prefer = {kDLCPU};
+    const bool gguf = fs::exists(dir / "model.gguf");
+    if (gguf) {
+      f->gguf = std::make_unique<GgufFile>(GgufFile::open((dir / "model.gguf").string()));
+      f->gguf_model = describe_gguf(*f->gguf);
+      opts.weight_dtypes = f->gguf_model->weight_dtypes;
+    }
     LayoutPlan lp = test::plan_single(
-        [&](const ImportOptions& o) { return import_hf_config((dir / "config.json").string(), o); },
+        [&](const ImportOptions& o) {
+          return gguf ? import_hf_config_json(f->gguf_model->config, f->gguf->path(), o)
+                      : import_hf_config((dir / "config.json").string(), o);
+        },
         opts, *registry_, f->inventory, policy);
     f->graph = std::move(lp.graph);
     f->plan = std::move(lp.plan);
     if (!f->plan.ok()) throw *f->plan.error;
-    f->weights = std::make_unique<SafetensorsFile>(
-        SafetensorsFile::open((dir / "model.safetensors").string()));
-    std::string model_type = json::parse(std::ifstream(dir / "config.json"))["model_type"];
-    f->session =
-        std::make_unique<test::SequenceRunner>(f->graph, f->plan, *registry_, f->inventory,
-                                               safetensors_weight_loader(*f->weights, model_type));
+    WeightLoader loader;
+    if (gguf) {
+      loader = gguf_weight_loader(*f->gguf, *f->gguf_model);
+    } else {
+      f->weights = std::make_unique<SafetensorsFile>(
+          SafetensorsFile::open((dir / "model.safetensors").string()));
+      std::string model_type = json::parse(std::ifstream(dir / "config.json"))["model_type"];
+      loader = safetensors_weight_loader(*f->weights, model_type);
+    }
+    f->session = std::make_unique<test::SequenceRunner>(f->graph, f->plan, *registry_, f->inventory,
+                                                        std::move(loader));
     return f;
   }
 
@@ -129,8 +147,9 @@ std::vector<std::string> fixture_names() {
 // checkout fails here rather than silently testing less.
 TEST(ParityFixtures, EveryListedVariantIsPresent) {
   const std::vector<std::string> want = {
-      "gemma2",        "gemma3",  "gpt_oss", "gpt_oss_mxfp4", "llama", "llama3_scaled",
-      "llama_classic", "mistral", "qwen2",   "qwen2_yarn",    "qwen3", "smollm3"};
+      "gemma2",     "gemma3",        "gpt_oss",       "gpt_oss_gguf", "gpt_oss_mxfp4",
+      "llama",      "llama3_scaled", "llama_classic", "mistral",      "qwen2",
+      "qwen2_yarn", "qwen3",         "smollm3"};
   EXPECT_EQ(fixture_names(), want);
 }
 

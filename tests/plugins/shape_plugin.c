@@ -77,7 +77,9 @@ static void add_generic(DLDeviceType type, const char* suffix) {
     if (op == SY_OP_ATTENTION || op == SY_OP_FUSED_DECODE_ATTENTION) continue;
     strcpy(name, sy_op_kind_name((sy_op_kind)op));
     strcat(name, suffix);
-    add(name, (sy_op_kind)op, "generic", type, all, features);
+    /* gpt-oss's experts are mxfp4, which these stacks (transformers, candle) also serve. */
+    add(name, (sy_op_kind)op, "generic", type, all, features)->weight_dtypes =
+        SY_DTYPE_BIT(SY_DTYPE_MXFP4);
   }
 }
 

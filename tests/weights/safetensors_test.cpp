@@ -2,6 +2,7 @@
 // metadata, in a layout the format's reference reader accepts; every corrupt file (written for
 // real) is an Error SY302 naming the file and the tensor or field, never a crash or a read
 // past the end; and importer weight names map to Hugging Face checkpoint names.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::TempDir;
+using ::testing::HasSubstr;
 
 const fs::path kExamples = SY_TEST_EXAMPLES_DIR;
 
@@ -296,11 +298,11 @@ TEST(Safetensors, EntryFieldsMissingOrMistyped) {
 
 TEST(Safetensors, UnknownDtypeIsNamed) {
   TempDir dir;
-  for (const char* dtype : {"F8_E4M3", "F64", "BOOL", "U8", "f32", ""}) {
+  for (const char* dtype : {"F8_E4M3", "F64", "BOOL", "U16", "f32", ""}) {
     expect_bad_entry(
         dir, std::string(R"({"dtype":")") + dtype + R"(","shape":[1],"data_offsets":[0,8]})", 8,
         {"tensor 'w'", std::string("unsupported dtype '") + dtype + "'",
-         "F32, BF16, F16, I64, I32"});
+         "F32, BF16, F16, I64, I32, U8"});
   }
 }
 
@@ -441,8 +443,89 @@ TEST(Safetensors, HfTensorNames) {
                             "l3._bias",
                             "model.embed_tokens.weight"})
     EXPECT_EQ(hf_tensor_name("llama", value), std::nullopt) << value;
-  for (const char* type : {"gpt_oss", "mamba", "", "Llama"})
+  for (const char* type : {"mamba", "", "Llama"})
     EXPECT_EQ(hf_tensor_name(type, "embed_tokens"), std::nullopt) << type;
+  // gpt-oss: llama's names, its sinks and router; its stacked experts are read_hf_experts'.
+  EXPECT_EQ(hf_tensor_name("gpt_oss", "l2.sinks"), "model.layers.2.self_attn.sinks");
+  EXPECT_EQ(hf_tensor_name("gpt_oss", "l2.router"), "model.layers.2.mlp.router.weight");
+  EXPECT_EQ(hf_tensor_name("gpt_oss", "l2.router_bias"), "model.layers.2.mlp.router.bias");
+  EXPECT_EQ(hf_tensor_name("gpt_oss", "l2.o_proj_bias"), "model.layers.2.self_attn.o_proj.bias");
+  EXPECT_EQ(hf_tensor_name("gpt_oss", "l2.experts.gate_proj"), std::nullopt);
+}
+
+// gpt-oss's experts: gate/up de-interleaved from gate_up_proj [E, H, 2I] and transposed, down
+// transposed, biases split; mxfp4 blocks repacked from transformers' nibble order (2j low,
+// 2j + 1 high) into GGUF's (j low, j + 16 high); a NaN scale and a wrong shape refused by name.
+TEST(Safetensors, GptOssExpertsAreReadIntoTheGraphsLayout) {
+  TempDir dir;
+  const int64_t E = 2, H = 32, I = 32;
+  std::vector<float> gate_up(size_t(E * H * 2 * I)), down(size_t(E * I * H)),
+      bias(size_t(E * 2 * I));
+  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = float(i);
+  for (size_t i = 0; i < down.size(); ++i) down[i] = float(i) + 0.5f;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = -float(i);
+  std::vector<uint8_t> blocks(size_t(E * 2 * I * 16)), scales(size_t(E * 2 * I), 127);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = uint8_t(i * 37 + 11);
+  const std::string base = "model.layers.0.mlp.experts.";
+  const fs::path path = dir.path() / "experts.safetensors";
+  write_safetensors(
+      path.string(),
+      {{info(base + "gate_up_proj", SY_DTYPE_F32, {E, H, 2 * I}), gate_up.data()},
+       {info(base + "down_proj", SY_DTYPE_F32, {E, I, H}), down.data()},
+       {info(base + "gate_up_proj_bias", SY_DTYPE_F32, {E, 2 * I}), bias.data()},
+       {info(base + "gate_up_proj_blocks", SY_DTYPE_U8, {E, 2 * I, 1, 16}), blocks.data()},
+       {info(base + "gate_up_proj_scales", SY_DTYPE_U8, {E, 2 * I, 1}), scales.data()}});
+  SafetensorsFile f = SafetensorsFile::open(path.string());
+  std::string error;
+  std::vector<float> out(size_t(E * I * H));
+  ASSERT_TRUE(read_hf_experts(f, "l0.experts.up_proj", SY_DTYPE_F32, {E, I, H}, out.data(), error));
+  ASSERT_EQ(error, "");
+  // up[e][n][k] = gate_up[e][k][2n + 1]
+  EXPECT_EQ(out[size_t((1 * I + 3) * H + 5)], gate_up[size_t((1 * H + 5) * 2 * I + 7)]);
+  ASSERT_TRUE(
+      read_hf_experts(f, "l0.experts.down_proj", SY_DTYPE_F32, {E, H, I}, out.data(), error));
+  EXPECT_EQ(out[size_t((1 * H + 3) * I + 5)], down[size_t((1 * I + 5) * H + 3)]);  // transposed
+  std::vector<float> b(size_t(E * I));
+  ASSERT_TRUE(
+      read_hf_experts(f, "l0.experts.gate_proj_bias", SY_DTYPE_F32, {E, I}, b.data(), error));
+  EXPECT_EQ(b[size_t(1 * I + 4)], bias[size_t(1 * 2 * I + 8)]);
+
+  std::vector<uint8_t> q(size_t(E * I * 17));
+  ASSERT_TRUE(
+      read_hf_experts(f, "l0.experts.gate_proj", SY_DTYPE_MXFP4, {E, I, H}, q.data(), error));
+  ASSERT_EQ(error, "");
+  const uint8_t* hf = blocks.data() + (1 * 2 * I + 2 * 3) * 16;  // expert 1, gate row 3
+  const uint8_t* ours = q.data() + (1 * I + 3) * 17;
+  EXPECT_EQ(ours[0], 127);
+  auto hf_element = [hf](int i) { return (hf[i / 2] >> (4 * (i % 2))) & 15; };
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(ours[1 + i] & 15, hf_element(i)) << i;
+    EXPECT_EQ(ours[1 + i] >> 4, hf_element(i + 16)) << i;
+  }
+  EXPECT_FALSE(read_hf_experts(f, "l0.router", SY_DTYPE_F32, {E, H}, out.data(), error));
+
+  ASSERT_TRUE(read_hf_experts(f, "l0.experts.gate_proj", SY_DTYPE_F32, {E, 2 * I, H}, out.data(),
+                              error));  // the config disagrees with the file
+  EXPECT_THAT(error, HasSubstr("gate_up_proj' has shape [2,32,64]"));
+  error.clear();
+  ASSERT_TRUE(
+      read_hf_experts(f, "l1.experts.gate_proj", SY_DTYPE_F32, {E, I, H}, out.data(), error));
+  EXPECT_THAT(error, HasSubstr("model.layers.1.mlp.experts.gate_up_proj' is missing"));
+  error.clear();
+  ASSERT_TRUE(
+      read_hf_experts(f, "l0.experts.down_proj", SY_DTYPE_MXFP4, {E, H, I}, q.data(), error));
+  EXPECT_THAT(error, HasSubstr("down_proj_blocks' is missing"));
+
+  scales[5] = 0xFF;
+  const fs::path nan = dir.path() / "nan.safetensors";
+  write_safetensors(
+      nan.string(),
+      {{info(base + "gate_up_proj_blocks", SY_DTYPE_U8, {E, 2 * I, 1, 16}), blocks.data()},
+       {info(base + "gate_up_proj_scales", SY_DTYPE_U8, {E, 2 * I, 1}), scales.data()}});
+  SafetensorsFile g = SafetensorsFile::open(nan.string());
+  error.clear();
+  ASSERT_TRUE(read_hf_experts(g, "l0.experts.up_proj", SY_DTYPE_MXFP4, {E, I, H}, q.data(), error));
+  EXPECT_THAT(error, HasSubstr("gate_up_proj_scales' holds the E8M0 scale 0xFF (NaN) at [0,5,0]"));
 }
 
 // Every weight the importer declares for the example configs has a checkpoint name, and no two
