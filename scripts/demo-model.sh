@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The model part of `make demo`: the real SmolLM2-135M-Instruct Q4_1 GGUF when
+# The model part of `make demo`: a tiny gpt-oss with sinks and MXFP4 experts on the CPU, then the
+# real SmolLM2-135M-Instruct Q4_1 GGUF when
 # scripts/fetch-model.sh got it (make demo runs that first), else the bundled seeded test model,
 # saying so; then the same model behind `switchyard serve` (one curl request), and from a C
 # program on libswitchyard (examples/embed_c).
@@ -18,6 +19,14 @@ show() {
   echo
   "$sy" "$@"
 }
+
+# gpt-oss as trained (attention sinks, sliding layers, 8 experts, MXFP4), on the CPU: where
+# transformers refuses its sinks on CPU with flex attention, the plan proves cpu_onednn serves them
+# natively, and the run gives transformers' greedy ids (a tiny random checkpoint: its text is
+# noise; tests/fixtures/parity/make_gpt_oss.py).
+tiny_oss=tests/fixtures/parity/gpt_oss_mxfp4
+show plan "$tiny_oss" --explain l0.attn
+show run "$tiny_oss" --prompt "Sinks on the CPU" --max-tokens 16 --ignore-eos
 
 if [[ -f "$gguf" ]]; then
   # Where each quantized matmul would go on an H200 with bf16 activations, and why.

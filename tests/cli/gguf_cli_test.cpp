@@ -77,6 +77,21 @@ TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
   EXPECT_THAT(strict.out, HasSubstr("is outside the kernel's dtypes (f32,f16,bf16)"));
 }
 
+// A weight type of the vocabulary that no loaded plugin serves: the planner refuses before any
+// weight is read, SY001 naming every candidate kernel and its dtype reason (not SY003, whose
+// text is flash-attn's, nor SY302: the file is valid).
+TEST_F(GgufCli, AWeightTypeNoPluginServesIsAPlannerRefusalNamingEveryCandidate) {
+  const std::string file = write("tiny.gguf", TinyGguf(Storage::quantized).w.bytes());
+  // candle_flash's generic CPU kernels take float weights and mxfp4 only.
+  auto r = test::run_switchyard("plan " + file + " --plugin-dir " +
+                                std::string(SY_TEST_SETS_DIR) + "/candle_flash" +
+                                " --max-batch-tokens 8 --context 64");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("error SY001"));
+  EXPECT_THAT(r.out, HasSubstr("candle_flash/matmul_cpu [generic] on cpu:0: dtype q8_0 of the "
+                               "weights (input 1) is outside the kernel's weight dtypes (mxfp4)"));
+}
+
 // The seed case of candle's quantized SmolLM3, from a GGUF: a host-only quantized fused decode
 // block pinned on a target where attention (head dim 64) and the KV caches go to cuda:0. With
 // --strict the plan fails before any weight is read, SY005 `Expected CPU storage`, naming each
