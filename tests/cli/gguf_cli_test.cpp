@@ -88,8 +88,8 @@ TEST_F(GgufCli, AWeightTypeNoPluginServesIsAPlannerRefusalNamingEveryCandidate) 
                                 " --max-batch-tokens 8 --context 64");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.out, HasSubstr("error SY001"));
-  EXPECT_THAT(r.out, HasSubstr("candle_flash/matmul_cpu [generic] on cpu:0: dtype q8_0 of the "
-                               "weights (input 1) is outside the kernel's weight dtypes (mxfp4)"));
+  EXPECT_THAT(r.out, HasSubstr("candle_flash/embedding_cpu [generic] on cpu:0: dtype q4_1 of the "
+                               "weights (input 0) is outside the kernel's weight dtypes (mxfp4)"));
 }
 
 // The seed case of candle's quantized SmolLM3, from a GGUF: a host-only quantized fused decode
