@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3", "gpt-oss"};
+const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3", "smollm3", "gpt-oss"};
 
 // The config's model_type of a GGUF architecture.
 std::string model_type_of(const std::string& arch) {
@@ -207,6 +207,15 @@ json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch,
     if (arch != "gpt-oss") c["use_sliding_window"] = true;
   }
   read_rope_scaling(r, f, arch, c, conventions);
+  if (arch == "smollm3") {
+    // The converter does not write SmolLM3's no_rope_layers; llama.cpp and candle both take
+    // every 4th layer as NoPE, which is what SmolLM3-3B's config says.
+    c["no_rope_layer_interval"] = 4;
+    conventions.push_back(
+        "no rotary embedding (NoPE) on every 4th layer (3, 7, 11, …): SmolLM3's "
+        "no_rope_layer_interval 4, which the GGUF file does not record (llama.cpp and candle "
+        "assume the same)");
+  }
   c["tie_word_embeddings"] = f.find("output.weight") == nullptr;
   if (f.find("rope_freqs.weight"))
     bad_file(f, "tensor 'rope_freqs.weight' (llama 3's rope frequency table) is not supported yet");
@@ -276,7 +285,7 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
     throw Error(Errc::unknown_model_type,
                 "GGUF architecture '" + a->s +
-                    "' is not supported (supported: llama, qwen2, qwen3, gpt-oss)",
+                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gpt-oss)",
                 f.path());
   GgufModel m;
   m.architecture = a->s;

@@ -8,16 +8,17 @@
 // the reader's); <arch>.* keys map to config fields (gguf_config.cpp lists them), and any other
 // is SY207 unless --allow-config-key names it; tokenizer.* keys are the tokenizer's and the
 // generation settings' (gguf_tokenizer.cpp). A missing or mistyped key the model needs is SY302
-// naming the file and the key; an architecture outside llama, qwen2, qwen3, gpt-oss is SY208
+// naming the file and the key; an architecture outside llama, qwen2, qwen3, smollm3, gpt-oss is
+// SY208 (smollm3: NoPE on every 4th layer, a stated convention as llama.cpp's and candle's)
 // (gpt-oss: its layer pattern, SwiGLU clamp and yarn betas follow its released config, stated
 // as the plan's conventions, since the converter does not write them); a tensor of
 // a valid GGML type with no dtype in the vocabulary is SY212 naming the tensor and its type
 // (SY302 is for malformed files).
 //
 // llama's converter (llama.cpp's convert_hf_to_gguf.py) permutes the rows of attn_q and attn_k
-// for the interleaved rope; the loader puts them back in Hugging Face's order, so the graph is
-// the checkpoint's (neox rope) and the fused and unfused paths stay one computation.
-// Depends on weights/, importer/, tokenizer/, generation/, executor/.
+// (of llama and smollm3) for the interleaved rope; the loader puts them back in Hugging Face's
+// order, so the graph is the checkpoint's (neox rope) and the fused and unfused paths stay one
+// computation. Depends on weights/, importer/, tokenizer/, generation/, executor/.
 #pragma once
 
 #include <map>

@@ -170,9 +170,10 @@ std::optional<uint64_t> nan_scale(const uint8_t* data, uint64_t blocks) {
   return std::nullopt;
 }
 
-// llama.cpp's converter permutes the rows of llama's attn_q and attn_k (unpermute_rows).
+// llama.cpp's converter permutes the rows of attn_q and attn_k of llama and of the models it
+// converts as llama (SmolLM3) (unpermute_rows).
 bool rows_permuted(const std::string& arch, const Value& v) {
-  return arch == "llama" && v.shape.size() == 2 &&
+  return (arch == "llama" || arch == "smollm3") && v.shape.size() == 2 &&
          (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
 }
 

@@ -1,7 +1,7 @@
 // Parity with Hugging Face transformers: tiny random checkpoints, one per family and rope
 // variant, written with the greedy ids and top-5 logits transformers computed for them by
-// tests/fixtures/parity/make_fixtures.py and make_gpt_oss.py (not run by the build; gpt_oss_gguf
-// is imported from its model.gguf). Each is imported from its own
+// tests/fixtures/parity/make_fixtures.py, make_gpt_oss.py and make_smollm3_gguf.py (not run by
+// the build; the *_gguf fixtures are imported from their model.gguf). Each is imported from its own
 // config.json and safetensors, planned on the CPU plugin and run: 24 greedy steps must give
 // the same ids, and every position's top-5 logits (the prompt's after prefill, one per decode
 // step) must agree within the f32 tolerance below.
@@ -146,10 +146,23 @@ std::vector<std::string> fixture_names() {
 // Every family and rope variant the issue lists has a fixture: a fixture folder lost in a
 // checkout fails here rather than silently testing less.
 TEST(ParityFixtures, EveryListedVariantIsPresent) {
-  const std::vector<std::string> want = {
-      "gemma2",     "gemma3",        "gpt_oss",       "gpt_oss_gguf", "gpt_oss_mxfp4",
-      "llama",      "llama3_scaled", "llama_classic", "mistral",      "qwen2",
-      "qwen2_yarn", "qwen3",         "smollm3"};
+  const std::vector<std::string> want = {"gemma2",
+                                         "gemma3",
+                                         "gpt_oss",
+                                         "gpt_oss_gguf",
+                                         "gpt_oss_mxfp4",
+                                         "llama",
+                                         "llama3_scaled",
+                                         "llama_classic",
+                                         "mistral",
+                                         "qwen2",
+                                         "qwen2_yarn",
+                                         "qwen3",
+                                         "smollm3",
+                                         "smollm3_gguf_bf16",
+                                         "smollm3_gguf_q4_k",
+                                         "smollm3_gguf_q4_k_m",
+                                         "smollm3_gguf_q8_0"};
   EXPECT_EQ(fixture_names(), want);
 }
 

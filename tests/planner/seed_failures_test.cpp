@@ -169,6 +169,35 @@ TEST(SeedFailures, KvCacheOnCudaWithAHostOnlyWriter) {
   EXPECT_EQ(o.plan["error"]["op"], "l0.k_append");
 }
 
+// candle's two failures with quantized SmolLM3 (`Expected CPU storage`, `Expected CPU`), from a
+// quantized SmolLM3 GGUF as llama.cpp's converter and llama-quantize's Q4_K_M mix make them
+// (tests/fixtures/parity/smollm3_gguf_q4_k_m, whose numbers the parity tests check).
+const std::string kSmolLM3Gguf =
+    std::string(SY_TEST_FIXTURES_DIR) + "/parity/smollm3_gguf_q4_k_m/model.gguf";
+
+TEST(SeedFailures, QuantizedSmolLM3GgufHostOnlyFusedDecodeIsExpectedCpuStorage) {
+  // bf16 activations: the norms and attention (head dim 64) go to cuda:0, the quantized
+  // projections stay on the host (cuda_flash has no quantized matmul), and the host-only fused
+  // block would read the normed hidden state and write the KV caches in device memory.
+  std::string model = kSmolLM3Gguf + " --target " + kH200 +
+                      " --attention fused_decode --dtype bf16 --context 64 --max-batch-tokens 16";
+  Outcome strict = plan(model + " --strict");
+  expect_error(strict, code_text(Errc::expected_cpu_storage), "Expected CPU storage");
+  Outcome o = plan(model);
+  ASSERT_EQ(o.exit_code, 0) << o.plan.dump().substr(0, 2000);
+  EXPECT_TRUE(has_fallback(o.plan, "fused_decode"));
+  EXPECT_EQ(first_op(o.plan, "decode", "attention")["device"], "cuda:0");
+  // The file leaves the NoPE layers unsaid: the plan states the convention it follows.
+  EXPECT_THAT(o.plan["conventions"].dump(), HasSubstr("every 4th layer"));
+}
+
+TEST(SeedFailures, QuantizedSmolLM3GgufKvCacheOnCudaWithAHostOnlyWriter) {
+  Outcome o = plan(kSmolLM3Gguf + " --target " + kH200 + " --plugin-dir " + kSets +
+                   "/cpu_only --kv-cache-device cuda --context 64 --max-batch-tokens 16");
+  expect_error(o, code_text(Errc::expected_cpu), "Expected CPU");
+  EXPECT_EQ(o.plan["error"]["op"], "l0.k_append");
+}
+
 TEST(SeedFailures, GqaModelOnAKernelWithoutGqa) {
   std::string model = kModels + "llama-3.2-1b/config.json --plugin-dir " + kSets + "/no_gqa";
   expect_error(plan(model + " --strict"), code_text(Errc::kv_repeat),
