@@ -225,7 +225,8 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
       "k", po::value(&k)->default_value(2048), "reduction")(
       "dtype", po::value(&dtype)->default_value("f32"), "f32|bf16")(
       "weight-dtype", po::value(&weight_dtype),
-      "b's dtype when it differs: q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k "
+      "b's dtype when it differs: "
+      "q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k|mxfp4 "
       "(needs "
       "--transpose-b; zero "
       "blocks)")("transpose-b", po::bool_switch(&transpose_b),

@@ -150,12 +150,18 @@ struct Q5Rows {
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
 
-// 32 iq4 elements (nibbles of the 16 bytes at qs, as q4_0's) times `scale`: the nibbles index
-// kvalues_iq4nl's 16 signed values with pshufb, and each value times the scale rounds once, as
-// the scalar product.
-inline void iq4_lookup(const uint8_t* qs, V8 scale, V8 (&v)[4]) {
-  const __m128i values =
-      _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+// kvalues_iq4nl, and E2M1's values doubled (exact as integers; mxfp4 halves its scale).
+inline __m128i iq4_values() {
+  return _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+}
+inline __m128i e2m1_doubled() {
+  return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+}
+
+// 32 elements (nibbles of the 16 bytes at qs, as q4_0's) times `scale`: the nibbles index the 16
+// signed values of `values` with pshufb, and each value times the scale rounds once, as the
+// scalar product.
+inline void iq4_lookup(const uint8_t* qs, V8 scale, V8 (&v)[4], __m128i values = iq4_values()) {
   const __m128i low4 = _mm_set1_epi8(15);
   for (int i = 0; i < 4; ++i) {
     __m128i q = bytes8(qs + 8 * (i & 1));
@@ -175,6 +181,22 @@ struct Iq4NlRows {
   static State state(const uint8_t* b) { return {_mm256_set1_ps(block_half(b))}; }
   static void chunk(const uint8_t* b, const State& s, int, V8 (&v)[4]) {
     iq4_lookup(b + 2, s.d, v);
+  }
+  static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
+};
+
+// mxfp4: E2M1 values under the block's E8M0 scale, looked up as iq4_nl's (doubled values under
+// half the scale: every product exact, as the scalar one).
+struct Mxfp4Rows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = 17;
+  static constexpr bool kTail = false;
+  struct State {
+    V8 d;
+  };
+  static State state(const uint8_t* b) { return {_mm256_set1_ps(0.5f * e8m0_scale(b[0]))}; }
+  static void chunk(const uint8_t* b, const State& s, int, V8 (&v)[4]) {
+    iq4_lookup(b + 1, s.d, v, e2m1_doubled());
   }
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
@@ -413,8 +435,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
+    case SY_DTYPE_MXFP4: return columns_t<Mxfp4Rows>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k, mxfp4): rowdot_lanes.hpp's loops on 8
+    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 8
     // lanes, as in the avx512 tier.
     default:
       if (sy_dtype_is_blocked(a.wtype)) return lane_columns<Avx2Lanes>(a, quant_avx2(), n0, n1);

@@ -49,6 +49,10 @@ const __m512 kIota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 const __m512 kIq4Values =
     _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 
+// E2M1's 16 values (sy_e2m1_value) as f32 lanes.
+const __m512 kE2m1Values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+                                          -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+
 // 32 elements whose 4-bit indices are the low (elements 0–15) and high (16–31) nibbles of the
 // 16 bytes at qs, looked up in a table of 16 values with vpermps (which reads an index's low 4
 // bits only, so the low nibbles need no mask).
@@ -198,6 +202,23 @@ struct Iq4NlRows {
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
     nibble_lookup(b + 2, s.table, lo, hi);
+  }
+  static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
+};
+
+// mxfp4: as iq4_nl, the E2M1 values under the block's E8M0 scale (every product exact).
+struct Mxfp4Rows {
+  static constexpr int kBlock = 32;
+  static constexpr int64_t kBytes = 17;
+  static constexpr bool kTail = false;
+  struct State {
+    __m512 table;
+  };
+  static State state(const uint8_t* b) {
+    return {_mm512_mul_ps(kE2m1Values, _mm512_set1_ps(e8m0_scale(b[0])))};
+  }
+  static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
+    nibble_lookup(b + 1, s.table, lo, hi);
   }
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
@@ -581,8 +602,9 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_0: return columns_t<Q5Rows<SY_DTYPE_Q5_0>>(a, n0, n1);
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
+    case SY_DTYPE_MXFP4: return columns_t<Mxfp4Rows>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k, mxfp4): rowdot_lanes.hpp's loops on 16
+    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 16
     // lanes, over each block dequantized by the scalar formulas. Exact, and batch-invariant the
     // same way (one chain of FMAs per element over K), but not yet as fast as a register decoder.
     default:
