@@ -54,7 +54,8 @@ FixtureTensor fixture_tensor(sy_dtype dtype) {
 
 const sy_dtype kQuantTypes[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0,   SY_DTYPE_Q4_1,   SY_DTYPE_Q5_0,
                                 SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K,
-                                SY_DTYPE_Q3_K, SY_DTYPE_Q4_K,   SY_DTYPE_Q5_K,   SY_DTYPE_Q6_K};
+                                SY_DTYPE_Q3_K, SY_DTYPE_Q4_K,   SY_DTYPE_Q5_K,   SY_DTYPE_Q6_K,
+                                SY_DTYPE_MXFP4};
 
 class CpuQuantTier : public ::testing::TestWithParam<std::string> {
  protected:
