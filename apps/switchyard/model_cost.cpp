@@ -37,6 +37,18 @@ double row_bytes(const Value& cache) {
   return double(cache.bytes()) / rows;
 }
 
+// The share of its experts a moe_experts node reads in a step of `tokens` tokens: each picks
+// top_k of E, so at most min(E, tokens·top_k) distinct experts (the bound: a decode token reads
+// top_k / E of every stacked expert weight).
+double expert_share(const Phase& phase, const Node& n, const StepShape& s) {
+  const Value* ids = n.inputs.size() > 3 ? phase.value(n.inputs[1]) : nullptr;
+  const Value* gate = n.inputs.size() > 3 ? phase.value(n.inputs[3]) : nullptr;
+  if (!ids || !gate || ids->shape.empty() || gate->shape.empty()) return 1.0;
+  const double k = double(ids->shape.back()), experts = double(gate->shape[0]);
+  const double tokens = elements(*ids, s) / k;
+  return std::min(1.0, tokens * k / experts);
+}
+
 }  // namespace
 
 double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
@@ -58,14 +70,16 @@ StepBytes step_bytes(const Phase& phase, const StepShape& shape) {
   for (const auto& v : phase.values) {
     if (v.kind != ValueKind::weight) continue;
     bool only_lookups = true, used = false;
+    double share = 1.0;  // of a stacked expert weight, the experts a step reads
     for (const auto& n : phase.nodes)
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (n.inputs[i] == v.name) {
           used = true;
           if (!(n.op == SY_OP_EMBEDDING && i == 0)) only_lookups = false;
+          if (n.op == SY_OP_MOE_EXPERTS && i >= 3) share = expert_share(phase, n, shape);
         }
     if (!used) continue;
-    const double bytes = double(v.bytes());
+    const double bytes = double(v.bytes()) * share;
     const double rows = v.shape.empty() ? 1 : double(v.shape[0]);
     b.weights += only_lookups && ids ? bytes / rows * elements(*ids, shape) : bytes;
   }
@@ -93,6 +107,14 @@ double step_flops(const Phase& phase, const StepShape& shape) {
       const bool tb = int_attr(n, SY_ATTR_TRANSPOSE_B, 0) != 0;
       const int64_t cols = tb ? w->shape[0] : w->shape[1];
       flops += 2.0 * elements(*a, shape) * double(cols);
+    } else if (n.op == SY_OP_MOE_EXPERTS && n.inputs.size() >= 6) {
+      // Each token's top_k experts: gate and up [I, H], down [H, I].
+      const Value* x = phase.value(n.inputs[0]);
+      const Value* ids = phase.value(n.inputs[1]);
+      const Value* gate = phase.value(n.inputs[3]);
+      if (!x || !ids || !gate || gate->shape.size() != 3 || ids->shape.empty()) continue;
+      const double routed = elements(*ids, shape);  // tokens · top_k
+      flops += 2.0 * routed * 3.0 * double(gate->shape[1] * gate->shape[2]);
     } else if (n.op == SY_OP_ATTENTION && n.inputs.size() >= 3) {
       const Value* q = phase.value(n.inputs[0]);
       const Value* k = phase.value(n.inputs[1]);

@@ -10,8 +10,10 @@
 namespace sy::cli {
 
 struct StepBytes {
-  double weights = 0;  // every weight once; an embedding table only for the rows it looks up
-  double kv = 0;       // the K and V cache rows the step's attention reads
+  // Every weight once; an embedding table only for the rows it looks up; a stacked expert weight
+  // only for the experts the step's tokens can route to (at most tokens · top_k of E).
+  double weights = 0;
+  double kv = 0;  // the K and V cache rows the step's attention reads
   double total() const { return weights + kv; }
 };
 
@@ -29,8 +31,9 @@ StepBytes step_bytes(const Phase& phase, const StepShape& shape);
 // head, bottom-right aligned: the useful work of Sq queries over Skv keys.
 double visible_pairs(int64_t sq, int64_t skv, bool causal, int64_t window);
 
-// FLOPs of a step's matmuls (2·M·K·N) and attentions (4·D per visible query-key pair per query
-// head): each sequence's tokens attend to its kv_len rows, bottom-right aligned.
+// FLOPs of a step's matmuls (2·M·K·N), experts (2·T·top_k·3·I·H) and attentions (4·D per visible
+// query-key pair per query head): each sequence's tokens attend to its kv_len rows, bottom-right
+// aligned.
 double step_flops(const Phase& phase, const StepShape& shape);
 
 }  // namespace sy::cli
