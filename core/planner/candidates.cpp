@@ -153,10 +153,11 @@ std::optional<Refusal> Candidates::kept_off(const Phase& phase, const Node& n,
   auto it = pol_.memory_excluded.find(dev.id);
   if (it == pol_.memory_excluded.end()) return std::nullopt;
   const std::string unit = memory_unit(phase, n);
-  if (!it->second.count(unit)) return std::nullopt;
+  if (!it->second.count(unit) && !it->second.count(enclosing_unit(unit))) return std::nullopt;
   return Refusal{"memory", unit + " on " + dev.id, "no room",
                  unit + " does not fit in the memory of " + dev.id +
-                     " (binding split: whole layers go to the next device in --prefer order)"};
+                     " (binding split: experts, then whole layers, go to the next device in "
+                     "--prefer order)"};
 }
 
 double Candidates::locate(const Phase& phase, const Node& n, const Placement& where,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string_view>
 
 #include "core/planner/planner.hpp"
 
@@ -144,7 +145,8 @@ void budget_kv_blocks(MemoryPlan& out, const Graph& graph,
                       const Policy& policy) {
   const StepBounds& b = graph.bounds;
   const int64_t bound = pools.front().first->shape[0];
-  const int64_t per_sequence = (b.context + b.kv_block_size - 1) / std::max<int64_t>(1, b.kv_block_size);
+  const int64_t per_sequence =
+      (b.context + b.kv_block_size - 1) / std::max<int64_t>(1, b.kv_block_size);
   out.kv_block_tokens = b.kv_block_size;
   int64_t blocks = bound;
   out.kv_blocks_rule = policy.kv_blocks ? "--kv-blocks"
@@ -244,6 +246,8 @@ std::string memory_location(const std::string& name) {
 }
 
 std::string memory_unit(const Phase& phase, const Node& node) {
+  if (node.layer >= 0 && node.op == SY_OP_MOE_EXPERTS)
+    return "layer " + std::to_string(node.layer) + " experts";
   if (node.layer >= 0) return "layer " + std::to_string(node.layer);
   const Node* in_phase = phase.node(node.id);
   if (!in_phase) return "output";
@@ -252,6 +256,11 @@ std::string memory_unit(const Phase& phase, const Node& node) {
     if (n.layer >= 0) return "output";
   }
   return "output";
+}
+
+std::string enclosing_unit(const std::string& unit) {
+  constexpr std::string_view kExperts = " experts";
+  return unit.ends_with(kExperts) ? unit.substr(0, unit.size() - kExperts.size()) : unit;
 }
 
 std::string format_bytes(int64_t bytes) {
@@ -302,7 +311,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
       auto [it, first_home] = home.try_emplace(key.substr(0, key.rfind('@')), u.location);
       if (out.slots.count(key)) continue;
       out.slots[key] = {0, buffer_bytes(v.bytes())};  // session-scoped: its own allocation
-      if (is_kv_pool(v)) {  // sized below, once the blocks are budgeted
+      if (is_kv_pool(v)) {                            // sized below, once the blocks are budgeted
         pools.push_back({&v, u.location});
         continue;
       }

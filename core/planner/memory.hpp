@@ -111,8 +111,12 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
                        const Policy& policy);
 
 // The unit a binding split moves whole: "layer N", or "input" / "output" for the ops outside
-// the layers before the first layer op and after it (embedding; final norm and head).
+// the layers before the first layer op and after it (embedding; final norm and head). A
+// layer's mixture of experts (its moe_experts op and the stacked expert weights only it reads)
+// is a unit of its own, "layer N experts", inside "layer N": a split moves it first.
 std::string memory_unit(const Phase& phase, const Node& node);
+// "layer N" for "layer N experts"; the unit itself for the others.
+std::string enclosing_unit(const std::string& unit);
 
 // "7.50 GiB", "512 MiB", "12 KiB", "100 B".
 std::string format_bytes(int64_t bytes);

@@ -125,10 +125,54 @@ Plan does_not_fit(Plan plan, const Graph& graph, const std::string& why) {
   return plan;
 }
 
+// The fewest leading `units` that, kept off `dev` on top of `pol`, make it fit: a binary search
+// in which each trial is a full plan. Moving more units only ever frees `dev`, but may hit an op
+// the next device cannot serve: such a trial bounds the search from above, and its error is
+// part of the answer (`unplaceable`).
+struct Fewest {
+  size_t count = 0;  // 0: none fits
+  Plan plan;
+  std::string unplaceable;
+};
+Fewest fewest_units(const std::vector<std::string>& units, const std::string& dev,
+                    const Policy& pol, const PlaceFn& place) {
+  Fewest f;
+  size_t lo = 1, hi = units.size();
+  while (lo <= hi) {
+    const size_t mid = (lo + hi) / 2;
+    Policy trial = pol;
+    trial.memory_excluded[dev].insert(units.begin(), units.begin() + long(mid));
+    Plan t = place(trial);
+    if (!t.ok()) {
+      f.unplaceable = "moving " + describe(units, 0, mid) + " off " + dev +
+                      " fails: " + code_text(t.error->code) + " " + t.error->message;
+      hi = mid - 1;
+      continue;
+    }
+    const LocationMemory* m = t.memory.find(dev);
+    if (!m || m->fits())
+      f.count = mid, f.plan = std::move(t), hi = mid - 1;
+    else
+      lo = mid + 1;
+  }
+  return f;
+}
+
+// Each layer's experts unit ("layer N experts"), in layer order.
+std::vector<std::string> expert_units(const Graph& graph) {
+  std::set<int> layers;
+  for (const auto& phase : graph.phases)
+    for (const auto& n : phase.nodes)
+      if (n.op == SY_OP_MOE_EXPERTS && n.layer >= 0) layers.insert(n.layer);
+  std::vector<std::string> units;
+  for (int l : layers) units.push_back("layer " + std::to_string(l) + " experts");
+  return units;
+}
+
 }  // namespace
 
 Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Policy& policy) {
-  const std::vector<std::string> units = units_of(graph);
+  const std::vector<std::string> units = units_of(graph), experts = expert_units(graph);
   Policy pol = policy;
   std::string story;
   for (size_t round = 0; round < 8; ++round) {
@@ -139,38 +183,43 @@ Plan fit_memory(Plan plan, const Graph& graph, const PlaceFn& place, const Polic
                           "--strict keeps every op where the preference puts it");
     const std::string dev = over->location;
     const std::string before = need_text(*over);
-    // The fewest leading units kept off `dev` that make it fit: each trial is a full plan.
-    // Moving more units only ever frees `dev`, but may hit an op the next device cannot serve:
-    // such a trial bounds the search from above, and its error is part of the answer.
-    size_t lo = 1, hi = units.size(), best = 0;
-    Plan best_plan;
-    std::string unplaceable;
-    while (lo <= hi) {
-      const size_t mid = (lo + hi) / 2;
-      Policy trial = pol;
-      trial.memory_excluded[dev].insert(units.begin(), units.begin() + long(mid));
-      Plan t = place(trial);
-      if (!t.ok()) {
-        unplaceable = "moving " + describe(units, 0, mid) + " off " + dev +
-                      " fails: " + code_text(t.error->code) + " " + t.error->message;
-        hi = mid - 1;
+    // A mixture of experts' stacked weights are most of its bytes and few of its FLOPs per
+    // token: its experts leave first, layer by layer (llama.cpp's --n-cpu-moe, chosen here),
+    // while attention, norms, router and head stay.
+    const bool experts_left = !experts.empty() && !pol.memory_excluded[dev].count(experts.back());
+    if (experts_left) {
+      Fewest f = fewest_units(experts, dev, pol, place);
+      if (f.count > 0) {
+        pol.memory_excluded[dev].insert(experts.begin(), experts.begin() + long(f.count));
+        plan = std::move(f.plan);
+        story += (story.empty() ? "" : "; ") + before + ", so the experts of " +
+                 describe(experts, 0, f.count) + " run on the next device in --prefer order, " +
+                 "and their attention, norms and router, and every other unit, stay on " + dev;
         continue;
       }
-      const LocationMemory* m = t.memory.find(dev);
-      if (!m || m->fits())
-        best = mid, best_plan = std::move(t), hi = mid - 1;
-      else
-        lo = mid + 1;
+      // Not even every expert off `dev` is enough: they all go, then whole layers.
+      Policy trial = pol;
+      trial.memory_excluded[dev].insert(experts.begin(), experts.end());
+      Plan t = place(trial);
+      if (t.ok()) {
+        pol = trial;
+        plan = std::move(t);
+        story += (story.empty() ? "" : "; ") + before + ", so the experts of every layer " +
+                 "run on the next device in --prefer order";
+        continue;
+      }
     }
-    if (best == 0)
-      return does_not_fit(
-          std::move(plan), graph,
-          unplaceable.empty() ? "moving layers off " + dev + " does not make it fit" : unplaceable);
-    pol.memory_excluded[dev].insert(units.begin(), units.begin() + long(best));
-    plan = std::move(best_plan);
-    story += (story.empty() ? "" : "; ") + before + ", so " + describe(units, 0, best) +
+    Fewest f = fewest_units(units, dev, pol, place);
+    if (f.count == 0)
+      return does_not_fit(std::move(plan), graph,
+                          f.unplaceable.empty()
+                              ? "moving layers off " + dev + " does not make it fit"
+                              : f.unplaceable);
+    pol.memory_excluded[dev].insert(units.begin(), units.begin() + long(f.count));
+    plan = std::move(f.plan);
+    story += (story.empty() ? "" : "; ") + before + ", so " + describe(units, 0, f.count) +
              " run on the next device in --prefer order and " +
-             describe(units, best, units.size()) + " stay on " + dev;
+             describe(units, f.count, units.size()) + " stay on " + dev;
   }
   for (const auto& l : plan.memory.locations)
     if (!l.fits()) return does_not_fit(std::move(plan), graph, story);

@@ -1,6 +1,7 @@
 // gpt-oss through the CLI as a user runs it: `switchyard run` on the tiny gpt-oss in its three
-// forms (bf16 safetensors, MXFP4 safetensors, GGUF) answers with transformers' greedy ids
-// (tests/fixtures/parity/make_gpt_oss.py recorded them); its plan names the expert ops of each
+// forms (bf16 safetensors, MXFP4 safetensors, GGUF) and on the tiny SmolLM3 GGUF files answers
+// with transformers' greedy ids (tests/fixtures/parity/make_gpt_oss.py and make_smollm3_gguf.py
+// recorded them); its plan names the expert ops of each
 // layer and states what a GGUF file leaves unsaid; broken files and configs are refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,24 +25,37 @@ json expected(const std::string& folder) {
   return json::parse(std::ifstream(kFixtures / folder / "expected.json"));
 }
 
-class GptOssRun : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+// (fixture folder, model inside it or "", the text whose bytes are the recorded prompt)
+struct TinyRun {
+  const char* folder;
+  const char* model;
+  const char* prompt;
+};
 
-TEST_P(GptOssRun, GreedyIdsAreTransformers) {
-  const auto [folder, model] = GetParam();
-  const json want = expected(folder);
-  auto r = test::run_switchyard("run " + (kFixtures / folder / model).string() +
-                                " --prompt 'Sinks on the CPU' --max-tokens 24 --ignore-eos "
-                                "--context 64 --json");
+class TinyCheckpointRun : public ::testing::TestWithParam<TinyRun> {};
+
+TEST_P(TinyCheckpointRun, GreedyIdsAreTransformers) {
+  const TinyRun t = GetParam();
+  const json want = expected(t.folder);
+  auto r = test::run_switchyard("run " + (kFixtures / t.folder / t.model).string() + " --prompt '" +
+                                t.prompt + "' --max-tokens 24 --ignore-eos --context 64 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
   EXPECT_EQ(out["prompt_tokens"], want["prompt"].size());  // the byte tokenizer: id = byte
   EXPECT_EQ(out["generated_ids"], want["greedy"]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, GptOssRun,
-                         ::testing::Values(std::pair{"gpt_oss", ""}, std::pair{"gpt_oss_mxfp4", ""},
-                                           std::pair{"gpt_oss_gguf", "model.gguf"}),
-                         [](const auto& info) { return std::string(info.param.first); });
+// gpt-oss in its three forms, and the SmolLM3 GGUF files (NoPE by convention, quantized).
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, TinyCheckpointRun,
+    ::testing::Values(TinyRun{"gpt_oss", "", "Sinks on the CPU"},
+                      TinyRun{"gpt_oss_mxfp4", "", "Sinks on the CPU"},
+                      TinyRun{"gpt_oss_gguf", "model.gguf", "Sinks on the CPU"},
+                      TinyRun{"smollm3_gguf_bf16", "model.gguf", "NoPE every fourth layer"},
+                      TinyRun{"smollm3_gguf_q8_0", "model.gguf", "NoPE every fourth layer"},
+                      TinyRun{"smollm3_gguf_q4_k", "model.gguf", "NoPE every fourth layer"},
+                      TinyRun{"smollm3_gguf_q4_k_m", "model.gguf", "NoPE every fourth layer"}),
+    [](const auto& info) { return std::string(info.param.folder); });
 
 TEST(GptOssPlan, ExpertOpsAreNamedPerLayerAndGgufConventionsAreStated) {
   auto r = test::run_switchyard("plan " + (kFixtures / "gpt_oss_gguf" / "model.gguf").string() +
@@ -60,6 +74,45 @@ TEST(GptOssPlan, ExpertOpsAreNamedPerLayerAndGgufConventionsAreStated) {
   auto hf = test::run_switchyard("plan " + (kFixtures / "gpt_oss_mxfp4").string() + " --json");
   ASSERT_EQ(hf.exit_code, 0) << hf.err;
   EXPECT_TRUE(json::parse(hf.out)["conventions"].empty());
+}
+
+// gpt-oss-20b (MXFP4 experts, about 13 GB) on one 8 GiB GPU, with plugins that serve every op
+// on both devices (the flex_like set): the binding split moves experts first, layer by layer,
+// and keeps every attention, norm and router on the GPU, with per-device totals; --strict
+// refuses with the numbers.
+TEST(GptOssPlan, TwentyBOnAnEightGigabyteGpuPutsExpertsOnTheHostFirst) {
+  const std::string args = "plan " + std::string(SY_TEST_EXAMPLES_DIR) +
+                           "/models/gpt-oss-20b --plugin-dir " + SY_TEST_SETS_DIR +
+                           "/flex_like --target " + SY_TEST_EXAMPLES_DIR +
+                           "/targets/gpu-8gb.json --json";
+  auto r = test::run_switchyard(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json plan = json::parse(r.out);
+  const std::string split = plan["memory"]["split"];
+  EXPECT_THAT(split, HasSubstr("so the experts of layers 0-"));
+  EXPECT_THAT(split, HasSubstr("their attention, norms and router, and every other unit, stay on "
+                               "cuda:0"));
+  int experts_on_host = 0, experts_on_gpu = 0;
+  for (const auto& phase : plan["phases"])
+    for (const auto& op : phase["ops"]) {
+      const std::string kind = op["op"], device = op["device"];
+      if (kind == "moe_experts") (device == "cpu:0" ? experts_on_host : experts_on_gpu)++;
+      if (kind == "attention" || kind == "rms_norm" || kind == "moe_router")
+        EXPECT_EQ(device, "cuda:0") << op["id"];
+    }
+  EXPECT_GT(experts_on_host, 0);
+  EXPECT_GT(experts_on_gpu, 0);  // only as many layers' experts as it takes
+  // Every expert counted: weights on both devices add up to the whole MXFP4 model.
+  double weights = 0;
+  for (const auto& l : plan["memory"]["locations"]) {
+    weights += l["weights_bytes"].get<double>();
+    EXPECT_TRUE(l["fits"].get<bool>()) << l["location"];
+  }
+  EXPECT_GT(weights, 12.5 * double(1ull << 30));
+  auto strict = test::run_switchyard(args + " --strict");
+  EXPECT_EQ(strict.exit_code, 3);
+  EXPECT_THAT(strict.out, HasSubstr("SY011"));
+  EXPECT_THAT(strict.out, HasSubstr("cuda:0 needs 13."));
 }
 
 class GptOssBadInput : public ::testing::Test {
