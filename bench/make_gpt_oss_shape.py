@@ -18,6 +18,8 @@ import numpy as np
 from safetensors.numpy import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures", "tokenizer"))
+import byte_tokenizer  # noqa: E402
 
 
 def main():
@@ -64,7 +66,7 @@ def main():
     patch_bf16(os.path.join(out, "model.safetensors"))
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    write_tokenizer(out)
+    byte_tokenizer.write(out, 256)
 
 
 def patch_bf16(path):
@@ -83,24 +85,6 @@ def patch_bf16(path):
         f.write(len(text).to_bytes(8, "little"))
         f.write(text)
         f.write(data)
-
-
-def write_tokenizer(out):
-    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    others = [b for b in range(256) if b not in printable]
-    tokens = [chr(b) if b in printable else chr(256 + others.index(b)) for b in range(256)]
-    tokenizer = {"version": "1.0", "added_tokens": [], "normalizer": None,
-                 "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
-                                   "trim_offsets": True, "use_regex": True},
-                 "post_processor": None,
-                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                             "use_regex": True},
-                 "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                           "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                           "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                           "vocab": {t: i for i, t in enumerate(tokens)}, "merges": []}}
-    with open(os.path.join(out, "tokenizer.json"), "w") as f:
-        json.dump(tokenizer, f, ensure_ascii=False)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,6 @@
 #include <cstring>
 
 namespace sy {
-namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 WeightLoader safetensors_weight_loader(const SafetensorsFile& file, const std::string& model_type) {
   // The file's own bytes when the tensor is the value exactly (dtype and element count; a

@@ -9,12 +9,6 @@
 namespace sy {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // One expert value: its layer, which matrix, whether it is the bias.
 struct ExpertName {
   std::string layer;  // the decimal layer number, as in the value name
@@ -178,6 +172,12 @@ class ExpertReader {
 };
 
 }  // namespace
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
 
 bool read_hf_experts(const SafetensorsFile& file, const std::string& value_name, sy_dtype dtype,
                      const std::vector<int64_t>& shape, void* dst, std::string& error) {

@@ -123,6 +123,13 @@ class GptOssBadInput : public ::testing::Test {
     fs::copy(kFixtures / folder, to, fs::copy_options::recursive);
     return to;
   }
+  static std::string read(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void write(const fs::path& file, const std::string& bytes) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  }
   test::TempDir dir_;
 };
 
@@ -139,17 +146,12 @@ TEST_F(GptOssBadInput, TopKAboveTheExpertsIsTheConfigKeyNamed) {
 
 // An E8M0 scale of 0xFF is NaN: refused when the weights load, naming the tensor and block.
 TEST_F(GptOssBadInput, NanScaleIsRefusedByName) {
-  const fs::path m = copy("gpt_oss_gguf");
-  const fs::path file = m / "model.gguf";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const fs::path file = copy("gpt_oss_gguf") / "model.gguf";
+  std::string bytes = read(file);
   // The last tensor the fixture writer adds is blk.1.ffn_down_exps.weight (mxfp4, at the end of
   // the file): its last block's scale sits 17 bytes before the end.
   bytes[bytes.size() - 17] = char(0xFF);
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  write(file, bytes);
   auto r = test::run_switchyard("run " + file.string() + " --prompt 'x' --max-tokens 1");
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_THAT(r.err, HasSubstr("SY302"));
@@ -158,13 +160,8 @@ TEST_F(GptOssBadInput, NanScaleIsRefusedByName) {
 
 // A GGUF whose expert_count disagrees with its expert tensors: SY302 naming the tensor.
 TEST_F(GptOssBadInput, ExpertTensorsOfAnotherCountAreRefusedByName) {
-  const fs::path m = copy("gpt_oss_gguf");
-  const fs::path file = m / "model.gguf";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const fs::path file = copy("gpt_oss_gguf") / "model.gguf";
+  std::string bytes = read(file);
   // gpt-oss.expert_count (u32 8) -> 4: every stacked expert tensor now has twice the experts.
   const std::string key = "gpt-oss.expert_count";
   const size_t at = bytes.find(key);
@@ -172,7 +169,7 @@ TEST_F(GptOssBadInput, ExpertTensorsOfAnotherCountAreRefusedByName) {
   const size_t value = at + key.size() + 4;  // after the key, its u32 value type
   ASSERT_EQ(bytes[value], 8);
   bytes[value] = 4;
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  write(file, bytes);
   auto r = test::run_switchyard("run " + file.string() + " --prompt 'x' --max-tokens 1");
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_THAT(r.err, HasSubstr("SY302"));
