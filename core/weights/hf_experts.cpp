@@ -173,12 +173,6 @@ class ExpertReader {
 
 }  // namespace
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 bool read_hf_experts(const SafetensorsFile& file, const std::string& value_name, sy_dtype dtype,
                      const std::vector<int64_t>& shape, void* dst, std::string& error) {
   std::optional<ExpertName> n = parse(value_name);

@@ -39,12 +39,6 @@ std::string json_reason(const json::exception& e) {
   return w;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string range_text(uint64_t begin, uint64_t end) {
   std::string s = "[";  // appended piece by piece: GCC 12 warns (-Wrestrict) on "[" + string
   s += std::to_string(begin);
@@ -156,6 +150,12 @@ bool write_all(int fd, const void* p, size_t n) {
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 std::optional<sy_dtype> safetensors_dtype(std::string_view name) {
   if (name == "F32") return SY_DTYPE_F32;

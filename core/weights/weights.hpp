@@ -121,7 +121,7 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
 // folder, flushed, then renamed over `path`. Bad arguments (unsupported dtype, negative
 // dimension, byte count mismatch, duplicate or reserved name) are std::invalid_argument; I/O
 // failures are std::runtime_error naming the file; either way `path` is left untouched.
-// "[2,3,4]": a shape as the weight readers' messages print it.
+// "[2, 3, 4]": a shape as the weight readers' messages print it.
 std::string shape_text(const std::vector<int64_t>& shape);
 
 // gpt-oss's stacked experts, "l{i}.experts.{gate,up,down}_proj" and their "_bias", read from a

@@ -506,7 +506,7 @@ TEST(Safetensors, GptOssExpertsAreReadIntoTheGraphsLayout) {
 
   ASSERT_TRUE(read_hf_experts(f, "l0.experts.gate_proj", SY_DTYPE_F32, {E, 2 * I, H}, out.data(),
                               error));  // the config disagrees with the file
-  EXPECT_THAT(error, HasSubstr("gate_up_proj' has shape [2,32,64]"));
+  EXPECT_THAT(error, HasSubstr("gate_up_proj' has shape [2, 32, 64]"));
   error.clear();
   ASSERT_TRUE(
       read_hf_experts(f, "l1.experts.gate_proj", SY_DTYPE_F32, {E, I, H}, out.data(), error));
