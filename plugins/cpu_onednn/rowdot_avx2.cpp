@@ -292,6 +292,57 @@ struct Q6KRows {
   static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
 };
 
+// q2_k and q3_k: chunk c is shift pair c % 4 of half c / 4 — 32 bytes of 2-bit values (bits 2·(c
+// % 4)), sub-blocks 2c (elements 0-15) and 2c + 1 (16-31) — with GGUF's formulas: q2_k
+// d·sc·q − dmin·m (each factor rounded as the scalar's), q3_k d·(sc − 32)·(q − 4 unless the
+// element's bit 4·(c / 4) + c % 4 of hmask is set).
+template <sy_dtype T>
+struct K23Rows {
+  static constexpr bool kQ2 = T == SY_DTYPE_Q2_K;
+  static constexpr int kBlock = 256;
+  static constexpr int64_t kBytes = kQ2 ? 84 : 110;
+  static constexpr bool kTail = false;
+  struct State {
+    float scale[16], min[16];  // q2_k: d·(sc & 15), dmin·(sc >> 4); q3_k: d·(sc − 32)
+  };
+  static State state(const uint8_t* b) {
+    State s;
+    if constexpr (kQ2) {
+      const float d = block_half(b + 80), dmin = block_half(b + 82);
+      for (int j = 0; j < 16; ++j)
+        s.scale[j] = d * float(b[j] & 15), s.min[j] = dmin * float(b[j] >> 4);
+    } else {
+      int sc[16];
+      q3_k_scales(b + 96, sc);
+      const float d = block_half(b + 108);
+      for (int j = 0; j < 16; ++j) s.scale[j] = d * float(sc[j]), s.min[j] = 0;
+    }
+    return s;
+  }
+  static void chunk(const uint8_t* b, const State& st, int c, V8 (&v)[4]) {
+    const int shift = 2 * (c % 4);
+    const uint8_t* q = b + (kQ2 ? 16 : 32) + 32 * (c / 4);
+    const __m256i three = _mm256_set1_epi32(3);
+    for (int i = 0; i < 4; ++i) {
+      __m256i x = _mm256_and_si256(
+          _mm256_srli_epi32(_mm256_cvtepu8_epi32(bytes8(q + 8 * i)), shift), three);
+      const int sub = 2 * c + i / 2;
+      if constexpr (kQ2) {
+        v[i] = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x), _mm256_set1_ps(st.scale[sub])),
+                             _mm256_set1_ps(st.min[sub]));
+      } else {
+        const int bit = 4 * (c / 4) + c % 4;
+        const __m256i high = _mm256_and_si256(
+            _mm256_srli_epi32(_mm256_cvtepu8_epi32(bytes8(b + 8 * i)), bit), _mm256_set1_epi32(1));
+        // q − 4 when the high bit is clear: q − 4 + 4·high.
+        x = _mm256_add_epi32(_mm256_sub_epi32(x, _mm256_set1_epi32(4)), _mm256_slli_epi32(high, 2));
+        v[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(x), _mm256_set1_ps(st.scale[sub]));
+      }
+    }
+  }
+  static void tail(const uint8_t*, int64_t, V8 (&)[4]) {}
+};
+
 // ---- decode-sized M: tiles over decoded registers ----------------------------------------------
 
 // RN weight rows × RM x rows from m0, over the whole of K.
@@ -436,8 +487,10 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     case SY_DTYPE_MXFP4: return columns_t<Mxfp4Rows>(a, n0, n1);
+    case SY_DTYPE_Q2_K: return columns_t<K23Rows<SY_DTYPE_Q2_K>>(a, n0, n1);
+    case SY_DTYPE_Q3_K: return columns_t<K23Rows<SY_DTYPE_Q3_K>>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 8
+    // A block type without a decoder of its own (none today): rowdot_lanes.hpp's loops on 8
     // lanes, as in the avx512 tier.
     default:
       if (sy_dtype_is_blocked(a.wtype)) return lane_columns<Avx2Lanes>(a, quant_avx2(), n0, n1);

@@ -302,6 +302,66 @@ struct K4Rows {
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
 
+// q2_k and q3_k: chunk c is shift pair c % 4 of half c / 4 — 32 bytes of 2-bit values, sub-blocks
+// 2c (elements 0-15) and 2c + 1 (16-31) — each value looked up in its sub-block's table: q2_k's
+// d·sc·q − dmin·m for q = 0…3 (each factor rounded as the scalar's), q3_k's d·(sc − 32)·(q − 4)
+// for q = 0…7, index q + 4 when the element's bit 4·(c / 4) + c % 4 of hmask is set.
+template <sy_dtype T>
+struct K23Rows {
+  static constexpr bool kQ2 = T == SY_DTYPE_Q2_K;
+  static constexpr int kBlock = 256;
+  static constexpr int64_t kBytes = kQ2 ? 84 : 110;
+  static constexpr bool kTail = false;
+  struct State {
+    float scale[16], min[16];  // q2_k: d·(sc & 15), dmin·(sc >> 4); q3_k: d·(sc − 32)
+  };
+  static State state(const uint8_t* b) {
+    State s;
+    if constexpr (kQ2) {
+      const float d = half_at(b + 80), dmin = half_at(b + 82);
+      for (int j = 0; j < 16; ++j)
+        s.scale[j] = d * float(b[j] & 15), s.min[j] = dmin * float(b[j] >> 4);
+    } else {
+      int sc[16];
+      q3_k_scales(b + 96, sc);
+      const float d = half_at(b + 108);
+      for (int j = 0; j < 16; ++j) s.scale[j] = d * float(sc[j]), s.min[j] = 0;
+    }
+    return s;
+  }
+  static __m512 table(const State& st, int sub) {
+    const __m512 q = kQ2 ? kIota : _mm512_sub_ps(kIota, _mm512_set1_ps(4.f));
+    return _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(st.scale[sub])),
+                         _mm512_set1_ps(st.min[sub]));
+  }
+  static void chunk(const uint8_t* b, const State& st, int c, __m512& lo, __m512& hi) {
+    const __m128i shift = _mm_cvtsi32_si128(2 * (c % 4));
+    const uint8_t* q = b + (kQ2 ? 16 : 32) + 32 * (c / 4);
+    const __m512i three = _mm512_set1_epi32(3);
+    __m512 out[2];
+    for (int h = 0; h < 2; ++h) {
+      __m512i idx = _mm512_and_si512(
+          _mm512_srl_epi32(
+              _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h))),
+              shift),
+          three);
+      if constexpr (!kQ2) {
+        const __m128i bit = _mm_cvtsi32_si128(4 * (c / 4) + c % 4);
+        const __m512i high = _mm512_and_si512(
+            _mm512_srl_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * h))),
+                bit),
+            _mm512_set1_epi32(1));
+        idx = _mm512_or_si512(idx, _mm512_slli_epi32(high, 2));
+      }
+      out[h] = _mm512_permutexvar_ps(idx, table(st, 2 * c + h));
+    }
+    lo = out[0];
+    hi = out[1];
+  }
+  static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
+};
+
 // q6_k: 256 elements, halves of 128, each four groups k of 32: element 128·hf + 32·k + l has the
 // low (k < 2) or high nibble of ql[64·hf + l + (k odd ? 32 : 0)] and bits 2k of qh[32·hf + l],
 // q − 32, times d·sc[8·hf + 2k + l / 16] (that product rounded once, then the element's).
@@ -603,10 +663,12 @@ void columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_1: return columns_t<Q5Rows<SY_DTYPE_Q5_1>>(a, n0, n1);
     case SY_DTYPE_IQ4_NL: return columns_t<Iq4NlRows>(a, n0, n1);
     case SY_DTYPE_MXFP4: return columns_t<Mxfp4Rows>(a, n0, n1);
+    case SY_DTYPE_Q2_K: return columns_t<K23Rows<SY_DTYPE_Q2_K>>(a, n0, n1);
+    case SY_DTYPE_Q3_K: return columns_t<K23Rows<SY_DTYPE_Q3_K>>(a, n0, n1);
     case SY_DTYPE_IQ4_XS: return columns_t<Iq4XsRows>(a, n0, n1);
-    // Types without a decoder of their own (q2_k, q3_k): rowdot_lanes.hpp's loops on 16
+    // A block type without a decoder of its own (none today): rowdot_lanes.hpp's loops on 16
     // lanes, over each block dequantized by the scalar formulas. Exact, and batch-invariant the
-    // same way (one chain of FMAs per element over K), but not yet as fast as a register decoder.
+    // same way (one chain of FMAs per element over K), but slower than a register decoder.
     default:
       if (sy_dtype_is_blocked(a.wtype)) return lane_columns<Avx512Lanes>(a, quant_avx512(), n0, n1);
       return;
