@@ -338,11 +338,13 @@ constexpr std::array kCatalog = {
         kInternal},
     ErrorInfo{
         Errc::bad_weights, "SY302", "bad_weights", "weights file {file} is invalid: {reason}",
-        "A weights file (safetensors) could not be used: it is truncated or not safetensors, a "
-        "tensor the graph needs is missing, or a tensor's shape or dtype differs from what the "
-        "graph declares.",
-        "Check that the weights and the config.json come from the same model and revision, and "
-        "download the file again if it is truncated (its size must match the header).",
+        "A weights file (safetensors or GGUF) could not be used: it is truncated or malformed, a "
+        "tensor the graph needs is missing, a tensor's shape or dtype differs from what the "
+        "graph declares (a stacked expert tensor of another expert count among them), or its "
+        "values cannot be weights (an MXFP4 block whose E8M0 scale is 0xFF, NaN).",
+        "Check that the weights and the config.json (or the GGUF metadata) come from the same "
+        "model and revision, and download the file again if it is truncated (its size must match "
+        "the header). A NaN scale is in the file itself: quantize the checkpoint again.",
         kBadInput},
     ErrorInfo{
         Errc::bad_tokenizer, "SY303", "bad_tokenizer", "tokenizer {file} is invalid: {reason}",
