@@ -128,6 +128,27 @@ inline void q3_k_scales(const uint8_t* packed, int* out) {
   for (int i = 0; i < 16; ++i) out[i] = int(s[i]) - 32;
 }
 
+// The per-16-element factors of a q2_k block (scale d·(sc & 15), min dmin·(sc >> 4)) or a q3_k
+// block (scale d·(sc − 32), min 0), each rounded once as GGUF's: what the register decoders'
+// tables are made of.
+struct K23Factors {
+  float scale[16], min[16];
+};
+inline K23Factors k23_factors(sy_dtype t, const uint8_t* b) {
+  K23Factors f;
+  if (t == SY_DTYPE_Q2_K) {
+    const float d = block_half(b + 80), dmin = block_half(b + 82);
+    for (int j = 0; j < 16; ++j)
+      f.scale[j] = d * float(b[j] & 15), f.min[j] = dmin * float(b[j] >> 4);
+    return f;
+  }
+  int sc[16];
+  q3_k_scales(b + 96, sc);
+  const float d = block_half(b + 108);
+  for (int j = 0; j < 16; ++j) f.scale[j] = d * float(sc[j]), f.min[j] = 0;
+  return f;
+}
+
 // q3_k: as q2_k's walk, each value (2 low bits) − 4 unless its bit of hmask is set, times
 // d·(scale − 32).
 inline void dequant_q3_k(const uint8_t* b, float* y) {

@@ -312,23 +312,8 @@ struct K23Rows {
   static constexpr int kBlock = 256;
   static constexpr int64_t kBytes = kQ2 ? 84 : 110;
   static constexpr bool kTail = false;
-  struct State {
-    float scale[16], min[16];  // q2_k: d·(sc & 15), dmin·(sc >> 4); q3_k: d·(sc − 32)
-  };
-  static State state(const uint8_t* b) {
-    State s;
-    if constexpr (kQ2) {
-      const float d = half_at(b + 80), dmin = half_at(b + 82);
-      for (int j = 0; j < 16; ++j)
-        s.scale[j] = d * float(b[j] & 15), s.min[j] = dmin * float(b[j] >> 4);
-    } else {
-      int sc[16];
-      q3_k_scales(b + 96, sc);
-      const float d = half_at(b + 108);
-      for (int j = 0; j < 16; ++j) s.scale[j] = d * float(sc[j]), s.min[j] = 0;
-    }
-    return s;
-  }
+  using State = K23Factors;  // q2_k: d·(sc & 15), dmin·(sc >> 4); q3_k: d·(sc − 32), 0
+  static State state(const uint8_t* b) { return k23_factors(T, b); }
   static __m512 table(const State& st, int sub) {
     const __m512 q = kQ2 ? kIota : _mm512_sub_ps(kIota, _mm512_set1_ps(4.f));
     return _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(st.scale[sub])),

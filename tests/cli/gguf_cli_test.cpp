@@ -83,9 +83,8 @@ TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
 TEST_F(GgufCli, AWeightTypeNoPluginServesIsAPlannerRefusalNamingEveryCandidate) {
   const std::string file = write("tiny.gguf", TinyGguf(Storage::quantized).w.bytes());
   // candle_flash's generic CPU kernels take float weights and mxfp4 only.
-  auto r = test::run_switchyard("plan " + file + " --plugin-dir " +
-                                std::string(SY_TEST_SETS_DIR) + "/candle_flash" +
-                                " --max-batch-tokens 8 --context 64");
+  auto r = test::run_switchyard("plan " + file + " --plugin-dir " + std::string(SY_TEST_SETS_DIR) +
+                                "/candle_flash" + " --max-batch-tokens 8 --context 64");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.out, HasSubstr("error SY001"));
   EXPECT_THAT(r.out, HasSubstr("candle_flash/embedding_cpu [generic] on cpu:0: dtype q4_1 of the "
