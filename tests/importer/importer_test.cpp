@@ -352,6 +352,22 @@ TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndEveryExpert) {
   }
 }
 
+// swiglu_alpha and swiglu_limit are read from the config, not assumed; an unquantized config
+// declares the experts in the model's dtype.
+TEST(Importer, GptOssReadsTheSwiGluClampAndTheExpertsDtype) {
+  json c = json::parse(std::ifstream(model_config("gpt-oss-20b")));
+  c["num_hidden_layers"] = 2;
+  c["layer_types"] = {"sliding_attention", "full_attention"};
+  c["swiglu_alpha"] = 1.25;
+  c["swiglu_limit"] = 3.5;
+  c.erase("quantization_config");
+  Graph g = import_hf_config_json(c, "gpt-oss/config.json", contiguous());
+  const Node& experts = node(g.phases[0], "l1.experts");
+  EXPECT_DOUBLE_EQ(attr<double>(experts, "swiglu_alpha", 0), 1.25);
+  EXPECT_DOUBLE_EQ(attr<double>(experts, "swiglu_limit", 0), 3.5);
+  EXPECT_EQ(value(g.phases[0], "l1.experts.gate_proj").dtype, SY_DTYPE_BF16);
+}
+
 TEST(Importer, DecodeFusionsOnlyWhereTheFusedKernelComputesTheSameThing) {
   for (const char* folder : {"llama-3.2-1b", "smollm3-3b"}) {
     SCOPED_TRACE(folder);
