@@ -62,6 +62,37 @@ double triad_gbps(int threads, size_t n, int repeats) {
   return 3.0 * n * sizeof(float) / (t.median_ms * 1e-3) / 1e9;
 }
 
+double read_gbps(int threads, size_t bytes, int repeats) {
+  const size_t n = std::max<size_t>(bytes / sizeof(uint64_t), size_t(threads) * 64);
+  std::unique_ptr<uint64_t, void (*)(void*)> buf(
+      static_cast<uint64_t*>(aligned_zeroed(n * sizeof(uint64_t))), std::free);
+  uint64_t* p = buf.get();
+  std::vector<uint64_t> sums(size_t(threads), 0);
+  auto run = [&](auto body) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        body(t, n * size_t(t) / size_t(threads), n * size_t(t + 1) / size_t(threads));
+      });
+    for (auto& th : pool) th.join();
+  };
+  run([&](int, size_t lo, size_t hi) {  // first touch by the thread that will read the pages
+    for (size_t i = lo; i < hi; ++i) p[i] = i;
+  });
+  Timing t = time_median(
+      [&] {
+        run([&](int th, size_t lo, size_t hi) {
+          uint64_t s = 0;  // integer sums: associative, so the loop vectorises
+          for (size_t i = lo; i < hi; ++i) s += p[i];
+          sums[size_t(th)] += s;
+        });
+      },
+      1, repeats);
+  volatile uint64_t sink = 0;  // the reads are used
+  for (uint64_t s : sums) sink = sink + s;
+  return double(n * sizeof(uint64_t)) / (t.median_ms * 1e-3) / 1e9;
+}
+
 std::string cpu_identity() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, name = "CPU", family = "?", model = "?";

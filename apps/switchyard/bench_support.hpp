@@ -91,6 +91,12 @@ DeviceFigures measure_device(const Registry& reg, const Plugin& owner, uint32_t 
 // `threads` threads: bytes moved per second, in GB/s (median of `repeats`).
 double triad_gbps(int threads, size_t floats = size_t(64) << 20, int repeats = 7);
 
+// The rate at which `threads` threads read a buffer of `bytes` bytes (each its own slice, as a
+// decode step's kernels split the weights), in GB/s (median of `repeats`). Sized like a model's
+// weights it is the ceiling decode can reach where the weights sit in the last-level cache,
+// which a triad over arrays far larger than that cache does not show.
+double read_gbps(int threads, size_t bytes, int repeats = 9);
+
 // "AMD EPYC 9B45 (family 26, model 2)": /proc/cpuinfo's model name, family and model.
 std::string cpu_identity();
 

@@ -37,6 +37,7 @@ struct DecodeArgs {
 struct DepthFigures {
   int64_t depth = 0;
   double ms_per_token = 0, tokens_per_s = 0, gbps = 0, ratio = 0;
+  double read_gbps = 0, ratio_read = 0;  // a same-run read of a buffer of the step's bytes
   StepBytes bytes;
 };
 
@@ -83,6 +84,8 @@ DepthFigures time_decode(Context& c, const Phase& phase, const std::vector<int64
   f.bytes = step_bytes(phase, {1, 1, 1, depth + a.steps / 2 + 1});  // the middle step's cache
   f.gbps = f.bytes.total() / (f.ms_per_token * 1e-3) / 1e9;
   f.ratio = triad > 0 ? f.gbps / triad : 0;
+  f.read_gbps = read_gbps(bench_threads(), size_t(f.bytes.total()));
+  f.ratio_read = f.read_gbps > 0 ? f.gbps / f.read_gbps : 0;
   return f;
 }
 
@@ -188,7 +191,9 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
                       {"kv_bytes", r.bytes.kv},
                       {"bytes_per_step", r.bytes.total()},
                       {"gbps", r.gbps},
-                      {"ratio_triad", r.ratio}});
+                      {"ratio_triad", r.ratio},
+                      {"read_gbps", r.read_gbps},
+                      {"ratio_read", r.ratio_read}});
       json j = {{"bench", "decode"},
                 {"model", a.model},
                 {"model_type", model->model_type()},
@@ -217,12 +222,15 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
     std::printf("prefill %lld tokens: %.1f ms, %.1f tokens/s, %.1f GFLOP/s = %.2f of the %s GEMM\n",
                 (long long)a.prompt_len, p_ms, double(a.prompt_len) / (p_ms * 1e-3), p_gflops,
                 gemm > 0 ? p_gflops / gemm : 0, dt);
-    std::printf("%-7s %10s %10s %12s %10s %8s %8s\n", "depth", "tokens/s", "ms/token", "MB/step",
-                "KV MB", "GB/s", "triad");
+    std::printf("%-7s %10s %10s %12s %10s %8s %8s %10s %8s\n", "depth", "tokens/s", "ms/token",
+                "MB/step", "KV MB", "GB/s", "triad", "read GB/s", "read");
     for (const auto& r : rows)
-      std::printf("%-7lld %10.1f %10.2f %12.1f %10.1f %8.1f %8.2f\n", (long long)r.depth,
-                  r.tokens_per_s, r.ms_per_token, r.bytes.total() / 1e6, r.bytes.kv / 1e6, r.gbps,
-                  r.ratio);
+      std::printf("%-7lld %10.1f %10.2f %12.1f %10.1f %8.1f %8.2f %10.1f %8.2f\n",
+                  (long long)r.depth, r.tokens_per_s, r.ms_per_token, r.bytes.total() / 1e6,
+                  r.bytes.kv / 1e6, r.gbps, r.ratio, r.read_gbps, r.ratio_read);
+    std::printf(
+        "read: the step's bytes over the same-run rate of reading a buffer of that size "
+        "(MB/step), the ceiling where the weights sit in the last-level cache\n");
     print_machine(m);
     return kExitOk;
   } catch (const Error& e) {
