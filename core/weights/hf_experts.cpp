@@ -1,8 +1,5 @@
 // gpt-oss's stacked experts in a Hugging Face checkpoint, de-interleaved and transposed into the
 // graph's [E, rows, K] layout (weights.hpp, read_hf_experts).
-#include <charconv>
-#include <cstring>
-
 #include "core/weights/weights.hpp"
 #include "switchyard/plugin_api.h"
 

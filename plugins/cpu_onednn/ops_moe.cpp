@@ -26,6 +26,9 @@
 namespace sy::cpu {
 namespace {
 
+// Rows an expert computes at once: the scratch is sized by it, not by the step's tokens.
+constexpr int64_t kChunkRows = 64;
+
 template <typename T>
 class MoeRouterKernel final : public CpuKernel {
  public:
@@ -108,9 +111,13 @@ class MoeExpertsKernel final : public CpuKernel {
     offsets_.resize(size_t(E_ + 1));
     next_.resize(size_t(E_));
     const size_t chunk = size_t(std::min(tokens * k_, kChunkRows));
-    xf_.resize(chunk * size_t(H_));
+    // bf16 x as stored where gate or up reads it so (the tier's bf16 dots), f32 where one reads
+    // f32; both only when the two differ.
+    gather_b_ = std::is_same_v<T, bf16_bits> && (w_[0].reads_bf16 || w_[1].reads_bf16);
+    gather_f_ = !w_[0].reads_bf16 || !w_[1].reads_bf16;
+    if (gather_f_) xf_.resize(chunk * size_t(H_));
+    if (gather_b_) xb_.resize(chunk * size_t(H_));
     if (std::is_same_v<T, bf16_bits>) {
-      xb_.resize(chunk * size_t(H_));
       acc_.resize(size_t(tokens * H_));  // f32 sums before y's one rounding
     }
     gate_.resize(chunk * size_t(I_));
@@ -143,9 +150,6 @@ class MoeExpertsKernel final : public CpuKernel {
   }
 
  private:
-  // Rows an expert computes at once: the scratch is sized by it, not by the step's tokens.
-  static constexpr int64_t kChunkRows = 64;
-
   // order_[p] = the slot (t·k + j) at sorted position p (by expert, stable in the slot);
   // offsets_[e] the first position of expert e. Every id is checked before anything is written.
   void sort_slots(const int32_t* ids, int64_t tokens) {
@@ -163,16 +167,17 @@ class MoeExpertsKernel final : public CpuKernel {
     for (int64_t s = 0; s < slots; ++s) order_[size_t(next_[size_t(ids[s])]++)] = s;
   }
 
-  // The x rows of sorted positions [p, p + rows), as f32 and (where gate or up reads it) bf16.
+  // The x rows of sorted positions [p, p + rows), in the forms gate and up read.
   void gather(const T* x, int64_t p, int64_t rows) {
     const int64_t H = H_, k = k_;
-    const bool want_b = std::is_same_v<T, bf16_bits> && (w_[0].reads_bf16 || w_[1].reads_bf16);
+    const bool want_f = gather_f_, want_b = gather_b_;
     const int64_t* order = order_.data() + p;
     float* xf = xf_.data();
     bf16_bits* xb = xb_.data();
     parallel_for(ctx_, rows, H, [=](int64_t r) {
       const T* row = x + order[r] / k * H;
-      for (int64_t h = 0; h < H; ++h) xf[r * H + h] = to_f32(row[h]);
+      if (want_f)
+        for (int64_t h = 0; h < H; ++h) xf[r * H + h] = to_f32(row[h]);
       if constexpr (std::is_same_v<T, bf16_bits>)
         if (want_b) std::memcpy(xb + r * H, row, size_t(H) * sizeof(bf16_bits));
     });
@@ -238,7 +243,7 @@ class MoeExpertsKernel final : public CpuKernel {
   const RowdotTier& tier_;
   CpuContext ctx_;
   int64_t H_ = 0, k_ = 0, E_ = 0, I_ = 0;
-  bool biased_ = false;
+  bool biased_ = false, gather_f_ = true, gather_b_ = false;
   ExpertWeight w_[3]{};
   ExpertActivation act_;
   std::vector<int64_t> order_, offsets_, next_;
@@ -257,7 +262,7 @@ uint64_t moe_experts_workspace_bytes(const sy_op_desc* op) {
   const uint64_t H = uint64_t(x->shape[x->ndim - 1]), I = uint64_t(gate->shape[1]);
   const uint64_t slots = elements / H * uint64_t(ids->shape[ids->ndim - 1]);
   const uint64_t E = uint64_t(gate->shape[0]);
-  const uint64_t chunk = std::min<uint64_t>(slots, 64);
+  const uint64_t chunk = std::min<uint64_t>(slots, uint64_t(kChunkRows));
   const bool bf16 = x->dtype == SY_DTYPE_BF16;
   return chunk * (H * (4 + 4 + (bf16 ? 2 : 0)) + I * 8) + (bf16 ? elements * 4 : 0) + slots * 8 +
          (2 * E + 1) * 8;
