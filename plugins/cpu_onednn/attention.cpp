@@ -97,8 +97,9 @@ class AttentionKernel final : public CpuKernel {
     const auto& k = op.inputs[1].shape;
     bf16_ = op.inputs[0].dtype == SY_DTYPE_BF16;
     esize_ = bf16_ ? 2 : 4;
-    g_ = {q[0],       q[1], k[1], q[2], k[2],  q[3], int(q[2] / k[2]), 0, 0, 1,
-          kBlockKeys, 1,    0,    0,    false, 0};
+    blocks_ = &block_kernels(active_tier(), bf16_);
+    g_ = {q[0], q[1], k[1], q[2],  k[2], q[3], int(q[2] / k[2]), 0, 0, 1, blocks_->block_keys,
+          1,    0,    0,    false, 0};
     sem_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
     sem_.window = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
     double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
@@ -107,7 +108,6 @@ class AttentionKernel final : public CpuKernel {
     sem_.kv_len_input = op.int_attr(SY_ATTR_KV_LEN_INPUT, 0) != 0;
     sem_.sinks = op.has(SY_FEATURE_SINKS);
     sem_.lse = op.outputs.size() > 1;
-    blocks_ = &block_kernels(active_tier(), bf16_);
     decode_blocks_ = &decode_kernels(active_tier(), bf16_);
     plan();
     allocate();
@@ -144,8 +144,8 @@ class AttentionKernel final : public CpuKernel {
 
  private:
   // The most splits worth making of `keys` keys: each at least 4 full blocks.
-  static int64_t splits_for(int64_t keys) {
-    return std::max<int64_t>(1, keys / (4 * kBlockKeys));
+  int64_t splits_for(int64_t keys) const {
+    return std::max<int64_t>(1, keys / (4 * int64_t(blocks_->block_keys)));
   }
 
   void plan() {
@@ -177,7 +177,7 @@ class AttentionKernel final : public CpuKernel {
     for (auto& w : ws_) {
       w.qt_stride = (blocks_->qt_bytes(Mp, D) + 63) / 64 * 64;
       w.qt = aligned_bytes(w.qt_stride * H);
-      w.s = aligned_bytes(sizeof(float) * size_t(kBlockKeys) * Mp);
+      w.s = aligned_bytes(sizeof(float) * size_t(g_.block) * Mp);
       w.o = aligned_bytes(sizeof(float) * size_t(H) * M * D);
       w.pv = aligned_bytes(blocks_->pv_scratch_bytes(Mp, D));
       for (auto* p : {&w.m, &w.l, &w.alpha}) *p = aligned_bytes(4 * size_t(H) * Mp);
@@ -269,7 +269,7 @@ class AttentionKernel final : public CpuKernel {
     for (int64_t j0 = begin; j0 < end; j0 += g_.block) {
       int n = int(std::min<int64_t>(g_.block, end - j0));
       size_t base = esize_ * size_t(((b * g_.Skv + j0) * g_.Hkv + hkv0) * D);
-      if (j0 + g_.block < end) {  // the next block of this item's heads, ahead of use
+      if (blocks_->prefetch_next && j0 + g_.block < end) {  // the next block, ahead of use
         int next = int(std::min<int64_t>(g_.block, end - j0 - g_.block));
         int64_t bytes = int64_t(esize_) * H * D;
         prefetch_rows(k + base + g_.block * key_bytes, next, key_bytes, bytes);

@@ -88,7 +88,7 @@ void softmax(const SoftmaxBlock& b) {
 }
 
 // qt holds Q^T [D][Mp] (broadcast kernel), Q [Mp][D] (row dots) and a K block widened to f32
-// [kBlockKeys][D] (bf16 only), all f32.
+// [kVectorBlockKeys][D] (bf16 only), all f32.
 struct QtParts {
   float* qt;
   float* qr;
@@ -118,7 +118,7 @@ void pack_q(const void* const* rows, int M, int Mp, int D, void* out) {
 }
 
 size_t qt_bytes(int Mp, int D) {
-  return sizeof(float) * (2 * size_t(Mp) * D + size_t(kBlockKeys) * D);
+  return sizeof(float) * (2 * size_t(Mp) * D + size_t(kVectorBlockKeys) * D);
 }
 
 // n rows of `src` (stride elements apart) as contiguous f32 rows of D.
@@ -302,13 +302,14 @@ size_t no_scratch(int, int) {
   return 0;
 }
 size_t v_block_bytes(int, int D) {
-  return sizeof(float) * size_t(kBlockKeys) * D;
+  return sizeof(float) * size_t(kVectorBlockKeys) * D;
 }
 
-const BlockKernels kF32 = {"avx2_f32", pack_q<float>, scores<float>, softmax,
-                           pv<float>,  qt_bytes,      no_scratch};
-const BlockKernels kBf16 = {"avx2_bf16",  pack_q<uint16_t>, scores<uint16_t>, softmax,
-                            pv<uint16_t>, qt_bytes,         v_block_bytes};
+const BlockKernels kF32 = {"avx2_f32", kVectorBlockKeys, true,     pack_q<float>, scores<float>,
+                           softmax,    pv<float>,        qt_bytes, no_scratch};
+const BlockKernels kBf16 = {"avx2_bf16",      kVectorBlockKeys, true,
+                            pack_q<uint16_t>, scores<uint16_t>, softmax,
+                            pv<uint16_t>,     qt_bytes,         v_block_bytes};
 
 }  // namespace
 

@@ -499,7 +499,7 @@ struct PvBf16 {
 };
 
 size_t p2_words(int Mp) {
-  return size_t(kBlockKeys / 2) * Mp;
+  return size_t(kVectorBlockKeys / 2) * Mp;
 }
 
 void pv_bf16(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D,
@@ -516,19 +516,27 @@ size_t qt_bytes_bf16(int Mp, int D) {
   return 2 * sizeof(uint32_t) * size_t(Mp) * (D / 2);
 }
 size_t pv_scratch_bf16(int Mp, int D) {
-  return sizeof(uint32_t) * (p2_words(Mp) + size_t(kBlockKeys / 2) * D);
+  return sizeof(uint32_t) * (p2_words(Mp) + size_t(kVectorBlockKeys / 2) * D);
 }
 
-const BlockKernels kF32 = {"avx512_f32", pack_q_f32,   scores_f32, softmax,
-                           pv_f32,       qt_bytes_f32, no_scratch};
-const BlockKernels kBf16 = {"avx512_bf16", pack_q_bf16,   scores_bf16,    softmax,
-                            pv_bf16,       qt_bytes_bf16, pv_scratch_bf16};
+const BlockKernels kF32 = {"avx512_f32", kVectorBlockKeys, true,         pack_q_f32, scores_f32,
+                           softmax,      pv_f32,           qt_bytes_f32, no_scratch};
+const BlockKernels kBf16 = {"avx512_bf16", kVectorBlockKeys, true,
+                            pack_q_bf16,   scores_bf16,      softmax,
+                            pv_bf16,       qt_bytes_bf16,    pv_scratch_bf16};
 
 }  // namespace
 
 // Called only after attention_generic.cpp checked the CPU.
 const BlockKernels& avx512_block_kernels(bool bf16) {
   return bf16 ? kBf16 : kF32;
+}
+
+void avx512_pack_p_bf16(const float* p, int n, int Mp, uint32_t* out) {
+  pack_p_bf16(p, n, Mp, out);
+}
+void avx512_pack_v_bf16(const uint16_t* v0, int64_t vs, int n, int D, uint32_t* out) {
+  pack_v_bf16(v0, vs, n, D, out);
 }
 
 }  // namespace sy::cpu

@@ -14,8 +14,11 @@
 
 namespace sy::cpu {
 
-inline constexpr int kBlockKeys = 48;  // even (bf16 pairs keys) and a multiple of 6 (key tiles)
-inline constexpr int kRowAlign = 16;   // one zmm of f32
+// Keys per block, at most (the amx blocks' 64: two steps of 32 keys on the tiles). The vector
+// tiers take 48: even (bf16 pairs keys) and a multiple of 6 (the avx512 key tiles).
+inline constexpr int kBlockKeys = 128;
+inline constexpr int kVectorBlockKeys = 48;
+inline constexpr int kRowAlign = 16;  // one zmm of f32
 
 // What the online softmax of one key block needs.
 struct SoftmaxBlock {
@@ -34,6 +37,11 @@ struct SoftmaxBlock {
 
 struct BlockKernels {
   const char* name;
+  int block_keys;  // keys per block the driver hands over, at most kBlockKeys
+  // Whether the driver asks the caches for the next block's K and V rows ahead of use. The amx
+  // blocks read them in 16-row tile loads from L2 and ran 9 % slower with it (bench attention
+  // bf16 prefill, Intel Xeon with AMX).
+  bool prefetch_next;
   // Gathers M query rows (each `D` elements of the input dtype) into the layout `scores` reads.
   void (*pack_q)(const void* const* rows, int M, int Mp, int D, void* qt);
   // S[j][r] = q_r · k_j for the n keys starting at k0 (rows `k_stride` elements apart); rows
@@ -89,13 +97,19 @@ const DecodeKernels& generic_decode_kernels(bool bf16);
 const DecodeKernels& avx2_decode_kernels(bool bf16);
 const DecodeKernels& avx512_decode_kernels(bool bf16);
 
-// The blocks of a tier (cpu_tier.hpp): avx512 (bf16 only with AVX512-BF16, else the avx2
-// blocks), avx2 (bf16 widened to f32 in registers) or portable (any x86-64).
+// The blocks of a tier (cpu_tier.hpp): amx (bf16 products on AMX tiles; f32 as avx512), avx512
+// (bf16 only with AVX512-BF16, else the avx2 blocks), avx2 (bf16 widened to f32 in registers) or
+// portable (any x86-64).
 const BlockKernels& block_kernels(const TierChoice& tier, bool bf16);
 // Per tier, defined in attention_generic.cpp / attention_avx2.cpp / attention_avx512.cpp.
 const BlockKernels& generic_kernels(bool bf16);
 const BlockKernels& avx2_block_kernels(bool bf16);
 const BlockKernels& avx512_block_kernels(bool bf16);
+const BlockKernels& amx_block_kernels(bool bf16);
+// The avx512 bf16 packings the amx blocks share (attention_avx512.cpp): P^T f32 [n][Mp] to pairs
+// of keys [(n+1)/2][Mp], and V rows to pairs of keys interleaved per column [(n+1)/2][D].
+void avx512_pack_p_bf16(const float* p, int n, int Mp, uint32_t* out);
+void avx512_pack_v_bf16(const uint16_t* v0, int64_t vs, int n, int D, uint32_t* out);
 
 // Shared by both sets: the part of the online softmax that is not instruction-set specific.
 inline constexpr float kLog2e = 1.4426950408889634f;

@@ -131,10 +131,11 @@ const DecodeKernels kDecodeF32 = {"generic_decode_f32", decode_scores<float>, de
 const DecodeKernels kDecodeBf16 = {"generic_decode_bf16", decode_scores<uint16_t>,
                                    decode_pv<uint16_t>, 0};
 
-const BlockKernels kF32 = {"generic_f32", pack_q<float>, scores<float>, softmax,
-                           pv<float>,     qt_bytes,      no_scratch};
-const BlockKernels kBf16 = {"generic_bf16", pack_q<uint16_t>, scores<uint16_t>, softmax,
-                            pv<uint16_t>,   qt_bytes,         no_scratch};
+const BlockKernels kF32 = {"generic_f32", kVectorBlockKeys, true,     pack_q<float>, scores<float>,
+                           softmax,       pv<float>,        qt_bytes, no_scratch};
+const BlockKernels kBf16 = {"generic_bf16",   kVectorBlockKeys, true,
+                            pack_q<uint16_t>, scores<uint16_t>, softmax,
+                            pv<uint16_t>,     qt_bytes,         no_scratch};
 
 }  // namespace
 
@@ -148,15 +149,16 @@ const DecodeKernels& generic_decode_kernels(bool bf16) {
 
 // Decode blocks widen bf16 in registers on both vector tiers, so they need no AVX512-BF16.
 const DecodeKernels& decode_kernels(const TierChoice& tier, bool bf16) {
-  if (tier.tier == CpuTier::avx512) return avx512_decode_kernels(bf16);
+  if (has_avx512(tier.tier)) return avx512_decode_kernels(bf16);
   if (tier.tier == CpuTier::avx2) return avx2_decode_kernels(bf16);
   return generic_decode_kernels(bf16);
 }
 
 const BlockKernels& block_kernels(const TierChoice& tier, bool bf16) {
+  if (tier.tier == CpuTier::amx) return amx_block_kernels(bf16);
   if (tier.tier == CpuTier::avx512 && (!bf16 || tier.avx512_bf16))
     return avx512_block_kernels(bf16);
-  if (tier.tier == CpuTier::avx512 || tier.tier == CpuTier::avx2) return avx2_block_kernels(bf16);
+  if (has_avx512(tier.tier) || tier.tier == CpuTier::avx2) return avx2_block_kernels(bf16);
   return generic_kernels(bf16);
 }
 

@@ -48,12 +48,13 @@ CpuDevice detect_cpu() {
   // A lowered tier lowers oneDNN too (before its first primitive), so a forced avx2 run on an
   // AVX-512 machine behaves like an AVX2 machine throughout.
   if (tier.tier < best_tier())
-    (void)dnnl::set_max_cpu_isa(tier.tier == CpuTier::avx2 ? dnnl::cpu_isa::avx2
-                                                           : dnnl::cpu_isa::sse41);
+    (void)dnnl::set_max_cpu_isa(tier.tier == CpuTier::avx512 ? dnnl::cpu_isa::avx512_core_bf16
+                                : tier.tier == CpuTier::avx2 ? dnnl::cpu_isa::avx2
+                                                             : dnnl::cpu_isa::sse41);
   d.tier = tier_name(tier.tier);
   d.tier_note = tier.note;
-  d.isa = d.tier + (tier.avx512_bf16 ? "+bf16" : "") + " tier, oneDNN " +
-          isa_name(dnnl::get_effective_cpu_isa());
+  d.isa = d.tier + (tier.avx512_bf16 && tier.tier != CpuTier::amx ? "+bf16" : "") +
+          " tier, oneDNN " + isa_name(dnnl::get_effective_cpu_isa());
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) d.memory_bytes = static_cast<unsigned long long>(pages) * page;
   return d;

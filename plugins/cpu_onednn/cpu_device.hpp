@@ -9,10 +9,10 @@ struct CpuDevice {
   std::string name;  // /proc/cpuinfo "model name"
   int cores = 1;     // CPUs this process may run on
   // The arch string: the kernels' tier and oneDNN's effective ISA, e.g.
-  // "avx512+bf16 tier, oneDNN avx512_core_bf16".
+  // "avx512+bf16 tier, oneDNN avx512_core_bf16" or "amx tier, oneDNN avx512_core_amx".
   std::string isa;
   std::string tier;       // cpu_tier.hpp's name of the active tier
-  std::string tier_note;  // why SWITCHYARD_CPU_ISA was not followed; "" if it was (or unset)
+  std::string tier_note;  // why a tier was not taken (TierChoice::note); "" if none
   unsigned long long memory_bytes = 0;
 };
 

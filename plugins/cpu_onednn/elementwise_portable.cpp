@@ -11,6 +11,7 @@ const ElementwiseTier& elementwise_portable() {
 
 const ElementwiseTier& elementwise_tier(const TierChoice& tier) {
   switch (tier.tier) {
+    case CpuTier::amx:
     case CpuTier::avx512: return elementwise_avx512();
     case CpuTier::avx2: return elementwise_avx2();
     default: return elementwise_portable();

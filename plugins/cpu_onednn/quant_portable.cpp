@@ -11,6 +11,7 @@ const QuantTier& quant_portable() {
 
 const QuantTier& quant_tier(const TierChoice& tier) {
   switch (tier.tier) {
+    case CpuTier::amx:
     case CpuTier::avx512: return quant_avx512();
     case CpuTier::avx2: return quant_avx2();
     default: return quant_portable();

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -13,12 +16,27 @@
 namespace sy::test {
 
 inline std::vector<std::string> cpu_tiers() {
-  return {"avx512", "avx2", "portable"};
+  return {"amx", "avx512", "avx2", "portable"};
+}
+
+// Whether Linux lets this process use AMX tile state (asked as the plugin asks; idempotent).
+inline bool amx_tiles_granted() {
+  constexpr long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtiledata = 18;
+  unsigned long long mask = 0;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0 &&
+         syscall(SYS_arch_prctl, kGetXcompPerm, &mask) == 0 && ((mask >> kXtiledata) & 1);
 }
 
 // Why this CPU cannot run `tier`, or "" when it can.
 inline std::string cpu_tier_missing(const std::string& tier) {
   __builtin_cpu_init();
+  if (tier == "amx") {
+    if (!(__builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+          __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")))
+      return "this CPU has no AMX-BF16 tiles with AVX512-BF16";
+    if (!amx_tiles_granted()) return "the kernel did not grant AMX tile state (arch_prctl)";
+    return "";
+  }
   if (tier == "avx512" &&
       !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
