@@ -14,7 +14,7 @@
 
 namespace sy::cpu {
 
-// Keys per block, at most (the amx blocks' 64: two steps of 32 keys on the tiles). The vector
+// Keys per block, at most (the amx blocks': four steps of 32 keys on the tiles). The vector
 // tiers take 48: even (bf16 pairs keys) and a multiple of 6 (the avx512 key tiles).
 inline constexpr int kBlockKeys = 128;
 inline constexpr int kVectorBlockKeys = 48;
