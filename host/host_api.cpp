@@ -601,6 +601,13 @@ int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** pl
       if (options->max_sequences > 0) opts.max_sequences = options->max_sequences;
       if (options->kv_blocks > 0) policy.kv_blocks = options->kv_blocks;
     }
+    if (options->struct_size >= SY_MIN_SIZE(sy_plan_options, numerics) && options->numerics) {
+      const auto n = sy::parse_numerics(options->numerics);
+      if (!n)
+        throw invalid_argument("sy_plan_create", "options->numerics",
+                               std::string("'") + options->numerics + "' is not exact or fast");
+      policy.numerics = *n;
+    }
     auto state = std::make_shared<PlanState>();
     state->model = m;
     state->planned = sy::plan_model(*m->model.source, opts, m->runtime->registry, policy);

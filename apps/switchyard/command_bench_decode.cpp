@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct DecodeArgs {
-  std::string model, dtype, depths = "0,512";
+  std::string model, dtype, depths = "0,512", numerics;
   int64_t prompt_len = 512, steps = 16;
   int repeats = 3;
   bool json = false;
@@ -118,7 +118,9 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
       "depths", po::value(&a.depths)->default_value("0,512"),
       "cache depths decode is timed at, comma-separated")(
       "steps", po::value(&a.steps)->default_value(16), "decode steps timed per depth and repeat")(
-      "repeats", po::value(&a.repeats)->default_value(3), "timed repeats (median reported)");
+      "repeats", po::value(&a.repeats)->default_value(3), "timed repeats (median reported)")(
+      "numerics", po::value(&a.numerics)->default_value(numerics_name(kDefaultNumerics)),
+      "exact|fast (docs/numerics.md)");
   po::positional_options_description pos;
   pos.add("model", 1);
   auto vm = parse_command(args, desc, &pos);
@@ -129,6 +131,10 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
     return vm.count("help") ? kExitOk : kExitUsage;
   }
   std::vector<int64_t> depths = parse_depths(a.depths);
+  if (!parse_numerics(a.numerics)) {
+    std::cerr << "switchyard bench decode: --numerics must be exact or fast\n";
+    return kExitUsage;
+  }
   if (depths.empty() || a.prompt_len < 1 || a.steps < 1 || a.repeats < 1) {
     std::cerr << "switchyard bench decode: --prompt-len, --steps and --repeats must be positive, "
                  "--depths a comma-separated list of depths >= 0\n";
@@ -144,6 +150,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
     Registry reg = discover_plugins(global, default_load_options());
     Policy policy;
     policy.prefer = {kDLCPU};
+    policy.numerics = *parse_numerics(a.numerics);
     LoadedModel loaded = LoadedModel::load(*model, opts, reg, policy);
     if (!loaded.planned->plan.ok()) throw *loaded.planned->plan.error;
     Context& context = *loaded.context;

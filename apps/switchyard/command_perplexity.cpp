@@ -7,6 +7,10 @@
 // the tokens no earlier window scored (a window's first token has no logits for it, so with
 // disjoint windows each window's first token is not scored). The mean NLL is over every scored
 // token, in nats; perplexity = exp(mean NLL).
+//
+// --numerics picks the arithmetic (docs/numerics.md); --compare-numerics scores the text under
+// both, exact then fast, and reports the difference of their mean NLLs and how often their top-1
+// predictions agree (--json also lists each run's top-1 ids).
 #include <unistd.h>
 
 #include <chrono>
@@ -31,10 +35,10 @@ namespace po = boost::program_options;
 using nlohmann::json;
 
 struct PerplexityArgs {
-  std::string model, file, prefer, dtype;
+  std::string model, file, prefer, dtype, numerics;
   std::vector<std::string> allowed_config_keys;
   int64_t context = 512, stride = 0;
-  bool json = false;
+  bool json = false, compare = false;
 };
 
 // A window ids[begin, end) whose targets are the ids at [first_target, end).
@@ -66,7 +70,8 @@ double nll_of(const float* row, int64_t vocab, int64_t id) {
 // for their logits (the plan computes up to --context of them per step).
 class Scorer {
  public:
-  Scorer(ModelSource& model, const PerplexityArgs& a, const GlobalOptions& global)
+  Scorer(ModelSource& model, const PerplexityArgs& a, const GlobalOptions& global,
+         Numerics numerics)
       : reg_(discover_plugins(global, default_load_options())) {
     ImportOptions o;
     o.max_batch_tokens = o.max_outputs = o.context = a.context;
@@ -74,7 +79,9 @@ class Scorer {
     o.every_position_logits = true;  // the contiguous layout's, for plugins before ABI 1.5
     o.allowed_config_keys = a.allowed_config_keys;
     const uint64_t bytes = model.weight_bytes();
-    loaded_ = LoadedModel::load(model, o, reg_, run_policy(a.prefer, "any", false), {},
+    Policy policy = run_policy(a.prefer, "any", false);
+    policy.numerics = numerics;
+    loaded_ = LoadedModel::load(model, o, reg_, policy, {},
                                 [&](WeightLoader w) { return with_progress(w, bytes); });
     if (!loaded_.planned->plan.ok()) throw *loaded_.planned->plan.error;
   }
@@ -101,7 +108,14 @@ class Scorer {
 struct Score {
   double nll_sum = 0;
   int64_t scored = 0;
+  std::vector<int64_t> top1;  // per scored token, the id the model ranked first
+  double seconds = 0;
+  double mean() const { return nll_sum / double(scored); }
 };
+
+int64_t argmax_of(const float* row, int64_t vocab) {
+  return int64_t(std::max_element(row, row + vocab) - row);
+}
 
 Score score(Scorer& scorer, const std::vector<int64_t>& ids, const std::vector<Window>& windows) {
   Score s;
@@ -109,9 +123,11 @@ Score score(Scorer& scorer, const std::vector<int64_t>& ids, const std::vector<W
   for (size_t n = 0; n < windows.size(); ++n) {
     const Window& w = windows[n];
     const std::vector<float> logits = scorer.logits(ids, w);
-    for (int64_t t = w.first_target; t < w.end; ++t)  // row t-1-begin predicts ids[t]
-      s.nll_sum +=
-          nll_of(logits.data() + (t - 1 - w.begin) * scorer.vocab(), scorer.vocab(), ids[t]);
+    for (int64_t t = w.first_target; t < w.end; ++t) {  // row t-1-begin predicts ids[t]
+      const float* row = logits.data() + (t - 1 - w.begin) * scorer.vocab();
+      s.nll_sum += nll_of(row, scorer.vocab(), ids[t]);
+      s.top1.push_back(argmax_of(row, scorer.vocab()));
+    }
     s.scored += w.end - w.first_target;
     if (progress)
       std::fprintf(stderr, "\rperplexity: window %zu of %zu, %lld tokens scored, running %.4f",
@@ -120,6 +136,57 @@ Score score(Scorer& scorer, const std::vector<int64_t>& ids, const std::vector<W
   }
   if (progress) std::fprintf(stderr, "\n");
   return s;
+}
+
+// Each run's figures, and with two runs (--compare-numerics) their difference.
+void report(const PerplexityArgs& a, size_t tokens, size_t windows, int64_t evaluated,
+            const std::vector<Numerics>& runs, const std::vector<Score>& scores, double load_s) {
+  const Score& s = scores.back();
+  size_t agree = 0;
+  for (size_t i = 0; i < s.top1.size(); ++i) agree += s.top1[i] == scores.front().top1[i];
+  const double agreement = double(agree) / double(s.top1.size());
+  if (a.json) {
+    json per = json::array();
+    for (size_t r = 0; r < runs.size(); ++r)
+      per.push_back({{"numerics", numerics_name(runs[r])},
+                     {"mean_nll", scores[r].mean()},
+                     {"perplexity", std::exp(scores[r].mean())},
+                     {"seconds", scores[r].seconds},
+                     {"tokens_per_s", double(evaluated) / scores[r].seconds},
+                     {"top1", scores[r].top1}});
+    json j = {{"status", "ok"},
+              {"model", a.model},
+              {"file", a.file},
+              {"tokens", tokens},
+              {"scored_tokens", s.scored},
+              {"windows", windows},
+              {"context", a.context},
+              {"stride", a.stride},
+              {"numerics", per[0]["numerics"]},
+              {"mean_nll", s.mean()},
+              {"perplexity", std::exp(s.mean())},
+              {"seconds", s.seconds},
+              {"load_seconds", load_s},
+              {"tokens_per_s", double(evaluated) / s.seconds},
+              {"runs", per}};
+    if (runs.size() == 2) {
+      j["numerics"] = "fast";
+      j["delta_mean_nll"] = s.mean() - scores.front().mean();
+      j["top1_agreement"] = agreement;
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  for (size_t r = 0; r < runs.size(); ++r)
+    std::printf(
+        "perplexity %.4f (mean NLL %.6f nats over %lld tokens; %zu window%s of up to %lld "
+        "tokens, stride %lld; --numerics %s); %.2f s, %.0f tokens/s\n",
+        std::exp(scores[r].mean()), scores[r].mean(), (long long)scores[r].scored, windows,
+        windows == 1 ? "" : "s", (long long)a.context, (long long)a.stride, numerics_name(runs[r]),
+        scores[r].seconds, double(evaluated) / scores[r].seconds);
+  if (runs.size() == 2)
+    std::printf("fast - exact: mean NLL %+.6f nats; top-1 agreement %.4f (%zu of %zu tokens)\n",
+                s.mean() - scores.front().mean(), agreement, agree, s.top1.size());
 }
 
 int run(const GlobalOptions& global, const PerplexityArgs& a) {
@@ -141,38 +208,22 @@ int run(const GlobalOptions& global, const PerplexityArgs& a) {
                         a.file),
                   a.json);
     const std::vector<Window> windows = windows_of(int64_t(ids.size()), a.context, a.stride);
-    const auto t0 = std::chrono::steady_clock::now();
-    Scorer scorer(*model, a, global);
-    const auto t1 = std::chrono::steady_clock::now();
-    const Score s = score(scorer, ids, windows);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    const double load_s = std::chrono::duration<double>(t1 - t0).count();
-    const double mean = s.nll_sum / double(s.scored), ppl = std::exp(mean);
     int64_t evaluated = 0;
     for (const Window& w : windows) evaluated += w.end - w.begin;
-    if (a.json) {
-      json j = {{"status", "ok"},
-                {"model", a.model},
-                {"file", a.file},
-                {"tokens", ids.size()},
-                {"scored_tokens", s.scored},
-                {"windows", windows.size()},
-                {"context", a.context},
-                {"stride", a.stride},
-                {"mean_nll", mean},
-                {"perplexity", ppl},
-                {"seconds", secs},
-                {"load_seconds", load_s},
-                {"tokens_per_s", double(evaluated) / secs}};
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::printf(
-          "perplexity %.4f (mean NLL %.6f nats over %lld tokens; %zu window%s of up to %lld "
-          "tokens, stride %lld); %.2f s, %.0f tokens/s\n",
-          ppl, mean, (long long)s.scored, windows.size(), windows.size() == 1 ? "" : "s",
-          (long long)a.context, (long long)a.stride, secs, double(evaluated) / secs);
+    std::vector<Numerics> runs = {*parse_numerics(a.numerics)};
+    if (a.compare) runs = {Numerics::exact, Numerics::fast};
+    std::vector<Score> scores;
+    double load_s = 0;
+    for (Numerics n : runs) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Scorer scorer(*model, a, global, n);
+      const auto t1 = std::chrono::steady_clock::now();
+      scores.push_back(score(scorer, ids, windows));
+      scores.back().seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      load_s += std::chrono::duration<double>(t1 - t0).count();
     }
+    report(a, ids.size(), windows.size(), evaluated, runs, scores, load_s);
     return kExitOk;
   } catch (const Error& e) {
     return fail("perplexity", e, a.json);
@@ -193,6 +244,10 @@ int run_perplexity(const GlobalOptions& global, const Args& args) {
       "dtype", po::value(&a.dtype), "run in f32|bf16 instead of the model's dtype")(
       "allow-config-key", po::value(&a.allowed_config_keys),
       "accept this unknown config key as without effect; repeatable")(
+      "numerics", po::value(&a.numerics)->default_value(numerics_name(kDefaultNumerics)),
+      "exact|fast (docs/numerics.md)")(
+      "compare-numerics", po::bool_switch(&a.compare),
+      "score under --numerics exact and fast, and report the difference and top-1 agreement")(
       "json", po::bool_switch(&a.json), "the figures as JSON");
   po::positional_options_description pos;
   pos.add("model", 1);
@@ -204,6 +259,11 @@ int run_perplexity(const GlobalOptions& global, const Args& args) {
     return vm.count("help") ? kExitOk : kExitUsage;
   }
   if (!vm.count("stride")) a.stride = a.context;
+  if (!parse_numerics(a.numerics)) {
+    std::cerr << "switchyard perplexity: --numerics must be exact or fast, not '" << a.numerics
+              << "'\n";
+    return kExitUsage;
+  }
   if (a.context < 2 || a.stride < 1 || a.stride > a.context) {
     std::cerr << "switchyard perplexity: --context must be at least 2 and --stride in [1, "
                  "--context]\n";

@@ -30,6 +30,9 @@ void PlanFlags::add(po::options_description& desc, int64_t default_sequences,
       "require-verified", po::bool_switch(&require_verified),
       "use only kernels a conformance report beside their plugin verifies (SY010 otherwise)")(
       "dtype", po::value(&dtype), "run in f32|bf16 instead of the model's dtype")(
+      "numerics", po::value(&numerics)->default_value(numerics_name(kDefaultNumerics)),
+      "exact: products on the weights as stored; fast: also kernels that quantize activations "
+      "to 8-bit blocks (docs/numerics.md)")(
       "allow-config-key", po::value(&allowed_config_keys),
       "accept this unknown config.json key as without effect; repeatable")(
       "memory-reserve", po::value(&memory_reserve),
@@ -52,6 +55,9 @@ std::optional<std::string> PlanFlags::apply(ImportOptions& o, Policy& policy) co
   o.context = context;
   o.dtype_override = dtype;
   o.allowed_config_keys = allowed_config_keys;
+  const auto chosen = parse_numerics(numerics);
+  if (!chosen) return "--numerics must be exact or fast, not '" + numerics + "'";
+  policy.numerics = *chosen;
   policy.attention = attention;
   policy.strict = strict;
   policy.require_verified = require_verified;

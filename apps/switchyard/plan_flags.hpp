@@ -15,7 +15,7 @@
 namespace sy::cli {
 
 struct PlanFlags {
-  std::string prefer, attention = "any", dtype, memory_reserve;
+  std::string prefer, attention = "any", dtype, memory_reserve, numerics;
   std::vector<std::string> max_device_memory, allowed_config_keys;
   bool strict = false, require_verified = false;
   int64_t max_batch_tokens = 512, max_sequences = 1, context = 4096, kv_blocks = 0;

@@ -74,6 +74,8 @@ AbiDeviceView::AbiDeviceView(const DeviceInfo& d) {
 }
 
 uint64_t features_at_minor(uint64_t features, uint32_t minor) {
+  if (minor >= 8) return features;
+  features &= ~SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);  // bit 17 meant nothing before 1.8
   if (minor >= 5) return features;
   return features & ~(SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
 }

@@ -219,6 +219,21 @@ void Buffers::paged_metadata(std::mt19937& rng) {
   }
 }
 
+void Buffers::quantize_input_q8(size_t index) {
+  Tensor& t = in_[index];
+  const sy_dtype dt = t.desc.dtype;
+  const size_t n = t.bytes.size() / (dt == SY_DTYPE_F32 ? 4 : 2);
+  for (size_t b0 = 0; b0 + 32 <= n; b0 += 32) {
+    float x[32], amax = 0.f;
+    for (int i = 0; i < 32; ++i) {
+      x[i] = float(value(t.bytes, dt, b0 + i));
+      amax = std::max(amax, std::fabs(x[i]));
+    }
+    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    for (int i = 0; i < 32; ++i) set(t.bytes, dt, b0 + i, double(d) * std::nearbyint(x[i] * id));
+  }
+}
+
 Buffers::Buffers(const Buffers& other) : op_(other.op_), in_(other.in_), out_(other.out_) {
   link();
 }

@@ -41,7 +41,8 @@ json policy_json(const Policy& p) {
           {"attention", p.attention},
           {"fallback", p.strict ? "strict" : "auto"},
           {"kv_cache_device", p.kv_cache_device ? device_type_name(*p.kv_cache_device) : "auto"},
-          {"transfers", p.transfers}};
+          {"transfers", p.transfers},
+          {"numerics", numerics_name(p.numerics)}};
 }
 
 // "l12.q_proj" -> "l*.q_proj": ops of every layer fold into one row per pattern.
@@ -115,6 +116,31 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
   if (!m.split.empty()) out << "  binding split: " << m.split << "\n";
 }
 
+// Which arithmetic the phase's ops got: how many quantize their activations, and, under exact,
+// how many could have (a kernel refused for numerics alone).
+std::string numerics_line(const Policy& policy, const PhasePlan& p) {
+  size_t q8 = 0, could = 0;
+  for (const auto& o : p.ops) {
+    if (o.numerics == "activation_q8") ++q8;
+    for (const auto& r : o.rejected)
+      if (r.reasons.size() == 1 && r.reasons[0].constraint == "numerics") {
+        ++could;
+        break;
+      }
+  }
+  std::ostringstream out;
+  out << "numerics: " << numerics_name(policy.numerics) << " (--numerics): ";
+  if (policy.numerics == Numerics::fast)
+    out << q8 << " ops quantize their activations to 8-bit blocks (activation_q8), every other "
+        << "op exact";
+  else
+    out << "every op exact"
+        << (could ? "; " + std::to_string(could) +
+                        " could quantize their activations (--numerics fast)"
+                  : "");
+  return out.str();
+}
+
 }  // namespace
 
 json to_json(const Plan& plan) {
@@ -127,7 +153,7 @@ json to_json(const Plan& plan) {
       for (const auto& r : o.rejected) rejected.push_back(candidate_json(r));
       json j{{"id", o.id},         {"op", sy_op_kind_name(o.op)}, {"plugin", o.plugin},
              {"kernel", o.kernel}, {"family", o.family},          {"device", o.device},
-             {"rule", o.rule},     {"rejected", rejected}};
+             {"rule", o.rule},     {"rejected", rejected},        {"numerics", o.numerics}};
       j["input_locations"] = o.input_locations;
       j["output_locations"] = o.output_locations;
       if (o.layer >= 0) j["layer"] = o.layer;
@@ -239,6 +265,7 @@ std::string render_plan(const Plan& plan) {
     for (const auto& o : p.ops) adapted += o.adaptations.size();
     out << p.copies.size() << " copies (" << bytes_text(copy_bytes) << "), " << p.fallbacks.size()
         << " fallbacks, " << adapted << " adaptations\n";
+    out << "  " << numerics_line(plan.policy, p) << "\n";
     std::map<std::string, int> cache_devices;
     for (const auto& [v, d] : p.kv_caches) cache_devices[d]++;
     for (const auto& [d, n] : cache_devices) out << "  kv caches: " << n << " on " << d << "\n";

@@ -212,6 +212,8 @@ class PhasePlanner {
                                    : "")
                         : "the preferred device type refused it; next in --prefer order";
     if (!best.rule_extra.empty()) choice.rule += "; " + best.rule_extra;
+    if (best.activation_q8)
+      choice.rule += "; activations quantized to 8-bit blocks (--numerics fast)";
     if (!choice.wanted.empty() || best.pref_rank <= top_rank) return;
     std::vector<CandidateReport> better;
     for (const auto& c : all)
@@ -234,6 +236,7 @@ class PhasePlanner {
     p.rule = rule;
     p.adaptations = best.adaptations;
     p.workspace_bytes = best.workspace;
+    p.numerics = best.activation_q8 ? "activation_q8" : "exact";
     for (const auto& f : phase_.fusions)
       if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id) p.fused_group = f.group;
     for (const auto& r : reports)
@@ -418,6 +421,16 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
   Plan plan = place(policy);
   if (!plan.ok() || !policy.check_memory) return plan;
   return fit_memory(std::move(plan), graph, place, policy);
+}
+
+const char* numerics_name(Numerics n) {
+  return n == Numerics::fast ? "fast" : "exact";
+}
+
+std::optional<Numerics> parse_numerics(const std::string& text) {
+  if (text == "exact") return Numerics::exact;
+  if (text == "fast") return Numerics::fast;
+  return std::nullopt;
 }
 
 }  // namespace sy

@@ -25,6 +25,16 @@
 
 namespace sy {
 
+// Which arithmetic a kernel may use (docs/numerics.md). exact: products on the weights as
+// stored or dequantized (the parity tests' numbers). fast: also kernels that quantize their
+// activations to 8-bit blocks (SY_FEATURE_ACTIVATION_Q8, llama.cpp's numerics), preferred by
+// their cost where they serve the op.
+enum class Numerics { exact, fast };
+const char* numerics_name(Numerics n);
+std::optional<Numerics> parse_numerics(const std::string& text);
+// What a plan uses when nobody says: docs/numerics.md gives the measured cost of the choice.
+inline constexpr Numerics kDefaultNumerics = Numerics::exact;
+
 struct Policy {
   std::vector<DLDeviceType> prefer;  // device types, most preferred first
   bool prefer_given = false;         // the user said --prefer (strict then holds it)
@@ -35,6 +45,7 @@ struct Policy {
   // Only kernels a conformance report beside their plugin verifies (plugin/verification.hpp);
   // a kernel that failed conformance is refused whatever this says.
   bool require_verified = false;
+  Numerics numerics = kDefaultNumerics;  // --numerics
   // Memory (memory.hpp): bytes left free on every device (--memory-reserve), caps per location
   // ("host", "cuda:0"; --max-device-memory), and whether a plan that does not fit is an error.
   std::optional<int64_t> memory_reserve;  // unset: default_memory_reserve() of each device
@@ -69,6 +80,9 @@ struct PlannedOp {
   std::vector<std::string> input_locations, output_locations;
   // Memory the kernel holds from prepare to release (its check's ABI 1.4 workspace_bytes).
   int64_t workspace_bytes = 0;
+  // The kernel's arithmetic: "exact", or "activation_q8" (its activations quantized to 8-bit
+  // blocks; only under --numerics fast).
+  std::string numerics = "exact";
 };
 
 struct Copy {

@@ -172,7 +172,8 @@ class PluginLoader {
     constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
                                      SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
                                      SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2};
+                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
+                                     SY_PLUGIN_API_SIZE_MINOR_2};
     static_assert(std::size(kTableSize) == kHostAbiMinor + 1, "one table size per minor");
     const size_t need = kTableSize[plugin_->negotiated_minor_];
     if (api->struct_size < need)

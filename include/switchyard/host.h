@@ -68,7 +68,7 @@ extern "C" {
 
 /* Major changes only on incompatible change; minor grows with additive change. */
 #define SY_HOST_API_VERSION_MAJOR 1
-#define SY_HOST_API_VERSION_MINOR 1
+#define SY_HOST_API_VERSION_MINOR 2
 
 /* The library's (major << 16) | minor. A program built against major M should refuse a
  * library whose major differs. */
@@ -232,6 +232,11 @@ typedef struct sy_plan_options {
   /* Since 1.1. KV blocks of 16 tokens per pool (`--kv-blocks`); 0: enough for max_sequences
    * sequences at their full context, or as many as the memory left holds when fewer. */
   int64_t kv_blocks;
+  /* Since 1.2. The arithmetic kernels may use (`--numerics`, docs/numerics.md): "exact"
+   * (products on the weights as stored or dequantized) or "fast" (also kernels that quantize
+   * their activations to 8-bit blocks, as llama.cpp does); NULL: the runtime's default, exact.
+   * Another string is SY402. sy_plan_json says per op which it got ("numerics"). */
+  const char* numerics;
 } sy_plan_options;
 
 /* Imports the model for `options` and plans it for the runtime's live devices. Returns 0 for

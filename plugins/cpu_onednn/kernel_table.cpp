@@ -23,6 +23,11 @@ constexpr uint64_t kQuantized =
 
 using sy::edge::feature_mask;
 
+// The weights the activation_q8 matmul serves (rowdot_q8.hpp).
+constexpr uint64_t kQ8Weights = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q6_K);
+
 constexpr uint64_t kAttentionFeatures =
     feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
                   SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE, SY_FEATURE_BATCH,
@@ -49,6 +54,11 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, const c
 
 constexpr sy_kernel_envelope with_weights(sy_kernel_envelope e, uint64_t weight_dtypes) {
   e.weight_dtypes = weight_dtypes;
+  return e;
+}
+
+constexpr sy_kernel_envelope cheaper(sy_kernel_envelope e, double cost_hint) {
+  e.cost_hint = cost_hint;
   return e;
 }
 
@@ -82,6 +92,12 @@ const sy_kernel_envelope kEnvelopes[] = {
     with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
                           feature_mask({SY_FEATURE_TRANSPOSED_B})),
                  kQuantized),
+    // Activations quantized to 8-bit blocks: llama.cpp's numerics, chosen under --numerics fast.
+    cheaper(
+        with_weights(envelope("matmul_q8", SY_OP_MATMUL, "generic", F32 | BF16,
+                              feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q8})),
+                     kQ8Weights),
+        0.5),
     with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
     envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16),
     envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16),
@@ -146,6 +162,18 @@ int limit_copy(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, v
   return sy_refuse(add, ctx, "dtype_match", need, "the same dtype, or f32 <-> bf16", text);
 }
 
+// Block-quantized weights only: its product is the weights' integers times the activations'.
+int limit_matmul_q8(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  if (op->num_inputs < 2 || !op->inputs[1] || sy_dtype_is_blocked(op->inputs[1]->dtype)) return 0;
+  const char* have = sy_dtype_name(op->inputs[1]->dtype);
+  char text[128];
+  std::snprintf(text, sizeof text,
+                "matmul_q8 multiplies block-quantized weights only, not %s (the matmul kernel "
+                "serves those)",
+                have ? have : "?");
+  return sy_refuse(add, ctx, "weight_dtype", have ? have : "?", "q8_0|q4_0|q4_1|q4_k|q6_k", text);
+}
+
 // o in f32 or bf16 (the contract allows f16 too).
 int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add,
                          void* ctx) {
@@ -156,38 +184,55 @@ int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal
 
 // Index-aligned with kEnvelopes: the limits beyond the operator contract, and the factories.
 const sy::edge::NarrowFn kLimits[] = {
-    limit_attention, limit_fused_decode,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
-    limit_copy,      limit_sinks_from_lse,
-    nullptr,         nullptr,
-    nullptr,         nullptr,
+    limit_attention,
+    limit_fused_decode,
+    nullptr,
+    nullptr,
+    limit_matmul_q8,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    limit_copy,
+    limit_sinks_from_lse,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
-    make_attention,  make_fused_decode,   make_kv_cache_append, make_matmul,
-    make_embedding,  make_rms_norm,       make_layer_norm,      make_rope,
-    make_unary,      make_unary,          make_binary,          make_binary,
-    make_binary,     make_binary,         make_softmax,         make_argmax,
-    make_copy,       make_sinks_from_lse, make_softcap,         make_slice,
-    make_moe_router, make_moe_experts,
+    make_attention, make_fused_decode, make_kv_cache_append, make_matmul,
+    make_matmul_q8, make_embedding,    make_rms_norm,        make_layer_norm,
+    make_rope,      make_unary,        make_unary,           make_binary,
+    make_binary,    make_binary,       make_binary,          make_softmax,
+    make_argmax,    make_copy,         make_sinks_from_lse,  make_softcap,
+    make_slice,     make_moe_router,   make_moe_experts,
 };
 // matmul: what make_matmul's kernel for this op keeps from prepare to release.
 uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return matmul_workspace_bytes(op);
+}
+uint64_t matmul_q8_workspace(const sy_device_desc*, const sy_op_desc* op) {
+  return matmul_q8_workspace_bytes(op);
 }
 // moe_experts: its sorted slots' rows and intermediates (ops_moe.cpp).
 uint64_t experts_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return moe_experts_workspace_bytes(op);
 }
 const sy::edge::WorkspaceFn kWorkspace[] = {
-    nullptr, nullptr, nullptr, matmul_workspace, nullptr, nullptr,           nullptr, nullptr,
-    nullptr, nullptr, nullptr, nullptr,          nullptr, nullptr,           nullptr, nullptr,
-    nullptr, nullptr, nullptr, nullptr,          nullptr, experts_workspace,
+    nullptr, nullptr, nullptr,           matmul_workspace, matmul_q8_workspace,
+    nullptr, nullptr, nullptr,           nullptr,          nullptr,
+    nullptr, nullptr, nullptr,           nullptr,          nullptr,
+    nullptr, nullptr, nullptr,           nullptr,          nullptr,
+    nullptr, nullptr, experts_workspace,
 };
 static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
 static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);

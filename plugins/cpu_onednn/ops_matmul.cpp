@@ -23,6 +23,7 @@
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
 #include "rowdot.hpp"
+#include "rowdot_q8.hpp"
 #include "switchyard/envelope_check.h"
 
 namespace sy::cpu {
@@ -185,6 +186,58 @@ class RowdotKernel final : public CpuKernel {
   std::vector<float> x32_;  // bf16 x widened (tiers that read f32 x)
 };
 
+// c = a · bᵀ with a quantized to 8-bit blocks first (rowdot_q8.hpp: the activation_q8 numerics,
+// which the planner chooses only under --numerics fast).
+class RowdotQ8Kernel final : public CpuKernel {
+ public:
+  RowdotQ8Kernel(int64_t m, int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
+      : tier_(rowdot_q8_tier(active_tier())),
+        ctx_(ctx),
+        xq_(size_t(m * (k / 32))),
+        xt_(tier_.tile_x && m >= tier_.tile_min_rows ? size_t(q8_tile_x_bytes(m, k)) : 0) {
+    args_.wtype = wtype;
+    args_.y_bf16 = bf16;
+    args_.K = k;
+    args_.N = n;
+  }
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    RowdotQ8Args a = args_;
+    a.M = elements_of(in[0]) / a.K;
+    a.w = data_of<const void>(in[1]);
+    a.y = data_of<void>(out[0]);
+    a.xq = xq_.data();
+    const float* xf = a.y_bf16 ? nullptr : data_of<const float>(in[0]);
+    const uint16_t* xb = a.y_bf16 ? data_of<const uint16_t>(in[0]) : nullptr;
+    Q8Block* xq = xq_.data();
+    const RowdotQ8Tier& tier = tier_;
+    parallel_for(ctx_, a.M, a.K, [&](int64_t m) { tier.quantize(xf, xb, a.K, m, m + 1, xq); });
+    if (!xt_.empty() && a.M >= tier.tile_min_rows) {
+      const int64_t tiles = (a.M + 15) / 16;
+      parallel_for(ctx_, tiles, 16 * a.K, [&](int64_t t) { tier.tile_x(a, t, t + 1, xt_.data()); });
+      a.xt = xt_.data();
+    }
+    int threads = a.M * a.N * a.K < kParallelWork ? 1 : ctx_.num_threads;
+    if (threads == 1) return tier.columns(a, 0, a.N);
+    constexpr int64_t kUnit = 16;  // weight rows per share: whole cache lines of y
+    const int64_t units = (a.N + kUnit - 1) / kUnit;
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t n0 = std::min(a.N, units * t / nt * kUnit),
+                    n1 = std::min(a.N, units * (t + 1) / nt * kUnit);
+      if (n1 > n0) tier.columns(a, n0, n1);
+    }
+  }
+
+ private:
+  const RowdotQ8Tier& tier_;
+  CpuContext ctx_;
+  RowdotQ8Args args_{};
+  std::vector<Q8Block> xq_;  // x's rows quantized, for the prepared bound of M
+  std::vector<uint8_t> xt_;  // and in the tier's tile layout, where it has one
+};
+
 }  // namespace
 
 void rowdot_run(const RowdotTier& tier, const RowdotArgs& a, int threads) {
@@ -210,6 +263,23 @@ uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
   int64_t elements = 1;
   for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
   return uint64_t(elements) * sizeof(float);  // x widened
+}
+
+uint64_t matmul_q8_workspace_bytes(const sy_op_desc* op) {
+  if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
+  int64_t elements = 1;
+  for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
+  const int64_t k = op->inputs[1]->shape[1];
+  // x's rows as blocks, and (the amx tier) in its tile layout.
+  return uint64_t(elements / 32) * sizeof(Q8Block) + uint64_t(q8_tile_x_bytes(elements / k, k));
+}
+
+std::unique_ptr<CpuKernel> make_matmul_q8(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  sy::edge::enforce_contract(op, "matmul_q8");
+  const auto& b = op.inputs[1].shape;  // [N, K]: the envelope admits block-quantized b only
+  const int64_t m = op.inputs[0].elements() / b[1];
+  return std::make_unique<RowdotQ8Kernel>(m, b[1], b[0], op.inputs[1].dtype,
+                                          op.inputs[0].dtype == SY_DTYPE_BF16, ctx);
 }
 
 std::unique_ptr<CpuKernel> make_matmul(const sy::edge::OpCopy& op, const CpuContext& ctx) {

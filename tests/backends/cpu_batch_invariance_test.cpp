@@ -38,9 +38,11 @@ class BatchInvariance : public ::testing::TestWithParam<std::string> {
     tier_.emplace(GetParam());
   }
 
-  static std::unique_ptr<PreparedKernel> prepare(const OpDesc& op) {
+  // The op's kernel: `name`, or the first of its op that is not the fused decode block.
+  static std::unique_ptr<PreparedKernel> prepare(const OpDesc& op, const std::string& name = "") {
     for (size_t i = 0; i < plugin_->kernels().size(); ++i)
-      if (plugin_->kernels()[i].op == op.op && plugin_->kernels()[i].family != "fused_decode") {
+      if (plugin_->kernels()[i].op == op.op && plugin_->kernels()[i].family != "fused_decode" &&
+          (name.empty() || plugin_->kernels()[i].kernel == name)) {
         auto k = prepare_kernel(*plugin_, i, 0, op);
         EXPECT_TRUE(k) << test::why(k);
         return k ? std::move(*k) : nullptr;
@@ -57,6 +59,12 @@ class BatchInvariance : public ::testing::TestWithParam<std::string> {
   std::optional<test::ScopedCpuTier> tier_;
 };
 Plugin* BatchInvariance::plugin_ = nullptr;
+
+// The fixture's helpers, for the test bodies shared as free functions.
+struct BatchInvarianceAccess : BatchInvariance {
+  using BatchInvariance::prepare;
+  using BatchInvariance::run;
+};
 
 // Random weights: floats in [-1, 1], or block bytes with sane half scales.
 void fill_weights(HostTensor& w, std::mt19937& rng) {
@@ -97,38 +105,51 @@ std::vector<uint8_t> rows_of(HostTensor& t, int64_t first, int64_t count, int64_
   return std::vector<uint8_t>(p, p + size_t(count) * row);
 }
 
-TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
+// The rows of one execute of 70 against each alone and a step of 5 elsewhere, for `kernel`.
+void matmul_rows_alone_and_together(const std::string& kernel,
+                                    const std::vector<sy_dtype>& weights) {
   const int64_t kBound = 96, kRows = 70, K = 512, N = 40;
   std::mt19937 rng(5);
   for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
-    for (sy_dtype wt :
-         {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0,
-          SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K, SY_DTYPE_Q3_K,
-          SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K}) {
+    for (sy_dtype wt : weights) {
       if (!sy_dtype_is_blocked(wt) && wt != act) continue;  // float weights are x's dtype
-      SCOPED_TRACE(std::string("x ") + sy_dtype_name(act) + ", w " + sy_dtype_name(wt));
+      SCOPED_TRACE(kernel + ": x " + sy_dtype_name(act) + ", w " + sy_dtype_name(wt));
       OpDesc op;
       op.op = SY_OP_MATMUL;
       op.inputs = {{act, {kBound, K}, SY_MEMORY_HOST, 1u}, {wt, {N, K}, SY_MEMORY_HOST}};
       op.outputs = {{act, {kBound, N}, SY_MEMORY_HOST, 1u}};
       op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
-      auto k = prepare(op);
+      auto k = BatchInvarianceAccess::prepare(op, kernel);
       ASSERT_TRUE(k);
       HostTensor x(act, {kRows, K}), w(wt, {N, K}), y(act, {kRows, N});
       fill_weights(x, rng);
       fill_weights(w, rng);
-      run(*k, {x.dl(), w.dl()}, {y.dl()});
+      BatchInvarianceAccess::run(*k, {x.dl(), w.dl()}, {y.dl()});
       for (int64_t r : {int64_t(0), int64_t(1), int64_t(33), kRows - 1}) {  // alone
         HostTensor x1(act, {1, K}), y1(act, {1, N});
         std::memcpy(x1.bytes(), rows_of(x, r, 1, K).data(), x1.size_bytes());
-        run(*k, {x1.dl(), w.dl()}, {y1.dl()});
+        BatchInvarianceAccess::run(*k, {x1.dl(), w.dl()}, {y1.dl()});
         EXPECT_EQ(rows_of(y1, 0, 1, N), rows_of(y, r, 1, N)) << "row " << r << " alone";
       }
       HostTensor x5(act, {5, K}), y5(act, {5, N});  // rows 61..65, a block of 5 elsewhere
       std::memcpy(x5.bytes(), rows_of(x, 61, 5, K).data(), x5.size_bytes());
-      run(*k, {x5.dl(), w.dl()}, {y5.dl()});
+      BatchInvarianceAccess::run(*k, {x5.dl(), w.dl()}, {y5.dl()});
       EXPECT_EQ(rows_of(y5, 0, 5, N), rows_of(y, 61, 5, N)) << "rows 61..65 as a step of 5";
     }
+}
+
+TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
+  matmul_rows_alone_and_together(
+      "matmul", {SY_DTYPE_F32, SY_DTYPE_BF16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1,
+                 SY_DTYPE_Q5_0, SY_DTYPE_Q5_1, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS, SY_DTYPE_Q2_K,
+                 SY_DTYPE_Q3_K, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K});
+}
+
+// The activation_q8 matmul (--numerics fast): 70 rows take the amx tier's tiles, a row alone
+// and 5 rows its vectors; every path shares one arithmetic per output (rowdot_q8.hpp).
+TEST_P(BatchInvariance, MatmulQ8RowsDoNotDependOnTheirCompany) {
+  matmul_rows_alone_and_together(
+      "matmul_q8", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
 }
 
 // The paged attention of sequences packed along T. Sequence `lens[s]` keys long, its last

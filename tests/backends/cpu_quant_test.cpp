@@ -163,6 +163,63 @@ TEST_P(CpuQuantTier, MatmulWithQuantizedWeightsEqualsTheDequantizedProduct) {
         }
 }
 
+// The activation_q8 matmul (--numerics fast) against a double product of the reference's
+// dequantized rows with x quantized as vocabulary.h's SY_FEATURE_ACTIVATION_Q8 says (per block
+// of 32: d = max|x| / 127, q = round-half-even(x · (1/d)), in f32): the rule is applied here, the
+// products and sums are the kernel's own, within f32 accumulation error.
+TEST_P(CpuQuantTier, MatmulQ8EqualsTheProductWithQuantizedActivations) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  size_t q8 = 0;
+  for (size_t i = 0; i < plugin_->kernels().size(); ++i)
+    if (plugin_->kernels()[i].kernel == "matmul_q8") q8 = i;
+  ASSERT_NE(q8, 0u);
+  EXPECT_TRUE(plugin_->kernels()[q8].features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8));
+  for (sy_dtype dt : {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q4_K, SY_DTYPE_Q6_K})
+    for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
+      for (int64_t m : {1, 4, 7, 40}) {  // 40: the amx tier's tiles (16 rows and more)
+        const FixtureTensor f = fixture_tensor(dt);
+        const int64_t k = f.row, n = 37;
+        SCOPED_TRACE(std::string(sy_dtype_name(dt)) + " a " + sy_dtype_name(act) +
+                     " M=" + std::to_string(m));
+        HostTensor a(act, {m, k}), b(dt, {n, k}), c(act, {m, n});
+        std::vector<double> av(size_t(m * k));
+        for (double& x : av) x = uni(rng);
+        av = a.set(av);
+        std::vector<double> xq(av.size());  // d·q per block of 32
+        for (size_t b0 = 0; b0 < av.size(); b0 += 32) {
+          float amax = 0.f;
+          for (size_t e = b0; e < b0 + 32; ++e) amax = std::max(amax, std::fabs(float(av[e])));
+          const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+          for (size_t e = b0; e < b0 + 32; ++e)
+            xq[e] = double(d) * std::nearbyint(float(av[e]) * id);
+        }
+        fill_rows(b, f, n);
+        OpDesc op;
+        op.op = SY_OP_MATMUL;
+        op.inputs = {a.desc(), b.desc()};
+        op.outputs = {c.desc()};
+        op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
+        auto kernel = prepare_kernel(*plugin_, q8, 0, op);
+        ASSERT_TRUE(kernel) << test::why(kernel);
+        const std::vector<const DLTensor*> ins = {a.dl(), b.dl()}, outs = {c.dl()};
+        ASSERT_FALSE((*kernel)->execute(ins, outs));
+        const std::vector<double> got = c.get();
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t e = 0; e < k; ++e) {
+              const double w = f.values[size_t((j % 2) * k + e)], x = xq[size_t(i * k + e)];
+              want += w * x;
+              mag += std::abs(w * x);
+            }
+            const double tol =
+                act == SY_DTYPE_BF16 ? 8e-3 * std::abs(want) + 1e-5 * mag : 1e-5 * mag + 1e-6;
+            ASSERT_NEAR(got[size_t(i * n + j)], want, tol) << "c[" << i << "][" << j << "]";
+          }
+      }
+}
+
 // A quantized weight whose rows are not whole blocks, or that is not transposed, is refused by
 // check with the contract's block_dtype, never prepared.
 TEST_P(CpuQuantTier, CheckRefusesQuantizedWeightsItCannotServe) {

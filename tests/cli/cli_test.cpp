@@ -33,14 +33,14 @@ TEST(CliPlugins, DefaultFolderHasCpuLoadedWithOneAvailableDevice) {
   const json* cpu = by_name(j, "cpu_onednn");
   ASSERT_TRUE(cpu) << j.dump(2);
   EXPECT_EQ((*cpu)["status"], "loaded");
-  EXPECT_EQ((*cpu)["abi_version"], "1.7");
-  EXPECT_EQ((*cpu)["abi_negotiated"], "1.7");
-  if (SY_TEST_HAVE_CUDA_PLUGIN) {  // both built-in plugins speak ABI 1.7
+  EXPECT_EQ((*cpu)["abi_version"], "1.8");
+  EXPECT_EQ((*cpu)["abi_negotiated"], "1.8");
+  if (SY_TEST_HAVE_CUDA_PLUGIN) {  // both built-in plugins speak ABI 1.8
     const json* cuda = by_name(j, "cuda_flash");
     ASSERT_TRUE(cuda) << j.dump(2);
     EXPECT_EQ((*cuda)["status"], "loaded");
-    EXPECT_EQ((*cuda)["abi_version"], "1.7");
-    EXPECT_EQ((*cuda)["abi_negotiated"], "1.7");
+    EXPECT_EQ((*cuda)["abi_version"], "1.8");
+    EXPECT_EQ((*cuda)["abi_negotiated"], "1.8");
   }
   ASSERT_EQ((*cpu)["devices"].size(), 1u);
   EXPECT_EQ((*cpu)["devices"][0]["type"], "cpu");
@@ -92,7 +92,7 @@ TEST(CliPlugins, HumanTableShowsStageAndReason) {
 TEST(CliPlugins, EnvironmentSearchPath) {
   auto r = run_switchyard("plugins --json", "SWITCHYARD_PLUGIN_PATH=" + test::kGoodDir.string());
   json j = parse_stdout(r);
-  EXPECT_EQ(j.size(), 8u);
+  EXPECT_EQ(j.size(), 9u);
   EXPECT_TRUE(by_name(j, "good_minor0"));
   EXPECT_TRUE(by_name(j, "good_minor2"));
   EXPECT_TRUE(by_name(j, "good_minor3"));
@@ -100,6 +100,7 @@ TEST(CliPlugins, EnvironmentSearchPath) {
   EXPECT_TRUE(by_name(j, "good_minor5"));
   EXPECT_TRUE(by_name(j, "good_minor6"));
   EXPECT_TRUE(by_name(j, "good_minor7"));
+  EXPECT_TRUE(by_name(j, "good_minor8"));
   EXPECT_FALSE(by_name(j, "cpu_onednn"));
 }
 
@@ -121,7 +122,7 @@ TEST(CliExitCodes, UsageErrorsExitTwo) {
 TEST(CliExitCodes, HelpAndVersion) {
   auto v = run_switchyard("--version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_THAT(v.out, HasSubstr("plugin ABI 1.7"));
+  EXPECT_THAT(v.out, HasSubstr("plugin ABI 1.8"));
   auto h = run_switchyard("--help");
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_THAT(h.out, HasSubstr("Exit codes"));

@@ -84,6 +84,43 @@ TEST_F(PerplexityCli, StridedMeanNllIsTheReferences) {
   }
 }
 
+// --compare-numerics scores under exact then fast: the exact run's top-1 ids are the reference's
+// argmaxes, the fast run (its q8 matmuls on the quantized weights) stays close, and the figures
+// of the comparison are those of the two runs' lists.
+TEST_F(PerplexityCli, CompareNumericsReportsBothRunsAndTheirAgreement) {
+  const GgufFile file = GgufFile::open(model_);
+  const std::vector<int64_t> ids =
+      Tokenizer::parse(gguf_tokenizer_json(file), model_).encode(kText);
+  auto r = test::run_switchyard("perplexity " + model_ + " --file " + text_ +
+                                " --prefer cpu --compare-numerics --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["numerics"], "exact");
+  EXPECT_EQ(j["runs"][1]["numerics"], "fast");
+  const auto exact = j["runs"][0]["top1"].get<std::vector<int64_t>>();
+  const auto fast = j["runs"][1]["top1"].get<std::vector<int64_t>>();
+  ASSERT_EQ(int64_t(exact.size()), j["scored_tokens"].get<int64_t>());
+  ASSERT_EQ(fast.size(), exact.size());
+  test::LlamaReference ref(test::kShape,
+                           [&](const std::string& w, int64_t i) { return tiny_.weight(w, i); });
+  for (size_t t = 0; t + 1 < ids.size(); ++t) {
+    const test::LlamaReference::Mat logits = ref.step(ids[t]);
+    const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    EXPECT_EQ(exact[t], best) << "position " << t;
+  }
+  size_t agree = 0;
+  for (size_t i = 0; i < exact.size(); ++i) agree += exact[i] == fast[i];
+  EXPECT_DOUBLE_EQ(j["top1_agreement"].get<double>(), double(agree) / double(exact.size()));
+  EXPECT_NEAR(j["delta_mean_nll"].get<double>(),
+              j["runs"][1]["mean_nll"].get<double>() - j["runs"][0]["mean_nll"].get<double>(),
+              1e-12);
+  EXPECT_LT(std::abs(j["delta_mean_nll"].get<double>()), 0.05);
+  auto bad = test::run_switchyard("perplexity " + model_ + " --file " + text_ + " --numerics x");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("--numerics must be exact or fast, not 'x'"));
+}
+
 TEST_F(PerplexityCli, RefusesWhatItCannotScore) {
   std::ofstream(text_) << "h";
   auto one = test::run_switchyard("perplexity " + model_ + " --file " + text_);

@@ -258,6 +258,12 @@ TEST_F(HostApi, BadArgumentsAreSY402AndBadFilesTheirOwnCodes) {
   po = plan_options(0, 32);
   EXPECT_EQ(sy_plan_create(model_, &po, &plan, &e), kInvalidArgument);
   EXPECT_THAT(e.message, HasSubstr("prompt_tokens"));
+  po = plan_options(4, 32);
+  po.numerics = "approximate";
+  EXPECT_EQ(sy_plan_create(model_, &po, &plan, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("options->numerics"));
+  EXPECT_THAT(e.message, HasSubstr("approximate"));
+  EXPECT_EQ(plan, nullptr);
   size_t count = 0;
   int64_t one[1];
   EXPECT_EQ(

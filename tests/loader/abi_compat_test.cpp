@@ -147,6 +147,9 @@ TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
 // dtypes of 1.6 (q5_0, q5_1, iq4_nl) cross from a minor-6 plugin only, mxfp4 (1.7) from a minor-7
 // one: every build of the test plugin sets both bits, and the host drops them from older ones.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
+  auto p8 = load(test::kGoodDir / "good_minor8.so");
+  ASSERT_TRUE(p8);
+  EXPECT_EQ(p8->negotiated_minor(), 8u);
   auto p7 = load(test::kGoodDir / "good_minor7.so");
   ASSERT_TRUE(p7);
   EXPECT_EQ(p7->negotiated_minor(), 7u);
@@ -171,6 +174,21 @@ TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
 
 // The minor-2 slots are the ones used with a minor-2 plugin: synchronize, and the struct forms
 // of release and shutdown instead of the old ones.
+// activation_q8 (1.8) is a numerics claim: builds 4 to 7 of the test plugin set its bit, which
+// meant nothing then, and the host drops it; the minor-8 build does not claim it.
+TEST(AbiVersions, ActivationQ8CrossesFromMinor8PluginsOnly) {
+  const uint64_t q8 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);
+  for (const char* name : {"good_minor4.so", "good_minor5.so", "good_minor7.so"}) {
+    auto p = load(test::kGoodDir / name);
+    ASSERT_TRUE(p) << name;
+    EXPECT_EQ(p->kernels()[0].features & q8, 0u) << name;
+  }
+  auto p8 = load(test::kGoodDir / "good_minor8.so");
+  ASSERT_TRUE(p8);
+  EXPECT_EQ(p8->kernels()[0].features & q8, 0u);
+  EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q8), "activation_q8");
+}
+
 TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {
   const auto so = test::kGoodDir / "good_minor2.so";
   auto p = load(so);

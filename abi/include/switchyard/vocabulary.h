@@ -1,5 +1,5 @@
 /*
- * Switchyard capability vocabulary, version 1 (values up to ABI 1.7).
+ * Switchyard capability vocabulary, version 1 (values up to ABI 1.8).
  *
  * The words a plugin and the host share to describe what an operator needs
  * and what a kernel offers: data types, operator kinds, semantic features,
@@ -323,6 +323,13 @@ typedef enum sy_feature {
    * also means many sequences packed along one token axis, each with its own query
    * start and length (FlashAttention's varlen form, docs/abi.md "Varlen and paged"). */
   SY_FEATURE_VARLEN = 16,
+  /* Since 1.8: a kernel property, never an op's requirement. The kernel quantizes its
+   * activation input to 8-bit blocks (32 values, one f32 scale: d = max|x| / 127,
+   * q = round-half-even(x / d)) and multiplies those integers with the weights' own, as
+   * llama.cpp does: faster than products on the dequantized weights, and not the same
+   * numbers. The planner gives such a kernel an op only under `--numerics fast`
+   * (docs/numerics.md). */
+  SY_FEATURE_ACTIVATION_Q8 = 17,
   SY_FEATURE_COUNT
 } sy_feature;
 
@@ -347,6 +354,7 @@ static inline const char* sy_feature_name(sy_feature f) {
     case SY_FEATURE_CAUSAL_TOP_LEFT: return "causal_top_left";
     case SY_FEATURE_ROPE_SCALED: return "rope_scaled";
     case SY_FEATURE_VARLEN: return "varlen";
+    case SY_FEATURE_ACTIVATION_Q8: return "activation_q8";
     default: return 0;
   }
 }

@@ -1,0 +1,161 @@
+// The amx form of rowdot_q8.hpp: many rows of x (a prefill, a step of many sequences) multiply
+// on AMX-INT8 tiles; fewer rows, and q6_k's half-block scales, go the vnni way. Chosen on the amx
+// tier of a CPU with AMX-INT8 (cpu_tier.cpp got tile state from the kernel).
+//
+// Per 16 weight rows (decoded once into bytes, scales and offsets) and 16 rows of x, block by
+// block of 32: one tile product gives the 16 × 16 exact integer sums Σ, then every output lane
+// takes acc = fma(float(Σ), w_scale · d, acc) and off = fma(offset, s, off), and the result is
+// acc + off: the arithmetic of every q8 path (rowdot_q8_loops.hpp), so a row's result is the
+// same whichever way its step went (batch invariance).
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "rowdot_q8_vnni.hpp"
+
+namespace sy::cpu {
+namespace {
+
+constexpr int kTile = 16;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tmm0: C, 16 weight rows × 16 rows of x, int32; tmm1: A, 16 weight rows × 32 bytes; tmm2: B,
+// 8 groups of 4 bytes × 16 rows of x. Loaded at every call (oneDNN may have loaded its own).
+void configure_tiles() {
+  TileConfig c;
+  c.colsb[0] = 64, c.rows[0] = 16;
+  c.colsb[1] = 32, c.rows[1] = 16;
+  c.colsb[2] = 64, c.rows[2] = 8;
+  _tile_loadconfig(&c);
+}
+
+// x's rows [16·t0, 16·t1) in the tile layout (q8_tile_x_bytes); rows past M are zeros.
+void tile_x(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out) {
+  const int64_t blocks = a.K / 32;
+  auto* base = static_cast<uint8_t*>(out);
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* at = base + (t * blocks + b) * 640;
+      auto* groups = reinterpret_cast<uint32_t*>(at);  // [8][16]
+      auto* d = reinterpret_cast<float*>(at + 512);
+      float* s = d + kTile;
+      for (int i = 0; i < kTile; ++i) {
+        const int64_t m = t * kTile + i;
+        if (m >= a.M) {
+          for (int g = 0; g < 8; ++g) groups[g * kTile + i] = 0;
+          d[i] = s[i] = 0.f;
+          continue;
+        }
+        const Q8Block& xb = a.xq[m * blocks + b];
+        for (int g = 0; g < 8; ++g) std::memcpy(&groups[g * kTile + i], xb.q + 4 * g, 4);
+        d[i] = xb.d;
+        s[i] = xb.s;
+      }
+    }
+}
+
+// 16 weight rows from n (zeros past N), decoded: bytes [16][K], scales and offsets [16][blocks].
+template <class D>
+void decode_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
+                 uint8_t* bytes, float* scale, float* coeff) {
+  const int64_t blocks = a.K / 32;
+  for (int r = 0; r < kTile; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      float s0 = 0.f, s1 = 0.f, c = 0.f;
+      __m256i v = _mm256_setzero_si256();
+      if (n + r < a.N) D::at(w + (n + r) * row_bytes, b, v, s0, s1, c);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + r * a.K + 32 * b), v);
+      scale[r * blocks + b] = s0;
+      coeff[r * blocks + b] = c;
+    }
+}
+
+// One tile of outputs: weight rows [n, n + 16) × x rows [16·t, 16·t + 16).
+template <class D>
+void tile_product(const RowdotQ8Args& a, const uint8_t* bytes, const float* scale,
+                  const float* coeff, int64_t n, int64_t t) {
+  const int64_t blocks = a.K / 32;
+  const auto* xt = static_cast<const uint8_t*>(a.xt) + t * blocks * 640;
+  __m512 acc[kTile], off[kTile];
+  for (int r = 0; r < kTile; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  alignas(64) int32_t sums[kTile][kTile];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* at = xt + b * 640;
+    _tile_zero(0);
+    _tile_loadd(1, bytes + 32 * b, a.K);
+    _tile_loadd(2, at, 64);
+    if constexpr (D::kSigned)
+      _tile_dpbssd(0, 1, 2);
+    else
+      _tile_dpbusd(0, 1, 2);
+    _tile_stored(0, sums, 64);
+    const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 512));
+    const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 512) + kTile);
+    for (int r = 0; r < kTile; ++r) {
+      const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(scale[r * blocks + b]), d);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[r])), dd, acc[r]);
+      if constexpr (D::kOffset)
+        off[r] = _mm512_fmadd_ps(_mm512_set1_ps(coeff[r * blocks + b]), s, off[r]);
+    }
+  }
+  alignas(64) float out[kTile][kTile];
+  for (int r = 0; r < kTile; ++r) _mm512_store_ps(out[r], _mm512_add_ps(acc[r], off[r]));
+  for (int i = 0; i < kTile && t * kTile + i < a.M; ++i)
+    for (int r = 0; r < kTile && n + r < a.N; ++r) {
+      const int64_t at = (t * kTile + i) * a.N + n + r;
+      if (a.y_bf16)
+        static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r][i]);
+      else
+        static_cast<float*>(a.y)[at] = out[r][i];
+    }
+}
+
+template <class D>
+void tile_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.K / 32, tiles = (a.M + kTile - 1) / kTile;
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  // This thread's decoded rows; sized by the first prefill, reused after.
+  thread_local std::vector<uint8_t> bytes;
+  thread_local std::vector<float> scale, coeff;
+  bytes.resize(std::max(bytes.size(), size_t(kTile * a.K)));
+  scale.resize(std::max(scale.size(), size_t(kTile * blocks)));
+  coeff.resize(std::max(coeff.size(), size_t(kTile * blocks)));
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  configure_tiles();
+  for (int64_t n = n0; n < n1; n += kTile) {
+    decode_rows<D>(a, w, row_bytes, n, bytes.data(), scale.data(), coeff.data());
+    for (int64_t t = 0; t < tiles; ++t)
+      tile_product<D>(a, bytes.data(), scale.data(), coeff.data(), n, t);
+  }
+}
+
+void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  if (a.xt && a.M >= kTile) {
+    switch (a.wtype) {
+      case SY_DTYPE_Q8_0: return tile_columns<Q8_0W<VnniQ8>>(a, n0, n1);
+      case SY_DTYPE_Q4_0: return tile_columns<Q4_0W<VnniQ8>>(a, n0, n1);
+      case SY_DTYPE_Q4_1: return tile_columns<Q4_1W<VnniQ8>>(a, n0, n1);
+      case SY_DTYPE_Q4_K: return tile_columns<Q4_KW<VnniQ8>>(a, n0, n1);
+      default: break;  // q6_k: two scales per block of 32, the vnni way
+    }
+  }
+  q8_columns<VnniQ8>(a, n0, n1);
+}
+
+const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile};
+
+}  // namespace
+
+const RowdotQ8Tier& rowdot_q8_amx() {
+  return kTier;
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,93 @@
+// The 256-bit integer dot of rowdot_q8_loops.hpp on AVX2 (maddubs + madd), shared by the avx2
+// and VNNI files (each compiles it with its own flags). Internal linkage.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "rowdot_q8_loops.hpp"
+
+namespace sy::cpu {
+namespace {
+
+struct Avx2Q8 {
+  using B = __m256i;
+  using L = __m256i;
+  static B load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static B mask4(B b) { return _mm256_and_si256(b, _mm256_set1_epi8(0x0f)); }
+  static B nibbles(const uint8_t* qs) {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return mask4(_mm256_set_m128i(_mm_srli_epi16(t, 4), t));
+  }
+  static B low(const uint8_t* p) { return mask4(load(p)); }
+  static B high(const uint8_t* p) { return mask4(_mm256_srli_epi16(load(p), 4)); }
+  static B q6(const uint8_t* ql, bool hi, const uint8_t* qh, int shift) {
+    const B h =
+        _mm256_and_si256(_mm256_srl_epi16(load(qh), _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
+    return _mm256_or_si256(hi ? high(ql) : low(ql), _mm256_slli_epi16(h, 4));
+  }
+  static B sub(B w, int c) { return _mm256_sub_epi8(w, _mm256_set1_epi8(char(c))); }
+  // No pair of products saturates int16: |w| <= 128 and |x| <= 127, or w <= 63 unsigned.
+  static L dot_u(B w, B x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+  }
+  static L dot_s(B w, B x) { return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+  static L zero_l() { return _mm256_setzero_si256(); }
+  // Four outputs' sums: Σ of each of the 4 lane vectors (halves: lanes 0-3, 4-7 apart).
+  using V4 = __m128;
+  static void sum4_halves(const L* d, V4& lo, V4& hi) {
+    const L h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+    lo = _mm_cvtepi32_ps(_mm256_castsi256_si128(h));
+    hi = _mm_cvtepi32_ps(_mm256_extracti128_si256(h, 1));
+  }
+  static V4 sum4(const L* d) {
+    const L h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+    return _mm_cvtepi32_ps(
+        _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+  }
+  static V4 zero4() { return _mm_setzero_ps(); }
+  static V4 load4(const float* p) { return _mm_loadu_ps(p); }
+  static void store4(float* p, V4 v) { _mm_storeu_ps(p, v); }
+  static V4 mul4(V4 a, V4 b) { return _mm_mul_ps(a, b); }
+  static V4 add4(V4 a, V4 b) { return _mm_add_ps(a, b); }
+  static V4 fmadd4(V4 a, V4 b, V4 c) { return _mm_fmadd_ps(a, b, c); }
+  static float half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+  }
+  static void quantize(const float* x, Q8Block& out) {
+    const __m256 sign = _mm256_set1_ps(-0.f);
+    __m256 v[4], amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm256_movemask_ps(nan) ? std::nanf("") : _mm_cvtss_f32(m) / 127.f;
+    const __m256 id = _mm256_set1_ps(d != 0.f ? 1.f / d : 0.f);
+    __m256i q[4], sum = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      q[i] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      sum = _mm256_add_epi32(sum, q[i]);
+    }
+    const __m256i q16 =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q), _mm256_permutevar8x32_epi32(q16, order));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    out.d = d;
+    out.s = d * float(_mm_cvtsi128_si32(s));
+  }
+};
+
+}  // namespace
+}  // namespace sy::cpu

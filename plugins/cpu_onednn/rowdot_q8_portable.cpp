@@ -1,0 +1,145 @@
+// The portable tier of rowdot_q8.hpp (scalar integers the compiler may vectorise; a multiply,
+// round, then add), the dtypes the activation_q8 kernels serve, and the choice of tier.
+#include <cmath>
+#include <cstring>
+
+#include "rowdot_q8_loops.hpp"
+
+namespace sy::cpu {
+namespace {
+
+struct PortableQ8 {
+  struct B {
+    uint8_t v[32];
+  };
+  struct L {
+    int32_t v[8];
+  };
+  static B load(const void* p) {
+    B b;
+    std::memcpy(b.v, p, 32);
+    return b;
+  }
+  static B nibbles(const uint8_t* qs) {
+    B b;
+    for (int i = 0; i < 16; ++i) b.v[i] = qs[i] & 0x0f, b.v[i + 16] = qs[i] >> 4;
+    return b;
+  }
+  static B low(const uint8_t* p) {
+    B b;
+    for (int i = 0; i < 32; ++i) b.v[i] = p[i] & 0x0f;
+    return b;
+  }
+  static B high(const uint8_t* p) {
+    B b;
+    for (int i = 0; i < 32; ++i) b.v[i] = p[i] >> 4;
+    return b;
+  }
+  static B q6(const uint8_t* ql, bool hi, const uint8_t* qh, int shift) {
+    B b = hi ? high(ql) : low(ql);
+    for (int i = 0; i < 32; ++i) b.v[i] = uint8_t(b.v[i] | ((qh[i] >> shift) & 3) << 4);
+    return b;
+  }
+  static B sub(B w, int c) {
+    for (uint8_t& e : w.v) e = uint8_t(e - c);
+    return w;
+  }
+  static L dot_u(B w, B x) {
+    L l;
+    for (int i = 0; i < 8; ++i) {
+      l.v[i] = 0;
+      for (int k = 0; k < 4; ++k) l.v[i] += int32_t(w.v[4 * i + k]) * int8_t(x.v[4 * i + k]);
+    }
+    return l;
+  }
+  static L dot_s(B w, B x) {
+    L l;
+    for (int i = 0; i < 8; ++i) {
+      l.v[i] = 0;
+      for (int k = 0; k < 4; ++k)
+        l.v[i] += int32_t(int8_t(w.v[4 * i + k])) * int8_t(x.v[4 * i + k]);
+    }
+    return l;
+  }
+  static L zero_l() { return L{}; }
+  struct V4 {
+    float v[4];
+  };
+  static void sum4_halves(const L* d, V4& lo, V4& hi) {
+    for (int i = 0; i < 4; ++i) {
+      lo.v[i] = float(d[i].v[0] + d[i].v[1] + d[i].v[2] + d[i].v[3]);
+      hi.v[i] = float(d[i].v[4] + d[i].v[5] + d[i].v[6] + d[i].v[7]);
+    }
+  }
+  static V4 sum4(const L* d) {
+    V4 s;
+    for (int i = 0; i < 4; ++i) {
+      int t = 0;
+      for (int32_t e : d[i].v) t += e;
+      s.v[i] = float(t);
+    }
+    return s;
+  }
+  static V4 zero4() { return V4{}; }
+  static V4 load4(const float* p) {
+    V4 v;
+    std::memcpy(v.v, p, sizeof v.v);
+    return v;
+  }
+  static void store4(float* p, V4 v) { std::memcpy(p, v.v, sizeof v.v); }
+  static V4 mul4(V4 a, V4 b) {
+    for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
+    return a;
+  }
+  static V4 add4(V4 a, V4 b) {
+    for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+    return a;
+  }
+  // Baseline x86-64 has no FMA: multiply, round, add.
+  static V4 fmadd4(V4 a, V4 b, V4 c) { return add4(mul4(a, b), c); }
+  static float half(const uint8_t* p) { return block_half(p); }
+  static void quantize(const float* x, Q8Block& out) {
+    float amax = 0.f;
+    bool nan = false;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i])), nan |= x[i] != x[i];
+    const float d = nan ? std::nanf("") : amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      out.q[i] = int8_t(std::nearbyint(x[i] * id));
+      sum += out.q[i];
+    }
+    out.d = d;
+    out.s = d * float(sum);
+  }
+};
+
+const RowdotQ8Tier kTier = make_q8_tier<PortableQ8>("q8_portable");
+
+}  // namespace
+
+bool q8_serves(sy_dtype wtype) {
+  switch (wtype) {
+    case SY_DTYPE_Q8_0:
+    case SY_DTYPE_Q4_0:
+    case SY_DTYPE_Q4_1:
+    case SY_DTYPE_Q4_K:
+    case SY_DTYPE_Q6_K: return true;
+    default: return false;
+  }
+}
+
+const RowdotQ8Tier& rowdot_q8_portable() {
+  return kTier;
+}
+
+const RowdotQ8Tier& rowdot_q8_tier(const TierChoice& tier) {
+  __builtin_cpu_init();
+  if (tier.tier == CpuTier::amx && __builtin_cpu_supports("amx-int8") &&
+      __builtin_cpu_supports("avx512vnni"))
+    return rowdot_q8_amx();
+  if (has_avx512(tier.tier) && __builtin_cpu_supports("avx512vnni")) return rowdot_q8_vnni();
+  if (tier.tier >= CpuTier::avx2) return rowdot_q8_avx2();
+  return rowdot_q8_portable();
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,17 @@
+// The VNNI integer dot of rowdot_q8_loops.hpp: AVX512-VNNI's vpdpbusd on 256-bit vectors, four
+// u8 × s8 products into each int32 lane in one instruction (AVX2 takes two and a constant).
+// Shared by the vnni and amx files (each compiles it with its own flags). Internal linkage.
+#pragma once
+
+#include "rowdot_q8_avx2.hpp"
+
+namespace sy::cpu {
+namespace {
+
+struct VnniQ8 : Avx2Q8 {
+  static L dot_u(B w, B x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x); }
+  static L dot_s(B w, B x) { return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+};
+
+}  // namespace
+}  // namespace sy::cpu

@@ -1,0 +1,100 @@
+// --numerics through `plan` (docs/numerics.md): under fast, every matmul the activation_q8
+// kernel can serve gets it and says so, and every other matmul lists it with the reason it was
+// refused; under exact (the default) no op quantizes its activations, and each matmul lists the
+// q8 kernel as refused for numerics alone. The text form counts them. A bad value is a usage
+// error.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kModel =
+    std::string(SY_TEST_FIXTURES_DIR) + "/parity/smollm3_gguf_q4_k/model.gguf";
+
+json plan(const std::string& flags) {
+  auto r = test::run_switchyard("plan " + kModel + " --prefer cpu --json " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+// The reasons the q8 kernel was refused for op `o`, or nullopt when it is not among the rejected.
+std::optional<std::vector<std::string>> q8_refusals(const json& o) {
+  for (const json& c : o["rejected"])
+    if (c["kernel"] == "matmul_q8") {
+      std::vector<std::string> why;
+      for (const json& r : c["reasons"]) why.push_back(r["constraint"].get<std::string>());
+      return why;
+    }
+  return std::nullopt;
+}
+
+TEST(PlanNumerics, FastGivesEveryServableMatmulTheQ8KernelAndSaysWhyNotElsewhere) {
+  const json j = plan("--numerics fast");
+  EXPECT_EQ(j["policy"]["numerics"], "fast");
+  int q8 = 0;
+  for (const json& phase : j["phases"])
+    for (const json& o : phase["ops"]) {
+      SCOPED_TRACE(o["id"].get<std::string>());
+      if (o["kernel"] == "matmul_q8") {
+        EXPECT_EQ(o["numerics"], "activation_q8");
+        EXPECT_THAT(o["rule"].get<std::string>(), HasSubstr("--numerics fast"));
+        ++q8;
+        continue;
+      }
+      EXPECT_EQ(o["numerics"], "exact");
+      if (o["op"] != "matmul") continue;
+      const auto why = q8_refusals(o);
+      ASSERT_TRUE(why) << "a matmul without the q8 kernel must list it";
+      EXPECT_THAT(*why, ::testing::Not(::testing::Contains("numerics")));
+    }
+  // q/k/v/o/gate/up of the 4 layers and lm_head; ffn_down (288 wide) is q5_0, which the q8
+  // kernel does not serve.
+  EXPECT_EQ(q8, 4 * 6 + 1);
+  auto text = test::run_switchyard("plan " + kModel + " --prefer cpu --numerics fast");
+  EXPECT_THAT(text.out, HasSubstr("numerics: fast (--numerics): " + std::to_string(q8) +
+                                  " ops quantize their activations"));
+}
+
+TEST(PlanNumerics, ExactIsTheDefaultAndRefusesTheQ8KernelForNumericsAlone) {
+  for (const std::string flags : {"", "--numerics exact"}) {
+    const json j = plan(flags);
+    EXPECT_EQ(j["policy"]["numerics"], "exact");
+    int could = 0;
+    for (const json& phase : j["phases"])
+      for (const json& o : phase["ops"]) {
+        EXPECT_EQ(o["numerics"], "exact") << o["id"];
+        EXPECT_NE(o["kernel"], "matmul_q8") << o["id"];
+        if (o["op"] != "matmul") continue;
+        const auto why = q8_refusals(o);
+        ASSERT_TRUE(why) << o["id"];
+        if (*why == std::vector<std::string>{"numerics"}) ++could;
+      }
+    EXPECT_EQ(could, 4 * 6 + 1);
+    auto text = test::run_switchyard("plan " + kModel + " --prefer cpu " + flags);
+    EXPECT_THAT(text.out,
+                HasSubstr("numerics: exact (--numerics): every op exact; " + std::to_string(could) +
+                          " could quantize their activations (--numerics fast)"));
+  }
+}
+
+TEST(PlanNumerics, AnotherValueIsAUsageError) {
+  for (const std::string cmd : {"plan", "run --prompt hi", "bench decode"}) {
+    auto r = test::run_switchyard(cmd + " " + kModel + " --numerics approximate");
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_THAT(r.err, HasSubstr("--numerics must be exact or fast")) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace sy
