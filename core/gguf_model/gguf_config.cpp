@@ -275,6 +275,33 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
   return out;
 }
 
+// The activations' dtype a file of 16-bit float projection weights runs in, stated as a
+// convention (the file does not say; llama.cpp keeps 16-bit weights 16-bit). BF16 weights: bf16,
+// so they are read as stored (a BF16 file read as f32 reads twice the bytes per token). F16: f32,
+// the weights widened at load (bf16 would round them). --dtype overrides either.
+void float_file_dtype(const GgufFile& f, const std::string& arch, int64_t layers, json& config,
+                      std::vector<std::string>& conventions) {
+  std::map<std::string, int> types;
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* w :
+         {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
+      auto name = gguf_tensor_name(arch, "l" + std::to_string(i) + "." + w);
+      if (const GgufTensor* t = name ? f.find(*name) : nullptr) types[t->type->name]++;
+    }
+  if (types.size() != 1) return;  // quantized, or a mix: activations stay f32
+  const std::string type = types.begin()->first;
+  if (type == "BF16") {
+    config["torch_dtype"] = "bfloat16";
+    conventions.push_back(
+        "activations bf16: the file's projection weights are BF16, read as stored (16-bit "
+        "weights stay 16-bit, as in llama.cpp; --dtype f32 widens them)");
+  } else if (type == "F16") {
+    conventions.push_back(
+        "activations f32: the file's projection weights are F16, widened to f32 at load (never "
+        "rounded to bf16; --dtype bf16 asks for that)");
+  }
+}
+
 }  // namespace
 
 GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allowed_keys) {
@@ -293,6 +320,7 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   m.config = config_of(r, f, m.architecture, m.conventions);
   refuse_unread(r, f, m.architecture, allowed_keys);
   m.weight_dtypes = weight_dtypes_of(f, m.architecture, m.config["num_hidden_layers"]);
+  float_file_dtype(f, m.architecture, m.config["num_hidden_layers"], m.config, m.conventions);
   return m;
 }
 

@@ -85,7 +85,7 @@ TEST(CliPlugins, BrokenFolderListsOneDiagnosticPerPluginAndExitsZero) {
 TEST(CliPlugins, HumanTableShowsStageAndReason) {
   auto r = run_switchyard("plugins --plugin-dir " + test::kBrokenDir.string());
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_THAT(r.out, HasSubstr("stage abi: plugin ABI 2.7, host accepts ABI 1.0..7"));
+  EXPECT_THAT(r.out, HasSubstr("stage abi: plugin ABI 2.8, host accepts ABI 1.0..8"));
   EXPECT_THAT(r.out, HasSubstr("stage capability:"));
 }
 

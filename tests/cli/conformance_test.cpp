@@ -45,7 +45,7 @@ TEST(Conformance, CpuOnednnPassesAndRunsEveryKernelAgainstTheReference) {
     Result r = conformance((test::kPluginDir / "cpu_onednn.so").string());
     EXPECT_EQ(r.exit_code, 0) << r.report.dump(2).substr(0, 3000);
     EXPECT_EQ(r.report["status"], "pass");
-    EXPECT_EQ(r.report["kernels"].size(), 22u);
+    EXPECT_EQ(r.report["kernels"].size(), 23u);
     for (const auto& k : r.report["kernels"]) {
       EXPECT_EQ(k["verdict"], "pass") << k;
       EXPECT_GT(k["executed"].get<int>(), 0) << k["kernel"] << " ran no case against the reference";
@@ -150,7 +150,7 @@ TEST_F(VerifiedClaims, TheBuildsReportsVerifyTheBuiltInKernels) {
   int verified = 0;
   for (const auto& k : json::parse(caps.out))
     if (k["plugin"] == "cpu_onednn") verified += k["conformance"]["state"] == "verified";
-  EXPECT_EQ(verified, 22);
+  EXPECT_EQ(verified, 23);
   auto plan = test::run_switchyard("plan " + std::string(SY_TEST_EXAMPLES_DIR) +
                                    "/models/llama-3.2-1b/config.json --require-verified --json");
   EXPECT_EQ(plan.exit_code, 0) << plan.out.substr(0, 2000);

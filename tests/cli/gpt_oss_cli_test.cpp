@@ -30,6 +30,7 @@ struct TinyRun {
   const char* folder;
   const char* model;
   const char* prompt;
+  const char* flags = "";  // the reference's dtype where it is not the file's default
 };
 
 class TinyCheckpointRun : public ::testing::TestWithParam<TinyRun> {};
@@ -38,7 +39,8 @@ TEST_P(TinyCheckpointRun, GreedyIdsAreTransformers) {
   const TinyRun t = GetParam();
   const json want = expected(t.folder);
   auto r = test::run_switchyard("run " + (kFixtures / t.folder / t.model).string() + " --prompt '" +
-                                t.prompt + "' --max-tokens 24 --ignore-eos --context 64 --json");
+                                t.prompt + "' --max-tokens 24 --ignore-eos --context 64 --json " +
+                                t.flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
   EXPECT_EQ(out["prompt_tokens"], want["prompt"].size());  // the byte tokenizer: id = byte
@@ -51,11 +53,33 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TinyRun{"gpt_oss", "", "Sinks on the CPU"},
                       TinyRun{"gpt_oss_mxfp4", "", "Sinks on the CPU"},
                       TinyRun{"gpt_oss_gguf", "model.gguf", "Sinks on the CPU"},
-                      TinyRun{"smollm3_gguf_bf16", "model.gguf", "NoPE every fourth layer"},
+                      // transformers ran in f32 on the file's BF16 values; the file's own
+                      // default is bf16 activations (GgufDefaults below)
+                      TinyRun{"smollm3_gguf_bf16", "model.gguf", "NoPE every fourth layer",
+                              "--dtype f32"},
                       TinyRun{"smollm3_gguf_q8_0", "model.gguf", "NoPE every fourth layer"},
                       TinyRun{"smollm3_gguf_q4_k", "model.gguf", "NoPE every fourth layer"},
                       TinyRun{"smollm3_gguf_q4_k_m", "model.gguf", "NoPE every fourth layer"}),
     [](const auto& info) { return std::string(info.param.folder); });
+
+// A BF16 file runs with bf16 activations by default, its weights read as stored, and the plan
+// says so; --dtype f32 widens them (more KV bytes per position, more weight bytes).
+TEST(GgufDefaults, ABf16FileRunsInBf16AndThePlanSaysSo) {
+  const std::string model = (kFixtures / "smollm3_gguf_bf16" / "model.gguf").string();
+  auto plan_json = [&](const std::string& flags) {
+    auto r = test::run_switchyard("plan " + model + " --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const json bf16 = plan_json(""), f32 = plan_json("--dtype f32");
+  EXPECT_THAT(bf16["conventions"].dump(),
+              HasSubstr("activations bf16: the file's projection weights are BF16"));
+  const json& a = bf16["memory"]["locations"][0];
+  const json& b = f32["memory"]["locations"][0];
+  EXPECT_LT(a["kv_bytes_per_position"].get<int64_t>(), b["kv_bytes_per_position"].get<int64_t>());
+  EXPECT_LT(a["weights_bytes"].get<int64_t>(), b["weights_bytes"].get<int64_t>());
+  EXPECT_GT(a["weights_mapped_bytes"].get<int64_t>(), 0);  // read from the file as stored
+}
 
 TEST(GptOssPlan, ExpertOpsAreNamedPerLayerAndGgufConventionsAreStated) {
   auto r = test::run_switchyard("plan " + (kFixtures / "gpt_oss_gguf" / "model.gguf").string() +

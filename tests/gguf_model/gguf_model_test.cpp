@@ -54,6 +54,24 @@ TEST(GgufModel, DescribesTheConfigItsMetadataStandsFor) {
   EXPECT_EQ(m.weight_dtypes.count("lm_head"), 0u);  // tied: the importer reuses embed_tokens
 }
 
+// 16-bit float files: F16 computes in f32 (never rounded to bf16) and the plan's conventions
+// say so; quantized and f32 files state nothing (their activations are f32 as ever).
+TEST(GgufModel, AnF16FileStaysF32AndSaysSo) {
+  Parsed f16(TinyGguf(Storage::f16).w.bytes());
+  const GgufModel m = describe_gguf(f16.file);
+  EXPECT_EQ(m.config.at("torch_dtype"), "float32");
+  bool stated = false;
+  for (const std::string& c : m.conventions)
+    stated |= c.find("activations f32: the file's projection weights are F16") != std::string::npos;
+  EXPECT_TRUE(stated);
+  for (Storage s : {Storage::f32, Storage::quantized}) {
+    Parsed other(TinyGguf(s).w.bytes());
+    const GgufModel o = describe_gguf(other.file);
+    EXPECT_EQ(o.config.at("torch_dtype"), "float32");
+    for (const std::string& c : o.conventions) EXPECT_EQ(c.find("activations"), std::string::npos);
+  }
+}
+
 TEST(GgufModel, TokenizerAndGenerationSettingsComeFromTheTokenizerKeys) {
   Parsed f(TinyGguf(Storage::f32).w.bytes());
   const Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(f.file), "tiny.gguf");

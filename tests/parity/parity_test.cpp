@@ -69,6 +69,8 @@ class Parity : public ::testing::TestWithParam<std::tuple<std::string, std::stri
       f->gguf = std::make_unique<GgufFile>(GgufFile::open((dir / "model.gguf").string()));
       f->gguf_model = describe_gguf(*f->gguf);
       opts.weight_dtypes = f->gguf_model->weight_dtypes;
+      opts.dtype_override = "f32";  // transformers ran in f32 on the file's values (a BF16 file
+                                    // would default to bf16 activations: GgufDefaults)
     }
     LayoutPlan lp = test::plan_single(
         [&](const ImportOptions& o) {
