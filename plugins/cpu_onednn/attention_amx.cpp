@@ -15,6 +15,7 @@
 // keys meet in a block, as on every tier).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -105,10 +106,23 @@ void scores_rows(const uint16_t* const* keys, const int64_t* key_stride, const u
   if (r0 < Mp) scores_tiles<KT, 1>(keys, key_stride, qt, Mp, D, r0, s);
 }
 
+// The scores of n keys in tiles of 16 (tile t's rows at keys[t], stride[t] elements apart; every
+// tile readable for 16 rows).
+void scores_of_tiles(const uint32_t* qt, const uint16_t* const* keys, const int64_t* stride, int n,
+                     int Mp, int D, float* s) {
+  const int tiles = (n + 15) / 16;
+  int64_t bytes[kBlockKeys / 16];
+  for (int t = 0; t < tiles; ++t) bytes[t] = 2 * stride[t];
+  configure_tiles();
+  int t = 0;
+  for (; t + 2 <= tiles; t += 2)
+    scores_rows<2>(keys + t, bytes + t, qt, Mp, D, s + 16 * size_t(t) * Mp);
+  if (t < tiles) scores_rows<1>(keys + t, bytes + t, qt, Mp, D, s + 16 * size_t(t) * Mp);
+}
+
 void scores(const void* qt_, const void* k0_, int64_t ks, int n, int M, int Mp, int D, float* s) {
   if (D % 32 != 0)  // a half tile of dims: the avx512 dots
     return avx512_block_kernels(true).scores(qt_, k0_, ks, n, M, Mp, D, s);
-  const auto* qt = static_cast<const uint32_t*>(qt_);
   const auto* k = static_cast<const uint16_t*>(k0_);
   // A key tile past the block's last key would read past the cache: its rows go through a
   // zeroed copy (rows n.. of S are then zeros the softmax never reads).
@@ -116,22 +130,15 @@ void scores(const void* qt_, const void* k0_, int64_t ks, int n, int M, int Mp, 
   const int tiles = (n + 15) / 16;
   const uint16_t* keys[kBlockKeys / 16];
   int64_t stride[kBlockKeys / 16];
-  for (int t = 0; t < tiles; ++t) {
-    keys[t] = k + t * 16 * ks;
-    stride[t] = 2 * ks;
-  }
+  for (int t = 0; t < tiles; ++t) keys[t] = k + t * 16 * ks, stride[t] = ks;
   if (n % 16 != 0) {
     const int t = tiles - 1, rows = n - 16 * t;
     std::memset(tail, 0, sizeof(uint16_t) * 16 * D);
     for (int j = 0; j < rows; ++j) std::memcpy(tail + j * D, keys[t] + j * ks, 2 * size_t(D));
     keys[t] = tail;
-    stride[t] = 2 * int64_t(D);
+    stride[t] = D;
   }
-  configure_tiles();
-  int t = 0;
-  for (; t + 2 <= tiles; t += 2)
-    scores_rows<2>(keys + t, stride + t, qt, Mp, D, s + 16 * size_t(t) * Mp);
-  if (t < tiles) scores_rows<1>(keys + t, stride + t, qt, Mp, D, s + 16 * size_t(t) * Mp);
+  scores_of_tiles(static_cast<const uint32_t*>(qt_), keys, stride, n, Mp, D, s);
   (void)M;
 }
 
@@ -214,12 +221,14 @@ void pack_p_rows(const float* p, int n, int Mp, int steps, const PvScratch& w) {
       transpose16(w.pt + size_t(j) * Mp + r, Mp, w.pr + size_t(r) * kPairs + j, kPairs);
 }
 
-void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D, const float* alpha,
-        float* o, void* scratch) {
-  const PvScratch w = pv_scratch(scratch, Mp, D);
+// PV with P given as rows of bf16 key pairs at pr ([Mp][kPairs], finite, zero past n), values in
+// tiles of 16 (tile t's rows at vals[t], stride[t] elements apart; only the n keys' rows are
+// read).
+void pv_of_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* stride, int n,
+                int M, int D, const float* alpha, float* o, const PvScratch& w) {
   const int steps = (n + kKeyStep - 1) / kKeyStep, pairs = (n + 1) / 2;
-  pack_p_rows(p, n, Mp, steps, w);
-  avx512_pack_v_bf16(static_cast<const uint16_t*>(v0), vs, n, D, w.v2);
+  for (int t = 0; 16 * t < n; ++t)
+    avx512_pack_v_bf16(vals[t], stride[t], std::min(16, n - 16 * t), D, w.v2 + size_t(8 * t) * D);
   std::memset(w.v2 + size_t(pairs) * D, 0, sizeof(uint32_t) * size_t(16 * steps - pairs) * D);
   scale_rows(o, alpha, M, D);
   configure_tiles();
@@ -228,7 +237,7 @@ void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D,
   int r0 = 0;
   for (; r0 + 32 <= M; r0 += 32) {
     float* rows[2] = {row_tile(r0), row_tile(r0 + 16)};
-    pv_dims<2>(rows, w.pr, r0, w.v2, D, steps);
+    pv_dims<2>(rows, pr, r0, w.v2, D, steps);
   }
   for (; r0 < M; r0 += 16) {
     const int real = M - r0 < 16 ? M - r0 : 16;
@@ -237,9 +246,20 @@ void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D,
       std::memset(w.o_tail, 0, sizeof(float) * 16 * size_t(D));
       std::memcpy(w.o_tail, o + size_t(r0) * D, sizeof(float) * size_t(real) * D);
     }
-    pv_dims<1>(rows, w.pr, r0, w.v2, D, steps);
+    pv_dims<1>(rows, pr, r0, w.v2, D, steps);
     if (real < 16) std::memcpy(o + size_t(r0) * D, w.o_tail, sizeof(float) * size_t(real) * D);
   }
+}
+
+void pv(const float* p, const void* v0, int64_t vs, int n, int M, int Mp, int D, const float* alpha,
+        float* o, void* scratch) {
+  const PvScratch w = pv_scratch(scratch, Mp, D);
+  pack_p_rows(p, n, Mp, (n + kKeyStep - 1) / kKeyStep, w);
+  const uint16_t* vals[kBlockKeys / 16];
+  int64_t stride[kBlockKeys / 16];
+  for (int t = 0; 16 * t < n; ++t)
+    vals[t] = static_cast<const uint16_t*>(v0) + 16 * t * vs, stride[t] = vs;
+  pv_of_rows(w.pr, vals, stride, n, M, D, alpha, o, w);
 }
 
 const BlockKernels& bf16_blocks() {
@@ -261,6 +281,20 @@ const BlockKernels& bf16_blocks() {
 // f32 has no tiles: the avx512 blocks.
 const BlockKernels& amx_block_kernels(bool bf16) {
   return bf16 ? bf16_blocks() : avx512_block_kernels(false);
+}
+
+void amx_scores_tiles(const void* qt, const uint16_t* const* keys, const int64_t* stride, int n,
+                      int Mp, int D, float* s) {
+  scores_of_tiles(static_cast<const uint32_t*>(qt), keys, stride, n, Mp, D, s);
+}
+
+void amx_pv_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* stride, int n,
+                 int M, int Mp, int D, const float* alpha, float* o, void* scratch) {
+  pv_of_rows(pr, vals, stride, n, M, D, alpha, o, pv_scratch(scratch, Mp, D));
+}
+
+void amx_transpose16(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  transpose16(src, src_stride, dst, dst_stride);
 }
 
 }  // namespace sy::cpu

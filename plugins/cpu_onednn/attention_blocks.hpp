@@ -106,6 +106,19 @@ const BlockKernels& generic_kernels(bool bf16);
 const BlockKernels& avx2_block_kernels(bool bf16);
 const BlockKernels& avx512_block_kernels(bool bf16);
 const BlockKernels& amx_block_kernels(bool bf16);
+// The amx bf16 products for keys that are not at one stride (the paged pool), in tiles of 16:
+// tile t's 16 rows at keys[t] / vals[t], stride[t] elements apart. D % 32 == 0.
+//   amx_scores_tiles: S^T [n rounded up to 16][Mp] (the amx blocks' layout); it reads all 16 rows
+//   of every tile, past n too (whose scores the caller masks).
+//   amx_pv_rows: o[r] = o[r]·alpha[r] + Σ_j P[r][j] v_j for r < M, P given as rows of bf16 key
+//   pairs pr [Mp][kBlockKeys / 2] (finite, zero past n); it reads only the n keys' value rows.
+//   scratch: the amx blocks' pv_scratch_bytes(Mp, D).
+void amx_scores_tiles(const void* qt, const uint16_t* const* keys, const int64_t* stride, int n,
+                      int Mp, int D, float* s);
+void amx_pv_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* stride, int n,
+                 int M, int Mp, int D, const float* alpha, float* o, void* scratch);
+// dst[c][r] = src[r][c] for a 16 × 16 block of 32-bit words (AVX-512).
+void amx_transpose16(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride);
 // The avx512 bf16 packings the amx blocks share (attention_avx512.cpp): P^T f32 [n][Mp] to pairs
 // of keys [(n+1)/2][Mp], and V rows to pairs of keys interleaved per column [(n+1)/2][D].
 void avx512_pack_p_bf16(const float* p, int n, int Mp, uint32_t* out);

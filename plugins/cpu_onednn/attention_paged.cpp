@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,10 @@ class PagedAttentionKernel final : public CpuKernel {
     // Every thread of this thread's team gets its scratch now, not in a step (which must not
     // allocate): which worker runs which item is the schedule's choice.
     const int64_t rows = rows_, D = base_.D, L = tier_.lanes;
+    extra_ = tier_.extra_bytes ? tier_.extra_bytes(rows, D) : 0;
+    const size_t extra = extra_;
 #pragma omp parallel num_threads(ctx_.num_threads)
-    scratch(rows, D, L);
+    scratch(rows, D, L, extra);
     items_of(max_items_);
   }
 
@@ -68,8 +71,10 @@ class PagedAttentionKernel final : public CpuKernel {
     const Item* list = items;
     const int threads = count > 1 ? ctx_.num_threads : 1;
     const int64_t rows = rows_;
+    const size_t extra = extra_;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (int64_t i = 0; i < count; ++i) tier.rows(a, list[i], scratch(rows, a.D, tier.lanes));
+    for (int64_t i = 0; i < count; ++i)
+      tier.rows(a, list[i], scratch(rows, a.D, tier.lanes, extra));
   }
 
  private:
@@ -82,9 +87,12 @@ class PagedAttentionKernel final : public CpuKernel {
   }
 
   // This thread's scratch for items of up to `rows` rows of D (attention_paged.hpp).
-  static PagedScratch scratch(int64_t rows, int64_t D, int64_t L) {
+  static PagedScratch scratch(int64_t rows, int64_t D, int64_t L, size_t extra) {
     thread_local std::vector<float> f;
     thread_local std::vector<int64_t> range;
+    thread_local std::vector<char> tier_bytes;
+    if (tier_bytes.size() < extra + 64) tier_bytes.assign(extra + 64, 0);
+    char* aligned = tier_bytes.data() + (64 - reinterpret_cast<uintptr_t>(tier_bytes.data()) % 64);
     const int64_t Dp = (D + L - 1) / L * L;
     const size_t need = size_t(2 * rows * Dp + 2 * rows + 2 * L * Dp);
     if (f.size() < need) f.assign(need, 0.f);
@@ -94,7 +102,7 @@ class PagedAttentionKernel final : public CpuKernel {
     float* m = o + rows * Dp;
     float* l = m + rows;
     float* kb = l + rows;
-    return {q, o, m, l, range.data(), kb, kb + L * Dp};
+    return {q, o, m, l, range.data(), kb, kb + L * Dp, aligned};
   }
 
   // The items of this step, after checking every entry of the metadata it will read (nothing
@@ -144,6 +152,7 @@ class PagedAttentionKernel final : public CpuKernel {
   PagedAttentionArgs base_{};
   bool sinks_ = false, lse_ = false;
   int64_t max_items_ = 0, rows_ = 0;  // the bounds' work items, and rows per item
+  size_t extra_ = 0;                  // the tier's own scratch per thread
 };
 
 }  // namespace

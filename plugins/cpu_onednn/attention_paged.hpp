@@ -50,17 +50,23 @@ struct PagedScratch {
   int64_t* range;  // [R][2]: the row's first and last visible key
   float* kb;       // [L][Dp]: a group's keys of head hk as f32, where not read in place
   float* vb;       // [L][Dp]: its values
+  char* extra;     // the tier's own (PagedAttentionTier::extra_bytes), 64-byte aligned
 };
 
 struct PagedAttentionTier {
   const char* name;
   int lanes;
   void (*rows)(const PagedAttentionArgs& a, const PagedItem& item, const PagedScratch& w);
+  // Optional: the bytes of PagedScratch::extra an item of up to `rows` rows of D needs.
+  size_t (*extra_bytes)(int64_t rows, int64_t D);
 };
 
 const PagedAttentionTier& paged_attention_tier(const TierChoice& tier);
 const PagedAttentionTier& paged_attention_portable();
 const PagedAttentionTier& paged_attention_avx2();
 const PagedAttentionTier& paged_attention_avx512();
+// bf16 on AMX tiles (attention_paged_amx.cpp); f32, and a head dim the tiles do not divide, as
+// avx512.
+const PagedAttentionTier& paged_attention_amx();
 
 }  // namespace sy::cpu

@@ -160,7 +160,7 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
 
 template <class Ops>
 PagedAttentionTier make_paged_tier(const char* name) {
-  return {name, Ops::kLanes, paged_rows<Ops>};
+  return {name, Ops::kLanes, paged_rows<Ops>, nullptr};
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ const PagedAttentionTier& paged_attention_portable() {
 
 const PagedAttentionTier& paged_attention_tier(const TierChoice& tier) {
   switch (tier.tier) {
-    case CpuTier::amx:
+    case CpuTier::amx: return paged_attention_amx();
     case CpuTier::avx512: return paged_attention_avx512();
     case CpuTier::avx2: return paged_attention_avx2();
     default: return paged_attention_portable();

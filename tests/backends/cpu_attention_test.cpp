@@ -2,6 +2,7 @@
 // masks, GQA ratios, sinks, softcap, head dims and lengths, through the real plugin's ABI.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "support/cpu_tiers.hpp"
 #include "support/expected.hpp"
 #include "support/host_tensor.hpp"
+#include "support/paged_attention_case.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -423,6 +425,82 @@ TEST_P(CpuAttentionTier, DecodeRowCountsHeadDimsAndCacheFills) {
         SCOPED_TRACE(c.name());
         expect_matches(c, unsigned(k));
         if (HasFatalFailure()) return;
+      }
+}
+
+// The paged form over sequences long enough for several key groups of every tier (the amx
+// tier's groups are 64 keys): prefill chunks beside decode rows with a window and sinks, and a
+// decode of three, in f32 and bf16, with blocks of 16 (read in place) and of 4 (copied), against
+// the double reference; the keys outside every row's window are NaN in the pool.
+TEST_P(CpuAttentionTier, PagedOverManyKeyGroupsAgainstDoubleReference) {
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
+    for (int bs : {16, 4})
+      for (bool decode : {false, true}) {
+        test::PagedAttentionCase c;
+        c.dtype = dt;
+        c.BS = bs;
+        c.q_lens = decode ? std::vector<int>{1, 1, 1} : std::vector<int>{37, 9, 1, 1};
+        c.lens = decode ? std::vector<int>{700, 129, 2} : std::vector<int>{150, 49, 300, 70};
+        c.Hq = 8, c.Hkv = 2;
+        c.sinks = true;
+        if (!decode) c.window = 90;
+        SCOPED_TRACE(std::string(sy_dtype_name(dt)) + " BS " + std::to_string(bs) +
+                     (decode ? " decode" : " prefill"));
+        const int D = 64;
+        test::PagedAttentionStep st(c, D, 9);
+        // Keys no row sees (before the window of a sequence's first query) become NaN: a kernel
+        // that multiplies them, even by p = 0, shows it.
+        for (int sq = 0; c.window >= 0 && sq < st.S; ++sq) {
+          const int hidden = c.lens[size_t(sq)] - c.q_lens[size_t(sq)] - c.window;
+          for (int j = 0; j < hidden; ++j)
+            for (HostTensor* pool : {st.k_pool.get(), st.v_pool.get()}) {
+              const int64_t row =
+                  (int64_t(st.table[size_t(sq * st.MB + j / bs)]) * bs + j % bs) * c.Hkv * D;
+              auto* bytes = static_cast<uint8_t*>(pool->bytes());
+              for (int64_t e = 0; e < c.Hkv * D; ++e) {
+                if (dt == SY_DTYPE_BF16) {
+                  const uint16_t nan = 0x7fc0;
+                  std::memcpy(bytes + 2 * (row + e), &nan, 2);
+                } else {
+                  const float nan = std::nanf("");
+                  std::memcpy(bytes + 4 * (row + e), &nan, 4);
+                }
+              }
+            }
+        }
+        HostTensor sinks(SY_DTYPE_F32, {c.Hq}), starts(SY_DTYPE_I32, {st.S + 1}),
+            lens(SY_DTYPE_I32, {st.S}), table(SY_DTYPE_I32, {st.S, st.MB}),
+            o(dt, {1, st.tokens, c.Hq, D}), lse(SY_DTYPE_F32, {1, c.Hq, st.tokens});
+        sinks.set(std::vector<double>(st.sinks.begin(), st.sinks.end()));
+        std::memcpy(starts.bytes(), st.starts.data(), starts.size_bytes());
+        std::memcpy(lens.bytes(), st.lens.data(), lens.size_bytes());
+        std::memcpy(table.bytes(), st.table.data(), table.size_bytes());
+        OpDesc op;
+        op.op = SY_OP_ATTENTION;
+        const int64_t bound_t = st.tokens + 5, bound_s = st.S + 1;
+        op.inputs = {{dt, {1, bound_t, c.Hq, D}, SY_MEMORY_HOST, 2u},
+                     st.k_pool->desc(),
+                     st.v_pool->desc(),
+                     sinks.desc(),
+                     {SY_DTYPE_I32, {bound_s + 1}, SY_MEMORY_HOST, 1u},
+                     {SY_DTYPE_I32, {bound_s}, SY_MEMORY_HOST, 1u},
+                     {SY_DTYPE_I32, {bound_s, st.MB}, SY_MEMORY_HOST, 1u}};
+        op.outputs = {{dt, {1, bound_t, c.Hq, D}, SY_MEMORY_HOST, 2u},
+                      {SY_DTYPE_F32, {1, c.Hq, bound_t}, SY_MEMORY_HOST, 4u}};
+        op.set(SY_ATTR_PAGED, int64_t{1});
+        op.set(SY_ATTR_CAUSAL, int64_t{1});
+        op.set(SY_ATTR_WINDOW_LEFT, int64_t(c.window));
+        auto k = prepare_kernel(*plugin_, 0, 0, op);
+        ASSERT_TRUE(k) << test::why(k);
+        const std::vector<const DLTensor*> ins = {st.q->dl(), st.k_pool->dl(), st.v_pool->dl(),
+                                                  sinks.dl(), starts.dl(),     lens.dl(),
+                                                  table.dl()},
+                                           outs = {o.dl(), lse.dl()};
+        ASSERT_FALSE((*k)->execute(ins, outs));
+        std::vector<float> l;
+        for (double x : lse.get()) l.push_back(float(x));
+        const double tol = dt == SY_DTYPE_BF16 ? 1.2e-2 : 2e-5;
+        EXPECT_EQ(st.mismatch(o.get(), l, tol, dt == SY_DTYPE_BF16 ? 1e-4 : 1e-5), "");
       }
 }
 
