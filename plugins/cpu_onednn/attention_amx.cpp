@@ -21,6 +21,7 @@
 
 #include "attention_blocks.hpp"
 #include "cpu_kernel.hpp"
+#include "transpose16_avx512.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -42,32 +43,6 @@ void configure_tiles() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
   _tile_loadconfig(&c);
-}
-
-// dst[c][r] = src[r][c] for a 16 × 16 block of 32-bit words.
-void transpose16(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
-  __m512i r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * src_stride);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-  }
-  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * dst_stride, r[i]);
 }
 
 // ---- scores ----------------------------------------------------------------------------
@@ -291,10 +266,6 @@ void amx_scores_tiles(const void* qt, const uint16_t* const* keys, const int64_t
 void amx_pv_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* stride, int n,
                  int M, int Mp, int D, const float* alpha, float* o, void* scratch) {
   pv_of_rows(pr, vals, stride, n, M, D, alpha, o, pv_scratch(scratch, Mp, D));
-}
-
-void amx_transpose16(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
-  transpose16(src, src_stride, dst, dst_stride);
 }
 
 }  // namespace sy::cpu

@@ -117,8 +117,6 @@ void amx_scores_tiles(const void* qt, const uint16_t* const* keys, const int64_t
                       int Mp, int D, float* s);
 void amx_pv_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* stride, int n,
                  int M, int Mp, int D, const float* alpha, float* o, void* scratch);
-// dst[c][r] = src[r][c] for a 16 × 16 block of 32-bit words (AVX-512).
-void amx_transpose16(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride);
 // The avx512 bf16 packings the amx blocks share (attention_avx512.cpp): P^T f32 [n][Mp] to pairs
 // of keys [(n+1)/2][Mp], and V rows to pairs of keys interleaved per column [(n+1)/2][D].
 void avx512_pack_p_bf16(const float* p, int n, int Mp, uint32_t* out);

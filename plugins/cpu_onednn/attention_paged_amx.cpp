@@ -17,6 +17,7 @@
 #include "attention_paged_loops.hpp"
 #include "cpu_kernel.hpp"
 #include "exp2_avx512.hpp"
+#include "transpose16_avx512.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -176,9 +177,8 @@ void bf16_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScra
     // Each row's scores out of the tiles' transposed layout, keys in lanes.
     for (int kt = 0; 16 * kt < n; ++kt)
       for (int r0 = 0; r0 < rows; r0 += 16)
-        amx_transpose16(reinterpret_cast<const uint32_t*>(w.s) + size_t(16 * kt) * Mp + r0, Mp,
-                        reinterpret_cast<uint32_t*>(w.srow) + size_t(r0) * kGroup + 16 * kt,
-                        kGroup);
+        transpose16(reinterpret_cast<const uint32_t*>(w.s) + size_t(16 * kt) * Mp + r0, Mp,
+                    reinterpret_cast<uint32_t*>(w.srow) + size_t(r0) * kGroup + 16 * kt, kGroup);
     for (int r = 0; r < rows; ++r)
       row_softmax(w.srow + size_t(r) * kGroup, n, j0, w.lo[r], w.hi[r], a.scale, w.m[r], w.l[r],
                   w.alpha[r], w.pr + size_t(r) * (kBlockKeys / 2));

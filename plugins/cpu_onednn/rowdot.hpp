@@ -53,6 +53,8 @@ const RowdotTier& rowdot_tier(const TierChoice& tier);
 // not depend on the split.
 void rowdot_run(const RowdotTier& tier, const RowdotArgs& a, int threads);
 const RowdotTier& rowdot_avx512(bool bf16_dot);
+// bf16 weights and x on AMX-BF16 tiles at every M; the rest as rowdot_avx512(true).
+const RowdotTier& rowdot_amx();
 const RowdotTier& rowdot_avx2();
 const RowdotTier& rowdot_portable();
 

@@ -20,7 +20,7 @@ const RowdotTier& rowdot_portable() {
 
 const RowdotTier& rowdot_tier(const TierChoice& tier) {
   switch (tier.tier) {
-    case CpuTier::amx:
+    case CpuTier::amx: return rowdot_amx();
     case CpuTier::avx512: return rowdot_avx512(tier.avx512_bf16);
     case CpuTier::avx2: return rowdot_avx2();
     default: return rowdot_portable();
