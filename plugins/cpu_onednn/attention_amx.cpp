@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "amx_tiles.hpp"
 #include "attention_blocks.hpp"
 #include "cpu_kernel.hpp"
 #include "transpose16_avx512.hpp"
@@ -28,22 +29,6 @@ namespace {
 
 constexpr int kKeyStep = 32;  // keys per values product: one A tile row of bf16
 constexpr int kPairs = kBlockKeys / 2;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Loaded at every call: another library on this thread (oneDNN's AMX kernels) may have loaded
-// its own configuration since.
-void configure_tiles() {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
-  _tile_loadconfig(&c);
-}
 
 // ---- scores ----------------------------------------------------------------------------
 // Tiles 0-3: C (key tile a, row tile b at 2a + b); 4-5: A (keys); 6-7: B (query pairs).
@@ -88,7 +73,7 @@ void scores_of_tiles(const uint32_t* qt, const uint16_t* const* keys, const int6
   const int tiles = (n + 15) / 16;
   int64_t bytes[kBlockKeys / 16];
   for (int t = 0; t < tiles; ++t) bytes[t] = 2 * stride[t];
-  configure_tiles();
+  configure_full_tiles();
   int t = 0;
   for (; t + 2 <= tiles; t += 2)
     scores_rows<2>(keys + t, bytes + t, qt, Mp, D, s + 16 * size_t(t) * Mp);
@@ -206,7 +191,7 @@ void pv_of_rows(const uint32_t* pr, const uint16_t* const* vals, const int64_t* 
     avx512_pack_v_bf16(vals[t], stride[t], std::min(16, n - 16 * t), D, w.v2 + size_t(8 * t) * D);
   std::memset(w.v2 + size_t(pairs) * D, 0, sizeof(uint32_t) * size_t(16 * steps - pairs) * D);
   scale_rows(o, alpha, M, D);
-  configure_tiles();
+  configure_full_tiles();
   // Row tiles of O in place; one that runs past M goes through o_tail.
   auto row_tile = [&](int r0) { return r0 + 16 <= M ? o + size_t(r0) * D : w.o_tail; };
   int r0 = 0;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "amx_tiles.hpp"
 #include "rowdot.hpp"
 #include "scalar_math.hpp"
 #include "transpose16_avx512.hpp"
@@ -24,21 +25,6 @@ namespace {
 
 constexpr int kTile = 16;
 constexpr int64_t kRowMultiple = 32;  // two weight tiles per step of the loop
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Every tile 16 rows of 64 bytes. Loaded at every call: oneDNN may have loaded its own.
-void configure_tiles() {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
-  _tile_loadconfig(&c);
-}
 
 bool amx_serves(const RowdotArgs& a) {
   return a.wtype == SY_DTYPE_BF16 && a.y_bf16 && a.xb && a.K % 32 == 0;
@@ -100,7 +86,7 @@ void amx_columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
   xt.resize(std::max(xt.size(), size_t(tiles * steps * kTile * kTile)));
   pack_x(a, xt.data());
   const auto* w = static_cast<const uint16_t*>(a.w);
-  configure_tiles();
+  configure_full_tiles();
   float c[4][kTile][kTile];
   for (int64_t n = n0; n < n1; n += 2 * kTile) {
     const uint16_t* rows[2];

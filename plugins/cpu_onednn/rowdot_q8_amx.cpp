@@ -12,30 +12,13 @@
 #include <cstring>
 #include <vector>
 
+#include "amx_tiles.hpp"
 #include "rowdot_q8_vnni.hpp"
 
 namespace sy::cpu {
 namespace {
 
 constexpr int kTile = 16;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// tmm0: C, 16 weight rows × 16 rows of x, int32; tmm1: A, 16 weight rows × 32 bytes; tmm2: B,
-// 8 groups of 4 bytes × 16 rows of x. Loaded at every call (oneDNN may have loaded its own).
-void configure_tiles() {
-  TileConfig c;
-  c.colsb[0] = 64, c.rows[0] = 16;
-  c.colsb[1] = 32, c.rows[1] = 16;
-  c.colsb[2] = 64, c.rows[2] = 8;
-  _tile_loadconfig(&c);
-}
 
 // x's rows [16·t0, 16·t1) in the tile layout (q8_tile_x_bytes); rows past M are zeros.
 void tile_x(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out) {
@@ -129,7 +112,9 @@ void tile_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   scale.resize(std::max(scale.size(), size_t(kTile * blocks)));
   coeff.resize(std::max(coeff.size(), size_t(kTile * blocks)));
   const auto* w = static_cast<const uint8_t*>(a.w);
-  configure_tiles();
+  // tmm0: C, 16 weight rows × 16 rows of x, int32; tmm1: A, 16 weight rows × 32 bytes; tmm2:
+  // B, 8 groups of 4 bytes × 16 rows of x.
+  configure_tiles<3>({{16, 64}, {16, 32}, {8, 64}});
   for (int64_t n = n0; n < n1; n += kTile) {
     decode_rows<D>(a, w, row_bytes, n, bytes.data(), scale.data(), coeff.data());
     for (int64_t t = 0; t < tiles; ++t)

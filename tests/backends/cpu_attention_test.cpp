@@ -468,39 +468,17 @@ TEST_P(CpuAttentionTier, PagedOverManyKeyGroupsAgainstDoubleReference) {
               }
             }
         }
-        HostTensor sinks(SY_DTYPE_F32, {c.Hq}), starts(SY_DTYPE_I32, {st.S + 1}),
-            lens(SY_DTYPE_I32, {st.S}), table(SY_DTYPE_I32, {st.S, st.MB}),
-            o(dt, {1, st.tokens, c.Hq, D}), lse(SY_DTYPE_F32, {1, c.Hq, st.tokens});
-        sinks.set(std::vector<double>(st.sinks.begin(), st.sinks.end()));
-        std::memcpy(starts.bytes(), st.starts.data(), starts.size_bytes());
-        std::memcpy(lens.bytes(), st.lens.data(), lens.size_bytes());
-        std::memcpy(table.bytes(), st.table.data(), table.size_bytes());
-        OpDesc op;
-        op.op = SY_OP_ATTENTION;
-        const int64_t bound_t = st.tokens + 5, bound_s = st.S + 1;
-        op.inputs = {{dt, {1, bound_t, c.Hq, D}, SY_MEMORY_HOST, 2u},
-                     st.k_pool->desc(),
-                     st.v_pool->desc(),
-                     sinks.desc(),
-                     {SY_DTYPE_I32, {bound_s + 1}, SY_MEMORY_HOST, 1u},
-                     {SY_DTYPE_I32, {bound_s}, SY_MEMORY_HOST, 1u},
-                     {SY_DTYPE_I32, {bound_s, st.MB}, SY_MEMORY_HOST, 1u}};
-        op.outputs = {{dt, {1, bound_t, c.Hq, D}, SY_MEMORY_HOST, 2u},
-                      {SY_DTYPE_F32, {1, c.Hq, bound_t}, SY_MEMORY_HOST, 4u}};
-        op.set(SY_ATTR_PAGED, int64_t{1});
-        op.set(SY_ATTR_CAUSAL, int64_t{1});
-        op.set(SY_ATTR_WINDOW_LEFT, int64_t(c.window));
-        auto k = prepare_kernel(*plugin_, 0, 0, op);
+        test::PagedAttentionOp p(st, c, D, SY_MEMORY_HOST, 5, 1);
+        auto k = prepare_kernel(*plugin_, 0, 0, p.op);
         ASSERT_TRUE(k) << test::why(k);
-        const std::vector<const DLTensor*> ins = {st.q->dl(), st.k_pool->dl(), st.v_pool->dl(),
-                                                  sinks.dl(), starts.dl(),     lens.dl(),
-                                                  table.dl()},
-                                           outs = {o.dl(), lse.dl()};
+        std::vector<const DLTensor*> ins, outs;
+        for (HostTensor* t : p.inputs()) ins.push_back(t->dl());
+        for (HostTensor* t : p.outputs()) outs.push_back(t->dl());
         ASSERT_FALSE((*k)->execute(ins, outs));
-        std::vector<float> l;
-        for (double x : lse.get()) l.push_back(float(x));
+        const std::vector<float> l = p.lse_values();
+        const std::vector<double> o = p.o.get();
         const double tol = dt == SY_DTYPE_BF16 ? 1.2e-2 : 2e-5;
-        EXPECT_EQ(st.mismatch(o.get(), l, tol, dt == SY_DTYPE_BF16 ? 1e-4 : 1e-5), "");
+        EXPECT_EQ(st.mismatch(o, l, tol, dt == SY_DTYPE_BF16 ? 1e-4 : 1e-5), "");
       }
 }
 

@@ -785,40 +785,15 @@ TEST_F(CudaFlashGpu, PagedFlashAgainstTheReferenceOnActualExtents) {
     if (!decode) c.window = 30;
     const int D = 128;
     test::PagedAttentionStep st(c, D, 5);
-    test::HostTensor sinks(SY_DTYPE_F32, {c.Hq}), starts(SY_DTYPE_I32, {st.S + 1}),
-        lens(SY_DTYPE_I32, {st.S}), table(SY_DTYPE_I32, {st.S, st.MB}),
-        o(c.dtype, {1, st.tokens, c.Hq, D}), lse(SY_DTYPE_F32, {1, c.Hq, st.tokens});
-    sinks.set(std::vector<double>(st.sinks.begin(), st.sinks.end()));
-    std::memcpy(starts.bytes(), st.starts.data(), starts.size_bytes());
-    std::memcpy(lens.bytes(), st.lens.data(), lens.size_bytes());
-    std::memcpy(table.bytes(), st.table.data(), table.size_bytes());
-    OpDesc op;
-    op.op = SY_OP_ATTENTION;
-    const int64_t bound_t = st.tokens + 7, bound_s = st.S + 2;
-    op.inputs = {{c.dtype, {1, bound_t, c.Hq, D}, SY_MEMORY_DEVICE, 2u},
-                 st.k_pool->desc(),
-                 st.v_pool->desc(),
-                 sinks.desc(),
-                 {SY_DTYPE_I32, {bound_s + 1}, SY_MEMORY_DEVICE, 1u},
-                 {SY_DTYPE_I32, {bound_s}, SY_MEMORY_DEVICE, 1u},
-                 {SY_DTYPE_I32, {bound_s, st.MB}, SY_MEMORY_DEVICE, 1u}};
-    op.outputs = {{c.dtype, {1, bound_t, c.Hq, D}, SY_MEMORY_DEVICE, 2u},
-                  {SY_DTYPE_F32, {1, c.Hq, bound_t}, SY_MEMORY_DEVICE, 4u}};
-    op.set(SY_ATTR_PAGED, int64_t{1});
-    op.set(SY_ATTR_CAUSAL, int64_t{1});
-    op.set(SY_ATTR_WINDOW_LEFT, int64_t(c.window));
-    std::string err = run_on_gpu(
-        *plugin_, kernel_named(*plugin_, "flash_attention"), op,
-        {st.q.get(), st.k_pool.get(), st.v_pool.get(), &sinks, &starts, &lens, &table}, {&o, &lse});
+    test::PagedAttentionOp p(st, c, D, SY_MEMORY_DEVICE, 7, 2);
+    std::string err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), p.op,
+                                 p.inputs(), p.outputs());
     ASSERT_EQ(err, "");
-    std::vector<float> l;
-    for (double x : lse.get()) l.push_back(float(x));
-    EXPECT_EQ(st.mismatch(o.get(), l, kOutTol, kLseTol), "");
+    EXPECT_EQ(st.mismatch(p.o.get(), p.lse_values(), kOutTol, kLseTol), "");
     // A block table naming a block outside the pool is refused before anything runs.
-    static_cast<int32_t*>(table.bytes())[0] = int32_t(st.NB);
-    err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), op,
-                     {st.q.get(), st.k_pool.get(), st.v_pool.get(), &sinks, &starts, &lens, &table},
-                     {&o, &lse});
+    static_cast<int32_t*>(p.table.bytes())[0] = int32_t(st.NB);
+    err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), p.op, p.inputs(),
+                     p.outputs());
     EXPECT_THAT(err, ::testing::HasSubstr("block table entry 0 of sequence 0"));
   }
 }

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/capability/op.hpp"
 #include "support/attention_reference.hpp"
 #include "support/host_tensor.hpp"
 
@@ -127,6 +129,53 @@ struct PagedAttentionStep {
   }
   PagedAttentionCase c_;
   int D_;
+};
+
+// A step's paged attention op (causal, c's window, sinks, lse) with its metadata tensors and
+// outputs, prepared for `spare_tokens` tokens and `spare_seqs` sequences more than the step has
+// (its execute runs on the actual extents).
+struct PagedAttentionOp {
+  PagedAttentionOp(const PagedAttentionStep& st, const PagedAttentionCase& c, int64_t D,
+                   sy_memory_kind memory, int64_t spare_tokens, int64_t spare_seqs)
+      : sinks(SY_DTYPE_F32, {c.Hq}),
+        starts(SY_DTYPE_I32, {st.S + 1}),
+        lens(SY_DTYPE_I32, {st.S}),
+        table(SY_DTYPE_I32, {st.S, st.MB}),
+        o(c.dtype, {1, st.tokens, c.Hq, D}),
+        lse(SY_DTYPE_F32, {1, c.Hq, st.tokens}),
+        step(st) {
+    sinks.set(std::vector<double>(st.sinks.begin(), st.sinks.end()));
+    std::memcpy(starts.bytes(), st.starts.data(), starts.size_bytes());
+    std::memcpy(lens.bytes(), st.lens.data(), lens.size_bytes());
+    std::memcpy(table.bytes(), st.table.data(), table.size_bytes());
+    const int64_t bound_t = st.tokens + spare_tokens, bound_s = st.S + spare_seqs;
+    op.op = SY_OP_ATTENTION;
+    op.inputs = {{c.dtype, {1, bound_t, c.Hq, D}, memory, 2u},
+                 st.k_pool->desc(),
+                 st.v_pool->desc(),
+                 sinks.desc(),
+                 {SY_DTYPE_I32, {bound_s + 1}, memory, 1u},
+                 {SY_DTYPE_I32, {bound_s}, memory, 1u},
+                 {SY_DTYPE_I32, {bound_s, st.MB}, memory, 1u}};
+    op.outputs = {{c.dtype, {1, bound_t, c.Hq, D}, memory, 2u},
+                  {SY_DTYPE_F32, {1, c.Hq, bound_t}, memory, 4u}};
+    op.set(SY_ATTR_PAGED, int64_t{1});
+    op.set(SY_ATTR_CAUSAL, int64_t{1});
+    op.set(SY_ATTR_WINDOW_LEFT, int64_t(c.window));
+  }
+  std::vector<HostTensor*> inputs() {
+    return {step.q.get(), step.k_pool.get(), step.v_pool.get(), &sinks, &starts, &lens, &table};
+  }
+  std::vector<HostTensor*> outputs() { return {&o, &lse}; }
+  std::vector<float> lse_values() const {
+    std::vector<float> l;
+    for (double x : lse.get()) l.push_back(float(x));
+    return l;
+  }
+
+  HostTensor sinks, starts, lens, table, o, lse;
+  OpDesc op;
+  const PagedAttentionStep& step;
 };
 
 }  // namespace sy::test
