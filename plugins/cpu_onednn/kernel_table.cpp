@@ -25,7 +25,8 @@ using sy::edge::feature_mask;
 
 // The weights the activation_q8 matmul serves (rowdot_q8.hpp).
 constexpr uint64_t kQ8Weights = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
-                                SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q5_0) |
+                                SY_DTYPE_BIT(SY_DTYPE_Q5_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
                                 SY_DTYPE_BIT(SY_DTYPE_Q6_K);
 
 constexpr uint64_t kAttentionFeatures =
@@ -171,7 +172,8 @@ int limit_matmul_q8(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn a
                 "matmul_q8 multiplies block-quantized weights only, not %s (the matmul kernel "
                 "serves those)",
                 have ? have : "?");
-  return sy_refuse(add, ctx, "weight_dtype", have ? have : "?", "q8_0|q4_0|q4_1|q4_k|q6_k", text);
+  return sy_refuse(add, ctx, "weight_dtype", have ? have : "?",
+                   "q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k", text);
 }
 
 // o in f32 or bf16 (the contract allows f16 too).

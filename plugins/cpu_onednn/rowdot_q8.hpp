@@ -9,7 +9,8 @@
 // all in f32 (llama.cpp's q8_0 / q8_1 keep d and s in f16).
 //
 // The product, per weight row n and row of x, block by block of 32 activations in order: the
-// weights' integers w (signed: q8_0, q4_0 − 8, q6_k − 32; unsigned: q4_1, q4_k) times q, summed
+// weights' integers w (signed: q8_0, q4_0 − 8, q5_0 − 16, q6_k − 32; unsigned: q4_1, q5_1, q4_k)
+// times q, summed
 // exactly in int32 (VNNI's vpdpbusd, AVX2's maddubs + madd, AMX-INT8's tiles: the same integers),
 // then acc = fma(float(Σ), w_scale · d, acc) (q6_k: the two halves of 16, each with its scale, in
 // turn) and, for a weight offset (q4_1's m, q4_k's −dmin·m), off = fma(offset, s, off); the

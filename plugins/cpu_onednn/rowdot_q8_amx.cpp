@@ -128,6 +128,8 @@ void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
       case SY_DTYPE_Q8_0: return tile_columns<Q8_0W<VnniQ8>>(a, n0, n1);
       case SY_DTYPE_Q4_0: return tile_columns<Q4_0W<VnniQ8>>(a, n0, n1);
       case SY_DTYPE_Q4_1: return tile_columns<Q4_1W<VnniQ8>>(a, n0, n1);
+      case SY_DTYPE_Q5_0: return tile_columns<Q5_0W<VnniQ8>>(a, n0, n1);
+      case SY_DTYPE_Q5_1: return tile_columns<Q5_1W<VnniQ8>>(a, n0, n1);
       case SY_DTYPE_Q4_K: return tile_columns<Q4_KW<VnniQ8>>(a, n0, n1);
       default: break;  // q6_k: two scales per block of 32, the vnni way
     }

@@ -28,6 +28,17 @@ struct Avx2Q8 {
         _mm256_and_si256(_mm256_srl_epi16(load(qh), _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
     return _mm256_or_si256(hi ? high(ql) : low(ql), _mm256_slli_epi16(h, 4));
   }
+  // q5_0 / q5_1: the nibbles (as nibbles()) with element i's fifth bit, bit i of qh, as 16.
+  static B q5(const uint8_t* qs, const uint8_t* qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, sizeof bits);
+    const B spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(int(bits)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const B set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+                                    _mm256_set1_epi64x(-1));
+    return _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  }
   static B sub(B w, int c) { return _mm256_sub_epi8(w, _mm256_set1_epi8(char(c))); }
   // No pair of products saturates int16: |w| <= 128 and |x| <= 127, or w <= 63 unsigned.
   static L dot_u(B w, B x) {

@@ -4,6 +4,7 @@
 // Ops offers 32 bytes B, 8 int32 lanes L and 4-wide f32 vectors V4 (one lane per output):
 //   B load(p); B nibbles(qs16) (qs[i] & 15 in bytes 0-15, qs[i] >> 4 in 16-31);
 //   B low(p32), high(p32) (each byte's low / high nibble); B q6(ql32, high, qh32, shift);
+//   B q5(qs16, qh4) (nibbles() with bit i of the 32-bit qh as 16 in byte i);
 //   B sub(B, c); L dot_u(B w, B x) (w unsigned); L dot_s(B w, B x) (w signed); L zero_l();
 //   V4 sum4(L[4]) (each vector's 8 lanes summed exactly, as f32); sum4_halves(L[4], lo, hi)
 //   (lanes 0-3 and 4-7 apart); V4 zero4, load4, store4, mul4, add4, fmadd4 (one rounding on the
@@ -51,6 +52,30 @@ struct Q4_1W {
                  float& coeff) {
     const uint8_t* p = row + 20 * b;
     w = Ops::nibbles(p + 4);
+    s0 = Ops::half(p);
+    coeff = Ops::half(p + 2);
+  }
+};
+
+// q5_0: d·(q − 16), q the nibble and the fifth bit (dequant_q5_0).
+template <class Ops>
+struct Q5_0W {
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + 22 * b;
+    w = Ops::sub(Ops::q5(p + 6, p + 2), 16);
+    s0 = Ops::half(p);
+  }
+};
+
+// q5_1: d·q + m (dequant_q5_1).
+template <class Ops>
+struct Q5_1W {
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const uint8_t* p = row + 24 * b;
+    w = Ops::q5(p + 8, p + 4);
     s0 = Ops::half(p);
     coeff = Ops::half(p + 2);
   }
@@ -187,6 +212,8 @@ void q8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q8_0: return q8_columns_of<Ops, Q8_0W<Ops>>(a, n0, n1);
     case SY_DTYPE_Q4_0: return q8_columns_of<Ops, Q4_0W<Ops>>(a, n0, n1);
     case SY_DTYPE_Q4_1: return q8_columns_of<Ops, Q4_1W<Ops>>(a, n0, n1);
+    case SY_DTYPE_Q5_0: return q8_columns_of<Ops, Q5_0W<Ops>>(a, n0, n1);
+    case SY_DTYPE_Q5_1: return q8_columns_of<Ops, Q5_1W<Ops>>(a, n0, n1);
     case SY_DTYPE_Q4_K: return q8_columns_of<Ops, Q4_KW<Ops>>(a, n0, n1);
     case SY_DTYPE_Q6_K: return q8_columns_of<Ops, Q6_KW<Ops>>(a, n0, n1);
     default: return;  // q8_serves() keeps other dtypes away

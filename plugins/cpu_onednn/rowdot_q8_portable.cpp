@@ -40,6 +40,12 @@ struct PortableQ8 {
     for (int i = 0; i < 32; ++i) b.v[i] = uint8_t(b.v[i] | ((qh[i] >> shift) & 3) << 4);
     return b;
   }
+  static B q5(const uint8_t* qs, const uint8_t* qh) {
+    B b = nibbles(qs);
+    const uint32_t bits = block_qh(qh);
+    for (int i = 0; i < 32; ++i) b.v[i] = uint8_t(b.v[i] | ((bits >> i) & 1) << 4);
+    return b;
+  }
   static B sub(B w, int c) {
     for (uint8_t& e : w.v) e = uint8_t(e - c);
     return w;
@@ -122,6 +128,8 @@ bool q8_serves(sy_dtype wtype) {
     case SY_DTYPE_Q8_0:
     case SY_DTYPE_Q4_0:
     case SY_DTYPE_Q4_1:
+    case SY_DTYPE_Q5_0:
+    case SY_DTYPE_Q5_1:
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q6_K: return true;
     default: return false;

@@ -149,7 +149,8 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
 // and 5 rows its vectors; every path shares one arithmetic per output (rowdot_q8.hpp).
 TEST_P(BatchInvariance, MatmulQ8RowsDoNotDependOnTheirCompany) {
   matmul_rows_alone_and_together(
-      "matmul_q8", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
+      "matmul_q8", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
+                    SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
 }
 
 // The paged attention of sequences packed along T. Sequence `lens[s]` keys long, its last

@@ -58,9 +58,8 @@ TEST(PlanNumerics, FastGivesEveryServableMatmulTheQ8KernelAndSaysWhyNotElsewhere
       ASSERT_TRUE(why) << "a matmul without the q8 kernel must list it";
       EXPECT_THAT(*why, ::testing::Not(::testing::Contains("numerics")));
     }
-  // q/k/v/o/gate/up of the 4 layers and lm_head; ffn_down (288 wide) is q5_0, which the q8
-  // kernel does not serve.
-  EXPECT_EQ(q8, 4 * 6 + 1);
+  // Every projection of the 4 layers (ffn_down, 288 wide, is q5_0) and lm_head.
+  EXPECT_EQ(q8, 4 * 7 + 1);
   auto text = test::run_switchyard("plan " + kModel + " --prefer cpu --numerics fast");
   EXPECT_THAT(text.out, HasSubstr("numerics: fast (--numerics): " + std::to_string(q8) +
                                   " ops quantize their activations"));
@@ -80,7 +79,7 @@ TEST(PlanNumerics, ExactIsTheDefaultAndRefusesTheQ8KernelForNumericsAlone) {
         ASSERT_TRUE(why) << o["id"];
         if (*why == std::vector<std::string>{"numerics"}) ++could;
       }
-    EXPECT_EQ(could, 4 * 6 + 1);
+    EXPECT_EQ(could, 4 * 7 + 1);
     auto text = test::run_switchyard("plan " + kModel + " --prefer cpu " + flags);
     EXPECT_THAT(text.out,
                 HasSubstr("numerics: exact (--numerics): every op exact; " + std::to_string(could) +
