@@ -159,9 +159,8 @@ void bf16_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScra
       continue;
     }
     const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
-    const int64_t pos = it.L - it.q_len + t;
-    const int64_t hi = a.causal ? std::min(pos, it.L - 1) : it.L - 1;
-    const int64_t lo = a.window >= 0 ? std::max<int64_t>(0, pos - a.window) : 0;
+    int64_t lo, hi;
+    visible_keys(a, it, t, lo, hi);
     w.lo[r] = int32_t(lo), w.hi[r] = int32_t(hi);
     lo_all = std::min(lo_all, lo), hi_all = std::max(hi_all, hi);
     w.q_rows[r] = static_cast<const uint16_t*>(a.q) + ((it.first + t) * a.Hq + head) * D;

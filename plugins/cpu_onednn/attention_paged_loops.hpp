@@ -73,6 +73,15 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
   }
 }
 
+// The keys [lo, hi] query row t of the item sees: causal to its position (its sequence's last
+// q_len positions of L), back to the window.
+inline void visible_keys(const PagedAttentionArgs& a, const PagedItem& it, int64_t t, int64_t& lo,
+                         int64_t& hi) {
+  const int64_t pos = it.L - it.q_len + t;
+  hi = a.causal ? std::min(pos, it.L - 1) : it.L - 1;
+  lo = a.window >= 0 ? std::max<int64_t>(0, pos - a.window) : 0;
+}
+
 // The row's o / (l + e^(sink − m)) into o (q's dtype) and its lse.
 inline void finish_row(const PagedAttentionArgs& a, int64_t token, int64_t head, float m, float l,
                        const float* acc) {
@@ -100,9 +109,8 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
   int64_t lo_all = it.L, hi_all = -1;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
-    const int64_t pos = it.L - it.q_len + t;
-    const int64_t hi = a.causal ? std::min(pos, it.L - 1) : it.L - 1;
-    const int64_t lo = a.window >= 0 ? std::max<int64_t>(0, pos - a.window) : 0;
+    int64_t lo, hi;
+    visible_keys(a, it, t, lo, hi);
     w.range[2 * r] = lo;
     w.range[2 * r + 1] = hi;
     lo_all = std::min(lo_all, lo);

@@ -31,6 +31,23 @@ namespace {
 
 using dnnl::memory;
 
+// columns(n0, n1) over [0, N) split across up to `threads` OpenMP threads in ranges of whole
+// units (one thread when `work` is small). Each column is computed by one thread, so the result
+// does not depend on the split.
+template <typename F>
+void split_columns(int64_t work, int64_t N, int64_t unit, int threads, F&& columns) {
+  if (work < kParallelWork) threads = 1;
+  if (threads == 1) return columns(int64_t{0}, N);
+  const int64_t units = (N + unit - 1) / unit;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t n0 = std::min(N, units * t / nt * unit),
+                  n1 = std::min(N, units * (t + 1) / nt * unit);
+    if (n1 > n0) columns(n0, n1);
+  }
+}
+
 class MatmulKernel final : public CpuKernel {
  public:
   MatmulKernel(int64_t m, int64_t k, int64_t n, bool bf16, const CpuContext& ctx)
@@ -217,17 +234,9 @@ class RowdotQ8Kernel final : public CpuKernel {
       parallel_for(ctx_, tiles, 16 * a.K, [&](int64_t t) { tier.tile_x(a, t, t + 1, xt_.data()); });
       a.xt = xt_.data();
     }
-    int threads = a.M * a.N * a.K < kParallelWork ? 1 : ctx_.num_threads;
-    if (threads == 1) return tier.columns(a, 0, a.N);
-    constexpr int64_t kUnit = 16;  // weight rows per share: whole cache lines of y
-    const int64_t units = (a.N + kUnit - 1) / kUnit;
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t n0 = std::min(a.N, units * t / nt * kUnit),
-                    n1 = std::min(a.N, units * (t + 1) / nt * kUnit);
-      if (n1 > n0) tier.columns(a, n0, n1);
-    }
+    constexpr int64_t kUnit = 16;  // weight rows per share: the amx form's tile
+    split_columns(a.M * a.N * a.K, a.N, kUnit, ctx_.num_threads,
+                  [&](int64_t n0, int64_t n1) { tier.columns(a, n0, n1); });
   }
 
  private:
@@ -241,16 +250,8 @@ class RowdotQ8Kernel final : public CpuKernel {
 }  // namespace
 
 void rowdot_run(const RowdotTier& tier, const RowdotArgs& a, int threads) {
-  if (a.M * a.N * a.K < kParallelWork) threads = 1;
-  if (threads == 1) return tier.columns(a, 0, a.N);
-  const int64_t unit = tier.row_multiple, units = (a.N + unit - 1) / unit;
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t n0 = std::min(a.N, units * t / nt * unit),
-                  n1 = std::min(a.N, units * (t + 1) / nt * unit);
-    if (n1 > n0) tier.columns(a, n0, n1);
-  }
+  split_columns(a.M * a.N * a.K, a.N, tier.row_multiple, threads,
+                [&](int64_t n0, int64_t n1) { tier.columns(a, n0, n1); });
 }
 
 uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
@@ -269,9 +270,11 @@ uint64_t matmul_q8_workspace_bytes(const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
   int64_t elements = 1;
   for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
-  const int64_t k = op->inputs[1]->shape[1];
-  // x's rows as blocks, and (the amx tier) in its tile layout.
-  return uint64_t(elements / 32) * sizeof(Q8Block) + uint64_t(q8_tile_x_bytes(elements / k, k));
+  const int64_t k = op->inputs[1]->shape[1], m = elements / k;
+  const RowdotQ8Tier& tier = rowdot_q8_tier(active_tier());
+  // x's rows as blocks, and in the tier's tile layout where it has one (as RowdotQ8Kernel).
+  const bool tiles = tier.tile_x && m >= tier.tile_min_rows;
+  return uint64_t(elements / 32) * sizeof(Q8Block) + (tiles ? uint64_t(q8_tile_x_bytes(m, k)) : 0);
 }
 
 std::unique_ptr<CpuKernel> make_matmul_q8(const sy::edge::OpCopy& op, const CpuContext& ctx) {

@@ -32,9 +32,6 @@ struct Q8Block {
   float s;  // d · Σq: the block's sum, for a weight offset
 };
 
-// Whether the activation_q8 kernels serve weights of `wtype`.
-bool q8_serves(sy_dtype wtype);
-
 struct RowdotQ8Args {
   sy_dtype wtype;
   const void* w;      // [N, K] in blocks of wtype

@@ -216,7 +216,7 @@ void q8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     case SY_DTYPE_Q5_1: return q8_columns_of<Ops, Q5_1W<Ops>>(a, n0, n1);
     case SY_DTYPE_Q4_K: return q8_columns_of<Ops, Q4_KW<Ops>>(a, n0, n1);
     case SY_DTYPE_Q6_K: return q8_columns_of<Ops, Q6_KW<Ops>>(a, n0, n1);
-    default: return;  // q8_serves() keeps other dtypes away
+    default: return;  // the envelope's weight dtypes (kernel_table.cpp) keep others away
   }
 }
 

@@ -1,5 +1,5 @@
 // The portable tier of rowdot_q8.hpp (scalar integers the compiler may vectorise; a multiply,
-// round, then add), the dtypes the activation_q8 kernels serve, and the choice of tier.
+// round, then add), and the choice of tier.
 #include <cmath>
 #include <cstring>
 
@@ -122,19 +122,6 @@ struct PortableQ8 {
 const RowdotQ8Tier kTier = make_q8_tier<PortableQ8>("q8_portable");
 
 }  // namespace
-
-bool q8_serves(sy_dtype wtype) {
-  switch (wtype) {
-    case SY_DTYPE_Q8_0:
-    case SY_DTYPE_Q4_0:
-    case SY_DTYPE_Q4_1:
-    case SY_DTYPE_Q5_0:
-    case SY_DTYPE_Q5_1:
-    case SY_DTYPE_Q4_K:
-    case SY_DTYPE_Q6_K: return true;
-    default: return false;
-  }
-}
 
 const RowdotQ8Tier& rowdot_q8_portable() {
   return kTier;

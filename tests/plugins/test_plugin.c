@@ -26,8 +26,8 @@
  * dtypes; at minor 4 its check declares a workspace, and its envelope claims the varlen feature
  * (a claim the host must not believe before 1.5); at minor 5 execute adds the actual extents of
  * dynamic dims. At minors 4 to 7 the envelope also sets bit 17, activation_q8 since 1.8: a
- * claim the host must drop from a plugin older than 1.8. sy_test_counters() (exported for the tests only) counts which slots the host
- * called.
+ * claim the host must drop from a plugin older than 1.8. sy_test_counters() (exported for the
+ * tests only) counts which slots the host called.
  */
 #include <stdio.h>
 #include <stdlib.h>
