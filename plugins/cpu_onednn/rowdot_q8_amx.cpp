@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "amx_tiles.hpp"
-#include "rowdot_q8_vnni.hpp"
+#include "rowdot_q8_rows8_vnni.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -134,7 +134,7 @@ void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
       default: break;  // q6_k: two scales per block of 32, the vnni way
     }
   }
-  q8_columns<VnniQ8>(a, n0, n1);
+  q8_columns_vnni(a, n0, n1);
 }
 
 const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile};

@@ -1,10 +1,10 @@
 // The vnni form of rowdot_q8.hpp, chosen on the avx512 tier of a CPU with AVX512-VNNI.
-#include "rowdot_q8_vnni.hpp"
+#include "rowdot_q8_rows8_vnni.hpp"
 
 namespace sy::cpu {
 namespace {
 
-const RowdotQ8Tier kTier = make_q8_tier<VnniQ8>("q8_vnni");
+const RowdotQ8Tier kTier = {"q8_vnni", q8_quantize<VnniQ8>, q8_columns_vnni, nullptr, 0};
 
 }  // namespace
 

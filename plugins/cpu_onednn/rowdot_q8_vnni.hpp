@@ -11,6 +11,13 @@ namespace {
 struct VnniQ8 : Avx2Q8 {
   static L dot_u(B w, B x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x); }
   static L dot_s(B w, B x) { return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+  // q5_0 / q5_1 as Avx2Q8::q5, the fifth bits taken as a byte mask (AVX512-BW) in one step.
+  static B q5(const uint8_t* qs, const uint8_t* qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, sizeof bits);
+    const B low = nibbles(qs);
+    return _mm256_mask_add_epi8(low, __mmask32(bits), low, _mm256_set1_epi8(16));
+  }
 };
 
 }  // namespace

@@ -1,0 +1,174 @@
+// Decode-sized steps of rowdot_q8.hpp on AVX512-VNNI: 8 weight rows against one row of x per
+// pass, two rows to a 512-bit vpdpbusd, the 8 exact block sums reduced together, and the 8 rows'
+// scales (and offsets) gathered from their blocks in one instruction. The 4-row form of
+// rowdot_q8_loops.hpp spent most of a block on one horizontal sum per 4 outputs and on scalar
+// half-to-float conversions; this one does the same arithmetic per output (the exact Σ, then
+// acc = fma(float(Σ), w_scale · d, acc) and off = fma(offset, s, off), the result acc + off), so
+// a row's result is unchanged whichever form computed it (batch invariance, tested bit for bit).
+// Shared by the vnni and amx files (each compiles it with its own flags). Internal linkage.
+#pragma once
+
+#include <algorithm>
+
+#include "rowdot_q8_vnni.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// Where a weight type keeps its f16 scale (and offset, in the next two bytes) in each block of
+// 32, for the types whose scale is one stored half: a gather of 4 bytes at the block's start.
+template <class D>
+struct GatheredScale {
+  static constexpr bool kHas = false;
+};
+template <>
+struct GatheredScale<Q8_0W<VnniQ8>> {
+  static constexpr bool kHas = true;
+  static constexpr int kBlockBytes = 34;
+};
+template <>
+struct GatheredScale<Q4_0W<VnniQ8>> {
+  static constexpr bool kHas = true;
+  static constexpr int kBlockBytes = 18;
+};
+template <>
+struct GatheredScale<Q4_1W<VnniQ8>> {
+  static constexpr bool kHas = true;
+  static constexpr int kBlockBytes = 20;
+};
+template <>
+struct GatheredScale<Q5_0W<VnniQ8>> {
+  static constexpr bool kHas = true;
+  static constexpr int kBlockBytes = 22;
+};
+template <>
+struct GatheredScale<Q5_1W<VnniQ8>> {
+  static constexpr bool kHas = true;
+  static constexpr int kBlockBytes = 24;
+};
+
+// The 8 int32 sums of 4 vectors whose halves are rows (p[i]: rows 2i, 2i+1; 8 lanes each), in
+// row order. Integer sums are exact, so the order of the additions does not matter.
+inline __m256i sum_rows8(const __m512i (&p)[4]) {
+  const auto halves = [](__m512i a, __m512i b) {  // rows' two 128-bit quarters added
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  const __m512i lo = halves(p[0], p[1]), hi = halves(p[2], p[3]);  // quarter k: row k, row 4+k
+  __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(lo, hi), _mm512_unpackhi_epi64(lo, hi));
+  s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));  // lanes 0, 2: rows k, 4+k
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
+}
+
+// The 8 rows' scales (s1: q6_k's second half-block's) and offsets of blocks [b, b + count), as
+// columns: s0[j][r] is row r's scale in block b + j. K-quants derive a block's scale from packed
+// 6-bit fields; done once per super-block here, not per row and block in the loop.
+template <class D>
+void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, float (&s0)[8][8],
+                float (&s1)[8][8], float (&coeff)[8][8]) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int r = 0; r < 8; ++r) {
+      __m256i unused;
+      D::at(w + r * row_bytes, b + j, unused, s0[j][r], s1[j][r], coeff[j][r]);
+    }
+}
+
+// Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
+template <class D>
+void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n, int64_t m) {
+  const int64_t blocks = a.K / 32;
+  const Q8Block* x = a.xq + m * blocks;
+  const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  alignas(32) float s0[8][8], s1[8][8], coeff[8][8];
+  __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (!GatheredScale<D>::kHas && b % 8 == 0)
+      q8_scales8<D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
+    const __m512i xq = _mm512_broadcast_i64x4(VnniQ8::load(x[b].q));
+    constexpr __mmask64 kLow = 0x0000ffff0000ffffull;
+    const __m512i x_low = _mm512_maskz_mov_epi8(kLow, xq),
+                  x_high = _mm512_maskz_mov_epi8(~kLow, xq);
+    // −128·Σx per lane (0 for unsigned w), where each dot starts: the same sums as w · x.
+    __m512i x_bias = _mm512_setzero_si512(), x_bias_hi = x_bias;
+    if constexpr (D::kSigned) {
+      const __m512i m128 = _mm512_set1_epi8(char(0x80));  // vpdpbusd reads it as 128
+      x_bias = _mm512_sub_epi32(x_bias, _mm512_dpbusd_epi32(x_bias, m128, D::kHalves ? x_low : xq));
+      if constexpr (D::kHalves)
+        x_bias_hi = _mm512_sub_epi32(x_bias_hi, _mm512_dpbusd_epi32(x_bias_hi, m128, x_high));
+    }
+    __m512i dot[4], dot_hi[4];
+    for (int i = 0; i < 4; ++i) {
+      __m256i w0, w1;
+      float unused[3];
+      D::at(w + 2 * i * row_bytes, b, w0, unused[0], unused[1], unused[2]);
+      D::at(w + (2 * i + 1) * row_bytes, b, w1, unused[0], unused[1], unused[2]);
+      __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);
+      // vpdpbusd takes u8 × s8: a signed w is taken as w + 128 and 128·Σx taken off (exact).
+      if constexpr (D::kSigned) wv = _mm512_xor_si512(wv, _mm512_set1_epi8(char(0x80)));
+      if constexpr (D::kHalves) {  // elements 0-15 and 16-31 of each row apart
+        dot[i] = _mm512_dpbusd_epi32(x_bias, wv, x_low);
+        dot_hi[i] = _mm512_dpbusd_epi32(x_bias_hi, wv, x_high);
+      } else {
+        dot[i] = _mm512_dpbusd_epi32(x_bias, wv, xq);
+      }
+    }
+    __m256 scale, offset;
+    if constexpr (GatheredScale<D>::kHas) {
+      const __m256i h = _mm256_i32gather_epi32(
+          reinterpret_cast<const int*>(w + GatheredScale<D>::kBlockBytes * b), rows, 1);
+      scale = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
+      offset = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(h, 16)));
+    } else {
+      scale = _mm256_load_ps(s0[b % 8]);
+      offset = _mm256_load_ps(coeff[b % 8]);
+    }
+    const __m256 d = _mm256_set1_ps(x[b].d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8(dot)), _mm256_mul_ps(scale, d), acc);
+    if constexpr (D::kHalves)
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8(dot_hi)),
+                            _mm256_mul_ps(_mm256_load_ps(s1[b % 8]), d), acc);
+    if constexpr (D::kOffset) off = _mm256_fmadd_ps(offset, _mm256_set1_ps(x[b].s), off);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, _mm256_add_ps(acc, off));
+  for (int r = 0; r < 8; ++r) {
+    const int64_t at = m * a.N + n + r;
+    if (a.y_bf16)
+      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r]);
+    else
+      static_cast<float*>(a.y)[at] = out[r];
+  }
+}
+
+template <class D>
+void q8_columns_vnni_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  Sweep sweep(w + n0 * row_bytes);
+  int64_t n = n0;
+  if (a.M < 4)
+    for (; n + 8 <= n1; n += 8) {
+      sweep.reach(w + (n + 8) * row_bytes);
+      for (int64_t m = 0; m < a.M; ++m) q8_rows8<D>(a, w + n * row_bytes, row_bytes, n, m);
+    }
+  if (n < n1) q8_columns_of<VnniQ8, D>(a, n, n1);
+}
+
+// The vnni tier's columns (and the amx tier's, below its tile rows).
+inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  switch (a.wtype) {
+    case SY_DTYPE_Q8_0: return q8_columns_vnni_of<Q8_0W<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q4_0: return q8_columns_vnni_of<Q4_0W<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q4_1: return q8_columns_vnni_of<Q4_1W<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q5_0: return q8_columns_vnni_of<Q5_0W<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q5_1: return q8_columns_vnni_of<Q5_1W<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q4_K: return q8_columns_vnni_of<Q4_KW<VnniQ8>>(a, n0, n1);
+    case SY_DTYPE_Q6_K: return q8_columns_vnni_of<Q6_KW<VnniQ8>>(a, n0, n1);
+    default: return;  // the envelope's weight dtypes (kernel_table.cpp) keep others away
+  }
+}
+
+}  // namespace
+}  // namespace sy::cpu
