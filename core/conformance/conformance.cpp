@@ -243,7 +243,7 @@ ConformanceReport conformance::run_with(const std::filesystem::path& path,
   const auto t0 = std::chrono::steady_clock::now();
   ConformanceReport r;
   r.path = path.string();
-  r.hash = file_hash(path);
+  r.sha256 = file_sha256(path);
   // Conformance makes its own judgements: the loader's capability probe would refuse a plugin
   // whose check lies before it could be named, and a plugin under development may have no
   // manifest yet.

@@ -50,7 +50,7 @@ struct ConformanceKernel {
 };
 
 struct ConformanceReport {
-  std::string path, plugin, version, hash;  // hash: FNV-1a 64 of the file, hex
+  std::string path, plugin, version, sha256;  // sha256: of the library file, 64 hex digits
   uint32_t abi_major = 0, abi_minor = 0;
   bool executed = false;  // the plugin has a host-memory device to run on
   std::string load_error;

@@ -83,7 +83,7 @@ ConformanceReport run_conformance_isolated(const std::filesystem::path& plugin,
   const int capture = ::mkstemp(capture_path);
   ConformanceReport failed;
   failed.path = plugin.string();
-  failed.hash = file_hash(plugin);
+  failed.sha256 = file_sha256(plugin);
   if (capture < 0 || ::pipe(report) != 0 || ::pipe(progress) != 0) {
     failed.load_error = std::string("cannot set up the child process: ") + std::strerror(errno);
     return failed;

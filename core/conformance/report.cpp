@@ -25,7 +25,7 @@ json ConformanceReport::to_json() const {
                   {"detail", f.detail}});
   json j = {{"plugin", plugin},
             {"path", path},
-            {"hash", hash},
+            {"sha256", sha256},
             {"version", version},
             {"abi", std::to_string(abi_major) + "." + std::to_string(abi_minor)},
             {"executed", executed},
@@ -41,7 +41,7 @@ ConformanceReport ConformanceReport::from_json(const json& j) {
   ConformanceReport r;
   r.plugin = j.value("plugin", "");
   r.path = j.value("path", "");
-  r.hash = j.value("hash", "");
+  r.sha256 = j.value("sha256", "");
   r.version = j.value("version", "");
   const std::string abi = j.value("abi", "0.0");
   r.abi_major = uint32_t(std::stoul(abi.substr(0, abi.find('.'))));

@@ -119,7 +119,8 @@ constexpr std::array kCatalog = {
         Errc::kernel_unverified, "SY010", "kernel_unverified", "no verified kernel for {op}",
         "A kernel would serve the op, but it is not verified: `--require-verified` uses only "
         "kernels that passed `switchyard conformance` for this exact build of their plugin (a "
-        "report beside the plugin, NAME.conformance.json, whose hash is the library's), and a "
+        "report beside the plugin, NAME.conformance.json, whose sha256 is the library's SHA-256), "
+        "and a "
         "kernel that failed conformance is never used. The candidates list why each is not "
         "verified: no report, a report of another build, or the failure it recorded.",
         "Run `switchyard conformance PLUGIN --output DIR/NAME.conformance.json` beside the plugin "

@@ -1,8 +1,12 @@
 #include "core/plugin/verification.hpp"
 
+#include <openssl/evp.h>
+
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace sy {
 
@@ -20,22 +24,33 @@ KernelVerification PluginVerification::of(const std::string& kernel) const {
                              : it->second;
 }
 
-std::string file_hash(const std::filesystem::path& file) {
+std::string file_sha256(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  uint64_t h = 0xcbf29ce484222325ull;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 0x100000001b3ull;
+  if (!in) return "";
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return "";
+  std::vector<char> buf(1 << 16);
+  while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {
+    if (EVP_DigestUpdate(ctx.get(), buf.data(), size_t(in.gcount())) != 1) return "";
     if (in.eof()) break;
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  if (in.bad()) return "";
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1) return "";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", digest[i]);
+    hex += two;
+  }
   return hex;
 }
 
 PluginVerification read_verification(const std::filesystem::path& library,
                                      const std::vector<std::string>& kernels) {
   PluginVerification v;
+  v.sha256 = file_sha256(library);
   const std::filesystem::path report =
       library.parent_path() / (library.stem().string() + ".conformance.json");
   auto all = [&](const std::string& why) {
@@ -46,8 +61,17 @@ PluginVerification read_verification(const std::filesystem::path& library,
   v.report = report;
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(report), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return all(report.string() + " is not a report");
-  if (j.value("hash", "") != file_hash(library))
-    return all(report.string() + " is of another build (its hash differs)");
+  if (!j.contains("sha256") && j.contains("hash"))
+    return all(report.string() +
+               " is keyed by the FNV-1a 64 `hash` of earlier versions, which does not tell a "
+               "build from a forged one: run `switchyard conformance --output` again");
+  const auto field = j.find("sha256");
+  const std::string reported =
+      field != j.end() && field->is_string() ? field->get<std::string>() : "";
+  if (reported.empty()) return all(report.string() + " has no sha256 of the library it checked");
+  if (v.sha256.empty()) return all(library.string() + " could not be read to compute its SHA-256");
+  if (reported != v.sha256)
+    return all(report.string() + " is of another build (its sha256 differs)");
   std::map<std::string, std::string> failed;
   for (const auto& f : j.value("failures", nlohmann::json::array()))
     if (f.is_object() && !failed.count(f.value("kernel", "")))

@@ -1,8 +1,11 @@
 // Verified claims: what `switchyard conformance` found for this exact build of a plugin.
 //
 // A report saved beside the plugin as `<stem>.conformance.json` (conformance --output) is read
-// when the plugin loads. It counts only when its `hash` is the library file's (FNV-1a 64,
-// file_hash): a report of another build is stale. Each kernel is then
+// when the plugin loads. It counts only when its `sha256` is the SHA-256 of the library file's
+// bytes (file_sha256): a report of another build is stale, and a report keyed by the FNV-1a 64
+// `hash` of earlier versions reads as unverified (anyone can build a library with a given FNV
+// hash; a SHA-256 collision is out of reach). The digest identifies a build; it is not a
+// signature (docs/conformance.md). Each kernel is then
 //   verified    the report lists it, no failure names it, and its cases ran (a report made
 //               without the plugin's device checks declarations only: unverified);
 //   failed      a failure names it (the planner never uses it, and says why);
@@ -26,13 +29,15 @@ struct KernelVerification {
 };
 
 struct PluginVerification {
+  std::string sha256;            // the library file's SHA-256, 64 hex digits ("" if unreadable)
   std::filesystem::path report;  // empty when there is none
   std::map<std::string, KernelVerification> kernels;
   KernelVerification of(const std::string& kernel) const;
 };
 
-// The file's FNV-1a 64-bit hash as 16 hex digits (identifies a build, not a signature).
-std::string file_hash(const std::filesystem::path& file);
+// The SHA-256 of the file's bytes as 64 lowercase hex digits (OpenSSL's libcrypto); "" when
+// the file cannot be read.
+std::string file_sha256(const std::filesystem::path& file);
 
 // The report beside `library`, judged for `kernels`.
 PluginVerification read_verification(const std::filesystem::path& library,

@@ -4,11 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/cpu_tiers.hpp"
+#include "support/sanitizer_build.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -22,11 +25,22 @@ struct Result {
   json report;
 };
 
-Result conformance(const std::string& plugin, const std::string& extra = "") {
-  auto r = test::run_switchyard("conformance " + plugin + " --json " + extra);
+Result conformance(const std::string& plugin, const std::string& extra = "",
+                   const std::string& env = "") {
+  auto r = test::run_switchyard("conformance " + plugin + " --json " + extra, env);
   json j = json::parse(r.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
   return {r.exit_code, j};
+}
+
+// coreutils' sha256sum of a file: a digest computed by code that is not ours.
+std::string sha256sum(const std::filesystem::path& file) {
+  FILE* pipe = ::popen(("sha256sum '" + file.string() + "'").c_str(), "r");
+  if (!pipe) return "";
+  char line[256] = {};
+  const bool got = std::fgets(line, sizeof line, pipe) != nullptr;
+  ::pclose(pipe);
+  return got ? std::string(line).substr(0, 64) : "";
 }
 
 std::vector<std::string> verdicts(const json& report) {
@@ -50,7 +64,7 @@ TEST(Conformance, CpuOnednnPassesAndRunsEveryKernelAgainstTheReference) {
       EXPECT_EQ(k["verdict"], "pass") << k;
       EXPECT_GT(k["executed"].get<int>(), 0) << k["kernel"] << " ran no case against the reference";
     }
-    EXPECT_EQ(r.report["hash"].get<std::string>().size(), 16u);
+    EXPECT_EQ(r.report["sha256"], sha256sum(test::kPluginDir / "cpu_onednn.so"));
   }
 }
 
@@ -91,12 +105,17 @@ TEST(Conformance, EachBrokenPromiseHasItsVerdict) {
   }
 }
 
+// Under AddressSanitizer its SEGV handler would take the deliberate crash and exit instead of
+// letting the signal kill the isolated child; handle_segv=0 gives the signal back to what the
+// test checks (the crash is the test plugin's, on purpose).
 TEST(Conformance, ACrashNamesTheSignalAndTheCase) {
-  Result r = conformance(kConformanceDir + "/segfaults.so");
+  const std::string env =
+      test::kSanitizerBuild ? "ASAN_OPTIONS=\"$ASAN_OPTIONS:handle_segv=0\"" : "";
+  Result r = conformance(kConformanceDir + "/segfaults.so", "", env);
   ASSERT_EQ(r.report["failures"].size(), 1u);
   EXPECT_THAT(r.report["failures"][0]["detail"].get<std::string>(),
               ::testing::HasSubstr("signal 11"));
-  auto text = test::run_switchyard("conformance " + kConformanceDir + "/segfaults.so");
+  auto text = test::run_switchyard("conformance " + kConformanceDir + "/segfaults.so", env);
   EXPECT_EQ(text.exit_code, 9);
   EXPECT_THAT(text.out, ::testing::HasSubstr("crashed: add_f32 [f32 [3,17]]"));
 }
@@ -129,7 +148,7 @@ class VerifiedClaims : public ::testing::Test {
     json kernels = json::array();
     for (const char* k : {"rms_norm", "matmul", "embedding"}) kernels.push_back({{"kernel", k}});
     std::ofstream(dir_.path() / "cpu_onednn.conformance.json")
-        << json{{"hash", hash}, {"executed", true}, {"kernels", kernels}, {"failures", failures}};
+        << json{{"sha256", hash}, {"executed", true}, {"kernels", kernels}, {"failures", failures}};
   }
   test::CommandResult plan(const std::string& extra) {
     return test::run_switchyard("--plugin-dir " + dir_.path().string() + " plan " +
@@ -139,7 +158,16 @@ class VerifiedClaims : public ::testing::Test {
   std::string hash() {
     auto r = test::run_switchyard("conformance " + (dir_.path() / "cpu_onednn.so").string() +
                                   " --kernel rms_norm --quick --json");
-    return json::parse(r.out)["hash"];
+    return json::parse(r.out)["sha256"];
+  }
+  // caps --json's cpu_onednn kernels in dir_: kernel name -> conformance {state, why, sha256}.
+  std::map<std::string, json> caps() {
+    auto r = test::run_switchyard("--plugin-dir " + dir_.path().string() + " caps --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::map<std::string, json> out;
+    for (const auto& k : json::parse(r.out, nullptr, false))
+      if (k["plugin"] == "cpu_onednn") out[k["kernel"]] = k["conformance"];
+    return out;
   }
   test::TempDir dir_;
 };
@@ -170,7 +198,7 @@ TEST_F(VerifiedClaims, AKernelThatFailedIsNeverUsedAndThePlanSaysWhy) {
 }
 
 TEST_F(VerifiedClaims, UnverifiedKernelsAreUsedUnlessVerifiedOnesAreRequired) {
-  write_report("0000000000000000", json::array());  // another build's report
+  write_report(std::string(64, '0'), json::array());  // another build's report
   EXPECT_EQ(plan("").exit_code, 0);
   auto strict = plan("--require-verified");
   EXPECT_EQ(strict.exit_code, 3);
@@ -180,6 +208,54 @@ TEST_F(VerifiedClaims, UnverifiedKernelsAreUsedUnlessVerifiedOnesAreRequired) {
   auto partly = plan("--require-verified");
   EXPECT_EQ(partly.exit_code, 3);  // rope is not in the report
   EXPECT_THAT(partly.out, ::testing::HasSubstr("does not list it"));
+}
+
+// The report is keyed by the SHA-256 of the library's bytes: the build's own report verifies a
+// copy of the library, and the same copy with one byte changed is another build.
+TEST_F(VerifiedClaims, OneChangedByteOfTheLibraryTurnsItsKernelsUnverified) {
+  namespace fs = std::filesystem;
+  fs::copy_file(test::kPluginDir / "cpu_onednn.conformance.json",
+                dir_.path() / "cpu_onednn.conformance.json");
+  const fs::path library = dir_.path() / "cpu_onednn.so";
+  const std::string digest = sha256sum(library);
+  ASSERT_EQ(digest.size(), 64u);
+  auto before = caps();
+  ASSERT_EQ(before.size(), 23u);
+  for (const auto& [kernel, c] : before) {
+    EXPECT_EQ(c["state"], "verified") << kernel << ": " << c["why"];
+    EXPECT_EQ(c["sha256"], digest);
+  }
+  auto plugins = test::run_switchyard("--plugin-dir " + dir_.path().string() + " plugins --json");
+  ASSERT_EQ(plugins.exit_code, 0);
+  EXPECT_EQ(json::parse(plugins.out)[0]["sha256"], digest);
+  {
+    std::fstream f(library, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);  // the section headers' last byte: caps opens no library
+    const char last = char(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(char(last ^ 0x01));
+  }
+  ASSERT_NE(sha256sum(library), digest);
+  for (const auto& [kernel, c] : caps()) {
+    EXPECT_EQ(c["state"], "unverified") << kernel;
+    EXPECT_THAT(c["why"].get<std::string>(), ::testing::HasSubstr("its sha256 differs"));
+    EXPECT_EQ(c["sha256"], sha256sum(library));
+  }
+}
+
+// A report from before SHA-256 (keyed by the FNV-1a 64 `hash`) verifies nothing, and says why.
+TEST_F(VerifiedClaims, AnFnvKeyedReportReadsAsUnverifiedWithItsReason) {
+  json kernels = json::array({{{"kernel", "rms_norm"}}});
+  std::ofstream(dir_.path() / "cpu_onednn.conformance.json") << json{{"hash", "cbf29ce484222325"},
+                                                                     {"executed", true},
+                                                                     {"kernels", kernels},
+                                                                     {"failures", json::array()}};
+  const json rms = caps()["rms_norm"];
+  EXPECT_EQ(rms["state"], "unverified");
+  EXPECT_THAT(rms["why"].get<std::string>(), ::testing::HasSubstr("FNV-1a 64"));
+  auto strict = plan("--require-verified");
+  EXPECT_EQ(strict.exit_code, 3);
+  EXPECT_THAT(strict.out, ::testing::HasSubstr("FNV-1a 64"));
 }
 
 }  // namespace
