@@ -1,9 +1,10 @@
 #include "core/executor/buffers.hpp"
 
+#include <malloc.h>
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
-
-#include <sys/mman.h>
 
 #include "core/planner/memory.hpp"
 
@@ -51,15 +52,17 @@ Buffer Memory::allocate(const std::string& what, int64_t bytes, const std::strin
       throw Error(Errc::device_out_of_memory,
                   "out of memory on host: " + std::to_string(size) + " bytes for " + what);
     if (zero) std::memset(b.data, 0, size);
-    b.allocated = int64_t(size);
+    // The allocator's own size of the block, not the plan's arithmetic (host_allocation_bytes)
+    // again: memory_report sets it beside the prediction, so the two must be able to differ.
+    b.allocated = int64_t(::malloc_usable_size(b.data));
     return b;
   }
   auto [plugin, index] = device_owner(location);
   Expected<void*> data = plugin->alloc(index, uint64_t(bytes));
   if (!data) {
     Error e = data.error();
-    Error out(e.code, "allocating " + std::to_string(bytes) + " bytes on " + location + ": " +
-                          e.message,
+    Error out(e.code,
+              "allocating " + std::to_string(bytes) + " bytes on " + location + ": " + e.message,
               what, e.hint);
     if (e.status) out.with_status(*e.status);
     throw out;

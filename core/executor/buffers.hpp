@@ -19,8 +19,10 @@ struct Buffer {
   std::string location;
   const Plugin* plugin = nullptr;  // device memory: the plugin that allocated it
   uint32_t device_index = 0;
-  int64_t allocated = 0;  // bytes this buffer allocated; 0 for a view or a mapping
-  bool mapped = false;    // the model file's own bytes (weights)
+  // Bytes this buffer holds, as the allocator counts them (host: glibc's malloc_usable_size;
+  // a device: what its plugin was asked for); 0 for a view or a mapping.
+  int64_t allocated = 0;
+  bool mapped = false;  // the model file's own bytes (weights)
 };
 
 // Allocates and frees buffers and copies between them, for one registry and inventory.

@@ -258,6 +258,14 @@ Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
   return g;
 }
 
+nlohmann::json prediction_check(int64_t predicted, int64_t measured) {
+  if (measured > 0) return {{"error", double(predicted - measured) / double(measured)}};
+  return {{"error", nullptr},
+          {"problem", "nothing was measured (" + std::to_string(measured) +
+                          " bytes): the prediction of " + std::to_string(predicted) +
+                          " bytes is unchecked"}};
+}
+
 nlohmann::json memory_report(const Plan& plan, const Model& model, const Context& context) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, int64_t> allocated = model.allocated_bytes(),
@@ -266,23 +274,22 @@ nlohmann::json memory_report(const Plan& plan, const Model& model, const Context
   for (const auto& [loc, b] : context.device_free_drop()) drop[loc] += b;
   const int64_t resident = model.host_resident_growth() + context.host_resident_growth();
   const bool paged = plan.bounds.kv_layout == KvLayout::paged;
-  auto error = [](int64_t predicted, int64_t measured) {
-    return measured > 0 ? double(predicted - measured) / double(measured) : 0.0;
-  };
   for (const auto& l : plan.memory.locations) {
     const int64_t buffers = l.total() - l.workspace - l.weights_mapped;
     auto a = allocated.find(l.location);
     const int64_t got = a == allocated.end() ? 0 : a->second;
-    nlohmann::json j{
-        {"predicted_bytes", l.total()},
-        {"predicted",
-         {{"weights", l.weights},
-          {"kv_cache", l.kv_cache},
-          {"activations", l.activations},
-          {"copies", l.copies},
-          {"workspace", l.workspace}}},
-        {"buffers",
-         {{"predicted_bytes", buffers}, {"allocated_bytes", got}, {"error", error(buffers, got)}}}};
+    nlohmann::json j{{"predicted_bytes", l.total()},
+                     {"predicted",
+                      {{"weights", l.weights},
+                       {"kv_cache", l.kv_cache},
+                       {"activations", l.activations},
+                       {"copies", l.copies},
+                       {"workspace", l.workspace}}},
+                     {"buffers",
+                      {{"predicted_bytes", buffers},
+                       {"allocated_bytes", got},
+                       {"by", "the allocator's size of each buffer (host: malloc_usable_size)"}}}};
+    j["buffers"].update(prediction_check(buffers, got));
     // Everything the location gave while the session was made, measured outside the executor:
     // the device's own free-memory figure, or the host process's resident anonymous memory.
     std::optional<int64_t> measured;
@@ -297,11 +304,10 @@ nlohmann::json memory_report(const Plan& plan, const Model& model, const Context
       predicted -= l.weights_mapped + (paged ? l.kv_cache : 0);
     }
     j["predicted"]["weights_mapped"] = l.weights_mapped;
-    if (measured)
-      j["measured"] = {{"bytes", *measured},
-                       {"by", by},
-                       {"predicted_bytes", predicted},
-                       {"error", error(predicted, *measured)}};
+    if (measured) {
+      j["measured"] = {{"bytes", *measured}, {"by", by}, {"predicted_bytes", predicted}};
+      j["measured"].update(prediction_check(predicted, *measured));
+    }
     out[l.location] = j;
   }
   return out;

@@ -41,7 +41,7 @@ struct OpenedModel {
 struct PromptRequest {
   std::string text;
   bool chat = false;
-  std::optional<std::string> system;                         // chat only
+  std::optional<std::string> system;                          // chat only
   std::vector<std::pair<std::string, std::string>> messages;  // chat: replaces text and system
 };
 struct Prompt {
@@ -176,7 +176,12 @@ void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bo
 // (workspace included; without the weights mapped from the file, and, paged, without the KV
 // pool, whose pages become resident as blocks are written) against what the location gave —
 // the free-memory drop the device's plugin reports, or the growth of the host process's
-// resident anonymous memory — each with the relative error (predicted − measured) / measured.
+// resident anonymous memory — each with prediction_check's fields.
 nlohmann::json memory_report(const Plan& plan, const Model& model, const Context& context);
+
+// {"error": (predicted − measured) / measured} when something was measured; when nothing was
+// (measured <= 0) {"error": null, "problem": "nothing was measured …"}: a check of the error
+// then fails instead of passing on a 0 that compared nothing.
+nlohmann::json prediction_check(int64_t predicted, int64_t measured);
 
 }  // namespace sy

@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/sanitizer_build.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -59,16 +62,54 @@ TEST(MemoryCli, OnTheH200ItFitsUnlessCapped) {
   }
 }
 
-// What `run --json` reports per location, and that the prediction holds within 10 %.
+// What `run --json` reports per location, and that the prediction holds within 10 %: the
+// buffers against the allocator's own sizes, the whole against the resident memory.
 void expect_memory_report(const json& run, bool resident_too) {
   ASSERT_TRUE(run.contains("memory")) << run.dump();
   const json& host = run["memory"]["host"];
   EXPECT_GT(host["predicted_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(host["buffers"]["allocated_bytes"].get<int64_t>(), 0) << host.dump();
+  ASSERT_TRUE(host["buffers"]["error"].is_number()) << host.dump();
   EXPECT_LE(std::abs(host["buffers"]["error"].get<double>()), 0.10) << host.dump();
   ASSERT_TRUE(host.contains("measured")) << host.dump();
   EXPECT_GT(host["measured"]["bytes"].get<int64_t>(), 0);
-  if (resident_too)
+  if (resident_too) {
+    ASSERT_TRUE(host["measured"]["error"].is_number()) << host.dump();
     EXPECT_LE(std::abs(host["measured"]["error"].get<double>()), 0.10) << host.dump();
+  }
+}
+
+// The tensors' bytes a safetensors file holds, from its header as the format defines it
+// (8-byte little-endian length, then JSON with each tensor's data_offsets): not our reader.
+struct FileTensors {
+  int64_t bytes = 0, count = 0;
+};
+FileTensors safetensors_tensors(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char len[8] = {};
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  std::string header(n, '\0');
+  in.read(header.data(), std::streamsize(n));
+  FileTensors t;
+  const json tensors = json::parse(header);
+  for (const auto& [name, entry] : tensors.items()) {
+    if (name == "__metadata__") continue;
+    t.bytes += entry["data_offsets"][1].get<int64_t>() - entry["data_offsets"][0].get<int64_t>();
+    ++t.count;
+  }
+  return t;
+}
+
+// K and V of every layer for `context` tokens, from the config's numbers.
+int64_t kv_bytes(const json& config, int64_t context, int64_t element_bytes) {
+  const int64_t head_dim =
+      config.contains("head_dim")
+          ? config["head_dim"].get<int64_t>()
+          : config["hidden_size"].get<int64_t>() / config["num_attention_heads"].get<int64_t>();
+  return 2 * config["num_hidden_layers"].get<int64_t>() * context *
+         config["num_key_value_heads"].get<int64_t>() * head_dim * element_bytes;
 }
 
 TEST(MemoryCli, RunJsonSetsThePredictionBesideTheMeasurement) {
@@ -78,7 +119,22 @@ TEST(MemoryCli, RunJsonSetsThePredictionBesideTheMeasurement) {
   auto r =
       test::run_switchyard("run " + model.string() + " --prompt 'the cat' --max-tokens 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_memory_report(json::parse(r.out), false);
+  const json run = json::parse(r.out);
+  expect_memory_report(run, false);
+  // The prediction's columns against sums of our own: every tensor of the file (f32, each
+  // rounded up to 64 bytes at most), and K and V of every layer for the default context of
+  // 1024 (a whole number of 16-token blocks), f32, each cache rounded up to 64 bytes at most.
+  const json& predicted = run["memory"]["host"]["predicted"];
+  const FileTensors file = safetensors_tensors(model / "model.safetensors");
+  ASSERT_GT(file.count, 0);
+  EXPECT_GE(predicted["weights"].get<int64_t>(), file.bytes);
+  EXPECT_LE(predicted["weights"].get<int64_t>(), file.bytes + 64 * file.count);
+  std::ifstream config_file(model / "config.json");
+  const json config = json::parse(config_file);
+  const int64_t kv = kv_bytes(config, 1024, 4);
+  const int64_t caches = 2 * config["num_hidden_layers"].get<int64_t>();
+  EXPECT_GE(predicted["kv_cache"].get<int64_t>(), kv);
+  EXPECT_LE(predicted["kv_cache"].get<int64_t>(), kv + 64 * caches);
 }
 
 // The real model: the resident memory the session took, oneDNN's scratchpads and the quantized
@@ -92,8 +148,19 @@ TEST(MemoryCli, RealModelPredictionIsWithinTenPercentOfWhatIsResident) {
     auto r =
         test::run_switchyard("run " + kSmolLM2.string() + " " + prompt + " --max-tokens 4 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    expect_memory_report(json::parse(r.out), true);
+    const json run = json::parse(r.out);
+    expect_memory_report(run, !test::kSanitizerBuild);
+    // SmolLM2-135M (the GGUF's llama.* keys): 30 layers, 3 KV heads of 64; f32 caches of the
+    // default 1024 tokens, each under 2 MiB, so rounded up to 64 bytes at most.
+    const json smollm2 = {{"num_hidden_layers", 30}, {"num_key_value_heads", 3}, {"head_dim", 64}};
+    const int64_t kv = kv_bytes(smollm2, 1024, 4);
+    const json& predicted = run["memory"]["host"]["predicted"];
+    EXPECT_GE(predicted["kv_cache"].get<int64_t>(), kv);
+    EXPECT_LE(predicted["kv_cache"].get<int64_t>(), kv + 64 * 60);
   }
+  if (test::kSanitizerBuild)
+    GTEST_SKIP() << "buffers and KV checked; the resident part is not: "
+                 << test::kResidentUnderSanitizer;
 }
 
 }  // namespace

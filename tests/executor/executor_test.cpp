@@ -10,6 +10,7 @@
 
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
+#include "core/runtime/runtime.hpp"
 #include "support/cpu_tiers.hpp"
 #include "support/llama_reference.hpp"
 #include "support/sequence_runner.hpp"
@@ -62,7 +63,8 @@ class Executor : public ::testing::Test {
     m->graph = std::move(lp.graph);
     m->plan = std::move(lp.plan);
     EXPECT_TRUE(m->plan.ok()) << (m->plan.error ? m->plan.error->message : "");
-    m->session = std::make_unique<test::SequenceRunner>(m->graph, m->plan, *reg, m->inventory, load);
+    m->session =
+        std::make_unique<test::SequenceRunner>(m->graph, m->plan, *reg, m->inventory, load);
     return m;
   }
   static void expect_close(const std::vector<float>& got, const Mat& want,
@@ -169,6 +171,19 @@ TEST_F(Executor, MemoryPredictionAgreesWithWhatTheSessionTook) {
       "memory: host predicted %lld, allocated %.0f; ext_dev:0 predicted %lld, free-memory "
       "drop %.0f\n",
       (long long)host->total(), allocated, (long long)ext->total(), drop);
+}
+
+// A measurement of nothing is reported as unchecked, never as an error of 0 that passes.
+TEST(MemoryReport, NothingMeasuredIsAProblemNotAZeroError) {
+  for (int64_t nothing : {int64_t(0), int64_t(-4096)}) {
+    const nlohmann::json j = prediction_check(1 << 20, nothing);
+    EXPECT_TRUE(j["error"].is_null()) << j.dump();
+    ASSERT_TRUE(j.contains("problem")) << j.dump();
+    EXPECT_NE(j["problem"].get<std::string>().find("nothing was measured"), std::string::npos);
+  }
+  EXPECT_DOUBLE_EQ(prediction_check(1100, 1000)["error"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(prediction_check(900, 1000)["error"].get<double>(), -0.1);
+  EXPECT_FALSE(prediction_check(900, 1000).contains("problem"));
 }
 
 TEST_F(Executor, DecodePastTheContextIsAnError) {

@@ -388,6 +388,8 @@ TEST_F(HostApi, ACallbackStopsAndASessionOutlivesItsErrors) {
   ASSERT_EQ(sy_session_memory_json(s, &memory, nullptr), kOk);
   json m = json::parse(memory);
   sy_host_string_free(memory);
+  ASSERT_TRUE(m["host"]["buffers"]["error"].is_number()) << m.dump();  // null: nothing measured
+  EXPECT_GT(m["host"]["buffers"]["allocated_bytes"].get<int64_t>(), 0);
   EXPECT_LE(std::abs(m["host"]["buffers"]["error"].get<double>()), 0.1);
   sy_session_destroy(s2);
   sy_plan_destroy(plan2);
