@@ -1,5 +1,5 @@
 # Thin wrapper over the CMake presets (CMakePresets.json) and the one model fetch.
-.PHONY: deps demo test clean
+.PHONY: deps demo test test-sanitize test-tsan clean
 
 deps:
 	@scripts/install-deps.sh
@@ -23,5 +23,27 @@ test: deps
 		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
 	ctest --preset release
 
+# The whole suite under AddressSanitizer + UBSan (build-sanitize/, -O1), sharing
+# build/model-cache and build/test-venv with `make test` (fetched once). docs/sanitizers.md says
+# what it covers and what it leaves out.
+test-sanitize: deps
+	@scripts/fetch-model.sh build/model-cache >/dev/null || \
+		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
+	@scripts/setup-test-venv.sh build/test-venv || \
+		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
+	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \
+		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
+	cmake --preset sanitize
+	cmake --build --preset sanitize
+	ctest --preset sanitize
+
+# The tests that use threads under ThreadSanitizer (build-tsan/). docs/sanitizers.md.
+test-tsan: deps
+	@scripts/fetch-model.sh build/model-cache >/dev/null || \
+		echo "switchyard: the real-model serve tests (ServeSmolLM2.*) will be SKIPPED" >&2
+	cmake --preset tsan
+	cmake --build --preset tsan
+	ctest --preset tsan
+
 clean:
-	rm -rf build build-debug
+	rm -rf build build-sanitize build-tsan

@@ -37,19 +37,37 @@ bool from_onednn() {
 }
 }  // namespace
 
-void* operator new(size_t n) {
+namespace {
+void* counted_malloc(size_t n) {
   if (g_counting.load(std::memory_order_relaxed) && !t_inside) {
     t_inside = true;  // backtrace may allocate on first use
     (from_onednn() ? g_onednn : g_ours).fetch_add(1, std::memory_order_relaxed);
     t_inside = false;
   }
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+}  // namespace
+
+// This file's operator new is malloc, so its operator delete is free: GCC cannot see that pairing.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+// Every form that allocates with malloc is replaced, the nothrow one too (std::stable_sort's
+// temporary buffer): a form left to the library would pair its allocator with the free below,
+// which AddressSanitizer reports as an alloc-dealloc mismatch.
+void* operator new(size_t n) {
+  if (void* p = counted_malloc(n)) return p;
   throw std::bad_alloc();
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return counted_malloc(n);
 }
 void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 

@@ -16,7 +16,7 @@
  *   TEST_WRONG_NUMBERS     computes a − b
  *   TEST_PREPARE_DISAGREES prepare refuses operators of more than 40 elements that check accepts
  *   TEST_WRITES_STDOUT     prints from execute
- *   TEST_SEGFAULT          writes through a NULL pointer in execute
+ *   TEST_SEGFAULT          writes through a bad pointer (an unmapped low address) in execute
  *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
  *   TEST_TRUSTS_ARGUMENTS  execute checks only for NULL data, not ranks, shapes or strides
  *
@@ -278,7 +278,8 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
   printf("add_f32: %lld elements\n", (long long)args->kernel->elements);
   for (i = 0; i < args->kernel->elements; ++i) c[i] = a[i] + b[i];
 #elif defined(TEST_SEGFAULT)
-  *(volatile float*)(uintptr_t)args->kernel->elements = a[0];
+  /* Aligned and not NULL, so the crash is the signal even where UBSan checks stores. */
+  *(volatile float*)(uintptr_t)(args->kernel->elements * 16 + 16) = a[0];
   (void)c;
 #elif defined(TEST_SHARED_SCRATCH)
   {
