@@ -1,5 +1,5 @@
 # Thin wrapper over the CMake presets (CMakePresets.json) and the one model fetch.
-.PHONY: deps demo test test-sanitize test-tsan clean
+.PHONY: deps demo test test-assets test-sanitize test-tsan clean
 
 deps:
 	@scripts/install-deps.sh
@@ -12,35 +12,31 @@ demo: deps
 	@scripts/fetch-model.sh build/model-cache >/dev/null || true
 	cmake --build --preset demo
 
-test: deps
+test: deps test-assets
 	cmake --preset release
 	cmake --build --preset release
+	ctest --preset release
+
+# What the tests use beyond the build, each once into build/ (shared by the sanitizer builds);
+# whatever cannot be had is said, and the tests that need it are skipped saying so.
+test-assets:
 	@scripts/fetch-model.sh build/model-cache >/dev/null || \
 		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
 	@scripts/setup-test-venv.sh build/test-venv || \
 		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
 	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \
 		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
-	ctest --preset release
 
 # The whole suite under AddressSanitizer + UBSan (build-sanitize/, -O1), sharing
 # build/model-cache and build/test-venv with `make test` (fetched once). docs/sanitizers.md says
 # what it covers and what it leaves out.
-test-sanitize: deps
-	@scripts/fetch-model.sh build/model-cache >/dev/null || \
-		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
-	@scripts/setup-test-venv.sh build/test-venv || \
-		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
-	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \
-		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
+test-sanitize: deps test-assets
 	cmake --preset sanitize
 	cmake --build --preset sanitize
 	ctest --preset sanitize
 
 # The tests that use threads under ThreadSanitizer (build-tsan/). docs/sanitizers.md.
-test-tsan: deps
-	@scripts/fetch-model.sh build/model-cache >/dev/null || \
-		echo "switchyard: the real-model serve tests (ServeSmolLM2.*) will be SKIPPED" >&2
+test-tsan: deps test-assets
 	cmake --preset tsan
 	cmake --build --preset tsan
 	ctest --preset tsan
