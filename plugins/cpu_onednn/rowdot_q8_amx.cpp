@@ -123,18 +123,16 @@ void tile_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 }
 
 void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  if (a.xt && a.M >= kTile) {
-    switch (a.wtype) {
-      case SY_DTYPE_Q8_0: return tile_columns<Q8_0W<VnniQ8>>(a, n0, n1);
-      case SY_DTYPE_Q4_0: return tile_columns<Q4_0W<VnniQ8>>(a, n0, n1);
-      case SY_DTYPE_Q4_1: return tile_columns<Q4_1W<VnniQ8>>(a, n0, n1);
-      case SY_DTYPE_Q5_0: return tile_columns<Q5_0W<VnniQ8>>(a, n0, n1);
-      case SY_DTYPE_Q5_1: return tile_columns<Q5_1W<VnniQ8>>(a, n0, n1);
-      case SY_DTYPE_Q4_K: return tile_columns<Q4_KW<VnniQ8>>(a, n0, n1);
-      default: break;  // q6_k: two scales per block of 32, the vnni way
-    }
-  }
-  q8_columns_vnni(a, n0, n1);
+  // q6_k has two scales per block of 32: it goes the vnni way at every M.
+  bool tiled = false;
+  if (a.xt && a.M >= kTile)
+    with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) {
+      if constexpr (!decltype(d)::kHalves) {
+        tile_columns<decltype(d)>(a, n0, n1);
+        tiled = true;
+      }
+    });
+  if (!tiled) q8_columns_vnni(a, n0, n1);
 }
 
 const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile};

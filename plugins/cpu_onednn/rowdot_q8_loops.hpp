@@ -24,12 +24,16 @@ namespace {
 // The weight decoders: D::at(row, b, w, s0, s1, coeff) gives the 32-element sub-block b of a
 // weight row: w its 32 integers (signed when D::kSigned), s0 its scale (D::kHalves: elements
 // 0-15's, and s1 16-31's), coeff the offset that multiplies the activation block's sum s
-// (D::kOffset: q4_1's m, q4_k's −dmin·m).
+// (D::kOffset: q4_1's m, q4_k's −dmin·m). D::kHalfFirst: each block of 32 is kBlockBytes long and
+// starts with its f16 scale (and, with kOffset, its f16 offset next), so a block's factors can be
+// read without decoding it (rowdot_q8_rows8_vnni.hpp gathers them); K-quants derive theirs.
 template <class Ops>
 struct Q8_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 34;
   static constexpr bool kSigned = true, kOffset = false, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
-    const uint8_t* p = row + 34 * b;
+    const uint8_t* p = row + kBlockBytes * b;
     w = Ops::load(p + 2);
     s0 = Ops::half(p);
   }
@@ -37,9 +41,11 @@ struct Q8_0W {
 
 template <class Ops>
 struct Q4_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 18;
   static constexpr bool kSigned = true, kOffset = false, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
-    const uint8_t* p = row + 18 * b;
+    const uint8_t* p = row + kBlockBytes * b;
     w = Ops::sub(Ops::nibbles(p + 2), 8);
     s0 = Ops::half(p);
   }
@@ -47,10 +53,12 @@ struct Q4_0W {
 
 template <class Ops>
 struct Q4_1W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 20;
   static constexpr bool kSigned = false, kOffset = true, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
                  float& coeff) {
-    const uint8_t* p = row + 20 * b;
+    const uint8_t* p = row + kBlockBytes * b;
     w = Ops::nibbles(p + 4);
     s0 = Ops::half(p);
     coeff = Ops::half(p + 2);
@@ -60,9 +68,11 @@ struct Q4_1W {
 // q5_0: d·(q − 16), q the nibble and the fifth bit (dequant_q5_0).
 template <class Ops>
 struct Q5_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 22;
   static constexpr bool kSigned = true, kOffset = false, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
-    const uint8_t* p = row + 22 * b;
+    const uint8_t* p = row + kBlockBytes * b;
     w = Ops::sub(Ops::q5(p + 6, p + 2), 16);
     s0 = Ops::half(p);
   }
@@ -71,10 +81,12 @@ struct Q5_0W {
 // q5_1: d·q + m (dequant_q5_1).
 template <class Ops>
 struct Q5_1W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 24;
   static constexpr bool kSigned = false, kOffset = true, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
                  float& coeff) {
-    const uint8_t* p = row + 24 * b;
+    const uint8_t* p = row + kBlockBytes * b;
     w = Ops::q5(p + 8, p + 4);
     s0 = Ops::half(p);
     coeff = Ops::half(p + 2);
@@ -84,6 +96,7 @@ struct Q5_1W {
 // q4_k: sub-block j is d·sc_j·q − dmin·m_j (quant_blocks.hpp's dequant_q4_k).
 template <class Ops>
 struct Q4_KW {
+  static constexpr bool kHalfFirst = false;
   static constexpr bool kSigned = false, kOffset = true, kHalves = false;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
                  float& coeff) {
@@ -101,6 +114,7 @@ struct Q4_KW {
 // q6_k: sub-blocks of 16, d·sc·(q − 32) (dequant_q6_k); an activation block covers two.
 template <class Ops>
 struct Q6_KW {
+  static constexpr bool kHalfFirst = false;
   static constexpr bool kSigned = true, kOffset = false, kHalves = true;
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float& s1, float&) {
     const uint8_t* p = row + 210 * (b / 8);
@@ -206,18 +220,25 @@ void q8_columns_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   }
 }
 
+// f(D{}) with D the decoder of `t` on Ops; nothing for a type without one (the envelope's weight
+// dtypes, kernel_table.cpp, keep those away). Every q8 path dispatches through this.
+template <class Ops, class F>
+void with_q8_decoder(sy_dtype t, F&& f) {
+  switch (t) {
+    case SY_DTYPE_Q8_0: return f(Q8_0W<Ops>{});
+    case SY_DTYPE_Q4_0: return f(Q4_0W<Ops>{});
+    case SY_DTYPE_Q4_1: return f(Q4_1W<Ops>{});
+    case SY_DTYPE_Q5_0: return f(Q5_0W<Ops>{});
+    case SY_DTYPE_Q5_1: return f(Q5_1W<Ops>{});
+    case SY_DTYPE_Q4_K: return f(Q4_KW<Ops>{});
+    case SY_DTYPE_Q6_K: return f(Q6_KW<Ops>{});
+    default: return;
+  }
+}
+
 template <class Ops>
 void q8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  switch (a.wtype) {
-    case SY_DTYPE_Q8_0: return q8_columns_of<Ops, Q8_0W<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q4_0: return q8_columns_of<Ops, Q4_0W<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q4_1: return q8_columns_of<Ops, Q4_1W<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q5_0: return q8_columns_of<Ops, Q5_0W<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q5_1: return q8_columns_of<Ops, Q5_1W<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q4_K: return q8_columns_of<Ops, Q4_KW<Ops>>(a, n0, n1);
-    case SY_DTYPE_Q6_K: return q8_columns_of<Ops, Q6_KW<Ops>>(a, n0, n1);
-    default: return;  // the envelope's weight dtypes (kernel_table.cpp) keep others away
-  }
+  with_q8_decoder<Ops>(a.wtype, [&](auto d) { q8_columns_of<Ops, decltype(d)>(a, n0, n1); });
 }
 
 // Rows [m0, m1) of x as Q8Blocks, through Ops::quantize on 32 f32 values at a time.

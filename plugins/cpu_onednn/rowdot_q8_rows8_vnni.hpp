@@ -15,38 +15,6 @@
 namespace sy::cpu {
 namespace {
 
-// Where a weight type keeps its f16 scale (and offset, in the next two bytes) in each block of
-// 32, for the types whose scale is one stored half: a gather of 4 bytes at the block's start.
-template <class D>
-struct GatheredScale {
-  static constexpr bool kHas = false;
-};
-template <>
-struct GatheredScale<Q8_0W<VnniQ8>> {
-  static constexpr bool kHas = true;
-  static constexpr int kBlockBytes = 34;
-};
-template <>
-struct GatheredScale<Q4_0W<VnniQ8>> {
-  static constexpr bool kHas = true;
-  static constexpr int kBlockBytes = 18;
-};
-template <>
-struct GatheredScale<Q4_1W<VnniQ8>> {
-  static constexpr bool kHas = true;
-  static constexpr int kBlockBytes = 20;
-};
-template <>
-struct GatheredScale<Q5_0W<VnniQ8>> {
-  static constexpr bool kHas = true;
-  static constexpr int kBlockBytes = 22;
-};
-template <>
-struct GatheredScale<Q5_1W<VnniQ8>> {
-  static constexpr bool kHas = true;
-  static constexpr int kBlockBytes = 24;
-};
-
 // The 8 int32 sums of 4 vectors whose halves are rows (p[i]: rows 2i, 2i+1; 8 lanes each), in
 // row order. Integer sums are exact, so the order of the additions does not matter.
 inline __m256i sum_rows8(const __m512i (&p)[4]) {
@@ -84,7 +52,7 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
   alignas(32) float s0[8][8], s1[8][8], coeff[8][8];
   __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    if (!GatheredScale<D>::kHas && b % 8 == 0)
+    if (!D::kHalfFirst && b % 8 == 0)
       q8_scales8<D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
     const __m512i xq = _mm512_broadcast_i64x4(VnniQ8::load(x[b].q));
     constexpr __mmask64 kLow = 0x0000ffff0000ffffull;
@@ -115,9 +83,9 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
       }
     }
     __m256 scale, offset;
-    if constexpr (GatheredScale<D>::kHas) {
-      const __m256i h = _mm256_i32gather_epi32(
-          reinterpret_cast<const int*>(w + GatheredScale<D>::kBlockBytes * b), rows, 1);
+    if constexpr (D::kHalfFirst) {
+      const __m256i h =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + D::kBlockBytes * b), rows, 1);
       scale = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
       offset = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(h, 16)));
     } else {
@@ -158,16 +126,7 @@ void q8_columns_vnni_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 
 // The vnni tier's columns (and the amx tier's, below its tile rows).
 inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  switch (a.wtype) {
-    case SY_DTYPE_Q8_0: return q8_columns_vnni_of<Q8_0W<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q4_0: return q8_columns_vnni_of<Q4_0W<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q4_1: return q8_columns_vnni_of<Q4_1W<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q5_0: return q8_columns_vnni_of<Q5_0W<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q5_1: return q8_columns_vnni_of<Q5_1W<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q4_K: return q8_columns_vnni_of<Q4_KW<VnniQ8>>(a, n0, n1);
-    case SY_DTYPE_Q6_K: return q8_columns_vnni_of<Q6_KW<VnniQ8>>(a, n0, n1);
-    default: return;  // the envelope's weight dtypes (kernel_table.cpp) keep others away
-  }
+  with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) { q8_columns_vnni_of<decltype(d)>(a, n0, n1); });
 }
 
 }  // namespace
