@@ -32,7 +32,7 @@ void PlanFlags::add(po::options_description& desc, int64_t default_sequences,
       "dtype", po::value(&dtype), "run in f32|bf16 instead of the model's dtype")(
       "numerics", po::value(&numerics)->default_value(numerics_name(kDefaultNumerics)),
       "exact: products on the weights as stored; fast: also kernels that quantize activations "
-      "to 8-bit blocks (docs/numerics.md)")(
+      "to 16-bit (or 8-bit) blocks and multiply integers (docs/numerics.md)")(
       "allow-config-key", po::value(&allowed_config_keys),
       "accept this unknown config.json key as without effect; repeatable")(
       "memory-reserve", po::value(&memory_reserve),

@@ -74,10 +74,18 @@ AbiDeviceView::AbiDeviceView(const DeviceInfo& d) {
 }
 
 uint64_t features_at_minor(uint64_t features, uint32_t minor) {
+  if (minor >= 9) return features;
+  features &= ~SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16);  // bit 18 meant nothing before 1.9
   if (minor >= 8) return features;
   features &= ~SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);  // bit 17 meant nothing before 1.8
   if (minor >= 5) return features;
   return features & ~(SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(SY_FEATURE_PAGED_KV));
+}
+
+std::optional<DeclaredNumerics> declared_numerics(uint64_t features) {
+  for (const DeclaredNumerics& n : kDeclaredNumerics)
+    if (features & SY_FEATURE_BIT(n.bit)) return n;
+  return std::nullopt;
 }
 
 uint64_t dtypes_at_minor(uint64_t dtypes, uint32_t minor) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,24 @@ struct Envelope {
 // operand forms exist since 1.5, so an older plugin's bits there (paged_kv predates its
 // operands) promise nothing the host may rely on.
 uint64_t features_at_minor(uint64_t features, uint32_t minor);
+// A kernel's declared arithmetic where it is not the op's exact definition (vocabulary.h's
+// numerics features, docs/numerics.md): the feature's name and what it does to the numbers.
+struct DeclaredNumerics {
+  sy_feature bit;
+  const char* feature;  // "activation_q16", "activation_q8"
+  const char* what;     // "activations quantized to 16-bit blocks"
+  int levels;           // a block's largest |q|: d = max|x| / levels, q = round-half-even(x / d)
+};
+// Every numerics feature, the coarser first.
+inline constexpr DeclaredNumerics kDeclaredNumerics[] = {
+    {SY_FEATURE_ACTIVATION_Q8, "activation_q8", "activations quantized to 8-bit blocks", 127},
+    {SY_FEATURE_ACTIVATION_Q16, "activation_q16", "activations quantized to 16-bit blocks",
+     127 * 254},
+};
+// nullopt for a kernel that declares none (exact). A kernel declaring both is taken at the
+// coarser, 8-bit one: the claim that promises less.
+std::optional<DeclaredNumerics> declared_numerics(uint64_t features);
+
 // The dtypes (a mask) an envelope of a plugin at ABI minor `minor` may declare: q5_0, q5_1,
 // iq4_nl, iq4_xs, q2_k and q3_k are 1.6's, so an older plugin's bits there name nothing it could
 // have known.

@@ -219,7 +219,7 @@ void Buffers::paged_metadata(std::mt19937& rng) {
   }
 }
 
-void Buffers::quantize_input_q8(size_t index) {
+void Buffers::quantize_input(size_t index, int levels) {
   Tensor& t = in_[index];
   const sy_dtype dt = t.desc.dtype;
   const size_t n = t.bytes.size() / (dt == SY_DTYPE_F32 ? 4 : 2);
@@ -229,7 +229,7 @@ void Buffers::quantize_input_q8(size_t index) {
       x[i] = float(value(t.bytes, dt, b0 + i));
       amax = std::max(amax, std::fabs(x[i]));
     }
-    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    const float d = amax / float(levels), id = d != 0.f ? 1.f / d : 0.f;
     for (int i = 0; i < 32; ++i) set(t.bytes, dt, b0 + i, double(d) * std::nearbyint(x[i] * id));
   }
 }

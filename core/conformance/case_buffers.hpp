@@ -27,11 +27,12 @@ class Buffers {
 
   std::vector<const DLTensor*> inputs() const;
   std::vector<const DLTensor*> outputs() const;
-  // Replaces input `index` (f32 or bf16, rows of whole blocks of 32) by the values an
-  // activation_q8 kernel multiplies (vocabulary.h's SY_FEATURE_ACTIVATION_Q8): per block of 32,
-  // d = max|x| / 127 and q = round-half-even(x · (1/d)), in f32; the block becomes d·q. An exact
-  // reference given these computes what such a kernel should.
-  void quantize_input_q8(size_t index);
+  // Replaces input `index` (f32 or bf16, rows of whole blocks of 32) by the values a kernel
+  // that quantizes its activations multiplies (envelope.hpp's DeclaredNumerics::levels: 127
+  // for activation_q8, 32258 for activation_q16): per block of 32, d = max|x| / levels and
+  // q = round-half-even(x · (1/d)), in f32; the block becomes d·q. An exact reference given these
+  // computes what such a kernel should.
+  void quantize_input(size_t index, int levels);
   // Copies of the inputs' DLTensors, to break one (bad-argument checks).
   std::vector<DLTensor> input_tensors() const;
   // "" when every output is within the tolerance of `want`'s (bit-identical when `exact`); else

@@ -129,8 +129,8 @@ Run::Outcome Run::compare_with_reference(size_t index, const GridCase& c, Prepar
   if (!ref) return Outcome::no_reference;
   Buffers got(c.op, opts_.seed + ++seed_, c.actual_inputs, c.actual_outputs), want = got;
   // A kernel that quantizes its activations is held to the reference on those values.
-  if (plugin_.kernels()[index].features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8))
-    want.quantize_input_q8(0);
+  if (auto n = declared_numerics(plugin_.kernels()[index].features))
+    want.quantize_input(0, n->levels);
   if (auto e = kernel.execute(got.inputs(), got.outputs())) {
     fail("execute_failed", name, c.label, e->what());
     return Outcome::failed;

@@ -101,7 +101,7 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   const Envelope& env = p.kernels()[kernel];
   Candidate c;
   c.report = {p.name(), env.kernel, env.family, dev.id, dev.info.type, false, {}};
-  c.activation_q8 = env.features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);
+  c.numerics = declared_numerics(env.features);
   auto rank = std::find(pol_.prefer.begin(), pol_.prefer.end(), dev.info.type);
   c.pref_rank = int(rank - pol_.prefer.begin());
   if (auto refusal = usable(p, env, dev)) {
@@ -123,11 +123,12 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   }
   CheckResult r = judge(phase, n, where, p, kernel, dev, op, c);
   // After the plugin's own answer, so the reasons show whether numerics alone stood in the way.
-  if (c.activation_q8 && pol_.numerics == Numerics::exact) {
+  if (c.numerics && pol_.numerics == Numerics::exact) {
     r.accepted = false;
-    r.refusals.push_back({"numerics", "exact (--numerics exact)", "activation_q8",
-                          "kernel quantizes its activations to 8-bit blocks (activation_q8); "
-                          "--numerics exact keeps products on the weights as stored"});
+    r.refusals.push_back({"numerics", "exact (--numerics exact)", c.numerics->feature,
+                          std::string("kernel computes with its ") + c.numerics->what + " (" +
+                              c.numerics->feature +
+                              "); --numerics exact keeps products on the weights as stored"});
   }
   c.report.accepted = r.accepted;
   c.report.reasons = r.refusals;

@@ -33,7 +33,7 @@ struct Candidate {
   std::vector<Adaptation> adaptations;         // what serving the op through it takes
   std::string rule_extra;                      // the adaptations, for a person
   int64_t workspace = 0;                       // bytes its check declared (ABI 1.4)
-  bool activation_q8 = false;                  // the kernel declares SY_FEATURE_ACTIVATION_Q8
+  std::optional<DeclaredNumerics> numerics;    // the kernel's, where not exact
 };
 
 class Candidates {

@@ -2,6 +2,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/capability/envelope.hpp"
 #include "core/capability/vocabulary.hpp"
 #include "core/errors/errors.hpp"
 #include "core/planner/planner.hpp"
@@ -116,12 +117,13 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
   if (!m.split.empty()) out << "  binding split: " << m.split << "\n";
 }
 
-// Which arithmetic the phase's ops got: how many quantize their activations, and, under exact,
-// how many could have (a kernel refused for numerics alone).
+// Which arithmetic the phase's ops got: how many quantize their activations (per numerics
+// feature), and, under exact, how many could have (a kernel refused for numerics alone).
 std::string numerics_line(const Policy& policy, const PhasePlan& p) {
-  size_t q8 = 0, could = 0;
+  std::map<std::string, size_t> quantized;  // feature -> ops
+  size_t could = 0;
   for (const auto& o : p.ops) {
-    if (o.numerics == "activation_q8") ++q8;
+    if (o.numerics != "exact") ++quantized[o.numerics];
     for (const auto& r : o.rejected)
       if (r.reasons.size() == 1 && r.reasons[0].constraint == "numerics") {
         ++could;
@@ -130,14 +132,17 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
   }
   std::ostringstream out;
   out << "numerics: " << numerics_name(policy.numerics) << " (--numerics): ";
-  if (policy.numerics == Numerics::fast)
-    out << q8 << " ops quantize their activations to 8-bit blocks (activation_q8), every other "
-        << "op exact";
-  else
+  if (policy.numerics == Numerics::fast) {
+    for (const DeclaredNumerics& n : kDeclaredNumerics)
+      if (auto it = quantized.find(n.feature); it != quantized.end())
+        out << it->second << " ops compute with " << n.what << " (" << n.feature << "), ";
+    out << (quantized.empty() ? "every op exact" : "every other op exact");
+  } else {
     out << "every op exact"
         << (could ? "; " + std::to_string(could) +
                         " could quantize their activations (--numerics fast)"
                   : "");
+  }
   return out.str();
 }
 

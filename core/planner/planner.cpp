@@ -212,8 +212,8 @@ class PhasePlanner {
                                    : "")
                         : "the preferred device type refused it; next in --prefer order";
     if (!best.rule_extra.empty()) choice.rule += "; " + best.rule_extra;
-    if (best.activation_q8)
-      choice.rule += "; activations quantized to 8-bit blocks (--numerics fast)";
+    if (best.numerics)
+      choice.rule += std::string("; ") + best.numerics->what + " (--numerics fast)";
     if (!choice.wanted.empty() || best.pref_rank <= top_rank) return;
     std::vector<CandidateReport> better;
     for (const auto& c : all)
@@ -236,7 +236,7 @@ class PhasePlanner {
     p.rule = rule;
     p.adaptations = best.adaptations;
     p.workspace_bytes = best.workspace;
-    p.numerics = best.activation_q8 ? "activation_q8" : "exact";
+    p.numerics = best.numerics ? best.numerics->feature : "exact";
     for (const auto& f : phase_.fusions)
       if (n.op == SY_OP_FUSED_DECODE_ATTENTION && f.fused.id == n.id) p.fused_group = f.group;
     for (const auto& r : reports)

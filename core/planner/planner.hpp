@@ -27,8 +27,8 @@ namespace sy {
 
 // Which arithmetic a kernel may use (docs/numerics.md). exact: products on the weights as
 // stored or dequantized (the parity tests' numbers). fast: also kernels that quantize their
-// activations to 8-bit blocks (SY_FEATURE_ACTIVATION_Q8, llama.cpp's numerics), preferred by
-// their cost where they serve the op.
+// activations to 16-bit blocks (SY_FEATURE_ACTIVATION_Q16) or 8-bit ones (SY_FEATURE_ACTIVATION_Q8,
+// llama.cpp's numerics), preferred by their cost where they serve the op.
 enum class Numerics { exact, fast };
 const char* numerics_name(Numerics n);
 std::optional<Numerics> parse_numerics(const std::string& text);
@@ -80,8 +80,8 @@ struct PlannedOp {
   std::vector<std::string> input_locations, output_locations;
   // Memory the kernel holds from prepare to release (its check's ABI 1.4 workspace_bytes).
   int64_t workspace_bytes = 0;
-  // The kernel's arithmetic: "exact", or "activation_q8" (its activations quantized to 8-bit
-  // blocks; only under --numerics fast).
+  // The kernel's arithmetic: "exact", or the numerics feature it declares ("activation_q16",
+  // "activation_q8": its activations quantized to blocks; only under --numerics fast).
   std::string numerics = "exact";
 };
 

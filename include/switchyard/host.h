@@ -234,7 +234,8 @@ typedef struct sy_plan_options {
   int64_t kv_blocks;
   /* Since 1.2. The arithmetic kernels may use (`--numerics`, docs/numerics.md): "exact"
    * (products on the weights as stored or dequantized) or "fast" (also kernels that quantize
-   * their activations to 8-bit blocks, as llama.cpp does); NULL: the runtime's default, exact.
+   * their activations to 16-bit blocks, or 8-bit ones as llama.cpp does, and multiply integers);
+   * NULL: the runtime's default, exact.
    * Another string is SY402. sy_plan_json says per op which it got ("numerics"). */
   const char* numerics;
 } sy_plan_options;

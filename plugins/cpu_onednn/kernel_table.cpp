@@ -23,7 +23,7 @@ constexpr uint64_t kQuantized =
 
 using sy::edge::feature_mask;
 
-// The weights the activation_q8 matmul serves (rowdot_q8.hpp).
+// The weights the activation_q16 matmul serves (rowdot_q8.hpp).
 constexpr uint64_t kQ8Weights = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
                                 SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q5_0) |
                                 SY_DTYPE_BIT(SY_DTYPE_Q5_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
@@ -93,10 +93,11 @@ const sy_kernel_envelope kEnvelopes[] = {
     with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
                           feature_mask({SY_FEATURE_TRANSPOSED_B})),
                  kQuantized),
-    // Activations quantized to 8-bit blocks: llama.cpp's numerics, chosen under --numerics fast.
+    // Activations quantized to 16-bit blocks on int8 dot products (rowdot_q8.hpp), chosen
+    // under --numerics fast.
     cheaper(
-        with_weights(envelope("matmul_q8", SY_OP_MATMUL, "generic", F32 | BF16,
-                              feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q8})),
+        with_weights(envelope("matmul_q16", SY_OP_MATMUL, "generic", F32 | BF16,
+                              feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q16})),
                      kQ8Weights),
         0.5),
     with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
@@ -164,12 +165,12 @@ int limit_copy(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, v
 }
 
 // Block-quantized weights only: its product is the weights' integers times the activations'.
-int limit_matmul_q8(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+int limit_matmul_q16(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   if (op->num_inputs < 2 || !op->inputs[1] || sy_dtype_is_blocked(op->inputs[1]->dtype)) return 0;
   const char* have = sy_dtype_name(op->inputs[1]->dtype);
   char text[128];
   std::snprintf(text, sizeof text,
-                "matmul_q8 multiplies block-quantized weights only, not %s (the matmul kernel "
+                "matmul_q16 multiplies block-quantized weights only, not %s (the matmul kernel "
                 "serves those)",
                 have ? have : "?");
   return sy_refuse(add, ctx, "weight_dtype", have ? have : "?",
@@ -190,7 +191,7 @@ const sy::edge::NarrowFn kLimits[] = {
     limit_fused_decode,
     nullptr,
     nullptr,
-    limit_matmul_q8,
+    limit_matmul_q16,
     nullptr,
     nullptr,
     nullptr,
@@ -211,26 +212,26 @@ const sy::edge::NarrowFn kLimits[] = {
     nullptr,
 };
 const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
-    make_attention, make_fused_decode, make_kv_cache_append, make_matmul,
-    make_matmul_q8, make_embedding,    make_rms_norm,        make_layer_norm,
-    make_rope,      make_unary,        make_unary,           make_binary,
-    make_binary,    make_binary,       make_binary,          make_softmax,
-    make_argmax,    make_copy,         make_sinks_from_lse,  make_softcap,
-    make_slice,     make_moe_router,   make_moe_experts,
+    make_attention,  make_fused_decode, make_kv_cache_append, make_matmul,
+    make_matmul_q16, make_embedding,    make_rms_norm,        make_layer_norm,
+    make_rope,       make_unary,        make_unary,           make_binary,
+    make_binary,     make_binary,       make_binary,          make_softmax,
+    make_argmax,     make_copy,         make_sinks_from_lse,  make_softcap,
+    make_slice,      make_moe_router,   make_moe_experts,
 };
 // matmul: what make_matmul's kernel for this op keeps from prepare to release.
 uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return matmul_workspace_bytes(op);
 }
-uint64_t matmul_q8_workspace(const sy_device_desc*, const sy_op_desc* op) {
-  return matmul_q8_workspace_bytes(op);
+uint64_t matmul_q16_workspace(const sy_device_desc*, const sy_op_desc* op) {
+  return matmul_q16_workspace_bytes(op);
 }
 // moe_experts: its sorted slots' rows and intermediates (ops_moe.cpp).
 uint64_t experts_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return moe_experts_workspace_bytes(op);
 }
 const sy::edge::WorkspaceFn kWorkspace[] = {
-    nullptr, nullptr, nullptr,           matmul_workspace, matmul_q8_workspace,
+    nullptr, nullptr, nullptr,           matmul_workspace, matmul_q16_workspace,
     nullptr, nullptr, nullptr,           nullptr,          nullptr,
     nullptr, nullptr, nullptr,           nullptr,          nullptr,
     nullptr, nullptr, nullptr,           nullptr,          nullptr,

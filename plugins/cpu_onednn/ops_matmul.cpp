@@ -203,15 +203,15 @@ class RowdotKernel final : public CpuKernel {
   std::vector<float> x32_;  // bf16 x widened (tiers that read f32 x)
 };
 
-// c = a · bᵀ with a quantized to 8-bit blocks first (rowdot_q8.hpp: the activation_q8 numerics,
-// which the planner chooses only under --numerics fast).
+// c = a · bᵀ with a quantized to 16-bit blocks first (rowdot_q8.hpp: the activation_q16
+// numerics, which the planner chooses only under --numerics fast).
 class RowdotQ8Kernel final : public CpuKernel {
  public:
   RowdotQ8Kernel(int64_t m, int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
       : tier_(rowdot_q8_tier(active_tier())),
         ctx_(ctx),
         xq_(size_t(m * (k / 32))),
-        xt_(tier_.tile_x && m >= tier_.tile_min_rows ? size_t(q8_tile_x_bytes(m, k)) : 0) {
+        xt_(tier_.tile_x && m >= tier_.tile_min_rows ? size_t(q16_tile_x_bytes(m, k)) : 0) {
     args_.wtype = wtype;
     args_.y_bf16 = bf16;
     args_.K = k;
@@ -226,7 +226,7 @@ class RowdotQ8Kernel final : public CpuKernel {
     a.xq = xq_.data();
     const float* xf = a.y_bf16 ? nullptr : data_of<const float>(in[0]);
     const uint16_t* xb = a.y_bf16 ? data_of<const uint16_t>(in[0]) : nullptr;
-    Q8Block* xq = xq_.data();
+    Q16Block* xq = xq_.data();
     const RowdotQ8Tier& tier = tier_;
     parallel_for(ctx_, a.M, a.K, [&](int64_t m) { tier.quantize(xf, xb, a.K, m, m + 1, xq); });
     if (!xt_.empty() && a.M >= tier.tile_min_rows) {
@@ -243,8 +243,8 @@ class RowdotQ8Kernel final : public CpuKernel {
   const RowdotQ8Tier& tier_;
   CpuContext ctx_;
   RowdotQ8Args args_{};
-  std::vector<Q8Block> xq_;  // x's rows quantized, for the prepared bound of M
-  std::vector<uint8_t> xt_;  // and in the tier's tile layout, where it has one
+  std::vector<Q16Block> xq_;  // x's rows quantized, for the prepared bound of M
+  std::vector<uint8_t> xt_;   // and in the tier's tile layout, where it has one
 };
 
 }  // namespace
@@ -266,7 +266,7 @@ uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
   return uint64_t(elements) * sizeof(float);  // x widened
 }
 
-uint64_t matmul_q8_workspace_bytes(const sy_op_desc* op) {
+uint64_t matmul_q16_workspace_bytes(const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
   int64_t elements = 1;
   for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
@@ -274,11 +274,12 @@ uint64_t matmul_q8_workspace_bytes(const sy_op_desc* op) {
   const RowdotQ8Tier& tier = rowdot_q8_tier(active_tier());
   // x's rows as blocks, and in the tier's tile layout where it has one (as RowdotQ8Kernel).
   const bool tiles = tier.tile_x && m >= tier.tile_min_rows;
-  return uint64_t(elements / 32) * sizeof(Q8Block) + (tiles ? uint64_t(q8_tile_x_bytes(m, k)) : 0);
+  return uint64_t(elements / 32) * sizeof(Q16Block) +
+         (tiles ? uint64_t(q16_tile_x_bytes(m, k)) : 0);
 }
 
-std::unique_ptr<CpuKernel> make_matmul_q8(const sy::edge::OpCopy& op, const CpuContext& ctx) {
-  sy::edge::enforce_contract(op, "matmul_q8");
+std::unique_ptr<CpuKernel> make_matmul_q16(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  sy::edge::enforce_contract(op, "matmul_q16");
   const auto& b = op.inputs[1].shape;  // [N, K]: the envelope admits block-quantized b only
   const int64_t m = op.inputs[0].elements() / b[1];
   return std::make_unique<RowdotQ8Kernel>(m, b[1], b[0], op.inputs[1].dtype,

@@ -3,7 +3,8 @@
 // tier of a CPU with AMX-INT8 (cpu_tier.cpp got tile state from the kernel).
 //
 // Per 16 weight rows (decoded once into bytes, scales and offsets) and 16 rows of x, block by
-// block of 32: one tile product gives the 16 × 16 exact integer sums Σ, then every output lane
+// block of 32: a tile product per digit of x gives the 16 × 16 exact integer sums Σ (254 · the
+// high digit's plus the low's), then every output lane
 // takes acc = fma(float(Σ), w_scale · d, acc) and off = fma(offset, s, off), and the result is
 // acc + off: the arithmetic of every q8 path (rowdot_q8_loops.hpp), so a row's result is the
 // same whichever way its step went (batch invariance).
@@ -20,25 +21,29 @@ namespace {
 
 constexpr int kTile = 16;
 
-// x's rows [16·t0, 16·t1) in the tile layout (q8_tile_x_bytes); rows past M are zeros.
+// x's rows [16·t0, 16·t1) in the tile layout (q16_tile_x_bytes); rows past M are zeros.
 void tile_x(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out) {
   const int64_t blocks = a.K / 32;
   auto* base = static_cast<uint8_t*>(out);
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t b = 0; b < blocks; ++b) {
-      uint8_t* at = base + (t * blocks + b) * 640;
-      auto* groups = reinterpret_cast<uint32_t*>(at);  // [8][16]
-      auto* d = reinterpret_cast<float*>(at + 512);
+      uint8_t* at = base + (t * blocks + b) * kQ16TileBlockBytes;
+      auto* hi = reinterpret_cast<uint32_t*>(at);  // [8][16], then lo the same
+      auto* lo = hi + 8 * kTile;
+      auto* d = reinterpret_cast<float*>(at + 1024);
       float* s = d + kTile;
       for (int i = 0; i < kTile; ++i) {
         const int64_t m = t * kTile + i;
         if (m >= a.M) {
-          for (int g = 0; g < 8; ++g) groups[g * kTile + i] = 0;
+          for (int g = 0; g < 8; ++g) hi[g * kTile + i] = lo[g * kTile + i] = 0;
           d[i] = s[i] = 0.f;
           continue;
         }
-        const Q8Block& xb = a.xq[m * blocks + b];
-        for (int g = 0; g < 8; ++g) std::memcpy(&groups[g * kTile + i], xb.q + 4 * g, 4);
+        const Q16Block& xb = a.xq[m * blocks + b];
+        for (int g = 0; g < 8; ++g) {
+          std::memcpy(&hi[g * kTile + i], xb.hi + 4 * g, 4);
+          std::memcpy(&lo[g * kTile + i], xb.lo + 4 * g, 4);
+        }
         d[i] = xb.d;
         s[i] = xb.s;
       }
@@ -66,25 +71,35 @@ template <class D>
 void tile_product(const RowdotQ8Args& a, const uint8_t* bytes, const float* scale,
                   const float* coeff, int64_t n, int64_t t) {
   const int64_t blocks = a.K / 32;
-  const auto* xt = static_cast<const uint8_t*>(a.xt) + t * blocks * 640;
+  const auto* xt = static_cast<const uint8_t*>(a.xt) + t * blocks * kQ16TileBlockBytes;
   __m512 acc[kTile], off[kTile];
   for (int r = 0; r < kTile; ++r) acc[r] = off[r] = _mm512_setzero_ps();
-  alignas(64) int32_t sums[kTile][kTile];
+  alignas(64) int32_t sums_hi[kTile][kTile], sums_lo[kTile][kTile];
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* at = xt + b * 640;
+    const uint8_t* at = xt + b * kQ16TileBlockBytes;
     _tile_zero(0);
+    _tile_zero(3);
     _tile_loadd(1, bytes + 32 * b, a.K);
     _tile_loadd(2, at, 64);
-    if constexpr (D::kSigned)
+    _tile_loadd(4, at + 512, 64);
+    if constexpr (D::kSigned) {
       _tile_dpbssd(0, 1, 2);
-    else
+      _tile_dpbssd(3, 1, 4);
+    } else {
       _tile_dpbusd(0, 1, 2);
-    _tile_stored(0, sums, 64);
-    const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 512));
-    const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 512) + kTile);
+      _tile_dpbusd(3, 1, 4);
+    }
+    _tile_stored(0, sums_hi, 64);
+    _tile_stored(3, sums_lo, 64);
+    const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 1024));
+    const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(at + 1024) + kTile);
     for (int r = 0; r < kTile; ++r) {
+      const __m512i h = _mm512_load_si512(sums_hi[r]);
+      const __m512i sum = _mm512_add_epi32(
+          _mm512_sub_epi32(_mm512_slli_epi32(h, 8), _mm512_slli_epi32(h, 1)),  // 254 · hi
+          _mm512_load_si512(sums_lo[r]));
       const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(scale[r * blocks + b]), d);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[r])), dd, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, acc[r]);
       if constexpr (D::kOffset)
         off[r] = _mm512_fmadd_ps(_mm512_set1_ps(coeff[r * blocks + b]), s, off[r]);
     }
@@ -112,9 +127,9 @@ void tile_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   scale.resize(std::max(scale.size(), size_t(kTile * blocks)));
   coeff.resize(std::max(coeff.size(), size_t(kTile * blocks)));
   const auto* w = static_cast<const uint8_t*>(a.w);
-  // tmm0: C, 16 weight rows × 16 rows of x, int32; tmm1: A, 16 weight rows × 32 bytes; tmm2:
-  // B, 8 groups of 4 bytes × 16 rows of x.
-  configure_tiles<3>({{16, 64}, {16, 32}, {8, 64}});
+  // tmm0 and tmm3: C of x's high and low digits, 16 weight rows × 16 rows of x, int32; tmm1: A,
+  // 16 weight rows × 32 bytes; tmm2 and tmm4: B of the two digits, 8 groups of 4 bytes × 16 rows.
+  configure_tiles<5>({{16, 64}, {16, 32}, {8, 64}, {16, 64}, {8, 64}});
   for (int64_t n = n0; n < n1; n += kTile) {
     decode_rows<D>(a, w, row_bytes, n, bytes.data(), scale.data(), coeff.data());
     for (int64_t t = 0; t < tiles; ++t)

@@ -40,11 +40,16 @@ struct Avx2Q8 {
     return _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
   }
   static B sub(B w, int c) { return _mm256_sub_epi8(w, _mm256_set1_epi8(char(c))); }
-  // No pair of products saturates int16: |w| <= 128 and |x| <= 127, or w <= 63 unsigned.
-  static L dot_u(B w, B x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+  // kQ16Radix·Σ w·hi + Σ w·lo per lane. No pair of products saturates int16 (|w| <= 128 and
+  // |x| <= 127, or w <= 63 unsigned), and madd's int16 weights take the radix for free.
+  static L dot_u(B w, B hi, B lo) {
+    return _mm256_add_epi32(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(w, hi), _mm256_set1_epi16(kQ16Radix)),
+        _mm256_madd_epi16(_mm256_maddubs_epi16(w, lo), _mm256_set1_epi16(1)));
   }
-  static L dot_s(B w, B x) { return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+  static L dot_s(B w, B hi, B lo) {
+    return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(hi, w), _mm256_sign_epi8(lo, w));
+  }
   static L zero_l() { return _mm256_setzero_si256(); }
   // Four outputs' sums: Σ of each of the 4 lane vectors (halves: lanes 0-3, 4-7 apart).
   using V4 = __m128;
@@ -69,7 +74,20 @@ struct Avx2Q8 {
     std::memcpy(&h, p, sizeof h);
     return _cvtsh_ss(h);
   }
-  static void quantize(const float* x, Q8Block& out) {
+  // 32 int32 values in [−127, 127] (v[0] elements 0-7, …) as bytes in element order.
+  static void store_bytes(const __m256i (&v)[4], int8_t* out) {
+    const __m256i b =
+        _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(b, order));
+  }
+  static int32_t sum8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+  }
+  static void quantize(const float* x, Q16Block& out) {
     const __m256 sign = _mm256_set1_ps(-0.f);
     __m256 v[4], amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     for (int i = 0; i < 4; ++i) {
@@ -80,23 +98,24 @@ struct Avx2Q8 {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm256_movemask_ps(nan) ? std::nanf("") : _mm_cvtss_f32(m) / 127.f;
-    const __m256 id = _mm256_set1_ps(d != 0.f ? 1.f / d : 0.f);
-    __m256i q[4], sum = _mm256_setzero_si256();
+    const bool has_nan = _mm256_movemask_ps(nan) != 0;
+    const float d = has_nan ? std::nanf("") : _mm_cvtss_f32(m) / float(kQ16Max);
+    const __m256 id = _mm256_set1_ps(!has_nan && d != 0.f ? 1.f / d : 0.f);
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256i hi[4], lo[4], sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int i = 0; i < 4; ++i) {
-      q[i] = _mm256_cvtps_epi32(
-          _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      sum = _mm256_add_epi32(sum, q[i]);
+      const __m256i q = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), kNearest));
+      hi[i] = _mm256_cvtps_epi32(_mm256_round_ps(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(1.f / float(kQ16Radix))), kNearest));
+      lo[i] = _mm256_sub_epi32(q, _mm256_mullo_epi32(hi[i], _mm256_set1_epi32(kQ16Radix)));
+      sum[i / 2] = _mm256_add_epi32(sum[i / 2], q);
     }
-    const __m256i q16 =
-        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q), _mm256_permutevar8x32_epi32(q16, order));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    store_bytes(hi, out.hi);
+    store_bytes(lo, out.lo);
+    out.sum_half[0] = sum8(sum[0]);
+    out.sum_half[1] = sum8(sum[1]);
     out.d = d;
-    out.s = d * float(_mm_cvtsi128_si32(s));
+    out.s = d * float(out.sum_half[0] + out.sum_half[1]);
   }
 };
 

@@ -5,7 +5,8 @@
 //   B load(p); B nibbles(qs16) (qs[i] & 15 in bytes 0-15, qs[i] >> 4 in 16-31);
 //   B low(p32), high(p32) (each byte's low / high nibble); B q6(ql32, high, qh32, shift);
 //   B q5(qs16, qh4) (nibbles() with bit i of the 32-bit qh as 16 in byte i);
-//   B sub(B, c); L dot_u(B w, B x) (w unsigned); L dot_s(B w, B x) (w signed); L zero_l();
+//   B sub(B, c); L dot_u(B w, B hi, B lo) (w unsigned), L dot_s(B w, B hi, B lo) (w signed):
+//   kQ16Radix · Σ w·hi + Σ w·lo per lane; L zero_l();
 //   V4 sum4(L[4]) (each vector's 8 lanes summed exactly, as f32); sum4_halves(L[4], lo, hi)
 //   (lanes 0-3 and 4-7 apart); V4 zero4, load4, store4, mul4, add4, fmadd4 (one rounding on the
 //   vector tiers, two on portable); float half(p) (an IEEE half at p, exactly).
@@ -129,11 +130,11 @@ struct Q6_KW {
 
 // RN weight rows (row_bytes apart) × RM rows of x, RN·RM <= 4 outputs, each a lane of Ops' 4-wide
 // vectors: out[r][m] = y[m][n + r]. Per activation block b, in order, each output's exact integer
-// sum(s) Σ, then acc = fma(float(Σ), w_scale · d, acc) (q6_k: its two halves in turn) and, with a
-// weight offset, off = fma(offset, s, off); the result is acc + off. Lanes are independent, so an
-// output's arithmetic is the same in any tile (rowdot_q8.hpp: batch invariance).
+// sum(s) Σ (of both digits), then acc = fma(float(Σ), w_scale · d, acc) (q6_k: its two halves in
+// turn) and, with a weight offset, off = fma(offset, s, off); the result is acc + off. Lanes are
+// independent, so an output's arithmetic is the same in any tile (rowdot_q8.hpp: batch invariance).
 template <class Ops, class D, int RN, int RM>
-inline void q8_tile(const uint8_t* w, int64_t row_bytes, const Q8Block* const* x, int64_t blocks,
+inline void q8_tile(const uint8_t* w, int64_t row_bytes, const Q16Block* const* x, int64_t blocks,
                     float (&out)[RN][RM]) {
   static_assert(RN * RM <= 4);
   using V = typename Ops::V4;
@@ -145,15 +146,15 @@ inline void q8_tile(const uint8_t* w, int64_t row_bytes, const Q8Block* const* x
       typename Ops::B wb;
       D::at(w + r * row_bytes, b, wb, s0[r * RM], s1[r * RM], coeff[r * RM]);
       for (int m = 0; m < RM; ++m) {
-        const Q8Block& xb = x[m][b];
+        const Q16Block& xb = x[m][b];
         const int o = r * RM + m;
         s0[o] = s0[r * RM], s1[o] = s1[r * RM], coeff[o] = coeff[r * RM];
         d[o] = xb.d, sum[o] = xb.s;
-        const typename Ops::B xq = Ops::load(xb.q);
+        const typename Ops::B hi = Ops::load(xb.hi), lo = Ops::load(xb.lo);
         if constexpr (D::kSigned)
-          dot[o] = Ops::dot_s(wb, xq);
+          dot[o] = Ops::dot_s(wb, hi, lo);
         else
-          dot[o] = Ops::dot_u(wb, xq);
+          dot[o] = Ops::dot_u(wb, hi, lo);
       }
     }
     const V dx = Ops::load4(d);
@@ -186,7 +187,7 @@ void q8_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t
   };
   int64_t m = 0;
   for (; m + RM <= a.M; m += RM) {
-    const Q8Block* x[RM];
+    const Q16Block* x[RM];
     for (int i = 0; i < RM; ++i) x[i] = a.xq + (m + i) * blocks;
     float out[RN][RM];
     q8_tile<Ops, D, RN, RM>(w, row_bytes, x, blocks, out);
@@ -194,7 +195,7 @@ void q8_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t
       for (int i = 0; i < RM; ++i) store(m + i, r, out[r][i]);
   }
   for (; m < a.M; ++m) {
-    const Q8Block* x[1] = {a.xq + m * blocks};
+    const Q16Block* x[1] = {a.xq + m * blocks};
     float out[RN][1];
     q8_tile<Ops, D, RN, 1>(w, row_bytes, x, blocks, out);
     for (int r = 0; r < RN; ++r) store(m, r, out[r][0]);
@@ -241,10 +242,10 @@ void q8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   with_q8_decoder<Ops>(a.wtype, [&](auto d) { q8_columns_of<Ops, decltype(d)>(a, n0, n1); });
 }
 
-// Rows [m0, m1) of x as Q8Blocks, through Ops::quantize on 32 f32 values at a time.
+// Rows [m0, m1) of x as Q16Blocks, through Ops::quantize on 32 f32 values at a time.
 template <class Ops>
 void q8_quantize(const float* xf, const uint16_t* xb, int64_t K, int64_t m0, int64_t m1,
-                 Q8Block* out) {
+                 Q16Block* out) {
   const int64_t blocks = K / 32;
   alignas(64) float wide[32];
   for (int64_t m = m0; m < m1; ++m)

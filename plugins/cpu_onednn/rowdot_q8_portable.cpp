@@ -50,23 +50,21 @@ struct PortableQ8 {
     for (uint8_t& e : w.v) e = uint8_t(e - c);
     return w;
   }
-  static L dot_u(B w, B x) {
+  // kQ16Radix·Σ w·hi + Σ w·lo per lane of 4 bytes; w unsigned (dot_u) or signed (dot_s).
+  template <class W>
+  static L dot(B w, B hi, B lo) {
     L l;
     for (int i = 0; i < 8; ++i) {
       l.v[i] = 0;
-      for (int k = 0; k < 4; ++k) l.v[i] += int32_t(w.v[4 * i + k]) * int8_t(x.v[4 * i + k]);
+      for (int k = 0; k < 4; ++k) {
+        const int32_t wk = W(w.v[4 * i + k]);
+        l.v[i] += wk * (kQ16Radix * int8_t(hi.v[4 * i + k]) + int8_t(lo.v[4 * i + k]));
+      }
     }
     return l;
   }
-  static L dot_s(B w, B x) {
-    L l;
-    for (int i = 0; i < 8; ++i) {
-      l.v[i] = 0;
-      for (int k = 0; k < 4; ++k)
-        l.v[i] += int32_t(int8_t(w.v[4 * i + k])) * int8_t(x.v[4 * i + k]);
-    }
-    return l;
-  }
+  static L dot_u(B w, B hi, B lo) { return dot<uint8_t>(w, hi, lo); }
+  static L dot_s(B w, B hi, B lo) { return dot<int8_t>(w, hi, lo); }
   static L zero_l() { return L{}; }
   struct V4 {
     float v[4];
@@ -104,18 +102,22 @@ struct PortableQ8 {
   // Baseline x86-64 has no FMA: multiply, round, add.
   static V4 fmadd4(V4 a, V4 b, V4 c) { return add4(mul4(a, b), c); }
   static float half(const uint8_t* p) { return block_half(p); }
-  static void quantize(const float* x, Q8Block& out) {
+  static void quantize(const float* x, Q16Block& out) {
     float amax = 0.f;
     bool nan = false;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i])), nan |= x[i] != x[i];
-    const float d = nan ? std::nanf("") : amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-    int sum = 0;
+    const float d = nan ? std::nanf("") : amax / float(kQ16Max);
+    const float id = !nan && d != 0.f ? 1.f / d : 0.f;  // a NaN block: digits 0, d NaN
+    out.sum_half[0] = out.sum_half[1] = 0;
     for (int i = 0; i < 32; ++i) {
-      out.q[i] = int8_t(std::nearbyint(x[i] * id));
-      sum += out.q[i];
+      const int q = int(std::nearbyint(x[i] * id));
+      const int hi = int(std::nearbyint(float(q) / float(kQ16Radix)));
+      out.hi[i] = int8_t(hi);
+      out.lo[i] = int8_t(q - kQ16Radix * hi);
+      out.sum_half[i / 16] += q;
     }
     out.d = d;
-    out.s = d * float(sum);
+    out.s = d * float(out.sum_half[0] + out.sum_half[1]);
   }
 };
 

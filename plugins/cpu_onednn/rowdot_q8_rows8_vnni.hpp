@@ -1,8 +1,8 @@
 // Decode-sized steps of rowdot_q8.hpp on AVX512-VNNI: 8 weight rows against one row of x per
-// pass, two rows to a 512-bit vpdpbusd, the 8 exact block sums reduced together, and the 8 rows'
-// scales (and offsets) gathered from their blocks in one instruction. The 4-row form of
-// rowdot_q8_loops.hpp spent most of a block on one horizontal sum per 4 outputs and on scalar
-// half-to-float conversions; this one does the same arithmetic per output (the exact Σ, then
+// pass, two rows to a 512-bit vpdpbusd per digit of x, the 8 exact block sums reduced together,
+// and the 8 rows' scales (and offsets) gathered from their blocks in one instruction. The 4-row
+// form of rowdot_q8_loops.hpp spent most of a block on one horizontal sum per 4 outputs and on
+// scalar half-to-float conversions; this one does the same arithmetic per output (the exact Σ, then
 // acc = fma(float(Σ), w_scale · d, acc) and off = fma(offset, s, off), the result acc + off), so
 // a row's result is unchanged whichever form computed it (batch invariance, tested bit for bit).
 // Shared by the vnni and amx files (each compiles it with its own flags). Internal linkage.
@@ -46,7 +46,7 @@ void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, f
 template <class D>
 void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n, int64_t m) {
   const int64_t blocks = a.K / 32;
-  const Q8Block* x = a.xq + m * blocks;
+  const Q16Block* x = a.xq + m * blocks;
   const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   alignas(32) float s0[8][8], s1[8][8], coeff[8][8];
@@ -54,18 +54,16 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
   for (int64_t b = 0; b < blocks; ++b) {
     if (!D::kHalfFirst && b % 8 == 0)
       q8_scales8<D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
-    const __m512i xq = _mm512_broadcast_i64x4(VnniQ8::load(x[b].q));
+    // The two digits, each in both halves; q6_k also splits each into elements 0-15 and 16-31.
+    const __m512i hi = _mm512_broadcast_i64x4(VnniQ8::load(x[b].hi)),
+                  lo = _mm512_broadcast_i64x4(VnniQ8::load(x[b].lo));
     constexpr __mmask64 kLow = 0x0000ffff0000ffffull;
-    const __m512i x_low = _mm512_maskz_mov_epi8(kLow, xq),
-                  x_high = _mm512_maskz_mov_epi8(~kLow, xq);
-    // −128·Σx per lane (0 for unsigned w), where each dot starts: the same sums as w · x.
-    __m512i x_bias = _mm512_setzero_si512(), x_bias_hi = x_bias;
-    if constexpr (D::kSigned) {
-      const __m512i m128 = _mm512_set1_epi8(char(0x80));  // vpdpbusd reads it as 128
-      x_bias = _mm512_sub_epi32(x_bias, _mm512_dpbusd_epi32(x_bias, m128, D::kHalves ? x_low : xq));
-      if constexpr (D::kHalves)
-        x_bias_hi = _mm512_sub_epi32(x_bias_hi, _mm512_dpbusd_epi32(x_bias_hi, m128, x_high));
-    }
+    // Per pair of rows, kQ16Radix·Σw·hi + Σw·lo in each row's 8 lanes; vpdpbusd takes u8 × s8,
+    // so a signed w is taken as w + 128 and 128·ΣQ is taken off after the rows' sums (exact).
+    const auto pair = [](__m512i wv, __m512i h, __m512i l) {
+      const __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, h);
+      return _mm512_dpbusd_epi32(_mm512_mullo_epi32(t, _mm512_set1_epi32(kQ16Radix)), wv, l);
+    };
     __m512i dot[4], dot_hi[4];
     for (int i = 0; i < 4; ++i) {
       __m256i w0, w1;
@@ -73,15 +71,20 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
       D::at(w + 2 * i * row_bytes, b, w0, unused[0], unused[1], unused[2]);
       D::at(w + (2 * i + 1) * row_bytes, b, w1, unused[0], unused[1], unused[2]);
       __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);
-      // vpdpbusd takes u8 × s8: a signed w is taken as w + 128 and 128·Σx taken off (exact).
       if constexpr (D::kSigned) wv = _mm512_xor_si512(wv, _mm512_set1_epi8(char(0x80)));
       if constexpr (D::kHalves) {  // elements 0-15 and 16-31 of each row apart
-        dot[i] = _mm512_dpbusd_epi32(x_bias, wv, x_low);
-        dot_hi[i] = _mm512_dpbusd_epi32(x_bias_hi, wv, x_high);
+        dot[i] = pair(wv, _mm512_maskz_mov_epi8(kLow, hi), _mm512_maskz_mov_epi8(kLow, lo));
+        dot_hi[i] = pair(wv, _mm512_maskz_mov_epi8(~kLow, hi), _mm512_maskz_mov_epi8(~kLow, lo));
       } else {
-        dot[i] = _mm512_dpbusd_epi32(x_bias, wv, xq);
+        dot[i] = pair(wv, hi, lo);
       }
     }
+    // The 8 rows' exact sums, less 128·ΣQ (of each half, for q6_k) for a signed w.
+    const auto sums = [&](const __m512i(&p)[4], int32_t sum_q) {
+      const __m256i s8 = sum_rows8(p);
+      return _mm256_cvtepi32_ps(D::kSigned ? _mm256_sub_epi32(s8, _mm256_set1_epi32(128 * sum_q))
+                                           : s8);
+    };
     __m256 scale, offset;
     if constexpr (D::kHalfFirst) {
       const __m256i h =
@@ -93,10 +96,14 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
       offset = _mm256_load_ps(coeff[b % 8]);
     }
     const __m256 d = _mm256_set1_ps(x[b].d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8(dot)), _mm256_mul_ps(scale, d), acc);
-    if constexpr (D::kHalves)
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8(dot_hi)),
-                            _mm256_mul_ps(_mm256_load_ps(s1[b % 8]), d), acc);
+    const int32_t* sum_half = x[b].sum_half;
+    if constexpr (D::kHalves) {
+      acc = _mm256_fmadd_ps(sums(dot, sum_half[0]), _mm256_mul_ps(scale, d), acc);
+      acc = _mm256_fmadd_ps(sums(dot_hi, sum_half[1]), _mm256_mul_ps(_mm256_load_ps(s1[b % 8]), d),
+                            acc);
+    } else {
+      acc = _mm256_fmadd_ps(sums(dot, sum_half[0] + sum_half[1]), _mm256_mul_ps(scale, d), acc);
+    }
     if constexpr (D::kOffset) off = _mm256_fmadd_ps(offset, _mm256_set1_ps(x[b].s), off);
   }
   alignas(32) float out[8];

@@ -145,12 +145,13 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
                  SY_DTYPE_Q3_K, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K});
 }
 
-// The activation_q8 matmul (--numerics fast): 70 rows take the amx tier's tiles, a row alone
-// and 5 rows its vectors; every path shares one arithmetic per output (rowdot_q8.hpp).
-TEST_P(BatchInvariance, MatmulQ8RowsDoNotDependOnTheirCompany) {
+// The activation_q16 matmul (--numerics fast): 70 rows take the amx tier's tiles, a row alone
+// the vnni tiers' 8-row form, 5 rows the 4-row form; every path shares one arithmetic per
+// output (rowdot_q8.hpp).
+TEST_P(BatchInvariance, MatmulQ16RowsDoNotDependOnTheirCompany) {
   matmul_rows_alone_and_together(
-      "matmul_q8", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
-                    SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
+      "matmul_q16", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
+                     SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
 }
 
 // The paged attention of sequences packed along T. Sequence `lens[s]` keys long, its last

@@ -163,18 +163,19 @@ TEST_P(CpuQuantTier, MatmulWithQuantizedWeightsEqualsTheDequantizedProduct) {
         }
 }
 
-// The activation_q8 matmul (--numerics fast) against a double product of the reference's
-// dequantized rows with x quantized as vocabulary.h's SY_FEATURE_ACTIVATION_Q8 says (per block
-// of 32: d = max|x| / 127, q = round-half-even(x · (1/d)), in f32): the rule is applied here, the
-// products and sums are the kernel's own, within f32 accumulation error.
-TEST_P(CpuQuantTier, MatmulQ8EqualsTheProductWithQuantizedActivations) {
+// The activation_q16 matmul (--numerics fast) against a double product of the reference's
+// dequantized rows with x quantized as vocabulary.h's SY_FEATURE_ACTIVATION_Q16 says (per block
+// of 32: d = max|x| / 32258, Q = round-half-even(x · (1/d)), in f32): the rule is applied here,
+// the products and sums are the kernel's own, within f32 accumulation error. The tolerance is
+// far below what 8-bit activations would miss by (about 1/254 of a block's largest value).
+TEST_P(CpuQuantTier, MatmulQ16EqualsTheProductWithQuantizedActivations) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<double> uni(-1, 1);
-  size_t q8 = 0;
+  size_t q16 = 0;
   for (size_t i = 0; i < plugin_->kernels().size(); ++i)
-    if (plugin_->kernels()[i].kernel == "matmul_q8") q8 = i;
-  ASSERT_NE(q8, 0u);
-  EXPECT_TRUE(plugin_->kernels()[q8].features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8));
+    if (plugin_->kernels()[i].kernel == "matmul_q16") q16 = i;
+  ASSERT_NE(q16, 0u);
+  EXPECT_TRUE(plugin_->kernels()[q16].features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16));
   for (sy_dtype dt : {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
                       SY_DTYPE_Q4_K, SY_DTYPE_Q6_K})
     for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
@@ -187,11 +188,11 @@ TEST_P(CpuQuantTier, MatmulQ8EqualsTheProductWithQuantizedActivations) {
         std::vector<double> av(size_t(m * k));
         for (double& x : av) x = uni(rng);
         av = a.set(av);
-        std::vector<double> xq(av.size());  // d·q per block of 32
+        std::vector<double> xq(av.size());  // d·Q per block of 32
         for (size_t b0 = 0; b0 < av.size(); b0 += 32) {
           float amax = 0.f;
           for (size_t e = b0; e < b0 + 32; ++e) amax = std::max(amax, std::fabs(float(av[e])));
-          const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+          const float d = amax / 32258.f, id = d != 0.f ? 1.f / d : 0.f;
           for (size_t e = b0; e < b0 + 32; ++e)
             xq[e] = double(d) * std::nearbyint(float(av[e]) * id);
         }
@@ -201,7 +202,7 @@ TEST_P(CpuQuantTier, MatmulQ8EqualsTheProductWithQuantizedActivations) {
         op.inputs = {a.desc(), b.desc()};
         op.outputs = {c.desc()};
         op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
-        auto kernel = prepare_kernel(*plugin_, q8, 0, op);
+        auto kernel = prepare_kernel(*plugin_, q16, 0, op);
         ASSERT_TRUE(kernel) << test::why(kernel);
         const std::vector<const DLTensor*> ins = {a.dl(), b.dl()}, outs = {c.dl()};
         ASSERT_FALSE((*kernel)->execute(ins, outs));

@@ -1,7 +1,7 @@
-// --numerics through `plan` (docs/numerics.md): under fast, every matmul the activation_q8
+// --numerics through `plan` (docs/numerics.md): under fast, every matmul the activation_q16
 // kernel can serve gets it and says so, and every other matmul lists it with the reason it was
 // refused; under exact (the default) no op quantizes its activations, and each matmul lists the
-// q8 kernel as refused for numerics alone. The text form counts them. A bad value is a usage
+// q16 kernel as refused for numerics alone. The text form counts them. A bad value is a usage
 // error.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -28,10 +28,10 @@ json plan(const std::string& flags) {
   return json::parse(r.out);
 }
 
-// The reasons the q8 kernel was refused for op `o`, or nullopt when it is not among the rejected.
-std::optional<std::vector<std::string>> q8_refusals(const json& o) {
+// The reasons the q16 kernel was refused for op `o`, or nullopt when it is not among the rejected.
+std::optional<std::vector<std::string>> q16_refusals(const json& o) {
   for (const json& c : o["rejected"])
-    if (c["kernel"] == "matmul_q8") {
+    if (c["kernel"] == "matmul_q16") {
       std::vector<std::string> why;
       for (const json& r : c["reasons"]) why.push_back(r["constraint"].get<std::string>());
       return why;
@@ -39,33 +39,34 @@ std::optional<std::vector<std::string>> q8_refusals(const json& o) {
   return std::nullopt;
 }
 
-TEST(PlanNumerics, FastGivesEveryServableMatmulTheQ8KernelAndSaysWhyNotElsewhere) {
+TEST(PlanNumerics, FastGivesEveryServableMatmulTheQ16KernelAndSaysWhyNotElsewhere) {
   const json j = plan("--numerics fast");
   EXPECT_EQ(j["policy"]["numerics"], "fast");
-  int q8 = 0;
+  int q16 = 0;
   for (const json& phase : j["phases"])
     for (const json& o : phase["ops"]) {
       SCOPED_TRACE(o["id"].get<std::string>());
-      if (o["kernel"] == "matmul_q8") {
-        EXPECT_EQ(o["numerics"], "activation_q8");
+      if (o["kernel"] == "matmul_q16") {
+        EXPECT_EQ(o["numerics"], "activation_q16");
         EXPECT_THAT(o["rule"].get<std::string>(), HasSubstr("--numerics fast"));
-        ++q8;
+        ++q16;
         continue;
       }
       EXPECT_EQ(o["numerics"], "exact");
       if (o["op"] != "matmul") continue;
-      const auto why = q8_refusals(o);
-      ASSERT_TRUE(why) << "a matmul without the q8 kernel must list it";
+      const auto why = q16_refusals(o);
+      ASSERT_TRUE(why) << "a matmul without the q16 kernel must list it";
       EXPECT_THAT(*why, ::testing::Not(::testing::Contains("numerics")));
     }
   // Every projection of the 4 layers (ffn_down, 288 wide, is q5_0) and lm_head.
-  EXPECT_EQ(q8, 4 * 7 + 1);
+  EXPECT_EQ(q16, 4 * 7 + 1);
   auto text = test::run_switchyard("plan " + kModel + " --prefer cpu --numerics fast");
-  EXPECT_THAT(text.out, HasSubstr("numerics: fast (--numerics): " + std::to_string(q8) +
-                                  " ops quantize their activations"));
+  EXPECT_THAT(text.out, HasSubstr("numerics: fast (--numerics): " + std::to_string(q16) +
+                                  " ops compute with activations quantized to 16-bit blocks "
+                                  "(activation_q16), every other op exact"));
 }
 
-TEST(PlanNumerics, ExactIsTheDefaultAndRefusesTheQ8KernelForNumericsAlone) {
+TEST(PlanNumerics, ExactIsTheDefaultAndRefusesTheQ16KernelForNumericsAlone) {
   for (const std::string flags : {"", "--numerics exact"}) {
     const json j = plan(flags);
     EXPECT_EQ(j["policy"]["numerics"], "exact");
@@ -73,9 +74,9 @@ TEST(PlanNumerics, ExactIsTheDefaultAndRefusesTheQ8KernelForNumericsAlone) {
     for (const json& phase : j["phases"])
       for (const json& o : phase["ops"]) {
         EXPECT_EQ(o["numerics"], "exact") << o["id"];
-        EXPECT_NE(o["kernel"], "matmul_q8") << o["id"];
+        EXPECT_NE(o["kernel"], "matmul_q16") << o["id"];
         if (o["op"] != "matmul") continue;
-        const auto why = q8_refusals(o);
+        const auto why = q16_refusals(o);
         ASSERT_TRUE(why) << o["id"];
         if (*why == std::vector<std::string>{"numerics"}) ++could;
       }

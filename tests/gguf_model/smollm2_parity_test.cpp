@@ -346,11 +346,10 @@ TEST(SmolLM2Cli, ChatAnswersParisAndPerplexityIsTheReferences) {
 }
 
 // --numerics fast against exact on the real file and a public-domain text (the Declaration of
-// Independence, 1702 tokens scored): the mean NLL within 0.02 nats, and the top-1 prediction the
-// same at 95 % of positions or more — measured 0.003 nats and 95.95 % on every vector tier (the
-// integer sums are exact, the float steps the same; docs/numerics.md has the figures, and why
-// the 99 % is not reached on this 135M model). On the default tier and on avx2 (its
-// integer dot is maddubs, not VNNI).
+// Independence, 1702 tokens scored): the bar, the mean NLL within 0.02 nats and the top-1
+// prediction the same at 99 % of positions or more. Measured −0.00004 nats and 99.94 % with the
+// 16-bit activation blocks (8-bit ones, llama.cpp's, gave 95.95 %: docs/numerics.md). On the
+// default tier and on avx2 (its integer dot is maddubs, not VNNI).
 TEST(SmolLM2Cli, FastNumericsStayCloseToExact) {
   if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is not there (scripts/fetch-model.sh)";
   const fs::path text = fs::path(SY_TEST_FIXTURES_DIR) / "text" / "declaration_of_independence.txt";
@@ -364,7 +363,7 @@ TEST(SmolLM2Cli, FastNumericsStayCloseToExact) {
     const json j = json::parse(r.out);
     EXPECT_EQ(j["scored_tokens"], 1702);
     EXPECT_LE(std::abs(j["delta_mean_nll"].get<double>()), 0.02);
-    EXPECT_GE(j["top1_agreement"].get<double>(), 0.95);
+    EXPECT_GE(j["top1_agreement"].get<double>(), 0.99);
   }
 }
 

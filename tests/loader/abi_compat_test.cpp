@@ -174,19 +174,21 @@ TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
 
 // The minor-2 slots are the ones used with a minor-2 plugin: synchronize, and the struct forms
 // of release and shutdown instead of the old ones.
-// activation_q8 (1.8) is a numerics claim: builds 4 to 7 of the test plugin set its bit, which
-// meant nothing then, and the host drops it; the minor-8 build does not claim it.
-TEST(AbiVersions, ActivationQ8CrossesFromMinor8PluginsOnly) {
+// activation_q8 (1.8) and activation_q16 (1.9) are numerics claims: builds 4 to 7 of the test
+// plugin set bit 17 and builds 4 to 8 bit 18, which meant nothing then, and the host drops each
+// from a plugin older than its minor; the minor-9 build claims neither.
+TEST(AbiVersions, NumericsClaimsCrossFromTheirMinorOnly) {
   const uint64_t q8 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);
-  for (const char* name : {"good_minor4.so", "good_minor5.so", "good_minor7.so"}) {
+  const uint64_t q16 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16);
+  for (const char* name :
+       {"good_minor4.so", "good_minor5.so", "good_minor7.so", "good_minor8.so", "good_minor9.so"}) {
     auto p = load(test::kGoodDir / name);
     ASSERT_TRUE(p) << name;
-    EXPECT_EQ(p->kernels()[0].features & q8, 0u) << name;
+    EXPECT_EQ(p->kernels()[0].features & (q8 | q16), 0u) << name;
   }
-  auto p8 = load(test::kGoodDir / "good_minor8.so");
-  ASSERT_TRUE(p8);
-  EXPECT_EQ(p8->kernels()[0].features & q8, 0u);
+  EXPECT_EQ(load(test::kGoodDir / "good_minor9.so")->negotiated_minor(), 9u);
   EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q8), "activation_q8");
+  EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q16), "activation_q16");
 }
 
 TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {

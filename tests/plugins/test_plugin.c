@@ -20,13 +20,14 @@
  *   TEST_SHARED_SCRATCH    computes into one static buffer: wrong when two kernels run at once
  *   TEST_TRUSTS_ARGUMENTS  execute checks only for NULL data, not ranks, shapes or strides
  *
- * Built at ABI minors 0 to 8 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
+ * Built at ABI minors 0 to 9 (SY_ABI_COMPAT_MINOR) for the versioning tests. At minor 2 it
  * also has synchronize and the struct forms destroy / release_kernel / free_device_memory, and
  * logs from init through the host info init received; at minor 3 its envelope declares weight
  * dtypes; at minor 4 its check declares a workspace, and its envelope claims the varlen feature
  * (a claim the host must not believe before 1.5); at minor 5 execute adds the actual extents of
- * dynamic dims. At minors 4 to 7 the envelope also sets bit 17, activation_q8 since 1.8: a
- * claim the host must drop from a plugin older than 1.8. sy_test_counters() (exported for the
+ * dynamic dims. At minors 4 to 7 the envelope also sets bit 17, activation_q8 since 1.8, and
+ * at 4 to 8 bit 18, activation_q16 since 1.9: claims the host must drop from a plugin older
+ * than the minor that gave the bit its meaning. sy_test_counters() (exported for the
  * tests only) counts which slots the host called.
  */
 #include <stdio.h>
@@ -79,10 +80,13 @@ static void plugin_log(sy_log_level level, const char* message) {
   log_to(g_host, level, message);
 }
 
-#if SY_ABI_COMPAT_MINOR >= 8
+#if SY_ABI_COMPAT_MINOR >= 9
 #define TEST_ADD_FEATURES SY_FEATURE_BIT(SY_FEATURE_VARLEN)
+#elif SY_ABI_COMPAT_MINOR >= 8
+#define TEST_ADD_FEATURES (SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(18))
 #elif SY_ABI_COMPAT_MINOR >= 4
-#define TEST_ADD_FEATURES (SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(17))
+#define TEST_ADD_FEATURES \
+  (SY_FEATURE_BIT(SY_FEATURE_VARLEN) | SY_FEATURE_BIT(17) | SY_FEATURE_BIT(18))
 #else
 #define TEST_ADD_FEATURES 0
 #endif

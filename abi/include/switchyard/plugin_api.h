@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 8
+#define SY_ABI_VERSION_MINOR 9
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added

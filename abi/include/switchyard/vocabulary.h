@@ -330,6 +330,13 @@ typedef enum sy_feature {
    * numbers. The planner gives such a kernel an op only under `--numerics fast`
    * (docs/numerics.md). */
   SY_FEATURE_ACTIVATION_Q8 = 17,
+  /* Since 1.9: a kernel property, as activation_q8. The kernel quantizes its activation
+   * input to 16-bit blocks (32 values, one f32 scale: d = max|x| / 32258,
+   * Q = round-half-even(x / d), |Q| <= 32258 = 127 * 254) and multiplies those integers
+   * exactly with the weights' own (for instance as two 8-bit digits, Q = 254 * hi + lo):
+   * the speed of integer products, with activations 254 times finer than activation_q8's.
+   * The planner gives such a kernel an op only under `--numerics fast`. */
+  SY_FEATURE_ACTIVATION_Q16 = 18,
   SY_FEATURE_COUNT
 } sy_feature;
 
@@ -355,6 +362,7 @@ static inline const char* sy_feature_name(sy_feature f) {
     case SY_FEATURE_ROPE_SCALED: return "rope_scaled";
     case SY_FEATURE_VARLEN: return "varlen";
     case SY_FEATURE_ACTIVATION_Q8: return "activation_q8";
+    case SY_FEATURE_ACTIVATION_Q16: return "activation_q16";
     default: return 0;
   }
 }
