@@ -98,12 +98,16 @@ bool Scheduler::admit_locked() {
   while (!queue_.empty()) {
     std::shared_ptr<Job>& head = queue_.front();
     if (head->cancelled || Job::Clock::now() > head->deadline) {
-      std::lock_guard<std::mutex> jl(head->mu);
-      head->done = true;
-      head->finish_reason = "cancelled";
-      head->finished = Job::Clock::now();
-      head->cv.notify_all();
+      {
+        std::lock_guard<std::mutex> jl(head->mu);
+        head->done = true;
+        head->finish_reason = "cancelled";
+        head->finished = Job::Clock::now();
+        head->cv.notify_all();
+      }
       ++metrics_.cancelled;
+      // After the job's lock is released: when the queue held the last reference, pop_front
+      // destroys the job and its mutex (TSan found the unlock of a freed mutex here).
       queue_.pop_front();
       continue;
     }

@@ -14,6 +14,7 @@
 #include "core/planner/planner.hpp"
 #include "support/cpu_tiers.hpp"
 #include "support/llama_reference.hpp"
+#include "support/plugin_load_options.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -49,8 +50,9 @@ class Batched : public ::testing::TestWithParam<Setup> {
       SY_SKIP_UNLESS_CPU_TIER(backend);
       tier_.emplace(backend);
     }
-    registry_ = std::make_unique<Registry>(Registry::discover(
-        {{backend == "reference" ? kReferenceDir : test::kPluginDir}, "test"}, LoadOptions{}));
+    registry_ = std::make_unique<Registry>(
+        Registry::discover({{backend == "reference" ? kReferenceDir : test::kPluginDir}, "test"},
+                           test::plugin_load_options()));
     inventory_ = live_inventory(*registry_);
   }
 
