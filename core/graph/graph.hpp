@@ -126,6 +126,9 @@ struct StepBounds {
   KvLayout kv_layout = KvLayout::contiguous;
   int64_t max_batch_tokens = 0, max_sequences = 0, max_outputs = 0, context = 0;
   int64_t kv_block_size = 0, kv_blocks = 0;  // paged: rows per block, blocks per pool (a bound)
+  // What was asked for where the layout capped max_batch_tokens (a contiguous step fills at
+  // most the cache's `context` rows); 0 when nothing was capped. The plan's layout rule says it.
+  int64_t max_batch_tokens_asked = 0;
 };
 
 struct Graph {

@@ -1,6 +1,7 @@
 // Entry points: read the file, check the import options, find the family, build the graph.
 #include "core/importer/importer.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,10 +51,10 @@ void check_options(ImportOptions& o, const std::string& file) {
   check_option(file, "max_batch_tokens", o.max_batch_tokens, 10'000'000);
   if (o.kv_layout == KvLayout::contiguous) {
     check_option(file, "batch", o.batch, 1'000'000);
-    if (o.max_batch_tokens > o.context)
-      bad(file, "import option max_batch_tokens (" + std::to_string(o.max_batch_tokens) +
-                    ") exceeds context (" + std::to_string(o.context) +
-                    "): a contiguous prefill appends the whole prompt to the KV caches");
+    // A contiguous prefill appends its whole step to caches of `context` rows, so a step never
+    // takes more; the planner may pick this layout for a budget that was sized for the paged
+    // one (many sequences' tokens together), and the plan's layout rule says it was capped.
+    o.max_batch_tokens = std::min(o.max_batch_tokens, o.context);
     return;
   }
   check_option(file, "max_sequences", o.max_sequences, 100'000);
@@ -136,6 +137,8 @@ Graph import_hf_config_json(const json& config, const std::string& file,
   if (override_dtype) m.dtype = *override_dtype;
 
   Graph g = importer::build_graph(m, options, file);
+  if (options.max_batch_tokens < given.max_batch_tokens)
+    g.bounds.max_batch_tokens_asked = given.max_batch_tokens;
   std::string dir = std::filesystem::path(file).parent_path().filename().string();
   g.name = dir.empty() ? model_type : dir;
   return g;

@@ -33,7 +33,7 @@ struct ImportOptions {
   // 1.5 (any mix of sequences per step), contiguous for older ones (one sequence).
   KvLayout kv_layout = KvLayout::paged;
   // Tokens a step takes, T, in [1, 10^7]: paged, of every sequence together; contiguous, the
-  // prefill phase's length S (at most `context`).
+  // prefill phase's length S = min(T, context) (the import caps it: a step fills the cache).
   int64_t max_batch_tokens = 512;
   int64_t context = 4096;  // tokens per sequence (contiguous: C, rows of each cache), [1, 10^7]
   // Paged: sequences a step may hold (S, [1, 10^5]), tokens whose logits it may compute (R; 0

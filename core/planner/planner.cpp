@@ -493,11 +493,18 @@ LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
     lp.plan = plan_graph(lp.graph, registry, inventory, policy);
     return lp;
   };
+  auto capped = [](const LayoutPlan& lp) -> std::string {
+    const StepBounds& b = lp.graph.bounds;
+    if (b.max_batch_tokens_asked == 0) return "";
+    return "; a step takes at most the context's " + std::to_string(b.context) +
+           " tokens, not the " + std::to_string(b.max_batch_tokens_asked) + " asked for";
+  };
   if (policy.attention == "fused_decode" && max_sequences == 1) {
     LayoutPlan lp = plan_of(KvLayout::contiguous);
     lp.plan.layout_rule =
         "contiguous: --attention fused_decode asks for the fused decode block, which serves one "
-        "sequence of a contiguous cache";
+        "sequence of a contiguous cache" +
+        capped(lp);
     return lp;
   }
   LayoutPlan paged = plan_of(KvLayout::paged);
@@ -535,7 +542,8 @@ LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
                 : std::to_string(paged.plan.phases.back().fallbacks.size()) +
                       " op(s) would fall back from what the policy asks (" +
                       first_fallback(paged.plan) + ")";
-  contiguous.plan.layout_rule = "contiguous, one sequence: in the paged layout " + why;
+  contiguous.plan.layout_rule =
+      "contiguous, one sequence: in the paged layout " + why + capped(contiguous);
   return contiguous;
 }
 

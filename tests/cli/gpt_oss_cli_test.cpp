@@ -62,12 +62,32 @@ INSTANTIATE_TEST_SUITE_P(
                       TinyRun{"smollm3_gguf_q4_k_m", "model.gguf", "NoPE every fourth layer"}),
     [](const auto& info) { return std::string(info.param.folder); });
 
+// The contiguous layout (here asked for through the fused decode block; on a GPU machine the
+// planner picks it where cuda_flash lacks a paged form) fills caches of `context` rows, so its
+// step is capped at the context rather than refused for the default budget of 512 tokens, and
+// the plan says so. A GPU machine's first run found the tiny checkpoints refused there (SY207).
+TEST(ContiguousLayout, AStepIsCappedAtTheContextAndThePlanSaysSo) {
+  const std::string model = (kFixtures / "smollm3_gguf_q8_0" / "model.gguf").string();
+  const std::string flags = " --attention fused_decode --context 64 --json";
+  auto p = test::run_switchyard("plan " + model + flags);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const json plan = json::parse(p.out);
+  EXPECT_EQ(plan["bounds"]["max_batch_tokens"], 64);
+  EXPECT_THAT(plan["layout_rule"].get<std::string>(),
+              HasSubstr("a step takes at most the context's 64 tokens, not the 512 asked for"));
+  auto r = test::run_switchyard("run " + model + " --prompt 'NoPE every fourth layer'" +
+                                " --max-tokens 24 --ignore-eos" + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(json::parse(r.out)["generated_ids"], expected("smollm3_gguf_q8_0")["greedy"]);
+}
+
 // A BF16 file runs with bf16 activations by default, its weights read as stored, and the plan
-// says so; --dtype f32 widens them (more KV bytes per position, more weight bytes).
+// says so; --dtype f32 widens them (more KV bytes per position, more weight bytes). --prefer
+// cpu: the host holds (and maps) the weights, also where a live GPU would take them.
 TEST(GgufDefaults, ABf16FileRunsInBf16AndThePlanSaysSo) {
   const std::string model = (kFixtures / "smollm3_gguf_bf16" / "model.gguf").string();
   auto plan_json = [&](const std::string& flags) {
-    auto r = test::run_switchyard("plan " + model + " --json " + flags);
+    auto r = test::run_switchyard("plan " + model + " --json --prefer cpu " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(r.out);
   };
@@ -121,8 +141,9 @@ TEST(GptOssPlan, TwentyBOnAnEightGigabyteGpuPutsExpertsOnTheHostFirst) {
     for (const auto& op : phase["ops"]) {
       const std::string kind = op["op"], device = op["device"];
       if (kind == "moe_experts") (device == "cpu:0" ? experts_on_host : experts_on_gpu)++;
-      if (kind == "attention" || kind == "rms_norm" || kind == "moe_router")
+      if (kind == "attention" || kind == "rms_norm" || kind == "moe_router") {
         EXPECT_EQ(device, "cuda:0") << op["id"];
+      }
     }
   EXPECT_GT(experts_on_host, 0);
   EXPECT_GT(experts_on_gpu, 0);  // only as many layers' experts as it takes

@@ -437,9 +437,16 @@ TEST(Importer, DtypeOverrideAndOptions) {
   b = contiguous();
   b.max_batch_tokens = -3;
   expect_bad(b, "max_batch_tokens");
+  // A contiguous step fills at most the cache: more than the context is capped, and recorded
+  // for the plan to say (the paged layout's budget, which the planner may try first, is larger).
   b = contiguous();
-  b.max_batch_tokens = 5000;  // more than the default context
-  expect_bad(b, "max_batch_tokens");
+  b.max_batch_tokens = 5000;
+  const Graph capped = import_hf_config_json(llama_tiny(), "tiny.json", b);
+  EXPECT_EQ(capped.bounds.max_batch_tokens, b.context);
+  EXPECT_EQ(capped.bounds.max_batch_tokens_asked, 5000);
+  EXPECT_EQ(
+      import_hf_config_json(llama_tiny(), "tiny.json", contiguous()).bounds.max_batch_tokens_asked,
+      0);
   b = contiguous();
   b.dtype_override = "int4";
   expect_bad(b, "dtype_override");
