@@ -116,8 +116,9 @@ TEST(MemoryCli, RunJsonSetsThePredictionBesideTheMeasurement) {
   test::TempDir dir;
   const fs::path model = dir.path() / "model";
   ASSERT_EQ(test::run_switchyard("make-test-model " + model.string()).exit_code, 0);
-  auto r =
-      test::run_switchyard("run " + model.string() + " --prompt 'the cat' --max-tokens 4 --json");
+  // --prefer cpu: the columns checked are the host's, also where a live GPU would take the model.
+  auto r = test::run_switchyard("run " + model.string() +
+                                " --prompt 'the cat' --max-tokens 4 --json --prefer cpu");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json run = json::parse(r.out);
   expect_memory_report(run, false);

@@ -149,7 +149,7 @@ TEST_F(Executor, MixedPlanWithCopiesGivesTheSameTokens) {
 // included. (The host heap's growth, kernels' private scratch and all, is checked on the real
 // model, where the plugins' fixed overheads do not dwarf the weights: tests/cli/run_test.cpp.)
 TEST_F(Executor, MemoryPredictionAgreesWithWhatTheSessionTook) {
-  auto cpu = open(5);
+  auto cpu = open(5, nullptr, {kDLCPU});  // the host's columns, also where a GPU is present
   const LocationMemory* host = cpu->plan.memory.find("host");
   ASSERT_TRUE(host);
   const double allocated = double(cpu->session->context().memory_bytes().at("host") +
