@@ -199,8 +199,9 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
               {"gbps", gbps},
               {"ratio_gemm", ratio_gemm},
               {"ratio_bandwidth", ratio_bw},
-              {"read_gbps", read},
-              {"ratio_read", ratio_read},
+              // null, not 0, where nothing was read (a device's KV: the host read says nothing)
+              {"read_gbps", read > 0 ? json(read) : json(nullptr)},
+              {"ratio_read", read > 0 ? json(ratio_read) : json(nullptr)},
               {"ratio", decode ? ratio_bw : ratio_gemm},
               {"ratio_of", decode ? "machine_bandwidth_gbps" : "machine_gemm_gflops"}};
     j.update(ceil.fields);

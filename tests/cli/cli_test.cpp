@@ -186,6 +186,10 @@ TEST(CliBench, AttentionOnCpuReportsRatiosToCeilingsMeasuredInTheSameRun) {
   // The ratio is the kernel's figure over the ceiling, not a number of its own.
   EXPECT_NEAR(j["ratio_gemm"].get<double>(),
               j["gflops"].get<double>() / j["machine_gemm_gflops"].get<double>(), 1e-9);
+  // On the host, also a read of one buffer of the KV's size, with the KV rate over it.
+  ASSERT_GT(j["read_gbps"].get<double>(), 0.0);
+  EXPECT_NEAR(j["ratio_read"].get<double>(), j["gbps"].get<double>() / j["read_gbps"].get<double>(),
+              1e-9);
   // Useful work counts only unmasked pairs: causal, bottom-right, 64 rows over 96 keys.
   double pairs = 0;
   for (int i = 0; i < 64; ++i) pairs += 96 - 64 + i + 1;
@@ -215,6 +219,9 @@ TEST(CliBench, AttentionOnCudaRunsOnTheGpuOrSaysWhyNot) {
   EXPECT_GT(j["machine_gemm_gflops"].get<double>(), 0.0);
   EXPECT_GT(j["machine_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_EQ(j["ratio_of"], "machine_bandwidth_gbps");
+  // The KV is in device memory: no host read was measured, and none is reported as 0.
+  EXPECT_TRUE(j["read_gbps"].is_null()) << j.dump();
+  EXPECT_TRUE(j["ratio_read"].is_null()) << j.dump();
 }
 
 }  // namespace
