@@ -3,13 +3,15 @@
 # (sized for an H200 session: under 8 minutes on 16 cores).
 #
 # Configures a separate build (build-gpu, sm_90 only, so nvcc compiles one architecture),
-# builds only the CLI, the plugins and the test binary, lists the plugins and runs the
+# builds only the CLI, the plugins and the two test binaries, lists the plugins and runs the
 # CudaFlash* tests (the GPU ones skip with a reason when no device is visible; the paged and
 # varlen forms among them), then the two attention benchmarks (prefill and decode, each
 # with the device's own bf16 GEMM rate and copy bandwidth measured in the same run), then the
 # batched case end to end: a SmolLM2-shaped bf16 model with random weights planned for 8
-# sequences on cuda (the paged plan) and `bench batch` over 1, 8 and 16 sequences. Every log
-# goes to OUTDIR.
+# sequences on cuda (the paged plan) and `bench batch` over 1, 8 and 16 sequences, and last the
+# main and serve test binaries whole, with the GPU present. Every log goes to OUTDIR.
+# A machine without the build's Debian packages: tests/gpu/pack_prebuilt.sh here, then
+# tests/gpu/run_prebuilt.sh there (SY_DEVICE_PREBUILT=1 skips configure and build).
 set -uo pipefail
 
 OUT=${1:?usage: tests/gpu/device_check.sh OUTDIR}
@@ -41,7 +43,7 @@ else
   step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 || { echo "configure failed"; exit 1; }
   step build 300 cmake --build build-gpu -j "$JOBS" --target switchyard switchyard_plugins \
-    switchyard_tests || { echo "build failed"; tail -50 "$OUT/build.log"; exit 1; }
+    switchyard_tests switchyard_serve_tests || { echo "build failed"; tail -50 "$OUT/build.log"; exit 1; }
 fi
 
 SY=$(find build-gpu -type f -name switchyard -perm -u+x | head -1)
@@ -66,6 +68,15 @@ step bench_batch 180 "$SY" bench batch "$MODEL" --prefer cuda,cpu --sequences 1,
 grep -E '"(sequences|aggregate_tokens_per_s|step_ms)"' "$OUT/bench_batch.log" | tr -d '\n ' |
   sed "s/^/bench_batch: /" | tee -a "$OUT/summary.txt"
 echo | tee -a "$OUT/summary.txt"
+
+# The suite with a GPU present (the first run found tests and a planner path that assumed a
+# CPU-only machine): the main and serve test binaries, failures only.
+for t in switchyard_tests switchyard_serve_tests; do
+  BIN=$(find build-gpu -type f -name "$t" -perm -u+x | head -1)
+  [ -n "$BIN" ] || { echo "   $t not built" | tee -a "$OUT/summary.txt"; status=1; continue; }
+  step "suite_$t" 300 "$BIN" --gtest_brief=1
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) ' "$OUT/suite_$t.log" | tee -a "$OUT/summary.txt"
+done
 
 echo "total $(($(date +%s) - START))s, status $status" | tee -a "$OUT/summary.txt"
 tail -40 "$OUT/tests.log" 2>/dev/null
