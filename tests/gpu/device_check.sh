@@ -43,7 +43,8 @@ else
   step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 || { echo "configure failed"; exit 1; }
   step build 300 cmake --build build-gpu -j "$JOBS" --target switchyard switchyard_plugins \
-    switchyard_tests switchyard_serve_tests || { echo "build failed"; tail -50 "$OUT/build.log"; exit 1; }
+    switchyard_tests switchyard_serve_tests ||
+    { echo "build failed"; tail -50 "$OUT/build.log"; exit 1; }
 fi
 
 SY=$(find build-gpu -type f -name switchyard -perm -u+x | head -1)
