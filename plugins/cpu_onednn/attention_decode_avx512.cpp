@@ -35,13 +35,14 @@ struct Avx512 {
   }
 };
 
-const DecodeKernels kF32 = decode_kernels_of<Avx512>("avx512_decode_f32", "", false);
-const DecodeKernels kBf16 = decode_kernels_of<Avx512>("", "avx512_decode_bf16", true);
-
 }  // namespace
 
+// Function-local statics, built on the first call from inside the tier: a namespace-scope table
+// would be built when the plugin loads, on every CPU (docs/cpu-tiers.md).
 const DecodeKernels& avx512_decode_kernels(bool bf16) {
-  return bf16 ? kBf16 : kF32;
+  static const DecodeKernels f32 = decode_kernels_of<Avx512>("avx512_decode_f32", "", false);
+  static const DecodeKernels b16 = decode_kernels_of<Avx512>("", "avx512_decode_bf16", true);
+  return bf16 ? b16 : f32;
 }
 
 }  // namespace sy::cpu

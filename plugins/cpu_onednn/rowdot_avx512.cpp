@@ -44,14 +44,22 @@ inline __m512 widen_bf16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-const __m512 kIota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+// The tables are functions, not namespace-scope constants: a constant of a vector type has a
+// dynamic initializer, which would run AVX-512 code when the plugin is loaded, before any tier
+// is chosen (SIGILL on a CPU without AVX-512; docs/cpu-tiers.md).
+inline __m512 iota_ps() {
+  return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
 // kvalues_iq4nl (sy_iq4nl_value) as f32 lanes.
-const __m512 kIq4Values =
-    _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+inline __m512 iq4_values_ps() {
+  return _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+}
 
 // E2M1's 16 values (sy_e2m1_value) as f32 lanes.
-const __m512 kE2m1Values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                          -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+inline __m512 e2m1_values_ps() {
+  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
+                        -2.0f, -3.0f, -4.0f, -6.0f);
+}
 
 // 32 elements whose 4-bit indices are the low (elements 0–15) and high (16–31) nibbles of the
 // 16 bytes at qs, looked up in a table of 16 values with vpermps (which reads an index's low 4
@@ -140,7 +148,7 @@ struct Q4Rows {
       d = _mm512_set1_ps(half_at(b));
       m = _mm512_mul_ps(d, _mm512_set1_ps(-8.f));
     }
-    return {_mm512_fmadd_ps(kIota, d, m)};
+    return {_mm512_fmadd_ps(iota_ps(), d, m)};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
     nibble_lookup(b + (T == SY_DTYPE_Q4_0 ? 2 : 4), s.table, lo, hi);
@@ -172,8 +180,8 @@ struct Q5Rows {
     }
     uint32_t qh;
     std::memcpy(&qh, b + kQh, 4);
-    return {_mm512_fmadd_ps(kIota, d, m),
-            _mm512_fmadd_ps(_mm512_add_ps(kIota, _mm512_set1_ps(16.f)), d, m), qh};
+    return {_mm512_fmadd_ps(iota_ps(), d, m),
+            _mm512_fmadd_ps(_mm512_add_ps(iota_ps(), _mm512_set1_ps(16.f)), d, m), qh};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
     const __m512i q =
@@ -198,7 +206,7 @@ struct Iq4NlRows {
     __m512 table;
   };
   static State state(const uint8_t* b) {
-    return {_mm512_mul_ps(kIq4Values, _mm512_set1_ps(half_at(b)))};
+    return {_mm512_mul_ps(iq4_values_ps(), _mm512_set1_ps(half_at(b)))};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
     nibble_lookup(b + 2, s.table, lo, hi);
@@ -215,7 +223,7 @@ struct Mxfp4Rows {
     __m512 table;
   };
   static State state(const uint8_t* b) {
-    return {_mm512_mul_ps(kE2m1Values, _mm512_set1_ps(e8m0_scale(b[0])))};
+    return {_mm512_mul_ps(e2m1_values_ps(), _mm512_set1_ps(e8m0_scale(b[0])))};
   }
   static void chunk(const uint8_t* b, const State& s, int, __m512& lo, __m512& hi) {
     nibble_lookup(b + 1, s.table, lo, hi);
@@ -238,7 +246,8 @@ struct Iq4XsRows {
     return s;
   }
   static void chunk(const uint8_t* b, const State& s, int c, __m512& lo, __m512& hi) {
-    nibble_lookup(b + 8 + 16 * c, _mm512_mul_ps(kIq4Values, _mm512_set1_ps(s.scale[c])), lo, hi);
+    nibble_lookup(b + 8 + 16 * c, _mm512_mul_ps(iq4_values_ps(), _mm512_set1_ps(s.scale[c])), lo,
+                  hi);
   }
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
@@ -274,7 +283,7 @@ struct K4Rows {
   static State state(const uint8_t* b) { return {k4_scales(b)}; }
   static void chunk(const uint8_t* b, const State& st, int c, __m512& lo, __m512& hi) {
     const __m512 s = lane(st.scales, c), mn = lane(st.scales, 8 + c);
-    const __m512 t = _mm512_fmadd_ps(kIota, s, mn);
+    const __m512 t = _mm512_fmadd_ps(iota_ps(), s, mn);
     const uint8_t* qs = b + (T == SY_DTYPE_Q4_K ? 16 : 48) + 32 * (c / 2);
     __m512i z[2] = {
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
@@ -285,7 +294,7 @@ struct K4Rows {
       lo = _mm512_permutexvar_ps(z[0], t);
       hi = _mm512_permutexvar_ps(z[1], t);
     } else {
-      const __m512 t16 = _mm512_fmadd_ps(_mm512_add_ps(kIota, _mm512_set1_ps(16.f)), s, mn);
+      const __m512 t16 = _mm512_fmadd_ps(_mm512_add_ps(iota_ps(), _mm512_set1_ps(16.f)), s, mn);
       const __m512i low4 = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
       __m512 out[2];
       for (int h = 0; h < 2; ++h) {
@@ -315,7 +324,7 @@ struct K23Rows {
   using State = K23Factors;  // q2_k: d·(sc & 15), dmin·(sc >> 4); q3_k: d·(sc − 32), 0
   static State state(const uint8_t* b) { return k23_factors(T, b); }
   static __m512 table(const State& st, int sub) {
-    const __m512 q = kQ2 ? kIota : _mm512_sub_ps(kIota, _mm512_set1_ps(4.f));
+    const __m512 q = kQ2 ? iota_ps() : _mm512_sub_ps(iota_ps(), _mm512_set1_ps(4.f));
     return _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(st.scale[sub])),
                          _mm512_set1_ps(st.min[sub]));
   }

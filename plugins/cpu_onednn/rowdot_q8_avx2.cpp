@@ -2,14 +2,12 @@
 #include "rowdot_q8_avx2.hpp"
 
 namespace sy::cpu {
-namespace {
 
-const RowdotQ8Tier kTier = make_q8_tier<Avx2Q8>("q8_avx2");
-
-}  // namespace
-
+// A function-local static, built on the first call from inside the tier: a namespace-scope one
+// is built with VEX code when the plugin loads, on every CPU (docs/cpu-tiers.md).
 const RowdotQ8Tier& rowdot_q8_avx2() {
-  return kTier;
+  static const RowdotQ8Tier tier = make_q8_tier<Avx2Q8>("q8_avx2");
+  return tier;
 }
 
 }  // namespace sy::cpu
