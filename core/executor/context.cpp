@@ -56,10 +56,10 @@ Context::Context(const Model& model, const ContextOptions& options)
   const std::map<std::string, int64_t> need = impl_->needs();
   std::string what = "a context";
   if (graph.bounds.kv_layout == KvLayout::paged)
-    what += " with a KV pool of " + std::to_string(kv_.total_blocks()) + " blocks of " +
-            std::to_string(kv_.block_tokens()) + " tokens (one sequence at its full context needs " +
-            std::to_string((graph.bounds.context + kv_.block_tokens() - 1) / kv_.block_tokens()) +
-            ")";
+    what +=
+        " with a KV pool of " + std::to_string(kv_.total_blocks()) + " blocks of " +
+        std::to_string(kv_.block_tokens()) + " tokens (one sequence at its full context needs " +
+        std::to_string((graph.bounds.context + kv_.block_tokens() - 1) / kv_.block_tokens()) + ")";
   model.reserve(need, what);
   impl_->reserved = need;
   const Plan& plan = model.plan();
@@ -68,9 +68,8 @@ Context::Context(const Model& model, const ContextOptions& options)
     Impl::PhaseRun& run = impl_->phases[phase.name];
     run.phase = &phase;
     std::string logits_location;
+    impl_->prepare_phase(phase, plan.phases[i], run);
     for (const auto& planned : plan.phases[i].ops) {
-      for (auto& op : impl_->prepare(phase, plan.phases[i], planned))
-        run.ops.push_back(std::move(op));
       if (const Node* n = planned_node(phase, planned.id))
         for (size_t o = 0; o < n->outputs.size() && o < planned.output_locations.size(); ++o)
           if (const Value* v = phase.value(n->outputs[o]); v && v->role == ValueRole::logits)
@@ -93,7 +92,8 @@ SeqId Context::add_sequence() {
 int64_t Context::reuse_prefix(SeqId id, std::span<const int64_t> tokens) {
   if (!kv_.has(id)) throw bad_batch("sequence " + std::to_string(id) + " does not exist");
   if (kv_.length(id) != 0)
-    throw bad_batch("sequence " + std::to_string(id) + " is not empty: a prefix is reused only "
+    throw bad_batch("sequence " + std::to_string(id) +
+                    " is not empty: a prefix is reused only "
                     "by a new sequence");
   if (layout() != KvLayout::paged) return 0;
   return kv_.reuse_prefix(id, tokens);
@@ -143,6 +143,16 @@ const StepProfile& Context::profile(const std::string& phase) const {
   for (const auto& [key, v] : run.per_kind)
     run.profile.per_kind.push_back({key, v.first, v.second});
   return run.profile;
+}
+
+std::vector<SegmentForm> Context::segment_forms() const {
+  std::vector<SegmentForm> out;
+  for (const Phase& phase : model_.graph().phases) {
+    auto it = impl_->phases.find(phase.name);
+    if (it != impl_->phases.end())
+      out.insert(out.end(), it->second.forms.begin(), it->second.forms.end());
+  }
+  return out;
 }
 
 std::map<std::string, int64_t> Context::memory_bytes() const {

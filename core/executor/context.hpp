@@ -68,10 +68,24 @@ struct OpTiming {
   int64_t calls = 0;
 };
 
+// Summed over the steps of a phase. kernel_calls counts the host's calls of execute, one per
+// kernel call op by op and one per segment; launches, graph_launches and blocking_waits are what
+// the segments' plugins reported (plugin_api.h sy_execute_segment_args): device work enqueued,
+// captured graphs replayed, and the times a plugin waited for its device inside a step.
 struct StepProfile {
   double total_ms = 0, kernels_ms = 0, copies_ms = 0;
   int64_t steps = 0;
+  int64_t kernel_calls = 0, launches = 0, graph_launches = 0, blocking_waits = 0;
   std::vector<OpTiming> per_kind;
+};
+
+// The form a segment of the plan took in this context: handed over as one (and what the plugin
+// said it made of it), or op by op and why.
+struct SegmentForm {
+  std::string phase, plugin, device;
+  size_t ops = 0;
+  bool segment = false;
+  std::string form;
 };
 
 struct ContextOptions {
@@ -125,6 +139,8 @@ class Context {
   const Model& model() const { return model_; }
   // Per phase ("step"; contiguous: "prefill", "decode"): time per op kind and the runtime's.
   const StepProfile& profile(const std::string& phase) const;
+  // Every segment of the plan, per phase in order, and the form it took here.
+  std::vector<SegmentForm> segment_forms() const;
   // Bytes this context allocated per location: KV memory and the activation arena.
   std::map<std::string, int64_t> memory_bytes() const;
   // The KV memory's bytes per location (a part of memory_bytes()).

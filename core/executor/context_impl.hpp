@@ -10,10 +10,10 @@
 #include "core/capability/vocabulary.hpp"
 #include "core/executor/context.hpp"
 #include "core/plugin/kernel.hpp"
+#include "core/plugin/segment.hpp"
 
 namespace sy {
 namespace context_detail {
-
 
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -63,9 +63,24 @@ struct Context::Impl {
     std::vector<const DLTensor*> inputs, outputs;
     std::vector<std::tuple<const Buffer*, const Buffer*, const Value*>> copies_before;
   };
+  // A segment of the plan handed to its plugin (segment.hpp): the tensor table every step
+  // passes, and the copies the host makes before it (those that are not its uploads).
+  struct SegmentRun {
+    std::string timing_key;
+    std::unique_ptr<PreparedSegment> segment;
+    std::vector<DLTensor> tensors;
+    std::vector<const DLTensor*> table;
+    std::vector<std::tuple<const Buffer*, const Buffer*, const Value*>> copies_before;
+  };
+  // What a phase runs, in the plan's order: one segment, or calls one by one.
+  struct Unit {
+    std::unique_ptr<SegmentRun> segment;
+    std::vector<PreparedOp> ops;
+  };
   struct PhaseRun {
     const Phase* phase = nullptr;
-    std::vector<PreparedOp> ops;
+    std::vector<Unit> units;
+    std::vector<SegmentForm> forms;
     std::map<ValueRole, Buffer*> inputs;  // the host buffers a step writes, by role
     const Value* logits = nullptr;
     Buffer* logits_buffer = nullptr;
@@ -95,8 +110,7 @@ struct Context::Impl {
   std::vector<float> logits_out;            // [rows, vocab] of the last step
   std::vector<char> staging;
 
-  Impl(const Model& m, int64_t pool_blocks)
-      : model(m), memory(m.memory()), blocks(pool_blocks) {}
+  Impl(const Model& m, int64_t pool_blocks) : model(m), memory(m.memory()), blocks(pool_blocks) {}
 
   ~Impl() {
     synchronize_all(true);
@@ -229,6 +243,18 @@ struct Context::Impl {
     return {plugin, kernel, device};
   }
 
+  // The DLTensor of value `name` at `location`: its buffer, and the extents every step sets.
+  DLTensor tensor(const Phase& phase, const std::string& name, const std::string& location) {
+    const Value& v = value(phase, name);
+    DLTensor t{};
+    t.data = buffer(phase.name, v, location).data;
+    t.device = memory.dl_device(location);
+    t.ndim = int(v.shape.size());
+    t.dtype = sy_dtype_to_dl(v.dtype);
+    t.shape = shape_of(phase.name, v);
+    return t;
+  }
+
   // Prepares one kernel call and binds its operands' buffers.
   PreparedOp prepare_call(const Phase& phase, const std::string& id, const Call& c) {
     Target t = target(c);
@@ -242,25 +268,20 @@ struct Context::Impl {
     out.kernel = std::move(*r);
     const size_t n_in = c.inputs.size(), n = n_in + c.outputs.size();
     out.tensors.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      const Value& v = value(phase, i < n_in ? c.inputs[i] : c.outputs[i - n_in]);
-      const std::string& loc = i < n_in ? c.input_locations[i] : c.output_locations[i - n_in];
-      DLTensor tensor{};
-      tensor.data = buffer(phase.name, v, loc).data;
-      tensor.device = memory.dl_device(loc);
-      tensor.ndim = int(v.shape.size());
-      tensor.dtype = sy_dtype_to_dl(v.dtype);
-      tensor.shape = shape_of(phase.name, v);
-      out.tensors.push_back(tensor);
-    }
+    for (size_t i = 0; i < n; ++i)
+      out.tensors.push_back(i < n_in
+                                ? tensor(phase, c.inputs[i], c.input_locations[i])
+                                : tensor(phase, c.outputs[i - n_in], c.output_locations[i - n_in]));
     for (size_t i = 0; i < n; ++i) (i < n_in ? out.inputs : out.outputs).push_back(&out.tensors[i]);
     return out;
   }
 
   static void set_memory(OpDesc& op, const std::vector<std::string>& in,
                          const std::vector<std::string>& out) {
-    for (size_t i = 0; i < op.inputs.size(); ++i) op.inputs[i].memory = context_detail::memory_of(in[i]);
-    for (size_t i = 0; i < op.outputs.size(); ++i) op.outputs[i].memory = context_detail::memory_of(out[i]);
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      op.inputs[i].memory = context_detail::memory_of(in[i]);
+    for (size_t i = 0; i < op.outputs.size(); ++i)
+      op.outputs[i].memory = context_detail::memory_of(out[i]);
   }
 
   // The calls of one planned op: the op itself, or its adapted kernel and the kernels that
@@ -272,8 +293,14 @@ struct Context::Impl {
     auto call = [](const std::string& plugin, const std::string& kernel, const std::string& device,
                    OpDesc desc, const AdaptedOperands& o) {
       set_memory(desc, o.input_locations, o.output_locations);
-      return Call{plugin,   kernel,   device, std::move(desc), o.inputs, o.outputs,
-                  o.input_locations, o.output_locations};
+      return Call{plugin,
+                  kernel,
+                  device,
+                  std::move(desc),
+                  o.inputs,
+                  o.outputs,
+                  o.input_locations,
+                  o.output_locations};
     };
     OpDesc own = op;
     for (const auto& a : planned.adaptations) {
@@ -290,13 +317,23 @@ struct Context::Impl {
     return calls;
   }
 
-  std::vector<PreparedOp> prepare(const Phase& phase, const PhasePlan& pp,
-                                  const PlannedOp& planned) {
-    const Node* node = planned_node(phase, planned.id);
-    if (!node) throw plan_bug("names op " + planned.id + ", not in the graph");
+  // The calls of every planned op of a phase, index-aligned with its ops.
+  std::vector<std::vector<Call>> phase_calls(const Phase& phase, const PhasePlan& pp) {
+    std::vector<std::vector<Call>> out;
+    for (const PlannedOp& planned : pp.ops) {
+      const Node* node = planned_node(phase, planned.id);
+      if (!node) throw plan_bug("names op " + planned.id + ", not in the graph");
+      out.push_back(calls_of(phase, planned, *node));
+    }
+    return out;
+  }
+
+  // Planned op `i` called op by op: its calls prepared, the plan's copies before the first.
+  std::vector<PreparedOp> prepare(const Phase& phase, const PhasePlan& pp, size_t i,
+                                  const std::vector<Call>& calls) {
+    const PlannedOp& planned = pp.ops[i];
     std::vector<PreparedOp> out;
-    for (const Call& c : calls_of(phase, planned, *node))
-      out.push_back(prepare_call(phase, planned.id, c));
+    for (const Call& c : calls) out.push_back(prepare_call(phase, planned.id, c));
     for (const auto& c : pp.copies) {  // the plan's copies come before the op's first call
       if (c.before_op != planned.id) continue;
       const Value& v = value(phase, c.value);
@@ -305,6 +342,14 @@ struct Context::Impl {
     }
     return out;
   }
+
+  // Every unit of a phase (context_segments.cpp): its segments handed over, the rest op by op.
+  void prepare_phase(const Phase& phase, const PhasePlan& pp, PhaseRun& run);
+  std::unique_ptr<SegmentRun> prepare_segment_run(const Phase& phase, const PhasePlan& pp,
+                                                  const PlannedSegment& sg,
+                                                  const std::vector<std::vector<Call>>& calls,
+                                                  std::string& refused);
+  void run_segment(PhaseRun& run, SegmentRun& sg, const sy_step_info& step);
 
   // Waits for the enqueued work of every device (ABI 1.2 synchronize). `quiet` drops errors.
   void synchronize_all(bool quiet = false) {
@@ -319,28 +364,34 @@ struct Context::Impl {
     return sy_tensor_bytes(v.dtype, int32_t(v.shape.size()), s);
   }
 
-  void run_phase(PhaseRun& run) {
+  // Runs every unit of the phase on the step's extents (already set), then waits for the
+  // devices.
+  void run_phase(PhaseRun& run, const sy_step_info& step) {
     auto t0 = std::chrono::steady_clock::now();
-    double kernels = 0, copies = 0;
-    for (auto& op : run.ops) {
-      auto c0 = std::chrono::steady_clock::now();
-      for (const auto& [src, dst, v] : op.copies_before)
-        memory.copy(*src, *dst, actual_bytes(run.phase->name, *v));
-      copies += context_detail::ms_since(c0);
-      auto k0 = std::chrono::steady_clock::now();
-      std::optional<Error> err = op.kernel->execute(op.inputs, op.outputs);
-      double ms = context_detail::ms_since(k0);
-      if (err) throw failed(*err, op);
-      kernels += ms;
-      auto& slot = run.per_kind[op.timing_key];
-      slot.first += ms;
-      slot.second += 1;
+    StepProfile& p = run.profile;
+    for (auto& unit : run.units) {
+      if (unit.segment) {
+        run_segment(run, *unit.segment, step);
+        continue;
+      }
+      for (auto& op : unit.ops) {
+        auto c0 = std::chrono::steady_clock::now();
+        for (const auto& [src, dst, v] : op.copies_before)
+          memory.copy(*src, *dst, actual_bytes(run.phase->name, *v));
+        p.copies_ms += context_detail::ms_since(c0);
+        auto k0 = std::chrono::steady_clock::now();
+        std::optional<Error> err = op.kernel->execute(op.inputs, op.outputs);
+        double ms = context_detail::ms_since(k0);
+        if (err) throw failed(*err, op);
+        p.kernels_ms += ms;
+        ++p.kernel_calls;
+        auto& slot = run.per_kind[op.timing_key];
+        slot.first += ms;
+        slot.second += 1;
+      }
     }
     synchronize_all();
-    StepProfile& p = run.profile;
     p.total_ms += context_detail::ms_since(t0);
-    p.kernels_ms += kernels;
-    p.copies_ms += copies;
     ++p.steps;
   }
 
@@ -354,6 +405,8 @@ struct Context::Impl {
 
   // A step (context_step.cpp): the paged layout's, and the contiguous layout's.
   void check_batch(const Batch& batch, const KvBlocks& kv, const StepBounds& b, int64_t vocab);
+  sy_step_info check_metadata(int64_t T, int64_t MB, int64_t BS, int64_t NB, int64_t outputs) const;
+  static sy_step_info step_of(int64_t tokens, int64_t outputs, int64_t keys);
   void run_paged(const Batch& batch, const KvBlocks::Reservation& r, const KvBlocks& kv,
                  size_t& logits_rows);
   void run_contiguous(const Batch& batch, int64_t length, size_t& logits_rows);
@@ -368,7 +421,8 @@ struct Context::Impl {
     }
     for (const auto& v : run.phase->values)
       if (v.role == ValueRole::logits) run.logits = &v;
-    if (!run.logits) throw plan_bug("runs a graph whose phase " + run.phase->name + " has no logits");
+    if (!run.logits)
+      throw plan_bug("runs a graph whose phase " + run.phase->name + " has no logits");
     run.logits_buffer = &buffer(run.phase->name, *run.logits,
                                 logits_location.empty() ? kHostLocation : logits_location);
   }

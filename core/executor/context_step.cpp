@@ -56,8 +56,10 @@ void Context::Impl::check_batch(const Batch& batch, const KvBlocks& kv, const St
     throw bad_batch("it holds " + str(int64_t(groups.size())) +
                     " sequences; the plan's contiguous KV cache holds one");
   if (paged && outputs > b.max_outputs)
-    throw bad_batch("it asks for the logits of " + str(outputs) + " tokens; the plan computes at "
-                    "most " + str(b.max_outputs) + " per step");
+    throw bad_batch("it asks for the logits of " + str(outputs) +
+                    " tokens; the plan computes at "
+                    "most " +
+                    str(b.max_outputs) + " per step");
 }
 
 StepResult Context::decode(const Batch& batch) {
@@ -76,9 +78,9 @@ StepResult Context::decode(const Batch& batch) {
       const int64_t length = kv_.length(seq) + int64_t(groups[i].count);
       if (r.status[i] == KvBlocks::GrowStatus::context_full)
         out.refused.push_back(
-            {seq, Error(Errc::prompt_too_long,
-                        "sequence " + str(seq) + " would hold " + str(length) +
-                            " tokens, past its context of " + str(kv_.context()) + " tokens")});
+            {seq, Error(Errc::prompt_too_long, "sequence " + str(seq) + " would hold " +
+                                                   str(length) + " tokens, past its context of " +
+                                                   str(kv_.context()) + " tokens")});
       else if (r.status[i] == KvBlocks::GrowStatus::pool_full)
         out.refused.push_back(
             {seq, Error(Errc::kv_pool_full,
@@ -120,6 +122,40 @@ void Context::Impl::copy_blocks(const std::vector<KvBlocks::BlockCopy>& copies,
   }
 }
 
+// The paged step's metadata (scratch), checked once here where it was built, before any kernel
+// sees it: a segment uses it without reading it back (plugin_api.h, "Segments"). A violation is
+// the executor's own bug. Returns the step's extents.
+sy_step_info Context::Impl::check_metadata(int64_t T, int64_t MB, int64_t BS, int64_t NB,
+                                           int64_t outputs) const {
+  const std::vector<int64_t>&starts = scratch.starts, &lens = scratch.lens,
+        &table = scratch.blocks_of, &slots = scratch.slots;
+  const int64_t S = int64_t(lens.size());
+  sy_step_info step{sizeof(sy_step_info), T, S, outputs, 0, 0};
+  if (starts.size() != size_t(S + 1) || starts.front() != 0 || starts.back() != T ||
+      table.size() != size_t(S * MB))
+    throw plan_bug("built step metadata of the wrong extents");
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t q = starts[size_t(s + 1)] - starts[size_t(s)], L = lens[size_t(s)];
+    if (q < 1 || q > L || L > MB * BS)
+      throw plan_bug("built a sequence of " + std::to_string(q) + " queries and length " +
+                     std::to_string(L));
+    for (int64_t b = 0; b < (L + BS - 1) / BS; ++b)
+      if (table[size_t(s * MB + b)] < 0 || table[size_t(s * MB + b)] >= NB)
+        throw plan_bug("built a block table entry outside the pool");
+    step.max_query_len = std::max(step.max_query_len, q);
+    step.max_kv_len = std::max(step.max_kv_len, L);
+  }
+  for (int64_t i = 0; i < T; ++i)
+    if (slots[size_t(i)] < 0 || slots[size_t(i)] >= NB * BS)
+      throw plan_bug("built a KV slot outside the pool");
+  return step;
+}
+
+// One sequence in a contiguous cache: `tokens` of it, `outputs` logits rows, `keys` held after.
+sy_step_info Context::Impl::step_of(int64_t tokens, int64_t outputs, int64_t keys) {
+  return {sizeof(sy_step_info), tokens, 1, outputs, tokens, keys};
+}
+
 void Context::Impl::run_paged(const Batch& batch, const KvBlocks::Reservation& r,
                               const KvBlocks& kv, size_t& logits_rows) {
   copy_blocks(r.copies, kv.block_tokens());
@@ -155,6 +191,7 @@ void Context::Impl::run_paged(const Batch& batch, const KvBlocks::Reservation& r
   starts.push_back(T);
   logits_rows = rows.size();
   if (rows.empty()) rows.push_back(T - 1);  // a step computes one row at least; not read
+  const sy_step_info step = check_metadata(T, MB, BS, kv.total_blocks(), int64_t(rows.size()));
   set_extents(T, S, int64_t(rows.size()));
   set_input(run, ValueRole::token_ids, tokens);
   set_input(run, ValueRole::positions, positions);
@@ -163,7 +200,7 @@ void Context::Impl::run_paged(const Batch& batch, const KvBlocks::Reservation& r
   set_input(run, ValueRole::seq_lens, lens);
   set_input(run, ValueRole::block_table, blocks_of);
   set_input(run, ValueRole::output_rows, rows);
-  run_phase(run);
+  run_phase(run, step);
   if (logits_rows > 0) read_logits(run, 0, int64_t(logits_rows), logits_out, 0);
 }
 
@@ -187,7 +224,7 @@ void Context::Impl::run_contiguous(const Batch& batch, int64_t length, size_t& l
     set_input(prefill, ValueRole::token_ids, tokens);
     set_input(prefill, ValueRole::positions, positions);
     set_input(prefill, ValueRole::cache_position, std::span<const int64_t>(&zero, 1));
-    run_phase(prefill);
+    run_phase(prefill, step_of(n, prefill_rows, n));
     for (int64_t i = 0; i < n; ++i)
       if (batch.tokens[size_t(i)].logits)
         read_logits(prefill, prefill_rows == n ? i : 0, 1, logits_out, logits_rows++);
@@ -201,7 +238,7 @@ void Context::Impl::run_contiguous(const Batch& batch, int64_t length, size_t& l
     set_input(decode, ValueRole::positions, std::span<const int64_t>(&t.position, 1));
     set_input(decode, ValueRole::cache_position, std::span<const int64_t>(&t.position, 1));
     set_input(decode, ValueRole::kv_len, std::span<const int64_t>(&kv_len, 1));
-    run_phase(decode);
+    run_phase(decode, step_of(1, 1, kv_len));
     if (t.logits) read_logits(decode, 0, 1, logits_out, logits_rows++);
   }
 }

@@ -146,6 +146,22 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
   return out.str();
 }
 
+// "segments: 1 on cuda:0 (cuda_flash, 514 ops as one segment), 2 op by op on cpu:0 (...)".
+std::string segments_line(const PhasePlan& p) {
+  std::ostringstream out;
+  out << "segments: " << p.segments.size();
+  size_t shown = 0;
+  for (const auto& s : p.segments) {
+    if (shown++ == 4) {
+      out << "; ... (--json)";
+      break;
+    }
+    out << (shown == 1 ? " — " : "; ") << s.plugin << " on " << s.device << ", " << s.count
+        << (s.count == 1 ? " op " : " ops ") << (s.segment ? "as one segment" : "op by op");
+  }
+  return out.str();
+}
+
 }  // namespace
 
 json to_json(const Plan& plan) {
@@ -178,8 +194,18 @@ json to_json(const Plan& plan) {
     for (const auto& f : p.fallbacks)
       fallbacks.push_back(
           {{"op", f.op}, {"wanted", f.wanted}, {"chosen", f.chosen}, {"reason", f.reason}});
+    json segments = json::array();
+    for (const auto& sg : p.segments)
+      segments.push_back({{"plugin", sg.plugin},
+                          {"device", sg.device},
+                          {"first_op", p.ops[sg.first].id},
+                          {"last_op", p.ops[sg.first + sg.count - 1].id},
+                          {"ops", sg.count},
+                          {"form", sg.segment ? "segment" : "per_op"},
+                          {"reason", sg.reason}});
     phases.push_back({{"name", p.name},
                       {"ops", ops},
+                      {"segments", segments},
                       {"copies", copies},
                       {"kv_caches", caches},
                       {"fallbacks", fallbacks},
@@ -271,6 +297,7 @@ std::string render_plan(const Plan& plan) {
     out << p.copies.size() << " copies (" << bytes_text(copy_bytes) << "), " << p.fallbacks.size()
         << " fallbacks, " << adapted << " adaptations\n";
     out << "  " << numerics_line(plan.policy, p) << "\n";
+    out << "  " << segments_line(p) << "\n";
     std::map<std::string, int> cache_devices;
     for (const auto& [v, d] : p.kv_caches) cache_devices[d]++;
     for (const auto& [d, n] : cache_devices) out << "  kv caches: " << n << " on " << d << "\n";

@@ -405,6 +405,7 @@ static Plan place_graph(const Graph& graph, const Registry& registry, const Inve
       plan.error = p.error();
       break;
     }
+    plan_segments(*p, registry);
     plan.phases.push_back(std::move(*p));
   }
   plan.hash = plan_hash(plan);

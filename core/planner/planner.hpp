@@ -94,9 +94,20 @@ struct Fallback {
   std::string op, wanted, chosen, reason;
 };
 
+// A run of consecutive ops of one phase that one plugin serves on one device (DESIGN.md §12),
+// with the uploads from host memory before them: handed to the plugin as one segment when it
+// takes segments (plugin_api.h), else driven op by op. The executor runs exactly these.
+struct PlannedSegment {
+  std::string plugin, device;
+  size_t first = 0, count = 0;  // the phase's ops [first, first + count)
+  bool segment = false;         // true: one segment; false: op by op
+  std::string reason;           // why this form
+};
+
 struct PhasePlan {
   std::string name;
   std::vector<PlannedOp> ops;
+  std::vector<PlannedSegment> segments;  // covering ops, in order
   std::vector<Copy> copies;
   std::vector<std::pair<std::string, std::string>> kv_caches;  // value, device
   std::vector<Fallback> fallbacks;
@@ -146,6 +157,10 @@ struct LayoutPlan {
 // answer when both fail. plan.layout_rule says which layout and why.
 LayoutPlan plan_layouts(const GraphForLayout& import, int64_t max_sequences,
                         const Registry& registry, const Inventory& inventory, const Policy& policy);
+
+// Cuts a placed phase into its segments (segments.cpp); registry answers which plugins take
+// segments.
+void plan_segments(PhasePlan& phase, const Registry& registry);
 
 nlohmann::json to_json(const Plan& plan);
 // Human-readable plan: per phase a table (layers folded), then a summary.

@@ -199,6 +199,7 @@ class PluginLoader {
                          "name the plugin in lower case");
     plugin_->name_ = api->plugin_name;
     plugin_->version_ = api->plugin_version ? api->plugin_version : "";
+    plugin_->find_extensions();
     plugin_->host_binding_->context.plugin_label = plugin_->name_;
     return std::nullopt;
   }

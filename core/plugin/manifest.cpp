@@ -18,13 +18,15 @@ fs::path manifest_path_for(const fs::path& library) {
 json manifest_json(const Plugin& plugin) {
   json kernels = json::array();
   for (const auto& k : plugin.kernels()) kernels.push_back(to_json(k));
-  return json{{"schema", kManifestSchema},
-              {"name", plugin.name()},
-              {"plugin_version", plugin.version()},
-              {"library", plugin.path().filename().string()},
-              {"abi_version",
-               std::to_string(plugin.abi_major()) + "." + std::to_string(plugin.abi_minor())},
-              {"kernels", kernels}};
+  json j{{"schema", kManifestSchema},
+         {"name", plugin.name()},
+         {"plugin_version", plugin.version()},
+         {"library", plugin.path().filename().string()},
+         {"abi_version",
+          std::to_string(plugin.abi_major()) + "." + std::to_string(plugin.abi_minor())},
+         {"kernels", kernels}};
+  if (!plugin.extensions().empty()) j["extensions"] = plugin.extensions();
+  return j;
 }
 
 ManifestFile read_manifest(const fs::path& file) {
@@ -53,6 +55,11 @@ std::vector<std::string> manifest_differences(const json& on_disk, const json& r
     if (a != b)
       diffs.push_back(std::string(key) + ": manifest " + a.dump() + ", plugin " + b.dump());
   }
+  // Absent means none (manifests written before the extensions existed).
+  json disk_ext = on_disk.value("extensions", json::array()),
+       run_ext = runtime.value("extensions", json::array());
+  if (disk_ext != run_ext)
+    diffs.push_back("extensions: manifest " + disk_ext.dump() + ", plugin " + run_ext.dump());
   std::map<std::string, json> disk_kernels, run_kernels;
   for (const auto& k : on_disk.value("kernels", json::array()))
     disk_kernels[k.value("kernel", "")] = k;

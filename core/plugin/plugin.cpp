@@ -88,11 +88,42 @@ std::unique_ptr<Plugin> Plugin::from_manifest(const std::filesystem::path& libra
   } catch (const std::exception& e) {
     throw bad(std::string("kernels: ") + e.what());
   }
+  if (m.contains("extensions")) {
+    if (!m["extensions"].is_array()) throw bad("extensions is not an array of names");
+    for (const auto& e : m["extensions"])
+      if (e.is_string()) p->extensions_.push_back(e.get<std::string>());
+  }
   p->no_devices_reason_ = "declared by its manifest only: the library was not opened";
   std::vector<std::string> names;
   for (const Envelope& k : p->kernels_) names.push_back(k.kernel);
   p->verification_ = read_verification(library, names);
   return p;
+}
+
+bool Plugin::has_extension(const std::string& name) const {
+  for (const auto& e : extensions_)
+    if (e == name) return true;
+  return false;
+}
+
+void Plugin::find_extensions() {
+  extensions_.clear();
+  segments_ = nullptr;
+#if SY_ABI_COMPAT_MINOR >= 2
+  if (!slot_in_table(2, SY_PLUGIN_API_SIZE_MINOR_2)) return;
+  // A bounded walk: a list that loops is a plugin bug, not a reason to hang.
+  const sy_extension_header* e = api_->extensions;
+  for (int n = 0; e && n < 64; e = e->next, ++n) {
+    if (e->struct_size < SY_EXTENSION_HEADER_SIZE_MINOR_2) break;
+    if (e->type != SY_EXTENSION_TYPE_SEGMENTS || segments_) continue;
+    auto* s = reinterpret_cast<const sy_segment_extension*>(e);
+    if (e->struct_size < SY_SEGMENT_EXTENSION_SIZE_MINOR_2 || !s->prepare_segment ||
+        !s->execute_segment || !s->release_segment)
+      continue;
+    segments_ = s;
+    extensions_.push_back("segments");
+  }
+#endif
 }
 
 CheckResult Plugin::check(size_t kernel_index, const DeviceInfo& device, const OpDesc& op) const {

@@ -116,6 +116,14 @@ class Plugin {
   // Waits for the device's enqueued work (1.2 `synchronize`); nullopt at once for a plugin
   // whose execute completes its work before returning (no slot).
   std::optional<Error> synchronize(uint32_t device_index) const;
+  // The extensions it offers (plugin_api.h sy_extension_type), by name: "segments". Live: the
+  // known types on its list that the negotiated minor allows, sized and with every slot set;
+  // manifest-only: the manifest's "extensions".
+  const std::vector<std::string>& extensions() const { return extensions_; }
+  bool takes_segments() const { return segment_extension() || has_extension("segments"); }
+  bool has_extension(const std::string& name) const;
+  // The segments extension of a live plugin, or NULL (segment.hpp calls it).
+  const sy_segment_extension* segment_extension() const { return segments_; }
   // Releases a kernel from prepare (the 1.2 struct form when the plugin has it).
   void release(sy_kernel* kernel) const;
   // Whether optional slot `field_end` (its table offset + size) is callable: the negotiated
@@ -143,6 +151,9 @@ class Plugin {
   std::vector<Envelope> kernels_;
   PluginVerification verification_;
   uint32_t manifest_abi_[2] = {0, 0};  // a manifest-declared plugin's abi_version
+  std::vector<std::string> extensions_;
+  const sy_segment_extension* segments_ = nullptr;
+  void find_extensions();  // from a live plugin's list (plugin.cpp)
 };
 
 // A host-owned error buffer for one call into a plugin.

@@ -2,10 +2,27 @@
 // every float dtype and every block-quantized weight type. Its envelopes carry a cost far above
 // any real kernel's and it is built off the default search path, so a plan uses it only when a
 // user names its folder. It never prints and never throws across the ABI (the kit's edge).
+//
+// Built a second time with SY_REFERENCE_REMOTE as the test plugin "remote_reference": the same
+// kernels on an ext_dev device whose memory the host may not touch (host memory underneath),
+// with alloc/copy/free and the segments extension, so the suite runs a whole model as one
+// segment, uploads included, on machines without a GPU (tests/executor/segment_test.cpp).
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "cxx_edge/plugin_edge.hpp"
+#include "cxx_edge/segment_edge.hpp"
 #include "reference_ops.hpp"
+
+#ifdef SY_REFERENCE_REMOTE
+#define SY_REFERENCE_NAME "remote_reference"
+#define SY_REFERENCE_DEVICE kDLExtDev
+#else
+#define SY_REFERENCE_NAME "reference"
+#define SY_REFERENCE_DEVICE kDLCPU
+#endif
 
 namespace {
 
@@ -40,7 +57,7 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_
   e.kernel = kernel;
   e.op = op;
   e.family = family;
-  e.device_type = kDLCPU;
+  e.device_type = SY_REFERENCE_DEVICE;
   e.dtypes = dtypes;
   e.features = feats | (op == SY_OP_FUSED_DECODE_ATTENTION ? 0 : SY_FEATURE_BIT(SY_FEATURE_VARLEN));
   e.default_residency = SY_RESIDENCY_DEVICE;  // its device's memory is host memory
@@ -118,12 +135,56 @@ const sy::edge::Factory<Kernel, Context> kFactories[kCount] = {
 };
 const sy::edge::NarrowFn kLimits[kCount] = {};  // nothing beyond envelope and contract
 
+#ifdef SY_REFERENCE_REMOTE
+// A segment on the simulated device: its entries in order, an upload a memcpy (the memory is the
+// host's underneath); nothing waits.
+class Segment {
+ public:
+  explicit Segment(sy::edge::SegmentSpec<Kernel>&& spec) : spec_(std::move(spec)) {
+    form_ = "in order: " + std::to_string(spec_.entries.size()) + " entries, one call each";
+  }
+  void run(const DLTensor* const* tensors, size_t n, const sy_step_info&,
+           sy::edge::SegmentCounters& counters) {
+    if (n != spec_.tensors.size())
+      throw sy::edge::StatusError(
+          SY_STATUS_INVALID_ARGUMENT,
+          std::to_string(n) + " tensors for a segment of " + std::to_string(spec_.tensors.size()));
+    std::vector<const DLTensor*> in, out;
+    for (const auto& e : spec_.entries) {
+      ++counters.launches;
+      if (e.kind == SY_SEGMENT_ENTRY_UPLOAD) {
+        const DLTensor *from = tensors[e.inputs[0]], *to = tensors[e.outputs[0]];
+        std::memcpy(to->data, from->data,
+                    sy_tensor_bytes(spec_.tensors[e.inputs[0]].dtype, from->ndim, from->shape));
+        continue;
+      }
+      in.clear();
+      out.clear();
+      for (uint32_t i : e.inputs) in.push_back(tensors[i]);
+      for (uint32_t i : e.outputs) out.push_back(tensors[i]);
+      e.impl->run(in.data(), out.data());
+    }
+  }
+  const std::string& form() const { return form_; }
+
+ private:
+  sy::edge::SegmentSpec<Kernel> spec_;
+  std::string form_;
+};
+#endif
+
 }  // namespace
 
 struct sy_plugin {
   using Impl = Kernel;
   using Context = ::Context;
-  static constexpr const char* kName = "reference";
+  static constexpr const char* kName = SY_REFERENCE_NAME;
+#ifdef SY_REFERENCE_REMOTE
+  using Segment = ::Segment;
+  std::unique_ptr<Segment> make_segment(sy::edge::SegmentSpec<Kernel>&& spec) {
+    return std::make_unique<Segment>(std::move(spec));
+  }
+#endif
   static const sy::edge::KernelList<Impl, Context>& kernels() {
     static const sy::edge::KernelSet<Impl, Context, kCount> set(kEnvelopes, kLimits, kFactories);
     static const sy::edge::KernelList<Impl, Context> list = set.list();
@@ -136,9 +197,11 @@ struct sy_plugin {
   }
   sy_status ready(uint32_t index, sy_error_buffer* err) const {
     return index == 0 ? SY_STATUS_OK
-                      : sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "reference: no device %u", index);
+                      : sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: no device %u", kName, index);
   }
-  sy_status context(size_t, uint32_t, Context&, sy_error_buffer*) const { return SY_STATUS_OK; }
+  sy_status context(size_t, uint32_t, Context&, sy_error_buffer*) const {
+    return SY_STATUS_OK;
+  }
 
   sy_device_desc device{};
   const sy_device_desc* devices[1] = {&device};
@@ -152,15 +215,43 @@ sy_status init(sy_init_args* args, sy_error_buffer* err) {
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_init_args is NULL or undersized");
     auto* p = new sy_plugin();
     p->device.struct_size = sizeof p->device;
-    p->device.name = "reference (double precision, host)";
-    p->device.device_type = kDLCPU;
+    p->device.device_type = SY_REFERENCE_DEVICE;
     p->device.arch = "generic";
     p->device.available = 1;
+#ifdef SY_REFERENCE_REMOTE
+    p->device.name = "remote reference (double precision, its own memory)";
+    p->device.memory_is_host = 0;
+#else
+    p->device.name = "reference (double precision, host)";
     p->device.memory_is_host = 1;
+#endif
     args->plugin = p;
     return SY_STATUS_OK;
   });
 }
+
+#ifdef SY_REFERENCE_REMOTE
+// Device memory that is host memory underneath: the host must still go through copy.
+sy_status alloc(sy_alloc_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_ALLOC_ARGS_SIZE_MINOR_0 || args->device_index != 0)
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                   "sy_alloc_args is NULL, undersized or not device 0");
+  args->data = std::aligned_alloc(256, (args->size_bytes + 255) / 256 * 256 + 256);
+  return args->data ? SY_STATUS_OK
+                    : sy_fail(err, SY_STATUS_OUT_OF_MEMORY, "remote_reference: out of memory");
+}
+void free_memory(sy_plugin*, uint32_t, void* data) {
+  std::free(data);
+}
+sy_status copy(sy_copy_args* args, sy_error_buffer* err) {
+  if (!args || args->struct_size < SY_COPY_ARGS_SIZE_MINOR_0 ||
+      (args->size_bytes && (!args->dst || !args->src)))
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                   "sy_copy_args is NULL, undersized or has NULL pointers");
+  if (args->size_bytes) std::memmove(args->dst, args->src, args->size_bytes);
+  return SY_STATUS_OK;
+}
+#endif
 
 constexpr sy_plugin_api make_api() {
   sy_plugin_api api{};
@@ -171,10 +262,23 @@ constexpr sy_plugin_api make_api() {
   api.plugin_version = "1.0.0";
   api.init = init;
   sy::edge::Edge<sy_plugin>::fill(api);
+#ifdef SY_REFERENCE_REMOTE
+  api.alloc = alloc;
+  api.free_memory = free_memory;
+  api.copy = copy;
+#endif
   return api;
 }
 
+#ifdef SY_REFERENCE_REMOTE
+const sy_plugin_api kApi = [] {
+  sy_plugin_api api = make_api();
+  api.extensions = sy::edge::SegmentEdge<sy_plugin>::extension();
+  return api;
+}();
+#else
 constexpr sy_plugin_api kApi = make_api();
+#endif
 
 }  // namespace
 

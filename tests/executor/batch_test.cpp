@@ -2,8 +2,10 @@
 // eight prompts in one batch, forks of a shared prefix, a continued conversation, a reused
 // prefix — each gives, bit for bit, the logits of the unshared runs (the kernels are
 // batch-invariant: a row's output does not depend on what else is in the step). And bad input
-// is refused before anything runs. On the reference plugin and on every tier of cpu_onednn, with
-// f32 and with bf16 weights and activations.
+// is refused before anything runs. On the reference plugin, on the same kernels taken as one
+// segment on a simulated device with its own memory ("segments": remote_reference, uploads
+// and all, plugin_api.h's segments extension), and on every tier of cpu_onednn, with f32 and
+// with bf16 weights and activations.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,6 +23,7 @@ namespace sy {
 namespace {
 
 const std::filesystem::path kReferenceDir = SY_TEST_REFERENCE_DIR;
+const std::filesystem::path kSegmentsDir = std::string(SY_TEST_SETS_DIR) + "/remote_reference";
 
 std::optional<Error> load(const Value& v, void* dst) {
   const int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
@@ -46,13 +49,15 @@ class Batched : public ::testing::TestWithParam<Setup> {
  protected:
   void SetUp() override {
     const std::string& backend = GetParam().backend;
-    if (backend != "reference") {
+    if (backend != "reference" && backend != "segments") {
       SY_SKIP_UNLESS_CPU_TIER(backend);
       tier_.emplace(backend);
     }
+    const std::filesystem::path dir = backend == "reference"  ? kReferenceDir
+                                      : backend == "segments" ? kSegmentsDir
+                                                              : test::kPluginDir;
     registry_ = std::make_unique<Registry>(
-        Registry::discover({{backend == "reference" ? kReferenceDir : test::kPluginDir}, "test"},
-                           test::plugin_load_options()));
+        Registry::discover({{dir}, "test"}, test::plugin_load_options()));
     inventory_ = live_inventory(*registry_);
   }
 
@@ -68,9 +73,12 @@ class Batched : public ::testing::TestWithParam<Setup> {
     o.dtype_override = GetParam().dtype;
     graph_ = import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", o);
     Policy policy;
-    policy.prefer = {kDLCPU};
+    policy.prefer = {kDLExtDev, kDLCPU};
     plan_ = plan_graph(graph_, *registry_, inventory_, policy);
     if (!plan_.ok()) throw *plan_.error;  // the test fails with the plan's error
+    const auto& segments = plan_.phases.back().segments;
+    if (GetParam().backend == "segments" && (segments.size() != 1 || !segments[0].segment))
+      throw std::runtime_error("the plan does not hand the whole step over as one segment");
     model_ = std::make_unique<Model>(graph_, plan_, *registry_, inventory_, load);
     context_ = std::make_unique<Context>(*model_);
   }
@@ -290,6 +298,7 @@ std::vector<Setup> setups() {
   std::vector<Setup> out;
   for (const char* dtype : {"f32", "bf16"}) {
     out.push_back({"reference", dtype});
+    out.push_back({"segments", dtype});
     for (const auto& t : test::cpu_tiers()) out.push_back({t, dtype});
   }
   return out;

@@ -564,10 +564,14 @@ SY_DEFINE_STRUCT_SIZE(SY_FREE_MEMORY_ARGS, sy_free_memory_args, 2, data);
 /* Since minor 2. The head of every extension a plugin chains from
  * sy_plugin_api.extensions, as PJRT's PJRT_Extension_Base: later features that are not
  * worth a minor bump of the table, or that only some plugins offer, arrive as extensions.
- * `type` says which struct this header begins (types are assigned in this header; none is
- * defined yet, so the host walks the list and skips every type it does not know). Plugin-owned,
+ * `type` says which struct this header begins (types are assigned in this header; the host walks
+ * the list and skips every type it does not know). The header is the first member of the
+ * extension's struct, and its struct_size is the size of that whole struct. Plugin-owned,
  * valid until the library is unloaded. */
-typedef enum sy_extension_type { SY_EXTENSION_TYPE_NONE = 0 } sy_extension_type;
+typedef enum sy_extension_type {
+  SY_EXTENSION_TYPE_NONE = 0,
+  SY_EXTENSION_TYPE_SEGMENTS = 1 /* sy_segment_extension, below */
+} sy_extension_type;
 
 typedef struct sy_extension_header {
   size_t struct_size;
@@ -575,6 +579,132 @@ typedef struct sy_extension_header {
   const struct sy_extension_header* next; /* NULL ends the list */
 } sy_extension_header;
 SY_DEFINE_STRUCT_SIZE(SY_EXTENSION_HEADER, sy_extension_header, 2, next);
+
+/* ---- Segments (extension SY_EXTENSION_TYPE_SEGMENTS) -------------------------------------
+ *
+ * A segment is the run of consecutive ops of one step that the planner gave this plugin on one
+ * device (ggml's graph_compute, ONNX Runtime's EP Compile, a PJRT program): prepared once for
+ * the plan's bounds, executed once per step with the step's extents. Inside it the plugin may
+ * fuse ops, launch on its own stream, and capture and replay the work; between its entries it
+ * owes the host nothing but the segment's results. A plugin without this extension is driven
+ * op by op through prepare/execute, as before; the plan says which form each segment took.
+ *
+ * Operands are named by index into the segment's tensor table, so an op's output that a later
+ * op reads is one tensor, and the plugin sees the dataflow. Each tensor carries flags saying
+ * what the host needs of it after the segment (below); a tensor without LIVE_OUT, PERSISTENT or
+ * STEP_INPUT is internal: written and read inside the segment only, so fusion may skip it.
+ *
+ * Step metadata (token ids, positions, slot mapping, query starts, sequence lengths, block
+ * tables, output rows) is validated ONCE per step by the host that built it, before
+ * execute_segment: every id inside the table it indexes, every slot and block inside the pool,
+ * query_start from 0 to the step's tokens and non-decreasing, each sequence's queries within
+ * its length and its length within its block table; sy_step_info's maxima are exact. A segment
+ * may therefore use the metadata without reading it back. (The op-by-op form promises none of
+ * this: execute there validates what it reads.) */
+
+/* Opaque prepared segment, created by prepare_segment, destroyed by release_segment. */
+typedef struct sy_segment sy_segment;
+
+typedef enum sy_segment_entry_kind {
+  /* One kernel: kernel_index and op as prepare takes them (the host has checked the op against
+   * the kernel; prepare_segment must apply the same check), operands by tensor index. */
+  SY_SEGMENT_ENTRY_KERNEL = 0,
+  /* One transfer into the segment's device: host tensor inputs[0] to device tensor outputs[0]
+   * (same dtype and bounds), the step's actual bytes. The host has written inputs[0] before
+   * execute_segment and keeps it unchanged until execute_segment returns (not until the device
+   * is done): a plugin that uploads asynchronously stages it first. */
+  SY_SEGMENT_ENTRY_UPLOAD = 1
+} sy_segment_entry_kind;
+
+/* One entry of a segment, in the order the host would run them. Host-owned for the call. */
+typedef struct sy_segment_entry {
+  size_t struct_size;
+  uint32_t kind;          /* sy_segment_entry_kind */
+  uint32_t kernel_index;  /* KERNEL: into get_kernels' array; UPLOAD: 0 */
+  const sy_op_desc* op;   /* KERNEL: the operator; UPLOAD: NULL */
+  const uint32_t* inputs; /* num_inputs indices into the segment's tensors (op->num_inputs) */
+  size_t num_inputs;
+  const uint32_t* outputs; /* num_outputs indices (op->num_outputs) */
+  size_t num_outputs;
+} sy_segment_entry;
+SY_DEFINE_STRUCT_SIZE(SY_SEGMENT_ENTRY, sy_segment_entry, 2, num_outputs);
+
+/* Flags of a segment tensor (sy_prepare_segment_args.tensor_flags). */
+#define SY_SEGMENT_TENSOR_PERSISTENT 1u /* weights, KV memory: contents outlive every step */
+#define SY_SEGMENT_TENSOR_STEP_INPUT 2u /* written by the host before each execute_segment */
+#define SY_SEGMENT_TENSOR_LIVE_OUT 4u   /* read after the segment, by the host or another one */
+
+typedef struct sy_prepare_segment_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  /* The tensor table: descriptions (dtype, bounds, dynamic dims, memory) and flags, index-
+   * aligned, num_tensors each. Host-owned for the call. */
+  const sy_tensor_desc* const* tensors;
+  const uint32_t* tensor_flags;
+  size_t num_tensors;
+  const sy_segment_entry* const* entries;
+  size_t num_entries;
+  sy_segment* segment; /* out; freed with release_segment */
+  /* out, plugin-owned until release_segment: one line saying what the plugin made of the
+   * segment (e.g. "stream; CUDA graph per decode batch size; 30 add+rms_norm fused"), shown by
+   * the host beside the plan's segment. May stay NULL. */
+  const char* form;
+} sy_prepare_segment_args;
+SY_DEFINE_STRUCT_SIZE(SY_PREPARE_SEGMENT_ARGS, sy_prepare_segment_args, 2, form);
+
+/* The extents of one step, which the host computed while building its metadata. */
+typedef struct sy_step_info {
+  size_t struct_size;
+  int64_t tokens;        /* T: rows of the step's token-major tensors */
+  int64_t sequences;     /* S: sequences in the step (1 in a contiguous layout) */
+  int64_t outputs;       /* logits rows the step computes */
+  int64_t max_query_len; /* the most tokens any one sequence has in this step */
+  int64_t max_kv_len;    /* the most keys any one sequence holds after this step's append */
+} sy_step_info;
+SY_DEFINE_STRUCT_SIZE(SY_STEP_INFO, sy_step_info, 2, max_kv_len);
+
+typedef struct sy_execute_segment_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  sy_segment* segment;
+  /* The tensor table in prepare_segment's order, host-owned for the call; a dynamic dimension
+   * carries the step's extent (as execute's tensors do). Data pointers are those of every
+   * earlier step unless the host says otherwise by preparing a new segment. */
+  const DLTensor* const* tensors;
+  size_t num_tensors;
+  const sy_step_info* step;
+  /* out, host-initialised to 0: what this call did, for the host's profile. blocking_waits
+   * counts the times it waited for the device (a blocking copy, a stream or device
+   * synchronize); launches the device work it enqueued (kernels, copies; a graph launch is
+   * one); graph_launches those that replayed a captured graph. */
+  uint32_t blocking_waits;
+  uint32_t launches;
+  uint32_t graph_launches;
+} sy_execute_segment_args;
+SY_DEFINE_STRUCT_SIZE(SY_EXECUTE_SEGMENT_ARGS, sy_execute_segment_args, 2, graph_launches);
+
+typedef struct sy_release_segment_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  sy_segment* segment;
+} sy_release_segment_args;
+SY_DEFINE_STRUCT_SIZE(SY_RELEASE_SEGMENT_ARGS, sy_release_segment_args, 2, segment);
+
+/* The segments extension. Completion follows execute's rules: the work may be enqueued when
+ * execute_segment returns (the plugin has `synchronize`), and runs before any later execute,
+ * execute_segment or copy of that device. */
+typedef struct sy_segment_extension {
+  sy_extension_header header; /* type SY_EXTENSION_TYPE_SEGMENTS */
+  /* Prepares the segment. UNSUPPORTED when the plugin will not take this one (then the host
+   * drives its ops one by one, and says why); INVALID_ARGUMENT for malformed arguments. */
+  sy_status (*prepare_segment)(sy_prepare_segment_args* args, sy_error_buffer* err);
+  /* Runs one step. From one thread at a time per segment. */
+  sy_status (*execute_segment)(sy_execute_segment_args* args, sy_error_buffer* err);
+  /* Frees the segment after its enqueued work. Never fails. */
+  void (*release_segment)(sy_release_segment_args* args);
+} sy_segment_extension;
+SY_DEFINE_STRUCT_SIZE(SY_SEGMENT_EXTENSION, sy_segment_extension, 2, release_segment);
 #endif
 
 /* ------------------------------------------------------------------------ */

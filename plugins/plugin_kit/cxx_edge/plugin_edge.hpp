@@ -69,14 +69,6 @@ class Edge {
   using Impl = typename P::Impl;
   using Context = typename P::Context;
 
-  // What a sy_kernel* stands for: the operator it was prepared for and its implementation.
-  struct Prepared {
-    std::unique_ptr<OpCopy> op;
-    std::unique_ptr<Impl> impl;
-    std::unique_ptr<ActualOpView> actual;  // when some extent varies per execute (ABI 1.5)
-  };
-  static Prepared* prepared(sy_kernel* k) { return reinterpret_cast<Prepared*>(k); }
-
  public:
   static sy_status get_devices(sy_get_devices_args* args, sy_error_buffer* err) {
     if (!args || args->struct_size < SY_GET_DEVICES_ARGS_SIZE_MINOR_0 || !args->plugin)
@@ -100,31 +92,49 @@ class Edge {
     return check_against_table(P::kName, P::kernels().entries, P::kernels().count, args, err);
   }
 
+  // What a sy_kernel* stands for: the operator it was prepared for and its implementation.
+  struct Prepared {
+    std::unique_ptr<OpCopy> op;
+    std::unique_ptr<Impl> impl;
+    std::unique_ptr<ActualOpView> actual;  // when some extent varies per execute (ABI 1.5)
+  };
+  static Prepared* prepared(sy_kernel* k) { return reinterpret_cast<Prepared*>(k); }
+
+  // Prepares kernel `kernel_index` for `op` on device `device_index` after exactly check's
+  // test (the dispatcher cannot drift from the declaration): prepare's body, and each kernel
+  // entry of a segment's (segment_edge.hpp). Returns the status; `out` is set on OK.
+  static sy_status prepare_one(P& p, uint32_t device_index, uint32_t kernel_index,
+                               const sy_op_desc* op, std::unique_ptr<Prepared>& out,
+                               sy_error_buffer* err) {
+    if (sy_status s = p.ready(device_index, err); s != SY_STATUS_OK) return s;
+    const auto& kernels = P::kernels();
+    if (kernel_index >= kernels.count)
+      return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range (%zu)",
+                     kernel_index, kernels.count);
+    size_t n = 0;
+    const char* reason = nullptr;
+    const sy_device_desc* device = p.device_list(&n, &reason)[device_index];
+    const KernelEntry& k = kernels.entries[kernel_index];
+    if (sy_status s = refuse_unless_accepted(k, device, op, err); s != SY_STATUS_OK) return s;
+    Context ctx{};
+    if (sy_status s = p.context(kernel_index, device_index, ctx, err); s != SY_STATUS_OK) return s;
+    auto kernel = std::make_unique<Prepared>();
+    kernel->op = std::make_unique<OpCopy>(*op);
+    if (kernel->op->dynamic()) kernel->actual = std::make_unique<ActualOpView>(*kernel->op);
+    kernel->impl = kernels.factories[kernel_index](*kernel->op, ctx);
+    out = std::move(kernel);
+    return SY_STATUS_OK;
+  }
+
   static sy_status prepare(sy_prepare_args* args, sy_error_buffer* err) {
     return guarded(P::kName, err, [&] {
       if (!args || args->struct_size < SY_PREPARE_ARGS_SIZE_MINOR_0 || !args->op || !args->plugin)
         return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_prepare_args is NULL or undersized");
-      P& p = *static_cast<P*>(args->plugin);
-      if (sy_status s = p.ready(args->device_index, err); s != SY_STATUS_OK) return s;
-      const auto& kernels = P::kernels();
-      if (args->kernel_index >= kernels.count)
-        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "kernel index %u out of range (%zu)",
-                       args->kernel_index, kernels.count);
-      size_t n = 0;
-      const char* reason = nullptr;
-      const sy_device_desc* device = p.device_list(&n, &reason)[args->device_index];
-      // The same test `check` runs: the dispatcher cannot drift from the declaration.
-      const KernelEntry& k = kernels.entries[args->kernel_index];
-      if (sy_status s = refuse_unless_accepted(k, device, args->op, err); s != SY_STATUS_OK)
-        return s;
-      Context ctx{};
-      if (sy_status s = p.context(args->kernel_index, args->device_index, ctx, err);
+      std::unique_ptr<Prepared> kernel;
+      if (sy_status s = prepare_one(*static_cast<P*>(args->plugin), args->device_index,
+                                    args->kernel_index, args->op, kernel, err);
           s != SY_STATUS_OK)
         return s;
-      auto kernel = std::make_unique<Prepared>();
-      kernel->op = std::make_unique<OpCopy>(*args->op);
-      if (kernel->op->dynamic()) kernel->actual = std::make_unique<ActualOpView>(*kernel->op);
-      kernel->impl = kernels.factories[args->kernel_index](*kernel->op, ctx);
       args->kernel = reinterpret_cast<sy_kernel*>(kernel.release());
       return SY_STATUS_OK;
     });

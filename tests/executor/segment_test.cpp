@@ -1,0 +1,167 @@
+// Segments (plugin_api.h, the segments extension; DESIGN.md §12) without a GPU: the test plugin
+// remote_reference (the reference kernels on a simulated device with its own memory, taking
+// segments) against the double-precision llama forward pass, and what the plan and the context
+// say of each segment. A plugin without the extension is driven op by op, and the plan says so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/importer/importer.hpp"
+#include "core/planner/planner.hpp"
+#include "support/llama_reference.hpp"
+#include "support/plugin_load_options.hpp"
+#include "support/sequence_runner.hpp"
+#include "support/test_paths.hpp"
+
+namespace sy {
+namespace {
+
+const std::filesystem::path kSegmentsDir = std::string(SY_TEST_SETS_DIR) + "/remote_reference";
+
+std::optional<Error> load(const Value& v, void* dst) {
+  if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
+  auto* out = static_cast<float*>(dst);
+  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(test::hashed_weight(v.name, i));
+  return std::nullopt;
+}
+
+struct Planned {
+  Graph graph;
+  Inventory inventory;
+  Plan plan;
+};
+
+// The tiny llama, paged, for `sequences` sequences, under `policy` on the plugins of `dirs`.
+Planned plan_tiny(const Registry& registry, Policy policy, int64_t sequences = 2) {
+  Planned p;
+  p.inventory = live_inventory(registry);
+  ImportOptions o;
+  o.kv_layout = KvLayout::paged;
+  o.max_sequences = sequences;
+  o.max_batch_tokens = 16;
+  o.max_outputs = 16;
+  o.context = 48;
+  p.graph = import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", o);
+  p.plan = plan_graph(p.graph, registry, p.inventory, policy);
+  return p;
+}
+
+Registry discover(std::vector<std::filesystem::path> dirs) {
+  return Registry::discover({std::move(dirs), "test"}, test::plugin_load_options());
+}
+
+TEST(Segments, TheWholeStepIsOneSegmentAndMatchesTheDoubleReference) {
+  Registry reg = discover({kSegmentsDir});
+  ASSERT_TRUE(reg.find("remote_reference"));
+  EXPECT_TRUE(reg.find("remote_reference")->takes_segments());
+  Policy policy;
+  policy.prefer = {kDLExtDev};
+  Planned p = plan_tiny(reg, policy);
+  ASSERT_TRUE(p.plan.ok()) << p.plan.error->message;
+  const PhasePlan& step = p.plan.phases.back();
+  ASSERT_EQ(step.segments.size(), 1u);
+  const PlannedSegment& s = step.segments[0];
+  EXPECT_TRUE(s.segment);
+  EXPECT_EQ(s.plugin, "remote_reference");
+  EXPECT_EQ(s.device, "ext_dev:0");
+  EXPECT_EQ(s.count, step.ops.size());
+  EXPECT_NE(s.reason.find("takes segments"), std::string::npos) << s.reason;
+  const nlohmann::json j = to_json(p.plan);
+  EXPECT_EQ(j["phases"].back()["segments"][0]["form"], "segment");
+  EXPECT_EQ(j["phases"].back()["segments"][0]["ops"], step.ops.size());
+  EXPECT_NE(render_plan(p.plan).find("as one segment"), std::string::npos);
+
+  test::SequenceRunner run(p.graph, p.plan, reg, p.inventory, load);
+  const std::vector<SegmentForm> forms = run.context().segment_forms();
+  ASSERT_EQ(forms.size(), 1u);
+  EXPECT_TRUE(forms[0].segment);
+  EXPECT_EQ(forms[0].form.rfind("in order:", 0), 0u) << forms[0].form;  // the plugin's words
+
+  test::LlamaReference ref;
+  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
+  std::vector<double> want;
+  for (int64_t t : prompt) want = ref.step(t);
+  auto expect_close = [](const std::vector<float>& got, const std::vector<double>& w,
+                         const std::string& what) {
+    ASSERT_EQ(got.size(), w.size()) << what;
+    for (size_t i = 0; i < w.size(); ++i)  // double kernels, f32 activations between ops
+      ASSERT_NEAR(got[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i]))) << what << " " << i;
+  };
+  expect_close(run.prefill(prompt), want, "prefill");
+  for (int64_t t : {7, 88, 1}) expect_close(run.decode(t), ref.step(t), "decode");
+
+  // One host call per step; the plugin's launch count is its entries (kernels and uploads),
+  // every step; it never waited.
+  const StepProfile& prof = run.context().profile("step");
+  EXPECT_EQ(prof.kernel_calls, prof.steps);
+  EXPECT_EQ(prof.blocking_waits, 0);
+  const int64_t uploads = int64_t(step.copies.size());
+  EXPECT_EQ(prof.launches, prof.steps * (int64_t(step.ops.size()) + uploads));
+}
+
+// With the attention pinned to a family only cpu_onednn has, the step is cut: runs of the
+// remote device around the CPU's attention, each its own segment (copies off the device end
+// one), the CPU's op by op. The tokens are those of the CPU alone.
+TEST(Segments, ARunIsCutWhereAnotherPluginServesAnOp) {
+  Registry mixed = discover({kSegmentsDir, test::kPluginDir});
+  Policy policy;
+  policy.prefer = {kDLExtDev, kDLCPU};
+  policy.attention = "sdpa";
+  Planned p = plan_tiny(mixed, policy, 1);
+  ASSERT_TRUE(p.plan.ok()) << p.plan.error->message;
+  const PhasePlan& step = p.plan.phases.back();
+  size_t remote = 0, host = 0;
+  for (const auto& s : step.segments) {
+    EXPECT_EQ(s.segment, s.plugin == "remote_reference") << s.plugin << ": " << s.reason;
+    (s.segment ? remote : host) += 1;
+    if (!s.segment) {
+      EXPECT_NE(s.reason.find("does not take segments"), std::string::npos);
+    }
+  }
+  EXPECT_GE(remote, 2u);
+  EXPECT_GE(host, 1u);
+  size_t covered = 0;
+  for (const auto& s : step.segments) {
+    EXPECT_EQ(s.first, covered);  // in order, each op in exactly one
+    covered += s.count;
+  }
+  EXPECT_EQ(covered, step.ops.size());
+
+  Registry cpu = discover({test::kPluginDir});
+  Policy cpu_policy;
+  cpu_policy.prefer = {kDLCPU};
+  Planned q = plan_tiny(cpu, cpu_policy, 1);
+  ASSERT_TRUE(q.plan.ok());
+  test::SequenceRunner a(p.graph, p.plan, mixed, p.inventory, load);
+  test::SequenceRunner b(q.graph, q.plan, cpu, q.inventory, load);
+  std::vector<float> x = a.prefill({11, 22, 33, 44}), y = b.prefill({11, 22, 33, 44});
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], y[k], 2e-4) << "step " << i;
+    const int64_t t = int64_t(std::max_element(y.begin(), y.end()) - y.begin());
+    x = a.decode(t);
+    y = b.decode(t);
+  }
+}
+
+TEST(Segments, APluginWithoutTheExtensionRunsOpByOpAndThePlanSaysWhy) {
+  Registry cpu = discover({test::kPluginDir});
+  ASSERT_TRUE(cpu.find("cpu_onednn"));
+  EXPECT_FALSE(cpu.find("cpu_onednn")->takes_segments());
+  Policy policy;
+  policy.prefer = {kDLCPU};
+  Planned p = plan_tiny(cpu, policy);
+  ASSERT_TRUE(p.plan.ok());
+  for (const auto& s : p.plan.phases.back().segments) {
+    EXPECT_FALSE(s.segment);
+    EXPECT_NE(s.reason.find("cpu_onednn does not take segments"), std::string::npos) << s.reason;
+  }
+  test::SequenceRunner run(p.graph, p.plan, cpu, p.inventory, load);
+  run.prefill({1, 2, 3});
+  const StepProfile& prof = run.context().profile("step");
+  EXPECT_EQ(prof.kernel_calls, prof.steps * int64_t(p.plan.phases.back().ops.size()));
+  EXPECT_EQ(prof.launches, 0);  // only segments report launches
+}
+
+}  // namespace
+}  // namespace sy
