@@ -37,7 +37,19 @@ struct BatchArgs {
 struct Row {
   int64_t sequences = 0;
   double step_ms = 0, aggregate = 0, per_sequence = 0;
+  // Per timed step, from the context's profile (context.hpp StepProfile): the host's kernel
+  // calls (one per segment), what the segments' plugins launched, replayed and waited for.
+  double calls = 0, launches = 0, graph_launches = 0, blocking_waits = 0;
 };
+
+// The profile's counters, summed: a step's share is the difference around it.
+struct Counters {
+  int64_t calls = 0, launches = 0, graphs = 0, waits = 0;
+};
+Counters counters(const Context& c) {
+  const StepProfile& p = c.profile(c.layout() == KvLayout::paged ? "step" : "decode");
+  return {p.kernel_calls, p.launches, p.graph_launches, p.blocking_waits};
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -105,14 +117,21 @@ std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t pr
 
 Row time_row(Context& c, int64_t n, const BatchArgs& a) {
   std::vector<double> step_ms;
+  Counters sum;
   for (int r = 0; r < a.repeats; ++r) {
     auto seqs = prefill(c, n, a.prompt_len);
     for (int64_t i = 0; i < a.steps; ++i) {
       Batch b;
       for (const auto& [id, token] : seqs) b.add(token, c.sequence_length(id), id, true);
+      const Counters before = counters(c);
       auto t0 = std::chrono::steady_clock::now();
       step(c, b);
       step_ms.push_back(ms_since(t0));
+      const Counters after = counters(c);
+      sum.calls += after.calls - before.calls;
+      sum.launches += after.launches - before.launches;
+      sum.graphs += after.graphs - before.graphs;
+      sum.waits += after.waits - before.waits;
       for (size_t k = 0; k < seqs.size(); ++k) seqs[k].second = argmax(c.logits(k), c.vocab());
     }
     for (const auto& [id, token] : seqs) c.remove_sequence(id);
@@ -122,6 +141,11 @@ Row time_row(Context& c, int64_t n, const BatchArgs& a) {
   row.step_ms = median(step_ms);
   row.per_sequence = 1e3 / row.step_ms;
   row.aggregate = double(n) * row.per_sequence;
+  const double steps = double(std::max<size_t>(step_ms.size(), 1));
+  row.calls = double(sum.calls) / steps;
+  row.launches = double(sum.launches) / steps;
+  row.graph_launches = double(sum.graphs) / steps;
+  row.blocking_waits = double(sum.waits) / steps;
   return row;
 }
 
@@ -186,18 +210,25 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
         jr.push_back({{"sequences", r.sequences},
                       {"aggregate_tokens_per_s", r.aggregate},
                       {"per_sequence_tokens_per_s", r.per_sequence},
-                      {"step_ms", r.step_ms}});
-      json j{{"bench", "batch"},
-             {"model", a.model},
-             {"dtype", dt},
-             {"kv_layout", kv_layout_name(context.layout())},
-             {"cpu", cpu_identity()},
-             {"prompt_len", a.prompt_len},
-             {"steps", a.steps},
-             {"repeats", a.repeats},
-             {"threads", threads},
-             {"rows", jr},
-             {"machine_bandwidth_gbps", triad}};
+                      {"step_ms", r.step_ms},
+                      {"host_calls_per_step", r.calls},
+                      {"launches_per_step", r.launches},
+                      {"graph_launches_per_step", r.graph_launches},
+                      {"blocking_waits_per_step", r.blocking_waits}});
+      json segments = json::array();
+      for (const auto& f : context.segment_forms())
+        segments.push_back({{"phase", f.phase},
+                            {"plugin", f.plugin},
+                            {"device", f.device},
+                            {"ops", f.ops},
+                            {"form", f.segment ? "segment" : "per_op"},
+                            {"detail", f.form}});
+      json j{{"bench", "batch"},      {"model", a.model},
+             {"dtype", dt},           {"kv_layout", kv_layout_name(context.layout())},
+             {"cpu", cpu_identity()}, {"prompt_len", a.prompt_len},
+             {"steps", a.steps},      {"repeats", a.repeats},
+             {"threads", threads},    {"rows", jr},
+             {"segments", segments},  {"machine_bandwidth_gbps", triad}};
       std::cout << j.dump(2) << "\n";
       return kExitOk;
     }
@@ -215,6 +246,14 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
       else
         std::printf("%12s\n", "-");  // no 1-sequence row to compare with
     }
+    for (const auto& r : rows)
+      std::printf(
+          "%lld sequences, per step: %.0f host calls, %.0f launches (%.0f graphs), "
+          "%.0f blocking waits\n",
+          (long long)r.sequences, r.calls, r.launches, r.graph_launches, r.blocking_waits);
+    for (const auto& f : context.segment_forms())
+      std::printf("segment %s on %s, %zu ops: %s\n", f.plugin.c_str(), f.device.c_str(), f.ops,
+                  f.form.c_str());
     std::printf("machine (same run, %d threads): triad %.1f GB/s\n", threads, triad);
     return kExitOk;
   } catch (const Error& e) {

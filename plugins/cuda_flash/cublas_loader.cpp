@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include "cuda_kernel.hpp"
+#include "device_queue.hpp"
 
 namespace sy::cuda {
 
@@ -37,22 +38,28 @@ std::string Cublas::load() {
   create_ = reinterpret_cast<decltype(create_)>(sym("cublasCreate_v2"));
   destroy_ = reinterpret_cast<decltype(destroy_)>(sym("cublasDestroy_v2"));
   gemm_ = reinterpret_cast<decltype(gemm_)>(sym("cublasGemmEx"));
+  set_stream_ = reinterpret_cast<decltype(set_stream_)>(sym("cublasSetStream_v2"));
+  set_workspace_ = reinterpret_cast<decltype(set_workspace_)>(sym("cublasSetWorkspace_v2"));
   return error_;
 }
 
-cublasHandle_t Cublas::handle(int ordinal) {
+cublasHandle_t Cublas::handle(DeviceQueue& queue) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const int ordinal = queue.ordinal();
   if (!create_ || ordinal < 0 || ordinal >= kMaxDevices)
     throw sy::edge::StatusError(SY_STATUS_INTERNAL, "cuBLAS is not loaded for this device");
   if (!handles_[ordinal]) {
     use_device(ordinal);
-    cublasStatus_t s = create_(&handles_[ordinal]);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      handles_[ordinal] = nullptr;
+    cublasHandle_t h = nullptr;
+    cublasStatus_t s = create_(&h);
+    if (s == CUBLAS_STATUS_SUCCESS) s = set_stream_(h, queue.stream());
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = set_workspace_(h, queue.blas_workspace(), DeviceQueue::kBlasWorkspaceBytes);
+    if (s != CUBLAS_STATUS_SUCCESS)
       throw sy::edge::StatusError(
           s == CUBLAS_STATUS_ALLOC_FAILED ? SY_STATUS_OUT_OF_MEMORY : SY_STATUS_UNAVAILABLE,
-          "cublasCreate_v2 returned status " + std::to_string(int(s)));
-    }
+          "cuBLAS handle set-up returned status " + std::to_string(int(s)));
+    handles_[ordinal] = h;
   }
   return handles_[ordinal];
 }

@@ -10,6 +10,8 @@
 
 namespace sy::cuda {
 
+class DeviceQueue;
+
 class Cublas {
  public:
   // cublasGemmEx's C signature (the header adds a C++ overload, so decltype cannot name it).
@@ -24,9 +26,10 @@ class Cublas {
   // Loads the library once (thread-safe); returns "" or why it cannot be used, naming the
   // library and dlerror.
   std::string load();
-  // The handle for device `ordinal`, created on first use (a cuBLAS handle belongs to the
-  // device current at creation). Throws StatusError.
-  cublasHandle_t handle(int ordinal);
+  // The handle for the queue's device, created on first use (a cuBLAS handle belongs to the
+  // device current at creation) and bound to the queue's stream and workspace, so its calls
+  // run in the queue's order and can be captured. Throws StatusError.
+  cublasHandle_t handle(DeviceQueue& queue);
   GemmExFn gemm() const { return gemm_; }
 
  private:
@@ -37,6 +40,8 @@ class Cublas {
   void* lib_ = nullptr;
   decltype(&cublasCreate_v2) create_ = nullptr;
   decltype(&cublasDestroy_v2) destroy_ = nullptr;
+  decltype(&cublasSetStream_v2) set_stream_ = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace_ = nullptr;
   GemmExFn gemm_ = nullptr;
   cublasHandle_t handles_[kMaxDevices] = {};
 };

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_queue.hpp"
 #include "flash_kernel.cuh"
 
 namespace sy::cuda {
@@ -38,24 +39,24 @@ void allow_both_shapes() {
 }
 
 template <typename T, int D, int NW>
-void launch_main(const FlashParams& p, const LaunchShape& s) {
+void launch_main(const FlashParams& p, const LaunchShape& s, cudaStream_t stream) {
   const int sequences = p.query_start ? p.S : p.B;
   dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
-  flash::flash_mma_kernel<T, D, NW><<<grid, NW * 32, s.smem>>>(p);
-  check_cuda(cudaGetLastError(), "flash_mma_kernel");
+  flash::flash_mma_kernel<T, D, NW><<<grid, NW * 32, s.smem, stream>>>(p);
+  check_launch("flash_mma_kernel");
 }
 
 template <typename T, int D>
-void launch(const FlashParams& p, const LaunchShape& s) {
+void launch_flash(const FlashParams& p, const LaunchShape& s, cudaStream_t stream) {
   if (s.warps == 1)
-    launch_main<T, D, 1>(p, s);
+    launch_main<T, D, 1>(p, s, stream);
   else
-    launch_main<T, D, 4>(p, s);
+    launch_main<T, D, 4>(p, s, stream);
   if (s.splits > 1) {
     const size_t rows = size_t(p.B) * p.Hq * p.Sq;
-    flash::combine_splits<T, D><<<unsigned((rows + 3) / 4), 128>>>(p);
+    flash::combine_splits<T, D><<<unsigned((rows + 3) / 4), 128, 0, stream>>>(p);
+    check_launch("combine_splits");
   }
-  check_launch("flash_attention");
 }
 
 // Calls f(T{}, std::integral_constant<int, D>{}) for the op's dtype and head dim.
@@ -96,7 +97,7 @@ int device_attribute(cudaDeviceAttr attr, int ordinal) {
 
 class FlashAttention final : public CudaKernel {
  public:
-  FlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  FlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     const auto& q = op.inputs[0].shape;
     const auto& k = op.inputs[1].shape;
     dtype_ = op.inputs[0].dtype;
@@ -145,8 +146,8 @@ class FlashAttention final : public CudaKernel {
     }
   }
 
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     FlashParams p = p_;
     p.q = data_of<void>(in[0]);
     p.k = data_of<void>(in[1]);
@@ -161,12 +162,12 @@ class FlashAttention final : public CudaKernel {
       if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
         throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
                                     "flash_attention: q, k, v and o must start 16-byte aligned");
-    dispatch(dtype_, d_,
-             [&](auto t, auto dc) { launch<decltype(t), decltype(dc)::value>(p, shape_); });
+    dispatch(dtype_, d_, [&](auto t, auto dc) {
+      launch_flash<decltype(t), decltype(dc)::value>(p, shape_, stream());
+    });
   }
 
  private:
-  CudaContext ctx_;
   FlashParams p_{};
   LaunchShape shape_{};
   std::unique_ptr<DeviceScratch> workspace_;
@@ -180,7 +181,7 @@ class FlashAttention final : public CudaKernel {
 // execute's; the workspace is sized at prepare for the bounds.
 class PagedFlashAttention final : public CudaKernel {
  public:
-  PagedFlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  PagedFlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     const auto& q = op.inputs[0].shape;
     const auto& pool = op.inputs[1].shape;
     const size_t n = op.inputs.size();
@@ -226,15 +227,21 @@ class PagedFlashAttention final : public CudaKernel {
     metadata_.resize(size_t(2 * max_s + 1 + max_s * p_.MB));
   }
 
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     const size_t n = sinks_ ? 7 : 6;
     FlashParams p = p_;
     const int T = int(in[0]->shape[1]), S = int(in[n - 2]->shape[0]);
     p.Sq = T;
     p.S = S;
-    const auto [max_q, max_l] = read_metadata(in[n - 3], in[n - 2], in[n - 1], T, S);
     if (T == 0 || S == 0) return;
+    // Op by op the metadata is read back and checked (blocking waits); in a segment the host
+    // checked it and gives the maxima.
+    const auto [max_q, max_l] =
+        step ? std::pair<int, int>(int(step->max_query_len),
+                                   int(std::min<long long>(flash::kv_bucket(step->max_kv_len),
+                                                           int64_t(p_.MB) * p_.BS)))
+             : read_metadata(in[n - 3], in[n - 2], in[n - 1], T, S);
     p.q = data_of<void>(in[0]);
     p.k = data_of<void>(in[1]);
     p.v = data_of<void>(in[2]);
@@ -261,7 +268,7 @@ class PagedFlashAttention final : public CudaKernel {
         p.part_o = workspace_->as<float>();
         p.part_lse = p.part_o + size_t(T) * p.Hq * shape.splits * D;
       }
-      launch<T2, D>(p, shape);
+      launch_flash<T2, D>(p, shape, stream());
     });
   }
 
@@ -275,15 +282,9 @@ class PagedFlashAttention final : public CudaKernel {
     int32_t* starts = metadata_.data();
     int32_t* lens = starts + S + 1;
     int32_t* table = lens + S;
-    check_cuda(cudaMemcpy(starts, data_of<const int32_t>(starts_t), sizeof(int32_t) * (S + 1),
-                          cudaMemcpyDeviceToHost),
-               "cudaMemcpy(query_start)");
-    check_cuda(cudaMemcpy(lens, data_of<const int32_t>(lens_t), sizeof(int32_t) * S,
-                          cudaMemcpyDeviceToHost),
-               "cudaMemcpy(seq_lens)");
-    check_cuda(cudaMemcpy(table, data_of<const int32_t>(table_t), sizeof(int32_t) * S * p_.MB,
-                          cudaMemcpyDeviceToHost),
-               "cudaMemcpy(block_table)");
+    read_back(ctx_, starts, data_of<const int32_t>(starts_t), sizeof(int32_t) * (S + 1));
+    read_back(ctx_, lens, data_of<const int32_t>(lens_t), sizeof(int32_t) * S);
+    read_back(ctx_, table, data_of<const int32_t>(table_t), sizeof(int32_t) * S * p_.MB);
     auto invalid = [](const std::string& what) {
       return sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT, "flash_attention: " + what);
     };
@@ -308,7 +309,6 @@ class PagedFlashAttention final : public CudaKernel {
     return {max_q, max_l};
   }
 
-  CudaContext ctx_;
   FlashParams p_{};
   std::unique_ptr<DeviceScratch> workspace_;
   std::vector<int32_t> metadata_;

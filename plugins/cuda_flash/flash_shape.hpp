@@ -41,6 +41,16 @@ inline int flash_splits(long long packed_rows, long long batch, long long kv_hea
   return int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
 }
 
+// The keys a segment's paged attention shapes its split-KV for: the step's longest sequence
+// rounded up to a power of two (at least 256), so that the launch shape, and a CUDA graph
+// captured with it, serve every step of the bucket (the ranges are cut inside the kernel from
+// each sequence's own length, so a split past a sequence's keys is empty).
+inline long long kv_bucket(long long max_kv_len) {
+  long long b = 256;
+  while (b < max_kv_len) b *= 2;
+  return b;
+}
+
 // The split-KV workspace: a normalised partial output and its LSE per split and query row.
 inline uint64_t flash_workspace_bytes(long long batch, long long q_heads, long long q_len,
                                       int splits, int head_dim) {

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "device_math.cuh"
+#include "device_queue.hpp"
+#include "fused_kernels.cuh"
 
 namespace sy::cuda {
 namespace {
@@ -51,60 +53,62 @@ __global__ void gather_rows(const T* table, const I* ids, T* rows, int64_t n, in
 class Embedding final : public CudaKernel {
  public:
   Embedding(const OpCopy& op, const CudaContext& ctx)
-      : ctx_(ctx), scratch_((use_device(ctx.ordinal), sizeof(unsigned long long))) {
+      : CudaKernel(ctx), scratch_((use_device(ctx.ordinal), sizeof(unsigned long long))) {
     dtype_ = op.inputs[0].dtype;
     ids64_ = op.inputs[1].dtype == SY_DTYPE_I64;
     vocab_ = op.inputs[0].shape[0];
     hidden_ = op.inputs[0].shape[1];
     n_ = op.inputs[1].elements();
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     n_ = elements_of(in[1]);
     if (n_ == 0) return;
-    // Every id is checked before any row is written.
-    unsigned long long none = ~0ull, first = 0;
-    auto* flag = scratch_.as<unsigned long long>();
-    check_cuda(cudaMemcpy(flag, &none, sizeof none, cudaMemcpyHostToDevice), "cudaMemcpy");
-    if (ids64_)
-      find_bad_id<<<grid_for(n_, kBlock), kBlock>>>(data_of<const int64_t>(in[1]), n_, vocab_,
-                                                    flag);
-    else
-      find_bad_id<<<grid_for(n_, kBlock), kBlock>>>(data_of<const int32_t>(in[1]), n_, vocab_,
-                                                    flag);
-    check_launch("find_bad_id");
-    check_cuda(cudaMemcpy(&first, flag, sizeof first, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    if (first != none) {
-      int64_t id = 0;
-      const char* base = static_cast<const char*>(in[1]->data) + in[1]->byte_offset;
-      if (ids64_) {
-        check_cuda(cudaMemcpy(&id, base + first * 8, 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      } else {
-        int32_t v = 0;
-        check_cuda(cudaMemcpy(&v, base + first * 4, 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
-        id = v;
-      }
-      throw StatusError(SY_STATUS_INVALID_ARGUMENT, "embedding: id " + std::to_string(id) +
-                                                        " at index " + std::to_string(first) +
-                                                        " is outside [0, " +
-                                                        std::to_string(vocab_) + ")");
-    }
+    if (!step) check_ids(in[1]);  // a segment's ids were checked by the host
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       if (ids64_)
-        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock>>>(data_of<const T>(in[0]),
-                                                                data_of<const int64_t>(in[1]),
-                                                                data_of<T>(out[0]), n_, hidden_);
+        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock, 0, stream()>>>(
+            data_of<const T>(in[0]), data_of<const int64_t>(in[1]), data_of<T>(out[0]), n_,
+            hidden_);
       else
-        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock>>>(data_of<const T>(in[0]),
-                                                                data_of<const int32_t>(in[1]),
-                                                                data_of<T>(out[0]), n_, hidden_);
+        gather_rows<<<grid_for(n_ * hidden_, kBlock), kBlock, 0, stream()>>>(
+            data_of<const T>(in[0]), data_of<const int32_t>(in[1]), data_of<T>(out[0]), n_,
+            hidden_);
     });
     check_launch("gather_rows");
   }
 
  private:
-  CudaContext ctx_;
+  // Every id is checked before any row is written (op by op: read back, a blocking wait).
+  void check_ids(const DLTensor* ids) {
+    unsigned long long none = ~0ull, first = 0;
+    auto* flag = scratch_.as<unsigned long long>();
+    check_cuda(cudaMemcpyAsync(flag, &none, sizeof none, cudaMemcpyHostToDevice, stream()),
+               "cudaMemcpyAsync");
+    if (ids64_)
+      find_bad_id<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(data_of<const int64_t>(ids), n_,
+                                                                 vocab_, flag);
+    else
+      find_bad_id<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(data_of<const int32_t>(ids), n_,
+                                                                 vocab_, flag);
+    check_launch("find_bad_id");
+    read_back(ctx_, &first, flag, sizeof first);
+    if (first == none) return;
+    int64_t id = 0;
+    const char* base = static_cast<const char*>(ids->data) + ids->byte_offset;
+    if (ids64_) {
+      read_back(ctx_, &id, base + first * 8, 8);
+    } else {
+      int32_t v = 0;
+      read_back(ctx_, &v, base + first * 4, 4);
+      id = v;
+    }
+    throw StatusError(SY_STATUS_INVALID_ARGUMENT,
+                      "embedding: id " + std::to_string(id) + " at index " + std::to_string(first) +
+                          " is outside [0, " + std::to_string(vocab_) + ")");
+  }
+
   DeviceScratch scratch_;
   sy_dtype dtype_;
   bool ids64_ = false;
@@ -190,7 +194,7 @@ int64_t rows_of(const sy::edge::TensorCopy& t, int64_t last) {
 
 class RowKernel final : public CudaKernel {
  public:
-  RowKernel(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx), kind_(op.op) {
+  RowKernel(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx), kind_(op.op) {
     const auto& x = op.inputs[0];
     dtype_ = x.dtype;
     n_ = x.shape.empty() ? 1 : x.shape.back();
@@ -200,20 +204,22 @@ class RowKernel final : public CudaKernel {
     if (rows_ > 0x7fffffff)
       throw StatusError(SY_STATUS_INVALID_ARGUMENT, "more than 2^31 rows in one call");
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     rows_ = n_ > 0 ? elements_of(in[0]) / n_ : 0;
     if (rows_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       const unsigned g = unsigned(rows_);
       if (kind_ == SY_OP_RMS_NORM)
-        rms_norm_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<const T>(in[1]),
-                                       data_of<T>(out[0]), n_, eps_, offset_);
+        rms_norm_kernel<<<g, kBlock, 0, stream()>>>(data_of<const T>(in[0]),
+                                                    data_of<const T>(in[1]), data_of<T>(out[0]), n_,
+                                                    eps_, offset_);
       else if (kind_ == SY_OP_SOFTMAX)
-        softmax_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<T>(out[0]), n_);
+        softmax_kernel<<<g, kBlock, 0, stream()>>>(data_of<const T>(in[0]), data_of<T>(out[0]), n_);
       else
-        argmax_kernel<<<g, kBlock>>>(data_of<const T>(in[0]), data_of<int64_t>(out[0]), n_);
+        argmax_kernel<<<g, kBlock, 0, stream()>>>(data_of<const T>(in[0]), data_of<int64_t>(out[0]),
+                                                  n_);
     });
     check_launch(kind_ == SY_OP_RMS_NORM  ? "rms_norm_kernel"
                  : kind_ == SY_OP_SOFTMAX ? "softmax_kernel"
@@ -221,7 +227,6 @@ class RowKernel final : public CudaKernel {
   }
 
  private:
-  CudaContext ctx_;
   sy_op_kind kind_;
   sy_dtype dtype_;
   int64_t n_ = 0, rows_ = 0;
@@ -248,13 +253,10 @@ __global__ void rope_kernel(const T* x, const P* pos, T* y, int64_t rows, int64_
       yr[c] = xr[c];
       continue;
     }
-    const double freq = table ? double(table[p]) : pow(theta, -2.0 * p / rot);
-    const double angle = double(pos[token]) * freq;
-    double sn, cs;
-    sincos(angle, &sn, &cs);
+    float c, s;
+    fused::rope_cos_sin(double(pos[token]), p, rot, theta, table, factor, c, s);
     const int i1 = neox ? p : 2 * p, i2 = neox ? p + half : 2 * p + 1;
     const float x1 = to_f32(xr[i1]), x2 = to_f32(xr[i2]);
-    const float c = float(factor * cs), s = float(factor * sn);
     yr[i1] = from_f32<T>(x1 * c - x2 * s);
     yr[i2] = from_f32<T>(x2 * c + x1 * s);
   }
@@ -262,7 +264,7 @@ __global__ void rope_kernel(const T* x, const P* pos, T* y, int64_t rows, int64_
 
 class Rope final : public CudaKernel {
  public:
-  Rope(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  Rope(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     const auto& x = op.inputs[0].shape;
     dtype_ = op.inputs[0].dtype;
     pos64_ = op.inputs[1].dtype == SY_DTYPE_I64;
@@ -275,8 +277,8 @@ class Rope final : public CudaKernel {
     table_ = op.inputs.size() == 3;
     factor_ = op.float_attr(SY_ATTR_ROPE_ATTENTION_FACTOR, 1.0);
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     rows_ = in[0]->shape[0] * in[0]->shape[1] * in[0]->shape[2];
     const int64_t n = rows_ * (rot_ / 2 + (d_ - rot_));
     if (n == 0) return;
@@ -284,11 +286,11 @@ class Rope final : public CudaKernel {
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       if (pos64_)
-        rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
+        rope_kernel<<<grid_for(n, kBlock), kBlock, 0, stream()>>>(
             data_of<const T>(in[0]), data_of<const int64_t>(in[1]), data_of<T>(out[0]), rows_,
             heads_, d_, rot_, neox_, theta_, table, factor_);
       else
-        rope_kernel<<<grid_for(n, kBlock), kBlock>>>(
+        rope_kernel<<<grid_for(n, kBlock), kBlock, 0, stream()>>>(
             data_of<const T>(in[0]), data_of<const int32_t>(in[1]), data_of<T>(out[0]), rows_,
             heads_, d_, rot_, neox_, theta_, table, factor_);
     });
@@ -296,7 +298,6 @@ class Rope final : public CudaKernel {
   }
 
  private:
-  CudaContext ctx_;
   sy_dtype dtype_;
   bool pos64_ = false, neox_ = true, table_ = false;
   int d_ = 0, rot_ = 0;
@@ -330,7 +331,7 @@ __global__ void add_kernel(const T* a, const T* b, T* c, int64_t n, int64_t nb) 
 
 class Elementwise final : public CudaKernel {
  public:
-  Elementwise(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx), kind_(op.op) {
+  Elementwise(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx), kind_(op.op) {
     dtype_ = op.inputs[0].dtype;
     n_ = op.inputs[0].elements();
     nb_ = op.inputs[1].elements();
@@ -338,25 +339,24 @@ class Elementwise final : public CudaKernel {
            : op.string_attr(SY_ATTR_GELU_APPROX, "none") == "tanh" ? Act::kGeluTanh
                                                                    : Act::kGeluErf;
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     n_ = elements_of(in[0]);
     nb_ = elements_of(in[1]);
     if (n_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
       if (kind_ == SY_OP_ADD)
-        add_kernel<<<grid_for(n_, kBlock), kBlock>>>(
+        add_kernel<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(
             data_of<const T>(in[0]), data_of<const T>(in[1]), data_of<T>(out[0]), n_, nb_);
       else
-        gated_kernel<<<grid_for(n_, kBlock), kBlock>>>(
+        gated_kernel<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(
             data_of<const T>(in[0]), data_of<const T>(in[1]), data_of<T>(out[0]), n_, act_);
     });
     check_launch(kind_ == SY_OP_ADD ? "add_kernel" : "gated_kernel");
   }
 
  private:
-  CudaContext ctx_;
   sy_op_kind kind_;
   sy_dtype dtype_;
   int64_t n_ = 0, nb_ = 1;
@@ -374,24 +374,23 @@ __global__ void softcap_kernel(const T* x, T* y, int64_t n, double cap) {
 class Softcap final : public CudaKernel {
  public:
   Softcap(const OpCopy& op, const CudaContext& ctx)
-      : ctx_(ctx),
+      : CudaKernel(ctx),
         dtype_(op.inputs[0].dtype),
         n_(op.inputs[0].elements()),
         cap_(op.float_attr(SY_ATTR_SOFTCAP, 0.0)) {}
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     n_ = elements_of(in[0]);
     if (n_ == 0) return;
     dispatch_float(dtype_, [&](auto tag) {
       using T = decltype(tag);
-      softcap_kernel<<<grid_for(n_, kBlock), kBlock>>>(data_of<const T>(in[0]), data_of<T>(out[0]),
-                                                       n_, cap_);
+      softcap_kernel<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(data_of<const T>(in[0]),
+                                                                    data_of<T>(out[0]), n_, cap_);
     });
     check_launch("softcap_kernel");
   }
 
  private:
-  CudaContext ctx_;
   sy_dtype dtype_;
   int64_t n_ = 0;
   double cap_ = 0;
@@ -401,19 +400,23 @@ class Softcap final : public CudaKernel {
 
 class KvCacheAppend final : public CudaKernel {
  public:
-  KvCacheAppend(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  KvCacheAppend(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     const auto& rows = op.inputs[0].shape;
     const auto& cache = op.outputs[0].shape;
     b_ = rows[0];
     c_ = cache[1];
     row_bytes_ = size_t(rows[2] * rows[3]) * sy_dtype_size(op.inputs[0].dtype);
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     const int64_t t = in[0]->shape[1];
-    int64_t pos = 0;  // read back to the host: a refused append writes nothing
-    check_cuda(cudaMemcpy(&pos, data_of<const int64_t>(in[1]), sizeof pos, cudaMemcpyDeviceToHost),
-               "cudaMemcpy(position)");
+    // Op by op the position is read back (a refused append writes nothing); in a segment it
+    // is the host's: the cache holds max_kv_len keys after this step's t.
+    int64_t pos = 0;
+    if (step)
+      pos = step->max_kv_len - t;
+    else
+      read_back(ctx_, &pos, data_of<const int64_t>(in[1]), sizeof pos);
     if (pos < 0 || pos > c_ - t)
       throw StatusError(SY_STATUS_INVALID_ARGUMENT,
                         "kv_cache_append: writing " + std::to_string(t) + " rows at position " +
@@ -421,14 +424,14 @@ class KvCacheAppend final : public CudaKernel {
                             std::to_string(c_));
     if (t == 0 || b_ == 0) return;
     char* dst = data_of<char>(out[0]) + size_t(pos) * row_bytes_;
-    check_cuda(cudaMemcpy2D(dst, size_t(c_) * row_bytes_, data_of<const char>(in[0]),
-                            size_t(t) * row_bytes_, size_t(t) * row_bytes_, size_t(b_),
-                            cudaMemcpyDeviceToDevice),
-               "cudaMemcpy2D(kv_cache_append)");
+    check_cuda(cudaMemcpy2DAsync(dst, size_t(c_) * row_bytes_, data_of<const char>(in[0]),
+                                 size_t(t) * row_bytes_, size_t(t) * row_bytes_, size_t(b_),
+                                 cudaMemcpyDeviceToDevice, stream()),
+               "cudaMemcpy2DAsync(kv_cache_append)");
+    check_launch("cudaMemcpy2DAsync(kv_cache_append)");
   }
 
  private:
-  CudaContext ctx_;
   int64_t b_ = 0, c_ = 0;
   size_t row_bytes_ = 0;
 };
@@ -449,41 +452,44 @@ __global__ void scatter_rows(const W* rows, const int64_t* slots, W* pool, int64
 // append writes nothing.
 class PagedAppend final : public CudaKernel {
  public:
-  PagedAppend(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  PagedAppend(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     const auto& rows = op.inputs[0].shape;
     const auto& pool = op.outputs[0].shape;
     row_bytes_ = size_t(rows[2] * rows[3]) * sy_dtype_size(op.inputs[0].dtype);
     capacity_ = pool[0] * pool[1];
     slots_.resize(size_t(rows[1]));
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     const int64_t t = in[0]->shape[1];
     if (t == 0) return;
-    check_cuda(cudaMemcpy(slots_.data(), data_of<const int64_t>(in[1]), sizeof(int64_t) * t,
-                          cudaMemcpyDeviceToHost),
-               "cudaMemcpy(slot_mapping)");
+    if (!step) check_slots(in[1], t);  // a segment's slots were checked by the host
+    const int64_t* slots = data_of<const int64_t>(in[1]);
+    if (row_bytes_ % 16 == 0) {
+      const int64_t words = int64_t(row_bytes_ / 16);
+      scatter_rows<<<grid_for(t * words, kBlock), kBlock, 0, stream()>>>(
+          data_of<const uint4>(in[0]), slots, data_of<uint4>(out[0]), t, words);
+    } else {
+      const int64_t words = int64_t(row_bytes_);
+      scatter_rows<<<grid_for(t * words, kBlock), kBlock, 0, stream()>>>(
+          data_of<const uint8_t>(in[0]), slots, data_of<uint8_t>(out[0]), t, words);
+    }
+    check_launch("scatter_rows");
+  }
+
+ private:
+  // Op by op the slots are read back (a blocking wait) and checked: nothing is written when
+  // one is outside the pool.
+  void check_slots(const DLTensor* slots_t, int64_t t) {
+    read_back(ctx_, slots_.data(), data_of<const int64_t>(slots_t), sizeof(int64_t) * t);
     for (int64_t i = 0; i < t; ++i)
       if (slots_[size_t(i)] < 0 || slots_[size_t(i)] >= capacity_)
         throw StatusError(SY_STATUS_INVALID_ARGUMENT,
                           "kv_cache_append: slot " + std::to_string(slots_[size_t(i)]) +
                               " of row " + std::to_string(i) + " is outside the pool's [0, " +
                               std::to_string(capacity_) + "); nothing was written");
-    const int64_t* slots = data_of<const int64_t>(in[1]);
-    if (row_bytes_ % 16 == 0) {
-      const int64_t words = int64_t(row_bytes_ / 16);
-      scatter_rows<<<grid_for(t * words, kBlock), kBlock>>>(data_of<const uint4>(in[0]), slots,
-                                                            data_of<uint4>(out[0]), t, words);
-    } else {
-      const int64_t words = int64_t(row_bytes_);
-      scatter_rows<<<grid_for(t * words, kBlock), kBlock>>>(data_of<const uint8_t>(in[0]), slots,
-                                                            data_of<uint8_t>(out[0]), t, words);
-    }
-    check_launch("scatter_rows");
   }
 
- private:
-  CudaContext ctx_;
   size_t row_bytes_ = 0;
   int64_t capacity_ = 0;
   std::vector<int64_t> slots_;
@@ -498,37 +504,38 @@ __global__ void convert_kernel(const S* x, D* y, int64_t n) {
 
 class Copy final : public CudaKernel {
  public:
-  Copy(const OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  Copy(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
     from_ = op.inputs[0].dtype;
     to_ = op.outputs[0].dtype;
     n_ = op.inputs[0].elements();
   }
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     n_ = elements_of(in[0]);
     if (n_ == 0) return;
     if (from_ == to_) {
       const void* src = data_of<const char>(in[0]);
       void* dst = data_of<char>(out[0]);
-      if (src != dst && n_ > 0)
-        check_cuda(
-            cudaMemcpy(dst, src, size_t(n_) * sy_dtype_size(from_), cudaMemcpyDeviceToDevice),
-            "cudaMemcpy(copy)");
+      if (src != dst && n_ > 0) {
+        check_cuda(cudaMemcpyAsync(dst, src, size_t(n_) * sy_dtype_size(from_),
+                                   cudaMemcpyDeviceToDevice, stream()),
+                   "cudaMemcpyAsync(copy)");
+        check_launch("cudaMemcpyAsync(copy)");
+      }
       return;
     }
     dispatch_float(from_, [&](auto s) {
       using S = decltype(s);
       dispatch_float(to_, [&](auto d) {
         using D = decltype(d);
-        convert_kernel<<<grid_for(n_, kBlock), kBlock>>>(data_of<const S>(in[0]),
-                                                         data_of<D>(out[0]), n_);
+        convert_kernel<<<grid_for(n_, kBlock), kBlock, 0, stream()>>>(data_of<const S>(in[0]),
+                                                                      data_of<D>(out[0]), n_);
       });
     });
     check_launch("convert_kernel");
   }
 
  private:
-  CudaContext ctx_;
   sy_dtype from_, to_;
   int64_t n_ = 0;
 };
@@ -540,12 +547,12 @@ class Copy final : public CudaKernel {
 class Slice final : public CudaKernel {
  public:
   Slice(const OpCopy& op, const CudaContext& ctx)
-      : ctx_(ctx),
+      : CudaKernel(ctx),
         axis_(int(op.int_attr(SY_ATTR_AXIS, 0))),
         start_(op.int_attr(SY_ATTR_START, 0)),
         element_bytes_(int64_t(sy_dtype_size(op.inputs[0].dtype))) {}
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out,
+              const sy_step_info* step) override {
     int64_t outer = 1, inner = element_bytes_;
     for (int i = 0; i < axis_; ++i) outer *= in[0]->shape[i];
     for (int i = axis_ + 1; i < in[0]->ndim; ++i) inner *= in[0]->shape[i];
@@ -553,12 +560,12 @@ class Slice final : public CudaKernel {
                  y_run = size_t(out[0]->shape[axis_] * inner), offset = size_t(start_ * inner);
     if (y_run == 0 || outer == 0) return;
     check_cuda(cudaMemcpy2DAsync(data_of<char>(out[0]), y_run, data_of<const char>(in[0]) + offset,
-                                 x_run, y_run, size_t(outer), cudaMemcpyDeviceToDevice, 0),
+                                 x_run, y_run, size_t(outer), cudaMemcpyDeviceToDevice, stream()),
                "cudaMemcpy2DAsync(slice)");
+    check_launch("cudaMemcpy2DAsync(slice)");
   }
 
  private:
-  CudaContext ctx_;
   int axis_;
   int64_t start_, element_bytes_;
 };

@@ -7,6 +7,7 @@
 
 #include "cublas_loader.hpp"
 #include "cuda_kernel.hpp"
+#include "device_queue.hpp"
 
 namespace sy::cuda {
 namespace {
@@ -21,7 +22,8 @@ cudaDataType data_type(sy_dtype d) {
 
 class Matmul final : public CudaKernel {
  public:
-  Matmul(const sy::edge::OpCopy& op, const CudaContext& ctx) : ctx_(ctx) {
+  Matmul(const sy::edge::OpCopy& op, const CudaContext& ctx)
+      : CudaKernel(ctx), handle_(ctx.cublas->handle(*ctx.queue)) {
     const auto& b = op.inputs[1].shape;
     transpose_b_ = op.int_attr(SY_ATTR_TRANSPOSE_B, 0) == 1;
     k_ = transpose_b_ ? b[1] : b[0];
@@ -32,9 +34,8 @@ class Matmul final : public CudaKernel {
     type_ = data_type(op.inputs[0].dtype);
   }
 
-  void run(const DLTensor* const* in, const DLTensor* const* out) override {
-    use_device(ctx_.ordinal);
-    cublasHandle_t h = ctx_.cublas->handle(ctx_.ordinal);
+  void launch(const DLTensor* const* in, const DLTensor* const* out, const sy_step_info*) override {
+    cublasHandle_t h = handle_;
     const float alpha = 1.0f, beta = 0.0f;
     int64_t elements = 1;  // this execute's rows (varlen): a's elements / K
     for (int i = 0; i < in[0]->ndim; ++i) elements *= in[0]->shape[i];
@@ -52,7 +53,7 @@ class Matmul final : public CudaKernel {
   }
 
  private:
-  CudaContext ctx_;
+  cublasHandle_t handle_;
   bool transpose_b_ = false;
   int64_t m_ = 0, n_ = 0, k_ = 0;
   cudaDataType type_ = CUDA_R_32F;

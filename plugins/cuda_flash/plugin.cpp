@@ -1,8 +1,10 @@
 // cuda_flash: the ABI edge. Loads and answers `check` on any machine; devices appear only
 // where a driver and a GPU do. init, device memory and synchronize are this plugin's; the
-// kernel slots are the plugin kit's shared C++ edge. Every entry point is guarded; nothing is
-// printed. Device memory is cudaMalloc'd on the device's ordinal; copies are cudaMemcpy,
-// complete on return; kernels run asynchronously in stream order until `synchronize`.
+// kernel slots and the segments extension are the plugin kit's shared C++ edge (segment.hpp
+// is what this plugin does with a segment). Every entry point is guarded; nothing is printed.
+// Device memory is cudaMalloc'd on the device's ordinal; kernels and copies go to the device's
+// stream (device_queue.hpp), copies complete on return, kernels asynchronously until
+// `synchronize`.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -13,11 +15,15 @@
 #include "cublas_loader.hpp"
 #include "cuda_devices.hpp"
 #include "cuda_kernel.hpp"
+#include "cxx_edge/segment_edge.hpp"
+#include "device_queue.hpp"
 #include "kernel_table.hpp"
+#include "segment.hpp"
 
 struct sy_plugin {
   using Impl = sy::cuda::CudaKernel;
   using Context = sy::cuda::CudaContext;
+  using Segment = sy::cuda::CudaSegment;
   static constexpr const char* kName = "cuda_flash";
   static const sy::cuda::Kernels& kernels() { return sy::cuda::kernels(); }
 
@@ -37,9 +43,10 @@ struct sy_plugin {
                      kName, index, devices.size());
     return SY_STATUS_OK;
   }
-  // The device's ordinal; cuBLAS, loaded on the first matmul prepare.
+  // The device's ordinal and queue; cuBLAS, loaded on the first matmul prepare.
   sy_status context(size_t kernel, uint32_t index, Context& ctx, sy_error_buffer* err) {
     ctx.ordinal = ordinal(index);
+    ctx.queue = &queue(index);
     if (kernels().entries[kernel].envelope->op != SY_OP_MATMUL) return SY_STATUS_OK;
     std::string why = cublas.load();
     if (!why.empty()) return sy_fail(err, SY_STATUS_UNAVAILABLE, "%s: %s", kName, why.c_str());
@@ -47,12 +54,25 @@ struct sy_plugin {
     return SY_STATUS_OK;
   }
   int ordinal(uint32_t index) const { return discovery.devices[index].ordinal; }
+  // Device `index`'s queue, made on first use (a stream makes the device's context, which a
+  // plugin that only declares never needs). Throws StatusError.
+  sy::cuda::DeviceQueue& queue(uint32_t index) {
+    std::lock_guard<std::mutex> lock(queues_mutex);
+    if (queues.size() < devices.size()) queues.resize(devices.size());
+    if (!queues[index]) queues[index] = std::make_unique<sy::cuda::DeviceQueue>(ordinal(index));
+    return *queues[index];
+  }
+  std::unique_ptr<Segment> make_segment(sy::edge::SegmentSpec<Impl>&& spec) {
+    return std::make_unique<Segment>(std::move(spec), queue(spec.device_index));
+  }
 
   sy::cuda::Discovery discovery;
   std::vector<sy_device_desc> devices;
   std::vector<const sy_device_desc*> device_list_;
   sy::cuda::Cublas cublas;  // loaded on the first matmul prepare
   sy::edge::HostLog log;
+  std::mutex queues_mutex;
+  std::vector<std::unique_ptr<sy::cuda::DeviceQueue>> queues;  // per device, made on first use
 };
 
 namespace {
@@ -154,14 +174,11 @@ sy_status plugin_copy(sy_copy_args* args, sy_error_buffer* err) {
         return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "%s: unknown copy direction %d", kName,
                        int(args->direction));
     }
-    cudaError_t e = cudaSetDevice(args->plugin->ordinal(args->device_index));
-    if (e == cudaSuccess) e = cudaMemcpy(args->dst, args->src, args->size_bytes, kind);
-    // cudaMemcpy returns before a device-to-device copy ends; the ABI's copy is complete on
-    // return (docs/abi.md), so wait for it.
-    if (e == cudaSuccess && kind == cudaMemcpyDeviceToDevice) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-      return sy_fail(err, SY_STATUS_INTERNAL, "%s: cudaMemcpy of %llu bytes: %s", kName,
-                     (unsigned long long)args->size_bytes, cuda_text(e).c_str());
+    // On the device's stream, after its enqueued work, complete on return (docs/abi.md).
+    sy::cuda::DeviceQueue& q = args->plugin->queue(args->device_index);
+    std::lock_guard<std::mutex> lock(q.mutex());
+    sy::cuda::use_device(q.ordinal());
+    q.copy(args->dst, args->src, args->size_bytes, kind);
     return SY_STATUS_OK;
   });
 }
@@ -172,18 +189,17 @@ void plugin_free_device_memory(sy_free_memory_args* args) {
     plugin_free_memory(args->plugin, args->device_index, args->data);
 }
 
-// Kernels launch on the legacy default stream without waiting (check_launch); this is where
+// Kernels and copies go to the device's stream without waiting (check_launch); this is where
 // the host waits for them, and where a fault of an enqueued kernel is reported.
 sy_status plugin_synchronize(sy_synchronize_args* args, sy_error_buffer* err) {
   return sy::edge::guarded(kName, err, [&] {
     if (!args || args->struct_size < SY_SYNCHRONIZE_ARGS_SIZE_MINOR_2 || !args->plugin)
       return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "sy_synchronize_args is NULL or undersized");
     if (sy_status s = args->plugin->ready(args->device_index, err); s != SY_STATUS_OK) return s;
-    cudaError_t e = cudaSetDevice(args->plugin->ordinal(args->device_index));
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-      return sy_fail(err, SY_STATUS_INTERNAL, "%s: cudaDeviceSynchronize: %s", kName,
-                     cuda_text(e).c_str());
+    sy::cuda::DeviceQueue& q = args->plugin->queue(args->device_index);
+    std::lock_guard<std::mutex> lock(q.mutex());
+    sy::cuda::use_device(q.ordinal());
+    q.wait();
     return SY_STATUS_OK;
   });
 }
@@ -208,7 +224,11 @@ constexpr sy_plugin_api make_api() {
   return api;
 }
 
-constexpr sy_plugin_api kApi = make_api();
+sy_plugin_api kApi = [] {
+  sy_plugin_api api = make_api();
+  api.extensions = sy::edge::SegmentEdge<sy_plugin>::extension();
+  return api;
+}();
 
 }  // namespace
 

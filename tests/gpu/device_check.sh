@@ -8,7 +8,9 @@
 # varlen forms among them), then the issue's two attention benchmarks (prefill and decode, each
 # with the device's own bf16 GEMM rate and copy bandwidth measured in the same run), then the
 # batched case end to end: a SmolLM2-shaped bf16 model with random weights planned for 8
-# sequences on cuda (the paged plan) and `bench batch` over 1, 8 and 16 sequences, and last the
+# sequences on cuda (the paged plan, one segment) and `bench batch` over 1, 8 and 16 sequences,
+# with CUDA graphs and without (SWITCHYARD_CUDA_GRAPHS=off: the launches a step takes), each
+# row with its host calls, launches, graph launches and blocking waits per step; and last the
 # main and serve test binaries whole, with the GPU present. Every log goes to OUTDIR.
 # A machine without the build's Debian packages: tests/gpu/pack_prebuilt.sh here, then
 # tests/gpu/run_prebuilt.sh there (SY_DEVICE_PREBUILT=1 skips configure and build).
@@ -50,7 +52,8 @@ fi
 SY=$(find build-gpu -type f -name switchyard -perm -u+x | head -1)
 TESTS=$(find build-gpu -type f -name switchyard_tests -perm -u+x | head -1)
 step plugins 60 "$SY" plugins
-step tests 180 "$TESTS" --gtest_filter='CudaFlash*' --gtest_output="xml:$OUT/cuda_flash_tests.xml"
+step tests 180 "$TESTS" --gtest_filter='CudaFlash*:CudaSegment*' \
+  --gtest_output="xml:$OUT/cuda_flash_tests.xml"
 SHAPE=(--device cuda --dtype bf16 --batch 4 --heads 32 --kv-heads 8 --head-dim 128 --json)
 step bench_prefill 90 "$SY" bench attention "${SHAPE[@]}" --q-len 4096 --kv-len 4096 --causal
 step bench_decode 90 "$SY" bench attention "${SHAPE[@]}" --q-len 1 --kv-len 32768 --repeats 21
@@ -63,12 +66,20 @@ done
 MODEL=build-gpu/smollm2-shaped  # 270 MB: kept out of OUTDIR, which comes back
 step test_model 120 "$SY" make-test-model "$MODEL" --shape smollm2-135m --dtype bf16
 step plan_batch 60 "$SY" plan "$MODEL" --prefer cuda,cpu --max-sequences 8 --json
-grep -E '"(kv_layout|layout_rule)"' "$OUT/plan_batch.log" | tee -a "$OUT/summary.txt"
+grep -E '"(kv_layout|layout_rule|form)"' "$OUT/plan_batch.log" | tee -a "$OUT/summary.txt"
+# The step as one segment (issue 38): with CUDA graphs (the default), then without, to count
+# the launches a step takes; blocking waits inside a step must be 0 in both.
+BATCH_FIELDS='"(sequences|aggregate_tokens_per_s|step_ms|host_calls_per_step|launches_per_step|'
+BATCH_FIELDS+='graph_launches_per_step|blocking_waits_per_step|detail)"'
 step bench_batch 180 "$SY" bench batch "$MODEL" --prefer cuda,cpu --sequences 1,8,16 \
   --prompt-len 128 --steps 32 --json
-grep -E '"(sequences|aggregate_tokens_per_s|step_ms)"' "$OUT/bench_batch.log" | tr -d '\n ' |
-  sed "s/^/bench_batch: /" | tee -a "$OUT/summary.txt"
-echo | tee -a "$OUT/summary.txt"
+step bench_batch_nographs 180 env SWITCHYARD_CUDA_GRAPHS=off "$SY" bench batch "$MODEL" \
+  --prefer cuda,cpu --sequences 1,8,16 --prompt-len 128 --steps 32 --json
+for b in bench_batch bench_batch_nographs; do
+  grep -E "$BATCH_FIELDS" "$OUT/$b.log" | tr -s ' ' | tr -d '\n' | sed "s/^/$b: /" |
+    tee -a "$OUT/summary.txt"
+  echo | tee -a "$OUT/summary.txt"
+done
 
 # The suite with a GPU present (the first run found tests and a planner path that assumed a
 # CPU-only machine): the main and serve test binaries, failures only.

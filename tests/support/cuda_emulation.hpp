@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -221,6 +222,11 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, F kernel) {
 }
 
 }  // namespace sy_emu
+
+// Device math the host library lacks.
+inline float rsqrtf(float x) {
+  return 1.0f / std::sqrt(x);
+}
 
 inline void __syncthreads() {
   sy_emu::t_block->sync.arrive_and_wait();
