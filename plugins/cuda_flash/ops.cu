@@ -398,6 +398,17 @@ class Softcap final : public CudaKernel {
 
 // ---- kv_cache_append ---------------------------------------------------------------------
 
+// Rows [B, t, words] into the cache [B, C, words] from the position the device holds.
+template <typename W>
+__global__ void append_at(const W* rows, const int64_t* position, W* cache, int64_t t, int64_t c,
+                          int64_t words, int64_t n) {
+  const int64_t pos = *position;
+  SY_GRID_STRIDE(e, n) {
+    const int64_t w = e % words, r = e / words, b = r / t, i = r % t;
+    cache[(b * c + pos + i) * words + w] = rows[e];
+  }
+}
+
 class KvCacheAppend final : public CudaKernel {
  public:
   KvCacheAppend(const OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
@@ -410,18 +421,30 @@ class KvCacheAppend final : public CudaKernel {
   void launch(const DLTensor* const* in, const DLTensor* const* out,
               const sy_step_info* step) override {
     const int64_t t = in[0]->shape[1];
-    // Op by op the position is read back (a refused append writes nothing); in a segment it
-    // is the host's: the cache holds max_kv_len keys after this step's t.
-    int64_t pos = 0;
-    if (step)
-      pos = step->max_kv_len - t;
-    else
-      read_back(ctx_, &pos, data_of<const int64_t>(in[1]), sizeof pos);
-    if (pos < 0 || pos > c_ - t)
-      throw StatusError(SY_STATUS_INVALID_ARGUMENT,
-                        "kv_cache_append: writing " + std::to_string(t) + " rows at position " +
-                            std::to_string(pos) + " exceeds the cache capacity " +
-                            std::to_string(c_));
+    if (step) {
+      // In a segment the host checked the position (the cache holds max_kv_len keys after
+      // this step's t), and the kernel reads it on the device: a captured graph replays the
+      // launch for every position.
+      const int64_t pos = step->max_kv_len - t;
+      if (pos < 0 || pos > c_ - t) throw overflow(t, pos);
+      if (t == 0 || b_ == 0) return;
+      const bool wide = row_bytes_ % 16 == 0;
+      const int64_t words = int64_t(wide ? row_bytes_ / 16 : row_bytes_);
+      const int64_t n = b_ * t * words;
+      if (wide)
+        append_at<<<grid_for(n, kBlock), kBlock, 0, stream()>>>(
+            data_of<const uint4>(in[0]), data_of<const int64_t>(in[1]), data_of<uint4>(out[0]), t,
+            c_, words, n);
+      else
+        append_at<<<grid_for(n, kBlock), kBlock, 0, stream()>>>(
+            data_of<const uint8_t>(in[0]), data_of<const int64_t>(in[1]), data_of<uint8_t>(out[0]),
+            t, c_, words, n);
+      check_launch("append_at");
+      return;
+    }
+    int64_t pos = 0;  // op by op: read back, so a refused append writes nothing
+    read_back(ctx_, &pos, data_of<const int64_t>(in[1]), sizeof pos);
+    if (pos < 0 || pos > c_ - t) throw overflow(t, pos);
     if (t == 0 || b_ == 0) return;
     char* dst = data_of<char>(out[0]) + size_t(pos) * row_bytes_;
     check_cuda(cudaMemcpy2DAsync(dst, size_t(c_) * row_bytes_, data_of<const char>(in[0]),
@@ -432,6 +455,13 @@ class KvCacheAppend final : public CudaKernel {
   }
 
  private:
+  StatusError overflow(int64_t t, int64_t pos) const {
+    return StatusError(SY_STATUS_INVALID_ARGUMENT, "kv_cache_append: writing " + std::to_string(t) +
+                                                       " rows at position " + std::to_string(pos) +
+                                                       " exceeds the cache capacity " +
+                                                       std::to_string(c_));
+  }
+
   int64_t b_ = 0, c_ = 0;
   size_t row_bytes_ = 0;
 };
