@@ -18,6 +18,7 @@
 #include "amx_tiles.hpp"
 #include "rowdot.hpp"
 #include "scalar_math.hpp"
+#include "tier_scratch.hpp"
 #include "transpose16_avx512.hpp"
 
 namespace sy::cpu {
@@ -82,9 +83,11 @@ void store(const RowdotArgs& a, const float (&c)[kTile][kTile], int64_t n0, int6
 
 void amx_columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
   const int64_t steps = a.K / 32, tiles = (a.M + kTile - 1) / kTile;
-  thread_local std::vector<uint32_t> xt, tail;  // x packed; a last partial weight tile
-  xt.resize(std::max(xt.size(), size_t(tiles * steps * kTile * kTile)));
-  pack_x(a, xt.data());
+  // x packed; a last partial weight tile (tier_scratch.hpp: no container of its own here).
+  auto* xt = static_cast<uint32_t*>(
+      tier_scratch(ScratchSlot::packed_x, 4 * size_t(tiles * steps * kTile * kTile)));
+  uint32_t* tail = nullptr;
+  pack_x(a, xt);
   const auto* w = static_cast<const uint16_t*>(a.w);
   configure_full_tiles();
   float c[4][kTile][kTile];
@@ -93,9 +96,11 @@ void amx_columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     int64_t stride = 2 * a.K;
     const int nt = n + kTile < n1 ? 2 : 1;
     if (n + nt * kTile > a.N) {  // rows past N: a zero-padded copy, never read past the weights
-      tail.assign(size_t(2 * kTile * a.K / 2), 0);
-      std::memcpy(tail.data(), w + n * a.K, 2 * size_t((a.N - n) * a.K));
-      rows[0] = reinterpret_cast<const uint16_t*>(tail.data());
+      const size_t tail_bytes = 4 * size_t(2 * kTile * a.K / 2);
+      tail = static_cast<uint32_t*>(tier_scratch(ScratchSlot::tail, tail_bytes));
+      std::memset(tail, 0, tail_bytes);
+      std::memcpy(tail, w + n * a.K, 2 * size_t((a.N - n) * a.K));
+      rows[0] = reinterpret_cast<const uint16_t*>(tail);
     } else {
       rows[0] = w + n * a.K;
     }
@@ -103,17 +108,17 @@ void amx_columns(const RowdotArgs& a, int64_t n0, int64_t n1) {
     int64_t t = 0;
     for (; t + 2 <= tiles; t += 2) {
       if (nt == 2)
-        tile_block<2, 2>(rows, stride, xt.data(), steps, t, c);
+        tile_block<2, 2>(rows, stride, xt, steps, t, c);
       else
-        tile_block<1, 2>(rows, stride, xt.data(), steps, t, c);
+        tile_block<1, 2>(rows, stride, xt, steps, t, c);
       for (int i = 0; i < nt; ++i)
         for (int j = 0; j < 2; ++j) store(a, c[2 * i + j], n + i * kTile, (t + j) * kTile);
     }
     if (t < tiles) {
       if (nt == 2)
-        tile_block<2, 1>(rows, stride, xt.data(), steps, t, c);
+        tile_block<2, 1>(rows, stride, xt, steps, t, c);
       else
-        tile_block<1, 1>(rows, stride, xt.data(), steps, t, c);
+        tile_block<1, 1>(rows, stride, xt, steps, t, c);
       for (int i = 0; i < nt; ++i) store(a, c[2 * i], n + i * kTile, t * kTile);
     }
   }

@@ -15,6 +15,7 @@
 #include "register_tile.hpp"
 #include "rowdot_lanes.hpp"
 #include "simd_lanes.hpp"
+#include "tier_scratch.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -439,9 +440,9 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
   constexpr bool in_place = std::is_same_v<D, F32Rows>;
   const int64_t row_bytes = row_bytes_of<D>(a.K);
   const auto* w = static_cast<const uint8_t*>(a.w);
-  thread_local std::vector<float> panel;
-  if (!in_place && panel.size() < size_t(kLanePanelRows * a.K))
-    panel.resize(size_t(kLanePanelRows * a.K));
+  float* panel = in_place ? nullptr
+                          : static_cast<float*>(tier_scratch(
+                                ScratchSlot::panel, sizeof(float) * size_t(kLanePanelRows * a.K)));
   for (int64_t m0 = 0; m0 < a.M; m0 += kLaneXBlock) {
     const int64_t m1 = std::min(a.M, m0 + kLaneXBlock);
     Sweep sweep(w + n0 * row_bytes);  // each block of x rows reads the weights once, in order
@@ -450,8 +451,8 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
       const float* p = reinterpret_cast<const float*>(w + nb * row_bytes);
       if (in_place) sweep.reach(w + (nb + rows) * row_bytes - 1);
       if (!in_place) {
-        fill_panel<D>(w + nb * row_bytes, row_bytes, a.K, rows, panel.data(), sweep);
-        p = panel.data();
+        fill_panel<D>(w + nb * row_bytes, row_bytes, a.K, rows, panel, sweep);
+        p = panel;
       }
       lane_tiles<Avx2Lanes>(a, p, a.K, rows, nb, m0, m1);
     }

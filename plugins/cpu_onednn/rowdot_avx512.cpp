@@ -16,6 +16,7 @@
 #include "rowdot_lanes.hpp"
 #include "scalar_math.hpp"
 #include "simd_lanes.hpp"
+#include "tier_scratch.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -563,8 +564,9 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
   // Larger M: f32 rows are read in place; the others are decoded into a panel in L1 once per
   // block of x rows and tiled over like f32 rows (the same values as in registers).
   constexpr bool in_place = std::is_same_v<D, F32Rows>;
-  thread_local std::vector<float> panel;
-  if (!in_place && panel.size() < size_t(kPanelRows * a.K)) panel.resize(size_t(kPanelRows * a.K));
+  float* panel = in_place ? nullptr
+                          : static_cast<float*>(tier_scratch(
+                                ScratchSlot::panel, sizeof(float) * size_t(kPanelRows * a.K)));
   const int64_t f32_row = a.K * 4;
   for (int64_t m0 = 0; m0 < a.M; m0 += kXBlock) {
     const int64_t m1 = std::min(a.M, m0 + kXBlock);
@@ -574,8 +576,8 @@ void columns_t(const RowdotArgs& a, int64_t n0, int64_t n1) {
       const uint8_t* at = w + nb * row_bytes;
       if (in_place) sweep.reach(at + rows * row_bytes - 1);
       if (!in_place) {
-        fill_panel<D>(at, row_bytes, a.K, rows, panel.data(), sweep);
-        at = reinterpret_cast<const uint8_t*>(panel.data());
+        fill_panel<D>(at, row_bytes, a.K, rows, panel, sweep);
+        at = reinterpret_cast<const uint8_t*>(panel);
       }
       tiles<4>(a, at, f32_row, rows, nb, m0, m1);
     }

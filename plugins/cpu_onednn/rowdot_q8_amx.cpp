@@ -15,6 +15,7 @@
 
 #include "amx_tiles.hpp"
 #include "rowdot_q8_rows8_vnni.hpp"
+#include "tier_scratch.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -121,19 +122,18 @@ void tile_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   const int64_t blocks = a.K / 32, tiles = (a.M + kTile - 1) / kTile;
   const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
   // This thread's decoded rows; sized by the first prefill, reused after.
-  thread_local std::vector<uint8_t> bytes;
-  thread_local std::vector<float> scale, coeff;
-  bytes.resize(std::max(bytes.size(), size_t(kTile * a.K)));
-  scale.resize(std::max(scale.size(), size_t(kTile * blocks)));
-  coeff.resize(std::max(coeff.size(), size_t(kTile * blocks)));
+  auto* bytes = static_cast<uint8_t*>(tier_scratch(ScratchSlot::q8_bytes, size_t(kTile * a.K)));
+  auto* scale = static_cast<float*>(
+      tier_scratch(ScratchSlot::q8_scale, sizeof(float) * size_t(kTile * blocks)));
+  auto* coeff = static_cast<float*>(
+      tier_scratch(ScratchSlot::q8_coeff, sizeof(float) * size_t(kTile * blocks)));
   const auto* w = static_cast<const uint8_t*>(a.w);
   // tmm0 and tmm3: C of x's high and low digits, 16 weight rows × 16 rows of x, int32; tmm1: A,
   // 16 weight rows × 32 bytes; tmm2 and tmm4: B of the two digits, 8 groups of 4 bytes × 16 rows.
   configure_tiles<5>({{16, 64}, {16, 32}, {8, 64}, {16, 64}, {8, 64}});
   for (int64_t n = n0; n < n1; n += kTile) {
-    decode_rows<D>(a, w, row_bytes, n, bytes.data(), scale.data(), coeff.data());
-    for (int64_t t = 0; t < tiles; ++t)
-      tile_product<D>(a, bytes.data(), scale.data(), coeff.data(), n, t);
+    decode_rows<D>(a, w, row_bytes, n, bytes, scale, coeff);
+    for (int64_t t = 0; t < tiles; ++t) tile_product<D>(a, bytes, scale, coeff, n, t);
   }
 }
 
