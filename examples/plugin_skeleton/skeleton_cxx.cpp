@@ -44,9 +44,9 @@ constexpr sy_kernel_envelope mul_envelope() {
   return e;
 }
 
-const sy_kernel_envelope kEnvelopes[] = {mul_envelope()};
-const sy::edge::NarrowFn kLimits[] = {nullptr};  // nothing beyond envelope and contract
-const sy::edge::Factory<Mul, Context> kFactories[] = {make_mul};
+// One row per kernel: envelope, limits beyond envelope and contract (none), factory, workspace
+// (none).
+const sy::edge::KernelRow<Mul, Context> kRows[] = {{mul_envelope(), nullptr, make_mul, nullptr}};
 
 }  // namespace
 
@@ -55,7 +55,7 @@ struct sy_plugin {
   using Context = ::Context;
   static constexpr const char* kName = "skeleton_cxx";
   static const sy::edge::KernelList<Impl, Context>& kernels() {
-    static const sy::edge::KernelSet<Impl, Context, 1> set(kEnvelopes, kLimits, kFactories);
+    static const sy::edge::KernelSet<Impl, Context, 1> set(kRows);
     static const sy::edge::KernelList<Impl, Context> list = set.list();
     return list;
   }

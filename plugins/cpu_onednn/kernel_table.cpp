@@ -85,52 +85,13 @@ constexpr sy_kernel_envelope fused_decode_envelope() {
   return with_weights(e, kQuantized);
 }
 
-const sy_kernel_envelope kEnvelopes[] = {
-    attention_envelope(),
-    fused_decode_envelope(),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16,
-             feature_mask({SY_FEATURE_PAGED_KV})),
-    with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
-                          feature_mask({SY_FEATURE_TRANSPOSED_B})),
-                 kQuantized),
-    // Activations quantized to 16-bit blocks on int8 dot products (rowdot_q8.hpp), chosen
-    // under --numerics fast.
-    cheaper(
-        with_weights(envelope("matmul_q16", SY_OP_MATMUL, "generic", F32 | BF16,
-                              feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q16})),
-                     kQ8Weights),
-        0.5),
-    with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
-    envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16),
-    envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16),
-    envelope("rope", SY_OP_ROPE, "generic", F32 | BF16,
-             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
-                           SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
-    envelope("silu", SY_OP_SILU, "generic", F32 | BF16),
-    envelope("gelu", SY_OP_GELU, "generic", F32 | BF16),
-    envelope("silu_mul", SY_OP_SILU_MUL, "generic", F32 | BF16),
-    envelope("gelu_mul", SY_OP_GELU_MUL, "generic", F32 | BF16),
-    envelope("add", SY_OP_ADD, "generic", F32 | BF16),
-    envelope("mul", SY_OP_MUL, "generic", F32 | BF16),
-    envelope("softmax", SY_OP_SOFTMAX, "generic", F32 | BF16),
-    envelope("argmax", SY_OP_ARGMAX, "generic", F32 | BF16),
-    envelope("copy", SY_OP_COPY, "generic", F32 | BF16 | I32 | I64),
-    // The dtype of the op is its first input's: lse, always f32; o may be f32 or bf16.
-    envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32),
-    envelope("softcap", SY_OP_SOFTCAP, "generic", F32 | BF16),
-    envelope("slice", SY_OP_SLICE, "generic", F32 | BF16 | I32 | I64),
-    envelope("moe_router", SY_OP_MOE_ROUTER, "generic", F32 | BF16),
-    // Every weight dtype the matmul serves, through the same rowdot kernels (ops_moe.cpp).
-    with_weights(envelope("moe_experts", SY_OP_MOE_EXPERTS, "generic", F32 | BF16), kQuantized),
-};
-
-constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
+constexpr sy_kernel_envelope fused_envelope = fused_decode_envelope();
 
 // The head dims the attention blocks serve, for the fused block whose D the envelope filters
 // cannot see (it is o's last extent, not q's).
 int limit_fused_decode(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
   const int64_t d = sy_fused_decode_head_dim(op);
-  if (d == 0 || sy_envelope_accepts_head_dim(&kEnvelopes[1], d)) return 0;
+  if (d == 0 || sy_envelope_accepts_head_dim(&fused_envelope, d)) return 0;
   char need[32], have[64], text[160];
   std::snprintf(need, sizeof need, "%lld", (long long)d);
   std::snprintf(have, sizeof have, "multiple of %d up to %d", kAttentionHeadDimMultiple,
@@ -185,40 +146,6 @@ int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal
                    "sinks_from_lse rescales f32 and bf16 outputs, not f16");
 }
 
-// Index-aligned with kEnvelopes: the limits beyond the operator contract, and the factories.
-const sy::edge::NarrowFn kLimits[] = {
-    limit_attention,
-    limit_fused_decode,
-    nullptr,
-    nullptr,
-    limit_matmul_q16,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    limit_copy,
-    limit_sinks_from_lse,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-};
-const sy::edge::Factory<CpuKernel, CpuContext> kFactories[] = {
-    make_attention,  make_fused_decode, make_kv_cache_append, make_matmul,
-    make_matmul_q16, make_embedding,    make_rms_norm,        make_layer_norm,
-    make_rope,       make_unary,        make_unary,           make_binary,
-    make_binary,     make_binary,       make_binary,          make_softmax,
-    make_argmax,     make_copy,         make_sinks_from_lse,  make_softcap,
-    make_slice,      make_moe_router,   make_moe_experts,
-};
 // matmul: what make_matmul's kernel for this op keeps from prepare to release.
 uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return matmul_workspace_bytes(op);
@@ -230,22 +157,65 @@ uint64_t matmul_q16_workspace(const sy_device_desc*, const sy_op_desc* op) {
 uint64_t experts_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return moe_experts_workspace_bytes(op);
 }
-const sy::edge::WorkspaceFn kWorkspace[] = {
-    nullptr, nullptr, nullptr,           matmul_workspace, matmul_q16_workspace,
-    nullptr, nullptr, nullptr,           nullptr,          nullptr,
-    nullptr, nullptr, nullptr,           nullptr,          nullptr,
-    nullptr, nullptr, nullptr,           nullptr,          nullptr,
-    nullptr, nullptr, experts_workspace,
+using Row = sy::edge::KernelRow<CpuKernel, CpuContext>;
+
+// One row per kernel: its envelope, its limits beyond the operator contract, its factory and
+// its workspace.
+const Row kRows[] = {
+    {attention_envelope(), limit_attention, make_attention, nullptr},
+    {fused_decode_envelope(), limit_fused_decode, make_fused_decode, nullptr},
+    {envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", F32 | BF16,
+              feature_mask({SY_FEATURE_PAGED_KV})),
+     nullptr, make_kv_cache_append, nullptr},
+    {with_weights(envelope("matmul", SY_OP_MATMUL, "generic", F32 | BF16,
+                           feature_mask({SY_FEATURE_TRANSPOSED_B})),
+                  kQuantized),
+     nullptr, make_matmul, matmul_workspace},
+    // Activations quantized to 16-bit blocks on int8 dot products (rowdot_q8.hpp), chosen
+    // under --numerics fast.
+    {cheaper(
+         with_weights(envelope("matmul_q16", SY_OP_MATMUL, "generic", F32 | BF16,
+                               feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q16})),
+                      kQ8Weights),
+         0.5),
+     limit_matmul_q16, make_matmul_q16, matmul_q16_workspace},
+    {with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
+     nullptr, make_embedding, nullptr},
+    {envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16), nullptr, make_rms_norm, nullptr},
+    {envelope("layer_norm", SY_OP_LAYER_NORM, "generic", F32 | BF16), nullptr, make_layer_norm,
+     nullptr},
+    {envelope("rope", SY_OP_ROPE, "generic", F32 | BF16,
+              feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
+                            SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
+     nullptr, make_rope, nullptr},
+    {envelope("silu", SY_OP_SILU, "generic", F32 | BF16), nullptr, make_unary, nullptr},
+    {envelope("gelu", SY_OP_GELU, "generic", F32 | BF16), nullptr, make_unary, nullptr},
+    {envelope("silu_mul", SY_OP_SILU_MUL, "generic", F32 | BF16), nullptr, make_binary, nullptr},
+    {envelope("gelu_mul", SY_OP_GELU_MUL, "generic", F32 | BF16), nullptr, make_binary, nullptr},
+    {envelope("add", SY_OP_ADD, "generic", F32 | BF16), nullptr, make_binary, nullptr},
+    {envelope("mul", SY_OP_MUL, "generic", F32 | BF16), nullptr, make_binary, nullptr},
+    {envelope("softmax", SY_OP_SOFTMAX, "generic", F32 | BF16), nullptr, make_softmax, nullptr},
+    {envelope("argmax", SY_OP_ARGMAX, "generic", F32 | BF16), nullptr, make_argmax, nullptr},
+    {envelope("copy", SY_OP_COPY, "generic", F32 | BF16 | I32 | I64), limit_copy, make_copy,
+     nullptr},
+    // The dtype of the op is its first input's: lse, always f32; o may be f32 or bf16.
+    {envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, "generic", F32), limit_sinks_from_lse,
+     make_sinks_from_lse, nullptr},
+    {envelope("softcap", SY_OP_SOFTCAP, "generic", F32 | BF16), nullptr, make_softcap, nullptr},
+    {envelope("slice", SY_OP_SLICE, "generic", F32 | BF16 | I32 | I64), nullptr, make_slice,
+     nullptr},
+    {envelope("moe_router", SY_OP_MOE_ROUTER, "generic", F32 | BF16), nullptr, make_moe_router,
+     nullptr},
+    // Every weight dtype the matmul serves, through the same rowdot kernels (ops_moe.cpp).
+    {with_weights(envelope("moe_experts", SY_OP_MOE_EXPERTS, "generic", F32 | BF16), kQuantized),
+     nullptr, make_moe_experts, experts_workspace},
 };
-static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
-static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
-static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
+constexpr size_t kCount = sizeof(kRows) / sizeof(kRows[0]);
 
 }  // namespace
 
 const Kernels& kernels() {
-  static const sy::edge::KernelSet<CpuKernel, CpuContext, kCount> set(kEnvelopes, kLimits,
-                                                                      kFactories, kWorkspace);
+  static const sy::edge::KernelSet<CpuKernel, CpuContext, kCount> set(kRows);
   static const Kernels list = set.list();
   return list;
 }

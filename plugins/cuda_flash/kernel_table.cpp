@@ -49,28 +49,6 @@ constexpr sy_kernel_envelope flash_envelope() {
   return e;
 }
 
-const sy_kernel_envelope kEnvelopes[] = {
-    flash_envelope(),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", kFloat,
-             feature_mask({SY_FEATURE_PAGED_KV})),
-    envelope("matmul", SY_OP_MATMUL, "generic", kFloat, feature_mask({SY_FEATURE_TRANSPOSED_B})),
-    envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat),
-    envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat),
-    envelope("rope", SY_OP_ROPE, "generic", kFloat,
-             feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
-                           SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
-    envelope("silu_mul", SY_OP_SILU_MUL, "generic", kFloat),
-    envelope("gelu_mul", SY_OP_GELU_MUL, "generic", kFloat),
-    envelope("add", SY_OP_ADD, "generic", kFloat),
-    envelope("softmax", SY_OP_SOFTMAX, "generic", kFloat),
-    envelope("argmax", SY_OP_ARGMAX, "generic", kFloat),
-    envelope("copy", SY_OP_COPY, "generic", kFloat | I32 | I64),
-    envelope("softcap", SY_OP_SOFTCAP, "generic", kFloat),
-    envelope("slice", SY_OP_SLICE, "generic", kFloat | I32 | I64),
-};
-
-constexpr size_t kCount = sizeof(kEnvelopes) / sizeof(kEnvelopes[0]);
-
 // Every kernel is built for sm_80 and newer: an older device is listed but refused.
 int narrow_arch(const sy_device_desc* device, const sy_op_desc*, sy_refusal_fn add, void* ctx) {
   int sm = sm_version(device->arch);
@@ -93,14 +71,6 @@ int narrow_flash(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_
                    "form is prepared for fixed shapes");
 }
 
-// Index-aligned with kEnvelopes: every kernel's limit beyond the operator contract is the
-// architecture (flash's, also its forms); the factories.
-const sy::edge::NarrowFn kLimits[] = {
-    narrow_flash, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
-    narrow_arch,  narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch, narrow_arch,
-};
-static_assert(sizeof(kLimits) / sizeof(kLimits[0]) == kCount);
-
 // flash_attention: the split-KV workspace its prepare will allocate for this op on this
 // device (its multiprocessors from the description; none given: as many as the splits can use).
 uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
@@ -122,26 +92,40 @@ uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
   const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms);
   return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, int(q[3]));
 }
-const sy::edge::WorkspaceFn kWorkspace[] = {
-    flash_workspace, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-    nullptr,         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-};
-static_assert(sizeof(kWorkspace) / sizeof(kWorkspace[0]) == kCount);
+using Row = sy::edge::KernelRow<CudaKernel, CudaContext>;
 
-const sy::edge::Factory<CudaKernel, CudaContext> kFactories[] = {
-    make_flash_attention, make_kv_cache_append, make_matmul,
-    make_embedding,       make_rms_norm,        make_rope,
-    make_gated,           make_gated,           make_add,
-    make_softmax,         make_argmax,          make_copy,
-    make_softcap,         make_slice,
+// One row per kernel. Every kernel's limit beyond the operator contract is the architecture
+// (flash's, also its forms).
+const Row kRows[] = {
+    {flash_envelope(), narrow_flash, make_flash_attention, flash_workspace},
+    {envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, "generic", kFloat,
+              feature_mask({SY_FEATURE_PAGED_KV})),
+     narrow_arch, make_kv_cache_append, nullptr},
+    {envelope("matmul", SY_OP_MATMUL, "generic", kFloat, feature_mask({SY_FEATURE_TRANSPOSED_B})),
+     narrow_arch, make_matmul, nullptr},
+    {envelope("embedding", SY_OP_EMBEDDING, "generic", kFloat), narrow_arch, make_embedding,
+     nullptr},
+    {envelope("rms_norm", SY_OP_RMS_NORM, "generic", kFloat), narrow_arch, make_rms_norm, nullptr},
+    {envelope("rope", SY_OP_ROPE, "generic", kFloat,
+              feature_mask({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
+                            SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
+     narrow_arch, make_rope, nullptr},
+    {envelope("silu_mul", SY_OP_SILU_MUL, "generic", kFloat), narrow_arch, make_gated, nullptr},
+    {envelope("gelu_mul", SY_OP_GELU_MUL, "generic", kFloat), narrow_arch, make_gated, nullptr},
+    {envelope("add", SY_OP_ADD, "generic", kFloat), narrow_arch, make_add, nullptr},
+    {envelope("softmax", SY_OP_SOFTMAX, "generic", kFloat), narrow_arch, make_softmax, nullptr},
+    {envelope("argmax", SY_OP_ARGMAX, "generic", kFloat), narrow_arch, make_argmax, nullptr},
+    {envelope("copy", SY_OP_COPY, "generic", kFloat | I32 | I64), narrow_arch, make_copy, nullptr},
+    {envelope("softcap", SY_OP_SOFTCAP, "generic", kFloat), narrow_arch, make_softcap, nullptr},
+    {envelope("slice", SY_OP_SLICE, "generic", kFloat | I32 | I64), narrow_arch, make_slice,
+     nullptr},
 };
-static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kCount);
+constexpr size_t kCount = sizeof(kRows) / sizeof(kRows[0]);
 
 }  // namespace
 
 const Kernels& kernels() {
-  static const sy::edge::KernelSet<CudaKernel, CudaContext, kCount> set(kEnvelopes, kLimits,
-                                                                        kFactories, kWorkspace);
+  static const sy::edge::KernelSet<CudaKernel, CudaContext, kCount> set(kRows);
   static const Kernels list = set.list();
   return list;
 }

@@ -66,42 +66,6 @@ constexpr sy_kernel_envelope envelope(const char* kernel, sy_op_kind op, uint64_
   return e;
 }
 
-const sy_kernel_envelope kEnvelopes[] = {
-    envelope("matmul", SY_OP_MATMUL, kFloats, features({SY_FEATURE_TRANSPOSED_B}), kQuantized),
-    envelope("embedding", SY_OP_EMBEDDING, kFloats, 0, kQuantized),
-    envelope("rms_norm", SY_OP_RMS_NORM, kFloats),
-    envelope("layer_norm", SY_OP_LAYER_NORM, kFloats),
-    envelope("rope", SY_OP_ROPE, kFloats,
-             features({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED, SY_FEATURE_PARTIAL_ROTARY,
-                       SY_FEATURE_ROPE_SCALED})),
-    envelope("silu", SY_OP_SILU, kFloats),
-    envelope("gelu", SY_OP_GELU, kFloats),
-    envelope("softcap", SY_OP_SOFTCAP, kFloats),
-    envelope("silu_mul", SY_OP_SILU_MUL, kFloats),
-    envelope("gelu_mul", SY_OP_GELU_MUL, kFloats),
-    envelope("add", SY_OP_ADD, kFloats),
-    envelope("mul", SY_OP_MUL, kFloats),
-    envelope("softmax", SY_OP_SOFTMAX, kFloats),
-    envelope("argmax", SY_OP_ARGMAX, kFloats),
-    envelope("copy", SY_OP_COPY, kFloats | kInts | kQuantized),
-    envelope("slice", SY_OP_SLICE, kFloats | kInts),
-    envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, kFloats, features({SY_FEATURE_PAGED_KV})),
-    envelope("attention", SY_OP_ATTENTION, kFloats,
-             features({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
-                       SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE,
-                       SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_PAGED_KV}),
-             0, "reference"),
-    envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, bit(SY_DTYPE_F32)),
-    envelope("fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, kFloats,
-             features({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE, SY_FEATURE_ROPE_NEOX,
-                       SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_ROPE_SCALED,
-                       SY_FEATURE_PARTIAL_ROTARY}),
-             kQuantized, "fused_decode"),
-    envelope("moe_router", SY_OP_MOE_ROUTER, kFloats),
-    envelope("moe_experts", SY_OP_MOE_EXPERTS, kFloats, 0, kQuantized),
-};
-constexpr size_t kCount = sizeof kEnvelopes / sizeof kEnvelopes[0];
-
 struct Context {};
 
 template <OpFn F>
@@ -109,31 +73,55 @@ std::unique_ptr<Kernel> make(const sy::edge::OpCopy& op, const Context&) {
   return std::make_unique<Kernel>(op, F);
 }
 
-const sy::edge::Factory<Kernel, Context> kFactories[kCount] = {
-    make<sy::ref::matmul>,
-    make<sy::ref::embedding>,
-    make<sy::ref::rms_norm>,
-    make<sy::ref::layer_norm>,
-    make<sy::ref::rope>,
-    make<sy::ref::unary>,
-    make<sy::ref::unary>,
-    make<sy::ref::unary>,
-    make<sy::ref::gated>,
-    make<sy::ref::gated>,
-    make<sy::ref::binary>,
-    make<sy::ref::binary>,
-    make<sy::ref::softmax>,
-    make<sy::ref::argmax>,
-    make<sy::ref::copy>,
-    make<sy::ref::slice>,
-    make<sy::ref::kv_cache_append>,
-    make<sy::ref::attention>,
-    make<sy::ref::sinks_from_lse>,
-    make<sy::ref::fused_decode_attention>,
-    make<sy::ref::moe_router>,
-    make<sy::ref::moe_experts>,
+// One kernel per op: nothing beyond the envelope and the contract, no workspace.
+constexpr sy::edge::KernelRow<Kernel, Context> row(sy_kernel_envelope e,
+                                                   sy::edge::Factory<Kernel, Context> make) {
+  return {e, nullptr, make, nullptr};
+}
+
+const sy::edge::KernelRow<Kernel, Context> kRows[] = {
+    row(envelope("matmul", SY_OP_MATMUL, kFloats, features({SY_FEATURE_TRANSPOSED_B}), kQuantized),
+        make<sy::ref::matmul>),
+    row(envelope("embedding", SY_OP_EMBEDDING, kFloats, 0, kQuantized), make<sy::ref::embedding>),
+    row(envelope("rms_norm", SY_OP_RMS_NORM, kFloats), make<sy::ref::rms_norm>),
+    row(envelope("layer_norm", SY_OP_LAYER_NORM, kFloats), make<sy::ref::layer_norm>),
+    row(envelope("rope", SY_OP_ROPE, kFloats,
+                 features({SY_FEATURE_ROPE_NEOX, SY_FEATURE_ROPE_INTERLEAVED,
+                           SY_FEATURE_PARTIAL_ROTARY, SY_FEATURE_ROPE_SCALED})),
+        make<sy::ref::rope>),
+    row(envelope("silu", SY_OP_SILU, kFloats), make<sy::ref::unary>),
+    row(envelope("gelu", SY_OP_GELU, kFloats), make<sy::ref::unary>),
+    row(envelope("softcap", SY_OP_SOFTCAP, kFloats), make<sy::ref::unary>),
+    row(envelope("silu_mul", SY_OP_SILU_MUL, kFloats), make<sy::ref::gated>),
+    row(envelope("gelu_mul", SY_OP_GELU_MUL, kFloats), make<sy::ref::gated>),
+    row(envelope("add", SY_OP_ADD, kFloats), make<sy::ref::binary>),
+    row(envelope("mul", SY_OP_MUL, kFloats), make<sy::ref::binary>),
+    row(envelope("softmax", SY_OP_SOFTMAX, kFloats), make<sy::ref::softmax>),
+    row(envelope("argmax", SY_OP_ARGMAX, kFloats), make<sy::ref::argmax>),
+    row(envelope("copy", SY_OP_COPY, kFloats | kInts | kQuantized), make<sy::ref::copy>),
+    row(envelope("slice", SY_OP_SLICE, kFloats | kInts), make<sy::ref::slice>),
+    row(envelope("kv_cache_append", SY_OP_KV_CACHE_APPEND, kFloats,
+                 features({SY_FEATURE_PAGED_KV})),
+        make<sy::ref::kv_cache_append>),
+    row(envelope("attention", SY_OP_ATTENTION, kFloats,
+                 features({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA,
+                           SY_FEATURE_SINKS, SY_FEATURE_LSE, SY_FEATURE_SOFTCAP, SY_FEATURE_DECODE,
+                           SY_FEATURE_BATCH, SY_FEATURE_CUSTOM_SCALE, SY_FEATURE_PAGED_KV}),
+                 0, "reference"),
+        make<sy::ref::attention>),
+    row(envelope("sinks_from_lse", SY_OP_SINKS_FROM_LSE, bit(SY_DTYPE_F32)),
+        make<sy::ref::sinks_from_lse>),
+    row(envelope("fused_decode_attention", SY_OP_FUSED_DECODE_ATTENTION, kFloats,
+                 features({SY_FEATURE_CAUSAL, SY_FEATURE_GQA, SY_FEATURE_DECODE,
+                           SY_FEATURE_ROPE_NEOX, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_CUSTOM_SCALE,
+                           SY_FEATURE_ROPE_SCALED, SY_FEATURE_PARTIAL_ROTARY}),
+                 kQuantized, "fused_decode"),
+        make<sy::ref::fused_decode_attention>),
+    row(envelope("moe_router", SY_OP_MOE_ROUTER, kFloats), make<sy::ref::moe_router>),
+    row(envelope("moe_experts", SY_OP_MOE_EXPERTS, kFloats, 0, kQuantized),
+        make<sy::ref::moe_experts>),
 };
-const sy::edge::NarrowFn kLimits[kCount] = {};  // nothing beyond envelope and contract
+constexpr size_t kCount = sizeof kRows / sizeof kRows[0];
 
 #ifdef SY_REFERENCE_REMOTE
 // A segment on the simulated device: its entries in order, an upload a memcpy (the memory is the
@@ -186,7 +174,7 @@ struct sy_plugin {
   }
 #endif
   static const sy::edge::KernelList<Impl, Context>& kernels() {
-    static const sy::edge::KernelSet<Impl, Context, kCount> set(kEnvelopes, kLimits, kFactories);
+    static const sy::edge::KernelSet<Impl, Context, kCount> set(kRows);
     static const sy::edge::KernelList<Impl, Context> list = set.list();
     return list;
   }

@@ -30,8 +30,19 @@ namespace sy::edge {
 template <class Impl, class Context>
 using Factory = std::unique_ptr<Impl> (*)(const OpCopy& op, const Context& ctx);
 
-// A plugin's kernels, index-aligned: the entries check uses, the envelope pointers get_kernels
-// returns, and one factory each.
+// One kernel of a plugin: its declared envelope, its limits beyond the envelope and the
+// operator contract (NULL: none), its factory, and what it holds from prepare to release beyond
+// its operands (NULL: nothing). A plugin lists one row per kernel (KernelSet).
+template <class Impl, class Context>
+struct KernelRow {
+  sy_kernel_envelope envelope;
+  NarrowFn limits;
+  Factory<Impl, Context> make;
+  WorkspaceFn workspace;
+};
+
+// A plugin's kernels as check, prepare and get_kernels read them: the entries check uses, the
+// envelope pointers get_kernels returns, and one factory each, in the rows' order.
 template <class Impl, class Context>
 struct KernelList {
   const KernelEntry* entries;
@@ -40,26 +51,19 @@ struct KernelList {
   size_t count;
 };
 
-// Storage for a KernelList of N kernels, built from three index-aligned arrays.
+// The KernelList of N rows. The rows must outlive it (a plugin keeps both static).
 template <class Impl, class Context, size_t N>
 struct KernelSet {
   KernelEntry entries[N];
   const sy_kernel_envelope* envelopes[N];
   Factory<Impl, Context> factories[N];
 
-  KernelSet(const sy_kernel_envelope (&env)[N], const NarrowFn (&limits)[N],
-            const Factory<Impl, Context> (&make)[N]) {
+  explicit KernelSet(const KernelRow<Impl, Context> (&rows)[N]) {
     for (size_t i = 0; i < N; ++i) {
-      entries[i] = {&env[i], limits[i], nullptr};
-      envelopes[i] = &env[i];
-      factories[i] = make[i];
+      entries[i] = {&rows[i].envelope, rows[i].limits, rows[i].workspace};
+      envelopes[i] = &rows[i].envelope;
+      factories[i] = rows[i].make;
     }
-  }
-  // With each kernel's workspace declaration (NULL entries: none).
-  KernelSet(const sy_kernel_envelope (&env)[N], const NarrowFn (&limits)[N],
-            const Factory<Impl, Context> (&make)[N], const WorkspaceFn (&workspace)[N])
-      : KernelSet(env, limits, make) {
-    for (size_t i = 0; i < N; ++i) entries[i].workspace = workspace[i];
   }
   KernelList<Impl, Context> list() const { return {entries, envelopes, factories, N}; }
 };
