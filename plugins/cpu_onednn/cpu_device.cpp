@@ -6,7 +6,7 @@
 #include <dnnl.hpp>
 #include <fstream>
 
-#include "cpu_tier.hpp"
+#include "tier/cpu_tier.hpp"
 
 namespace sy::cpu {
 namespace {

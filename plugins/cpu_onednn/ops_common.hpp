@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cpu_kernel.hpp"
-#include "scalar_math.hpp"
+#include "tier/scalar_math.hpp"
 
 namespace sy::cpu {
 

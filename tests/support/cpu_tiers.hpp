@@ -1,4 +1,4 @@
-// The instruction-set tiers of cpu_onednn's kernels (plugins/cpu_onednn/cpu_tier.hpp), for
+// The instruction-set tiers of cpu_onednn's kernels (plugins/cpu_onednn/tier/cpu_tier.hpp), for
 // tests that must pass on each: a tier the CPU has runs under SWITCHYARD_CPU_ISA; one it lacks
 // is skipped with the reason, never dropped silently.
 #pragma once

@@ -1,0 +1,164 @@
+// The paged attention kernel (attention_paged.hpp): checks the step's metadata, splits the rows
+// into items (sequence, KV head, up to kItemTokens query rows; fewer rows: one query head each) and
+// runs the tier's loops on them across the threads. Every scratch buffer is allocated at prepare
+// for the bounds.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention_paged.hpp"
+#include "kernel_factories.hpp"
+#include "ops_common.hpp"
+
+namespace sy::cpu {
+namespace {
+
+constexpr int64_t kItemTokens = 16;
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT, "attention: " + what);
+}
+
+class PagedAttentionKernel final : public CpuKernel {
+ public:
+  PagedAttentionKernel(const sy::edge::OpCopy& op, const CpuContext& ctx)
+      : tier_(paged_attention_tier(active_tier())), ctx_(ctx) {
+    const auto& q = op.inputs[0].shape;
+    const auto& pool = op.inputs[1].shape;
+    const size_t n = op.inputs.size();
+    base_.bf16 = op.inputs[0].dtype == SY_DTYPE_BF16;
+    base_.Hq = q[2];
+    base_.D = q[3];
+    base_.BS = pool[1];
+    base_.Hkv = pool[2];
+    base_.causal = op.int_attr(SY_ATTR_CAUSAL, 0) != 0;
+    base_.window = op.int_attr(SY_ATTR_WINDOW_LEFT, -1);
+    const double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
+    base_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(base_.D)));
+    base_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
+    sinks_ = n == 7;
+    lse_ = op.outputs.size() > 1;
+    const int64_t max_seqs = op.inputs[n - 2].shape[0];
+    max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1);
+    rows_ = kItemTokens * (base_.Hq / base_.Hkv);
+    // Every thread of this thread's team gets its scratch now, not in a step (which must not
+    // allocate): which worker runs which item is the schedule's choice.
+    const int64_t rows = rows_, D = base_.D, L = tier_.lanes;
+    extra_ = tier_.extra_bytes ? tier_.extra_bytes(rows, D) : 0;
+    const size_t extra = extra_;
+#pragma omp parallel num_threads(ctx_.num_threads)
+    scratch(rows, D, L, extra);
+    items_of(max_items_);
+  }
+
+  void run(const DLTensor* const* in, const DLTensor* const* out) override {
+    PagedAttentionArgs a = base_;
+    const int n = sinks_ ? 7 : 6;
+    a.T = in[0]->shape[1];
+    a.q = data_of<const void>(in[0]);
+    a.k_pool = data_of<const void>(in[1]);
+    a.v_pool = data_of<const void>(in[2]);
+    a.sinks = sinks_ ? data_of<const float>(in[3]) : nullptr;
+    a.o = data_of<void>(out[0]);
+    a.lse = lse_ ? data_of<float>(out[1]) : nullptr;
+    Item* items = items_of(max_items_);
+    const int64_t count = make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items);
+    const PagedAttentionTier& tier = tier_;
+    const Item* list = items;
+    const int threads = count > 1 ? ctx_.num_threads : 1;
+    const int64_t rows = rows_;
+    const size_t extra = extra_;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (int64_t i = 0; i < count; ++i)
+      tier.rows(a, list[i], scratch(rows, a.D, tier.lanes, extra));
+  }
+
+ private:
+  using Item = PagedItem;
+  // This thread's list of at least `count` items.
+  static Item* items_of(int64_t count) {
+    thread_local std::vector<Item> items;
+    if (items.size() < size_t(count)) items.resize(size_t(count));
+    return items.data();
+  }
+
+  // This thread's scratch for items of up to `rows` rows of D (attention_paged.hpp).
+  static PagedScratch scratch(int64_t rows, int64_t D, int64_t L, size_t extra) {
+    thread_local std::vector<float> f;
+    thread_local std::vector<int64_t> range;
+    thread_local std::vector<char> tier_bytes;
+    if (tier_bytes.size() < extra + 64) tier_bytes.assign(extra + 64, 0);
+    char* aligned = tier_bytes.data() + (64 - reinterpret_cast<uintptr_t>(tier_bytes.data()) % 64);
+    const int64_t Dp = (D + L - 1) / L * L;
+    const size_t need = size_t(2 * rows * Dp + 2 * rows + 2 * L * Dp);
+    if (f.size() < need) f.assign(need, 0.f);
+    if (range.size() < size_t(2 * rows)) range.assign(size_t(2 * rows), 0);
+    float* q = f.data();
+    float* o = q + rows * Dp;
+    float* m = o + rows * Dp;
+    float* l = m + rows;
+    float* kb = l + rows;
+    return {q, o, m, l, range.data(), kb, kb + L * Dp, aligned};
+  }
+
+  // The items of this step, after checking every entry of the metadata it will read (nothing
+  // is written before): query_start from 0 to T, non-decreasing; each sequence's queries within
+  // its length, its length within its blocks; each block it reads inside the pool.
+  int64_t make_items(const DLTensor* starts_t, const DLTensor* lens_t, const DLTensor* table_t,
+                     int64_t pool_blocks, int64_t T, Item* items) const {
+    const int32_t* starts = data_of<const int32_t>(starts_t);
+    const int32_t* lens = data_of<const int32_t>(lens_t);
+    const int32_t* table = data_of<const int32_t>(table_t);
+    const int64_t S = lens_t->shape[0], MB = table_t->shape[1], BS = base_.BS;
+    const int64_t group = base_.Hq / base_.Hkv;
+    if (starts[0] != 0 || starts[S] != T)
+      invalid("query_start must begin at 0 and end at T = " + std::to_string(T) +
+              ", not run from " + std::to_string(starts[0]) + " to " + std::to_string(starts[S]));
+    int64_t count = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
+      if (q_len < 0 || q_len > L || L > MB * BS)
+        invalid("sequence " + std::to_string(s) + " has " + std::to_string(q_len) +
+                " query tokens and length " + std::to_string(L) +
+                "; queries must fit its length, and its length its " + std::to_string(MB) +
+                " blocks of " + std::to_string(BS));
+      for (int64_t b = 0; b < (L + BS - 1) / BS; ++b)
+        if (table[s * MB + b] < 0 || table[s * MB + b] >= pool_blocks)
+          invalid("block table entry " + std::to_string(b) + " of sequence " + std::to_string(s) +
+                  " names block " + std::to_string(table[s * MB + b]) + " of a pool of " +
+                  std::to_string(pool_blocks));
+      for (int64_t hk = 0; hk < base_.Hkv; ++hk)
+        for (int64_t t0 = 0; t0 < q_len; t0 += kItemTokens) {
+          const int64_t t1 = std::min(q_len, t0 + kItemTokens);
+          // Fewer (sequence, KV head) pairs than twice the threads, and a few rows: one item per
+          // query head, so the threads share them (each then reads the group's keys itself).
+          const int64_t split =
+              S * base_.Hkv < 2 * ctx_.num_threads && t1 - t0 < kItemTokens ? 1 : group;
+          for (int64_t g0 = 0; g0 < group; g0 += split) {
+            if (count == max_items_) invalid("more work items than prepared");
+            items[count++] = {table + s * MB, starts[s], q_len, L, hk, t0, t1, g0, g0 + split};
+          }
+        }
+    }
+    return count;
+  }
+
+  const PagedAttentionTier& tier_;
+  CpuContext ctx_;
+  PagedAttentionArgs base_{};
+  bool sinks_ = false, lse_ = false;
+  int64_t max_items_ = 0, rows_ = 0;  // the bounds' work items, and rows per item
+  size_t extra_ = 0;                  // the tier's own scratch per thread
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> make_paged_attention(const sy::edge::OpCopy& op, const CpuContext& ctx) {
+  return std::make_unique<PagedAttentionKernel>(op, ctx);
+}
+
+}  // namespace sy::cpu

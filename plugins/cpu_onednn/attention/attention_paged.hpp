@@ -1,0 +1,72 @@
+// The paged form of attention (ABI 1.5, docs/abi.md "Varlen and paged"): every sequence's query
+// rows packed along T, keys and values in a pool of blocks named by per-sequence block tables.
+//
+// Batch-invariant by construction: each query row is computed on its own, by one arithmetic that
+// depends only on the row (its q, its position, its sequence's keys), never on the other rows of
+// the step, how they are grouped into work items or threads. A row visits its sequence's keys
+// block by block of the pool (BS keys, aligned to absolute positions), the keys it may see in each
+// (causal, sliding window; never past the sequence's length: the pool is not zeroed); per block:
+// scores (a lane-wise dot over D in the tier's lanes, summed by halving, times the scale, then
+// softcap), the online softmax (block max, e^(m − m'), e^(s − m') per key, the sum in key order)
+// and the values (o · α, then + p·v key by key, fused multiply-add where the tier has one).
+// Sinks join the final denominator only; lse is the log-sum-exp of the row's scores.
+#pragma once
+
+#include <cstdint>
+
+#include "tier/cpu_tier.hpp"
+
+namespace sy::cpu {
+
+struct PagedAttentionArgs {
+  const void* q;       // [T, Hq, D], f32 or bf16
+  const void* k_pool;  // [NB, BS, Hkv, D], q's dtype
+  const void* v_pool;
+  const float* sinks;  // [Hq], or nullptr
+  void* o;             // [T, Hq, D], q's dtype
+  float* lse;          // [Hq, T], or nullptr
+  bool bf16;
+  int64_t T, Hq, Hkv, D, BS;
+  bool causal;
+  int64_t window;  // keys older than position − window are hidden; < 0: none
+  float scale, softcap;
+};
+
+// Query rows [t0, t1) of one sequence (of its q_len, the last q_len positions of its L keys)
+// for the query heads [g0, g1) of KV head hk's group.
+struct PagedItem {
+  const int32_t* table;  // the sequence's block table row
+  int64_t first;         // the sequence's first query row in q
+  int64_t q_len, L, hk, t0, t1, g0, g1;
+};
+
+// One thread's scratch, allocated at prepare (Dp: D rounded up to the tier's lanes L; R: the
+// most rows an item has). The pads past D stay zero.
+struct PagedScratch {
+  float* q;        // [R][Dp]
+  float* o;        // [R][Dp]
+  float* m;        // [R]
+  float* l;        // [R]
+  int64_t* range;  // [R][2]: the row's first and last visible key
+  float* kb;       // [L][Dp]: a group's keys of head hk as f32, where not read in place
+  float* vb;       // [L][Dp]: its values
+  char* extra;     // the tier's own (PagedAttentionTier::extra_bytes), 64-byte aligned
+};
+
+struct PagedAttentionTier {
+  const char* name;
+  int lanes;
+  void (*rows)(const PagedAttentionArgs& a, const PagedItem& item, const PagedScratch& w);
+  // Optional: the bytes of PagedScratch::extra an item of up to `rows` rows of D needs.
+  size_t (*extra_bytes)(int64_t rows, int64_t D);
+};
+
+const PagedAttentionTier& paged_attention_tier(const TierChoice& tier);
+const PagedAttentionTier& paged_attention_portable();
+const PagedAttentionTier& paged_attention_avx2();
+const PagedAttentionTier& paged_attention_avx512();
+// bf16 on AMX tiles (attention_paged_amx.cpp); f32, and a head dim the tiles do not divide, as
+// avx512.
+const PagedAttentionTier& paged_attention_amx();
+
+}  // namespace sy::cpu

@@ -1,0 +1,175 @@
+// The loops of attention_paged.hpp over a tier's lanes (simd_lanes.hpp), compiled per tier
+// (attention_paged_portable.cpp, _avx2.cpp, _avx512.cpp). Internal linkage (scalar_math.hpp
+// says why).
+//
+// What keeps a row's result independent of its company: every multiply-add over lanes is an
+// Ops call; the per-key steps run over all L lanes of a group whatever the row sees of it (one
+// loop shape, so one compiled body), the lanes it does not see masked to −inf by selection; sums
+// over keys run in key order or by Ops' halving.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "attention/attention_paged.hpp"
+#include "tier/scalar_math.hpp"
+#include "tier/simd_lanes.hpp"
+
+namespace sy::cpu {
+namespace {
+
+inline int64_t padded(int64_t D, int lanes) {
+  return (D + lanes - 1) / lanes * lanes;
+}
+
+// `count` elements (f32 or bf16) at p as f32 at out.
+inline void widen_row(const void* p, bool bf16, int64_t count, float* out) {
+  if (bf16) {
+    const bf16_bits* b = static_cast<const bf16_bits*>(p);
+    for (int64_t i = 0; i < count; ++i) out[i] = to_f32(b[i]);
+  } else {
+    std::memcpy(out, p, size_t(count) * sizeof(float));
+  }
+}
+
+// One row against the keys [lo, hi] of a group of L keys (lane l = key j0 + l; k[l], v[l] their
+// rows, Dp floats each). Each score is q · k over d in lanes (chunk after chunk, one
+// accumulator), its lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap;
+// the lanes the row does not see are −inf (never computed: their rows may be garbage). Then the
+// online softmax update of m and l over the L lanes, and o [Dp] · α + p·v key by key.
+template <class Ops>
+__attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const float* q,
+                                         const float* const* k, const float* const* v, int lo,
+                                         int hi, int64_t Dp, float& m, float& l, float* o) {
+  using V = typename Ops::V;
+  constexpr int L = Ops::kLanes;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  V acc[L];
+  for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
+  for (int j = lo; j <= hi; ++j)
+    for (int64_t d = 0; d < Dp; d += L)
+      acc[j] = Ops::madd(Ops::load(q + d), Ops::load(k[j] + d), acc[j]);
+  alignas(64) float s[L];
+  Ops::store(s, Ops::mul(Ops::sum_each(acc), Ops::set1(a.scale)));
+  float block_max = kNegInf;
+  for (int i = 0; i < L; ++i) {
+    if (a.softcap > 0.f) s[i] = a.softcap * std::tanh(s[i] / a.softcap);
+    s[i] = select_f32(i >= lo && i <= hi, s[i], kNegInf);
+    block_max = std::max(block_max, s[i]);
+  }
+  const float m_new = std::max(m, block_max);
+  const float alpha = exp_f32(m - m_new);  // 0 for the first group (m = −inf)
+  const V p = Ops::exp(Ops::sub(Ops::load(s), Ops::set1(m_new)));  // unseen lanes: exactly 0
+  Ops::store(s, p);
+  l = l * alpha + Ops::sum(p);
+  m = m_new;
+  const V scale = Ops::set1(alpha);
+  for (int64_t d = 0; d < Dp; d += L) {
+    V out = Ops::mul(Ops::load(o + d), scale);
+    for (int j = lo; j <= hi; ++j) out = Ops::madd(Ops::set1(s[j]), Ops::load(v[j] + d), out);
+    Ops::store(o + d, out);
+  }
+}
+
+// The keys [lo, hi] query row t of the item sees: causal to its position (its sequence's last
+// q_len positions of L), back to the window.
+inline void visible_keys(const PagedAttentionArgs& a, const PagedItem& it, int64_t t, int64_t& lo,
+                         int64_t& hi) {
+  const int64_t pos = it.L - it.q_len + t;
+  hi = a.causal ? std::min(pos, it.L - 1) : it.L - 1;
+  lo = a.window >= 0 ? std::max<int64_t>(0, pos - a.window) : 0;
+}
+
+// The row's o / (l + e^(sink − m)) into o (q's dtype) and its lse.
+inline void finish_row(const PagedAttentionArgs& a, int64_t token, int64_t head, float m, float l,
+                       const float* acc) {
+  const float* sinks = a.sinks;
+  const bool any = l > 0.f;
+  const float denom = any && sinks ? l + exp_f32(sinks[head] - m) : l;
+  const int64_t at = (token * a.Hq + head) * a.D;
+  for (int64_t d = 0; d < a.D; ++d) {
+    const float v = any ? acc[d] / denom : 0.f;
+    if (a.bf16)
+      static_cast<bf16_bits*>(a.o)[at + d] = from_f32<bf16_bits>(v);
+    else
+      static_cast<float*>(a.o)[at + d] = v;
+  }
+  if (a.lse)
+    a.lse[head * a.T + token] = any ? m + std::log(l) : -std::numeric_limits<float>::infinity();
+}
+
+template <class Ops>
+void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w) {
+  constexpr int L = Ops::kLanes;
+  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, L), BS = a.BS;
+  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads, kv_row = a.Hkv * a.D;
+  const size_t esize = a.bf16 ? 2 : 4;
+  int64_t lo_all = it.L, hi_all = -1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
+    int64_t lo, hi;
+    visible_keys(a, it, t, lo, hi);
+    w.range[2 * r] = lo;
+    w.range[2 * r + 1] = hi;
+    lo_all = std::min(lo_all, lo);
+    hi_all = std::max(hi_all, hi);
+    const char* q = static_cast<const char*>(a.q) + ((it.first + t) * a.Hq + head) * a.D * esize;
+    widen_row(q, a.bf16, a.D, w.q + r * Dp);
+    std::fill(w.o + r * Dp, w.o + (r + 1) * Dp, 0.f);
+    w.m[r] = -std::numeric_limits<float>::infinity();
+    w.l[r] = 0.f;
+  }
+  // f32 rows a whole number of lanes long are read in place; the others widened or padded into
+  // kb, vb (the same values: the pads are zeros).
+  const bool in_place = !a.bf16 && Dp == a.D;
+  const float *k[L], *v[L];
+  // Groups of L keys aligned to absolute positions, the keys some row sees in each (never past
+  // the sequence's length: the pool is not zeroed).
+  for (int64_t g = lo_all / L; hi_all >= lo_all && g <= hi_all / L; ++g) {
+    const int64_t j0 = g * L, first = std::max(lo_all, j0), last = std::min(hi_all, j0 + L - 1);
+    for (int64_t j = first; j <= last; ++j) {
+      const int64_t at = (int64_t(it.table[j / BS]) * BS + j % BS) * kv_row + it.hk * a.D;
+      const int l = int(j - j0);
+      if (in_place) {
+        k[l] = static_cast<const float*>(a.k_pool) + at;
+        v[l] = static_cast<const float*>(a.v_pool) + at;
+      } else {
+        widen_row(static_cast<const char*>(a.k_pool) + at * esize, a.bf16, a.D, w.kb + l * Dp);
+        widen_row(static_cast<const char*>(a.v_pool) + at * esize, a.bf16, a.D, w.vb + l * Dp);
+        k[l] = w.kb + l * Dp;
+        v[l] = w.vb + l * Dp;
+      }
+    }
+    // The next group's rows, ahead of their use: the rows of one head are short runs a stride
+    // apart (the pool interleaves the heads), which the hardware prefetchers follow poorly.
+    for (int64_t j = last + 1; j <= std::min(hi_all, last + L); ++j) {
+      const int64_t at = (int64_t(it.table[j / BS]) * BS + j % BS) * kv_row + it.hk * a.D;
+      const char* kr = static_cast<const char*>(a.k_pool) + at * esize;
+      const char* vr = static_cast<const char*>(a.v_pool) + at * esize;
+      for (int64_t b = 0; b < a.D * int64_t(esize); b += 128) {  // the pairs' adjacent lines
+        __builtin_prefetch(kr + b, 0, 3);                        // come with them
+        __builtin_prefetch(vr + b, 0, 3);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t lo = std::max(w.range[2 * r], j0),
+                    hi = std::min(w.range[2 * r + 1], j0 + L - 1);
+      if (lo > hi) continue;
+      row_group<Ops>(a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m[r], w.l[r],
+                     w.o + r * Dp);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.m[r], w.l[r],
+               w.o + r * Dp);
+}
+
+template <class Ops>
+PagedAttentionTier make_paged_tier(const char* name) {
+  return {name, Ops::kLanes, paged_rows<Ops>, nullptr};
+}
+
+}  // namespace
+}  // namespace sy::cpu

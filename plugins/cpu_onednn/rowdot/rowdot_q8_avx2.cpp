@@ -1,0 +1,13 @@
+// The avx2 tier of rowdot_q8.hpp: maddubs + madd (the same integers as VNNI's vpdpbusd).
+#include "rowdot/rowdot_q8_avx2.hpp"
+
+namespace sy::cpu {
+
+// A function-local static, built on the first call from inside the tier: a namespace-scope one
+// is built with VEX code when the plugin loads, on every CPU (docs/cpu-tiers.md).
+const RowdotQ8Tier& rowdot_q8_avx2() {
+  static const RowdotQ8Tier tier = make_q8_tier<Avx2Q8>("q8_avx2");
+  return tier;
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,266 @@
+// The loops of rowdot_q8.hpp over a tier's integer dot (Ops), compiled per tier
+// (rowdot_q8_{portable,avx2,avx512}.cpp). Internal linkage (scalar_math.hpp says why).
+//
+// Ops offers 32 bytes B, 8 int32 lanes L and 4-wide f32 vectors V4 (one lane per output):
+//   B load(p); B nibbles(qs16) (qs[i] & 15 in bytes 0-15, qs[i] >> 4 in 16-31);
+//   B low(p32), high(p32) (each byte's low / high nibble); B q6(ql32, high, qh32, shift);
+//   B q5(qs16, qh4) (nibbles() with bit i of the 32-bit qh as 16 in byte i);
+//   B sub(B, c); L dot_u(B w, B hi, B lo) (w unsigned), L dot_s(B w, B hi, B lo) (w signed):
+//   kQ16Radix · Σ w·hi + Σ w·lo per lane; L zero_l();
+//   V4 sum4(L[4]) (each vector's 8 lanes summed exactly, as f32); sum4_halves(L[4], lo, hi)
+//   (lanes 0-3 and 4-7 apart); V4 zero4, load4, store4, mul4, add4, fmadd4 (one rounding on the
+//   vector tiers, two on portable); float half(p) (an IEEE half at p, exactly).
+#pragma once
+
+#include <cstdint>
+
+#include "quant/quant_blocks.hpp"
+#include "rowdot/rowdot_lanes.hpp"
+#include "rowdot/rowdot_q8.hpp"
+#include "tier/scalar_math.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// The weight decoders: D::at(row, b, w, s0, s1, coeff) gives the 32-element sub-block b of a
+// weight row: w its 32 integers (signed when D::kSigned), s0 its scale (D::kHalves: elements
+// 0-15's, and s1 16-31's), coeff the offset that multiplies the activation block's sum s
+// (D::kOffset: q4_1's m, q4_k's −dmin·m). D::kHalfFirst: each block of 32 is kBlockBytes long and
+// starts with its f16 scale (and, with kOffset, its f16 offset next), so a block's factors can be
+// read without decoding it (rowdot_q8_rows8_vnni.hpp gathers them); K-quants derive theirs.
+template <class Ops>
+struct Q8_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 34;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::load(p + 2);
+    s0 = Ops::half(p);
+  }
+};
+
+template <class Ops>
+struct Q4_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 18;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::sub(Ops::nibbles(p + 2), 8);
+    s0 = Ops::half(p);
+  }
+};
+
+template <class Ops>
+struct Q4_1W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 20;
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::nibbles(p + 4);
+    s0 = Ops::half(p);
+    coeff = Ops::half(p + 2);
+  }
+};
+
+// q5_0: d·(q − 16), q the nibble and the fifth bit (dequant_q5_0).
+template <class Ops>
+struct Q5_0W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 22;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::sub(Ops::q5(p + 6, p + 2), 16);
+    s0 = Ops::half(p);
+  }
+};
+
+// q5_1: d·q + m (dequant_q5_1).
+template <class Ops>
+struct Q5_1W {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 24;
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::q5(p + 8, p + 4);
+    s0 = Ops::half(p);
+    coeff = Ops::half(p + 2);
+  }
+};
+
+// q4_k: sub-block j is d·sc_j·q − dmin·m_j (quant_blocks.hpp's dequant_q4_k).
+template <class Ops>
+struct Q4_KW {
+  static constexpr bool kHalfFirst = false;
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const uint8_t* p = row + 144 * (b / 8);
+    const int j = int(b % 8);
+    int sc, m;
+    scale_min_k4(j, p + 4, sc, m);
+    const uint8_t* q = p + 16 + 32 * (j / 2);
+    w = j % 2 ? Ops::high(q) : Ops::low(q);
+    s0 = Ops::half(p) * float(sc);
+    coeff = -(Ops::half(p + 2) * float(m));
+  }
+};
+
+// q6_k: sub-blocks of 16, d·sc·(q − 32) (dequant_q6_k); an activation block covers two.
+template <class Ops>
+struct Q6_KW {
+  static constexpr bool kHalfFirst = false;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = true;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float& s1, float&) {
+    const uint8_t* p = row + 210 * (b / 8);
+    const int j = int(b % 8), h = j / 4, t = j % 4;
+    const int8_t* s = reinterpret_cast<const int8_t*>(p + 192) + 8 * h + 2 * t;
+    const float d = Ops::half(p + 208);
+    w = Ops::sub(Ops::q6(p + 64 * h + 32 * (t % 2), t >= 2, p + 128 + 32 * h, 2 * t), 32);
+    s0 = d * float(s[0]);
+    s1 = d * float(s[1]);
+  }
+};
+
+// RN weight rows (row_bytes apart) × RM rows of x, RN·RM <= 4 outputs, each a lane of Ops' 4-wide
+// vectors: out[r][m] = y[m][n + r]. Per activation block b, in order, each output's exact integer
+// sum(s) Σ (of both digits), then acc = fma(float(Σ), w_scale · d, acc) (q6_k: its two halves in
+// turn) and, with a weight offset, off = fma(offset, s, off); the result is acc + off. Lanes are
+// independent, so an output's arithmetic is the same in any tile (rowdot_q8.hpp: batch invariance).
+template <class Ops, class D, int RN, int RM>
+inline void q8_tile(const uint8_t* w, int64_t row_bytes, const Q16Block* const* x, int64_t blocks,
+                    float (&out)[RN][RM]) {
+  static_assert(RN * RM <= 4);
+  using V = typename Ops::V4;
+  V acc = Ops::zero4(), off = Ops::zero4();
+  for (int64_t b = 0; b < blocks; ++b) {
+    typename Ops::L dot[4] = {Ops::zero_l(), Ops::zero_l(), Ops::zero_l(), Ops::zero_l()};
+    float s0[4] = {}, s1[4] = {}, coeff[4] = {}, d[4] = {}, sum[4] = {};
+    for (int r = 0; r < RN; ++r) {
+      typename Ops::B wb;
+      D::at(w + r * row_bytes, b, wb, s0[r * RM], s1[r * RM], coeff[r * RM]);
+      for (int m = 0; m < RM; ++m) {
+        const Q16Block& xb = x[m][b];
+        const int o = r * RM + m;
+        s0[o] = s0[r * RM], s1[o] = s1[r * RM], coeff[o] = coeff[r * RM];
+        d[o] = xb.d, sum[o] = xb.s;
+        const typename Ops::B hi = Ops::load(xb.hi), lo = Ops::load(xb.lo);
+        if constexpr (D::kSigned)
+          dot[o] = Ops::dot_s(wb, hi, lo);
+        else
+          dot[o] = Ops::dot_u(wb, hi, lo);
+      }
+    }
+    const V dx = Ops::load4(d);
+    if constexpr (D::kHalves) {
+      V lo, hi;
+      Ops::sum4_halves(dot, lo, hi);
+      acc = Ops::fmadd4(lo, Ops::mul4(Ops::load4(s0), dx), acc);
+      acc = Ops::fmadd4(hi, Ops::mul4(Ops::load4(s1), dx), acc);
+    } else {
+      acc = Ops::fmadd4(Ops::sum4(dot), Ops::mul4(Ops::load4(s0), dx), acc);
+    }
+    if constexpr (D::kOffset) off = Ops::fmadd4(Ops::load4(coeff), Ops::load4(sum), off);
+  }
+  float res[4];
+  Ops::store4(res, Ops::add4(acc, off));
+  for (int r = 0; r < RN; ++r)
+    for (int m = 0; m < RM; ++m) out[r][m] = res[r * RM + m];
+}
+
+// Weight rows [n, n + RN) against every row of x, RM rows at a time (the rest one by one).
+template <class Ops, class D, int RN, int RM>
+void q8_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n) {
+  const int64_t blocks = a.K / 32;
+  auto store = [&](int64_t m, int r, float v) {
+    const int64_t at = m * a.N + n + r;
+    if (a.y_bf16)
+      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(v);
+    else
+      static_cast<float*>(a.y)[at] = v;
+  };
+  int64_t m = 0;
+  for (; m + RM <= a.M; m += RM) {
+    const Q16Block* x[RM];
+    for (int i = 0; i < RM; ++i) x[i] = a.xq + (m + i) * blocks;
+    float out[RN][RM];
+    q8_tile<Ops, D, RN, RM>(w, row_bytes, x, blocks, out);
+    for (int r = 0; r < RN; ++r)
+      for (int i = 0; i < RM; ++i) store(m + i, r, out[r][i]);
+  }
+  for (; m < a.M; ++m) {
+    const Q16Block* x[1] = {a.xq + m * blocks};
+    float out[RN][1];
+    q8_tile<Ops, D, RN, 1>(w, row_bytes, x, blocks, out);
+    for (int r = 0; r < RN; ++r) store(m, r, out[r][0]);
+  }
+}
+
+// Decode-sized M: 4 weight rows per tile against one row of x; more rows of x: one weight row
+// against 4 rows of x. The weights are swept into the caches in address order ahead of use.
+template <class Ops, class D>
+void q8_columns_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  Sweep sweep(w + n0 * row_bytes);
+  int64_t n = n0;
+  if (a.M < 4)
+    for (; n + 4 <= n1; n += 4) {
+      sweep.reach(w + (n + 4) * row_bytes);
+      q8_rows<Ops, D, 4, 1>(a, w + n * row_bytes, row_bytes, n);
+    }
+  for (; n < n1; ++n) {
+    sweep.reach(w + (n + 1) * row_bytes);
+    q8_rows<Ops, D, 1, 4>(a, w + n * row_bytes, row_bytes, n);
+  }
+}
+
+// f(D{}) with D the decoder of `t` on Ops; nothing for a type without one (the envelope's weight
+// dtypes, kernel_table.cpp, keep those away). Every q8 path dispatches through this.
+template <class Ops, class F>
+void with_q8_decoder(sy_dtype t, F&& f) {
+  switch (t) {
+    case SY_DTYPE_Q8_0: return f(Q8_0W<Ops>{});
+    case SY_DTYPE_Q4_0: return f(Q4_0W<Ops>{});
+    case SY_DTYPE_Q4_1: return f(Q4_1W<Ops>{});
+    case SY_DTYPE_Q5_0: return f(Q5_0W<Ops>{});
+    case SY_DTYPE_Q5_1: return f(Q5_1W<Ops>{});
+    case SY_DTYPE_Q4_K: return f(Q4_KW<Ops>{});
+    case SY_DTYPE_Q6_K: return f(Q6_KW<Ops>{});
+    default: return;
+  }
+}
+
+template <class Ops>
+void q8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  with_q8_decoder<Ops>(a.wtype, [&](auto d) { q8_columns_of<Ops, decltype(d)>(a, n0, n1); });
+}
+
+// Rows [m0, m1) of x as Q16Blocks, through Ops::quantize on 32 f32 values at a time.
+template <class Ops>
+void q8_quantize(const float* xf, const uint16_t* xb, int64_t K, int64_t m0, int64_t m1,
+                 Q16Block* out) {
+  const int64_t blocks = K / 32;
+  alignas(64) float wide[32];
+  for (int64_t m = m0; m < m1; ++m)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* x = xf ? xf + m * K + 32 * b : wide;
+      if (!xf)
+        for (int i = 0; i < 32; ++i) wide[i] = to_f32(bf16_bits(xb[m * K + 32 * b + i]));
+      Ops::quantize(x, out[m * blocks + b]);
+    }
+}
+
+template <class Ops>
+RowdotQ8Tier make_q8_tier(const char* name) {
+  return {name, q8_quantize<Ops>, q8_columns<Ops>, nullptr, 0};
+}
+
+}  // namespace
+}  // namespace sy::cpu
