@@ -34,6 +34,7 @@ enum class Errc : int {
   plugin_init = 104,
   plugin_manifest = 105,
   plugin_capability = 106,
+  plugin_probe = 107,
 
   json_syntax = 201,
   schema_version = 202,

@@ -214,6 +214,22 @@ constexpr std::array kCatalog = {
         "really serves it. The reason names the kernel and the op it wrongly accepted.",
         kPluginFailed},
 
+    ErrorInfo{
+        Errc::plugin_probe, "SY107", "plugin_probe",
+        "plugin {path} failed to load at stage probe: {reason}",
+        "Before the host opens a plugin library, a child process opens it and calls its entry; "
+        "that child was killed by a signal (SIGILL: the library executes an instruction this CPU "
+        "lacks while loading, before it could pick code for this CPU; SIGSEGV: it crashes in its "
+        "static initializers or its entry) or did not finish in 30 s. The host never opened it, "
+        "and goes on with the other plugins. A library that passed is remembered by its SHA-256 "
+        "and this CPU in the user's cache (`$SWITCHYARD_CACHE_DIR`, `$XDG_CACHE_HOME/switchyard` "
+        "or `~/.cache/switchyard`), so later loads skip the child.",
+        "SIGILL: use a build of the plugin for this CPU (`grep flags /proc/cpuinfo` lists what it "
+        "has) or report it to the plugin's authors; otherwise report the crash, or remove the "
+        "plugin from the plugin folders. Plugin authors: docs/cpu-tiers.md, \"The rule\", says "
+        "how cpu_onednn keeps tier code from running at load.",
+        kPluginFailed},
+
     // ---- SY2xx: bad input ------------------------------------------------------------------
     ErrorInfo{
         Errc::json_syntax, "SY201", "json_syntax", "{file}:{line}:{column}: invalid JSON: {reason}",
@@ -467,7 +483,7 @@ constexpr std::array kCatalog = {
               "Retry when GET /health answers 200, or send the request to another replica.",
               kUsage},
 };
-static_assert(kCatalog.size() == 45);
+static_assert(kCatalog.size() == 46);
 
 // Each entry's code text is its Errc's number, and the entries are in code order.
 constexpr bool codes_match_numbers() {

@@ -162,6 +162,13 @@ std::string segments_line(const PhasePlan& p) {
   return out.str();
 }
 
+json failures_json(const Plan& plan) {
+  json out = json::array();
+  for (const auto& f : plan.plugin_failures)
+    out.push_back({{"path", f.path}, {"stage", f.stage}, {"reason", f.reason}});
+  return out;
+}
+
 }  // namespace
 
 json to_json(const Plan& plan) {
@@ -228,6 +235,7 @@ json to_json(const Plan& plan) {
            {"kv_block_size", b.kv_block_size}}},
          {"phases", phases},
          {"plugin_sources", plan.plugin_sources},
+         {"plugin_failures", failures_json(plan)},
          {"conventions", plan.conventions},
          {"memory", memory_json(plan.memory)},
          {"plan_hash", plan.hash}};
@@ -258,6 +266,9 @@ std::string render_plan(const Plan& plan) {
       out << " " << name << " (" << source << ")";
     out << "\n";
   }
+  for (const auto& f : plan.plugin_failures)
+    out << "plugin failed to load: " << f.path << " (stage " << f.stage << "): " << f.reason
+        << "\n";
   for (const auto& c : plan.conventions) out << "convention: " << c << "\n";
   for (const auto& p : plan.phases) {
     out << "\nphase " << p.name << ": " << p.ops.size() << " ops\n";

@@ -391,8 +391,12 @@ static Plan place_graph(const Graph& graph, const Registry& registry, const Inve
   plan.target = inventory.name;
   plan.policy = policy;
   plan.bounds = graph.bounds;
-  for (const auto& r : registry.records())
+  for (const auto& r : registry.records()) {
     if (r.loaded()) plan.plugin_sources[r.name] = r.plugin->source();
+    if (r.diagnostic)
+      plan.plugin_failures.push_back({r.path.string(), load_stage_name(r.diagnostic->stage),
+                                      r.diagnostic->reason});
+  }
   std::map<std::string, std::string> from_attention, from_writer;
   for (const auto& phase : graph.phases)
     PhasePlanner(phase, registry, inventory, policy).learn_caches(from_attention, from_writer);

@@ -134,6 +134,12 @@ struct Plan {
   // Each loaded plugin's declaration source: "live" (opened) or "manifest" (manifest-only
   // planning, the library never opened).
   std::map<std::string, std::string> plugin_sources;
+  // Each plugin library that failed to load: its path, stage and reason (`switchyard plugins`
+  // has the hint), so a plan that misses a plugin says why.
+  struct PluginFailure {
+    std::string path, stage, reason;
+  };
+  std::vector<PluginFailure> plugin_failures;
   std::vector<std::string> conventions;  // the graph's (graph.hpp)
   MemoryPlan memory;                     // per location: need, capacity, the activation layout
   bool ok() const { return !error; }

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "core/plugin/capability_probe.hpp"
+#include "core/plugin/load_probe.hpp"
 #include "core/plugin/manifest.hpp"
 
 namespace sy {
@@ -78,6 +79,9 @@ class PluginLoader {
 
  private:
   std::optional<Error> run_stages() {
+    sha256_ = file_sha256(path_);
+    if (options_.probe_load)
+      if (auto e = probe_load()) return e;
     if (auto e = open()) return e;
     if (auto e = entry()) return e;
     if (auto e = abi()) return e;
@@ -90,8 +94,20 @@ class PluginLoader {
       if (auto e = probe()) return e;
     std::vector<std::string> names;
     for (const Envelope& k : plugin_->kernels_) names.push_back(k.kernel);
-    plugin_->verification_ = read_verification(path_, names);
+    plugin_->verification_ = read_verification(path_, names, sha256_);
     return std::nullopt;
+  }
+
+  // A child opens the library first: a signal there is this plugin's failure, not the host's.
+  std::optional<Error> probe_load() {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0 || (st.st_mode & S_IWOTH)) return std::nullopt;  // open's
+    const ProbeOutcome p = probe_library_load(path_, sha256_);
+    logger_of(options_)->debug("load probe of {}: {} in {:.1f} ms", path_.string(),
+                               p.failure ? "failed" : p.cached ? "remembered pass" : "passed",
+                               p.ms);
+    if (!p.failure) return std::nullopt;
+    return stage_error(LoadStage::probe, p.failure->reason, p.failure->hint);
   }
 
   std::optional<Error> open() {
@@ -318,6 +334,7 @@ class PluginLoader {
   fs::path path_;
   LoadOptions options_;
   std::unique_ptr<Plugin> plugin_;
+  std::string sha256_;  // of the library's bytes: the probe's cache key and the verification's
 };
 
 LoadOutcome load_plugin(const fs::path& path, const LoadOptions& options) {

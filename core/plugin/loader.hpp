@@ -21,6 +21,9 @@ struct LoadOptions {
   bool require_manifest = true;
   // Probe `check` with operators outside each envelope and refuse a plugin that accepts.
   bool probe_capabilities = true;
+  // Open the library in a child process first (load_probe.hpp), so a plugin that dies while
+  // loading is a failed plugin, not a dead host.
+  bool probe_load = true;
   // Take a plugin's declaration from the manifest beside it without opening the library
   // (planning for a target, `caps`); a library without a manifest is opened as usual.
   bool manifest_only = false;

@@ -29,6 +29,7 @@ const char* load_stage_name(LoadStage stage) {
     case LoadStage::init: return "init";
     case LoadStage::manifest: return "manifest";
     case LoadStage::capability: return "capability";
+    case LoadStage::probe: return "probe";
   }
   return "?";
 }

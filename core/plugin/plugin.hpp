@@ -27,7 +27,8 @@ class logger;
 
 namespace sy {
 
-enum class LoadStage { open, entry, abi, init, manifest, capability };
+// In catalog order (SY101..SY107); probe runs first but was added last.
+enum class LoadStage { open, entry, abi, init, manifest, capability, probe };
 const char* load_stage_name(LoadStage stage);
 
 // Why a plugin (or a plugin directory) did not load.

@@ -39,8 +39,10 @@ struct PluginVerification {
 // the file cannot be read.
 std::string file_sha256(const std::filesystem::path& file);
 
-// The report beside `library`, judged for `kernels`.
+// The report beside `library`, judged for `kernels`; `sha256` is the library's digest when the
+// caller has it ("" computes it).
 PluginVerification read_verification(const std::filesystem::path& library,
-                                     const std::vector<std::string>& kernels);
+                                     const std::vector<std::string>& kernels,
+                                     const std::string& sha256 = "");
 
 }  // namespace sy

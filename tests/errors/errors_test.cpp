@@ -64,6 +64,7 @@ TEST(ErrorCatalog, CodeNumbersNeverChange) {
       {Errc::plugin_init, 104},
       {Errc::plugin_manifest, 105},
       {Errc::plugin_capability, 106},
+      {Errc::plugin_probe, 107},
       {Errc::json_syntax, 201},
       {Errc::schema_version, 202},
       {Errc::unknown_op, 203},
@@ -112,13 +113,13 @@ TEST(ErrorCatalog, EverySeriesIsComplete) {
     }
   };
   expect_range(1, 11);
-  expect_range(101, 106);
+  expect_range(101, 107);
   expect_range(201, 212);
   expect_range(301, 308);
   expect_range(401, 403);
   expect_range(501, 505);
-  EXPECT_EQ(error_catalog().size(), 45u);
-  for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability"})
+  EXPECT_EQ(error_catalog().size(), 46u);
+  for (const char* stage : {"open", "entry", "abi", "init", "manifest", "capability", "probe"})
     EXPECT_TRUE(find_error(std::string("plugin_") + stage)) << stage;
 }
 

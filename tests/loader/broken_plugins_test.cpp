@@ -84,6 +84,17 @@ TEST_F(BrokenPlugins, ManifestDrift) {
 TEST_F(BrokenPlugins, CheckThatAcceptsOutsideItsEnvelope) {
   expect_failure("lying_check", LoadStage::capability, "kernel 'add_f32' check() accepts");
 }
+// A plugin that kills the process while loading is a failed plugin: the probe child died, the
+// host never opened it (this test process is alive to say so), and says with which signal.
+TEST_F(BrokenPlugins, AnIllegalInstructionWhileLoadingIsAFailedPlugin) {
+  expect_failure("illegal_at_load", LoadStage::probe, "SIGILL (Illegal instruction)");
+  EXPECT_THAT(record(*registry_, "illegal_at_load").diagnostic->hint,
+              HasSubstr("instruction this CPU lacks"));
+  EXPECT_EQ(record(*registry_, "illegal_at_load").diagnostic->code(), Errc::plugin_probe);
+}
+TEST_F(BrokenPlugins, ASegfaultInTheEntryIsAFailedPlugin) {
+  expect_failure("segfault_in_entry", LoadStage::probe, "SIGSEGV (Segmentation fault)");
+}
 
 // A copy of a good plugin (and its manifest) in a folder we can change the mode of.
 class PluginFolder {

@@ -11,6 +11,8 @@
  *   TEST_ZERO_DEVICES      no devices, with a reason
  *   TEST_LYING_CHECK       check accepts everything, whatever the envelope says
  *   TEST_MISSING_DEP       calls into a library that is not installed beside it
+ *   TEST_ILLEGAL_AT_LOAD   executes ud2 in a static initializer (SIGILL when opened)
+ *   TEST_SEGFAULT_IN_ENTRY writes through a bad pointer in sy_plugin_entry (SIGSEGV)
  *
  * and, for `switchyard conformance`, one broken promise each:
  *   TEST_WRONG_NUMBERS     computes a − b
@@ -376,12 +378,23 @@ static sy_plugin_api make_api(void) {
 
 static sy_plugin_api g_api;
 
+#ifdef TEST_ILLEGAL_AT_LOAD
+/* An instruction no CPU has (ud2), executed by a static initializer when the library is opened:
+ * what an AVX-512 initializer does on a CPU without AVX-512. */
+__attribute__((constructor)) static void illegal_at_load(void) {
+  __builtin_trap();
+}
+#endif
+
 #ifdef TEST_NO_ENTRY
 SY_EXPORT const sy_plugin_api* sy_plugin_entry_misspelled(const sy_host_info* host) {
 #else
 SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
 #endif
   g_host = host;
+#ifdef TEST_SEGFAULT_IN_ENTRY
+  *(volatile int*)(uintptr_t)16 = 1; /* a bad pointer, written before the table is returned */
+#endif
   g_api = make_api();
   plugin_log(SY_LOG_DEBUG, "test plugin " TEST_PLUGIN_NAME " entered");
   return &g_api;
