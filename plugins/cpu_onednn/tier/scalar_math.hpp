@@ -8,6 +8,10 @@
 // rule (rowdot_lanes.hpp, decode_tiles.hpp, elementwise_loops.hpp do).
 #pragma once
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -42,8 +46,14 @@ inline bf16_bits from_f32<bf16_bits>(float f) {
   return static_cast<bf16_bits>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
-// IEEE half (GGUF's scales) to f32, exactly: normals, subnormals, infinities and NaN.
+// IEEE half (GGUF's scales) to f32, exactly: normals, subnormals, infinities and NaN. A tier
+// file compiled with F16C (avx2 and up) converts with the instruction: the same value in one
+// instruction instead of a dozen with branches, which per block of 32 weights was the cost of a
+// quantized decode (a signalling NaN comes out quiet, still a NaN).
 inline float half_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#endif
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
