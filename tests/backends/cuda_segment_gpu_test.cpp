@@ -11,6 +11,7 @@
 #include "core/executor/context.hpp"
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
+#include "support/hashed_weights.hpp"
 #include "support/llama_reference.hpp"
 #include "support/plugin_load_options.hpp"
 #include "support/test_paths.hpp"
@@ -18,19 +19,7 @@
 namespace sy {
 namespace {
 
-std::optional<Error> load_bf16(const Value& v, void* dst) {
-  const int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = float(test::hashed_weight(v.name, i));
-    if (v.dtype == SY_DTYPE_F32)
-      static_cast<float*>(dst)[i] = x;
-    else if (v.dtype == SY_DTYPE_BF16)
-      static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x);
-    else
-      return Error(Errc::bad_weights, "test weights are f32 or bf16");
-  }
-  return std::nullopt;
-}
+constexpr auto load_bf16 = test::load_hashed_weights;
 
 struct Loaded {
   Graph graph;

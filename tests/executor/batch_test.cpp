@@ -15,6 +15,7 @@
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
 #include "support/cpu_tiers.hpp"
+#include "support/hashed_weights.hpp"
 #include "support/llama_reference.hpp"
 #include "support/plugin_load_options.hpp"
 #include "support/test_paths.hpp"
@@ -25,19 +26,7 @@ namespace {
 const std::filesystem::path kReferenceDir = SY_TEST_REFERENCE_DIR;
 const std::filesystem::path kSegmentsDir = std::string(SY_TEST_SETS_DIR) + "/remote_reference";
 
-std::optional<Error> load(const Value& v, void* dst) {
-  const int64_t n = v.bytes() / int64_t(sy_dtype_size(v.dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = float(test::hashed_weight(v.name, i));
-    if (v.dtype == SY_DTYPE_F32)
-      static_cast<float*>(dst)[i] = x;
-    else if (v.dtype == SY_DTYPE_BF16)
-      static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x);
-    else
-      return Error(Errc::bad_weights, "test weights are f32 or bf16");
-  }
-  return std::nullopt;
-}
+constexpr auto load = test::load_hashed_weights;
 
 // A backend ("reference": the double-precision plugin alone, or a tier of cpu_onednn) and the
 // model's dtype.

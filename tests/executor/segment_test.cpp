@@ -8,6 +8,7 @@
 
 #include "core/importer/importer.hpp"
 #include "core/planner/planner.hpp"
+#include "support/hashed_weights.hpp"
 #include "support/llama_reference.hpp"
 #include "support/plugin_load_options.hpp"
 #include "support/sequence_runner.hpp"
@@ -18,12 +19,7 @@ namespace {
 
 const std::filesystem::path kSegmentsDir = std::string(SY_TEST_SETS_DIR) + "/remote_reference";
 
-std::optional<Error> load(const Value& v, void* dst) {
-  if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
-  auto* out = static_cast<float*>(dst);
-  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(test::hashed_weight(v.name, i));
-  return std::nullopt;
-}
+constexpr auto load = test::load_hashed_weights;
 
 struct Planned {
   Graph graph;
