@@ -192,7 +192,11 @@ Timing time_median(const std::function<void()>& fn, int warmup, int repeats) {
 }
 
 Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_type,
-                     const std::string& family) {
+                     const std::string& family, const std::string& kernel) {
+  auto wanted = [&](const Envelope& e) {
+    return e.op == op.op && (family.empty() || e.family == family) &&
+           (kernel.empty() || e.kernel == kernel);
+  };
   Choice c;
   for (const auto& r : reg.records()) {
     if (!r.loaded()) continue;
@@ -201,8 +205,7 @@ Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_
     for (const auto& d : p.devices()) has_device = has_device || d.type == device_type;
     if (!has_device) {  // a kernel that would fit but has no device to run on says why not
       for (const Envelope& e : p.kernels())
-        if (e.op == op.op && e.device_type == device_type &&
-            (family.empty() || e.family == family)) {
+        if (wanted(e) && e.device_type == device_type) {
           c.reasons += "\n  " + p.name() + "/" + e.kernel + ": no device: " +
                        (p.no_devices_reason().empty() ? "none found" : p.no_devices_reason());
           break;
@@ -213,7 +216,7 @@ Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_
       if (p.devices()[d].type != device_type) continue;
       for (size_t k = 0; k < p.kernels().size(); ++k) {
         const Envelope& e = p.kernels()[k];
-        if (e.op != op.op || (!family.empty() && e.family != family)) continue;
+        if (!wanted(e)) continue;
         CheckResult res = p.check(k, p.devices()[d], op);
         if (res.accepted && p.api().prepare) return {&p, k, d, ""};
         for (const auto& refusal : res.refusals)

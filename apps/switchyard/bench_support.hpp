@@ -51,9 +51,9 @@ struct Choice {
   std::string reasons;  // why nothing was chosen, when plugin is null
 };
 // The first (plugin, kernel, device) of `device_type` whose check accepts `op` and that can
-// run it; `family` restricts attention kernels when not empty.
+// run it; `family` (e.g. flash) and `kernel` (e.g. matmul_q16) restrict it when not empty.
 Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_type,
-                     const std::string& family);
+                     const std::string& family, const std::string& kernel = "");
 
 // Prepared kernel plus its buffers, ready to time.
 struct BenchRun {

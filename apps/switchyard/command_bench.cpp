@@ -225,7 +225,7 @@ int bench_attention(const GlobalOptions& global, const Args& args) {
 
 int bench_matmul(const GlobalOptions& global, const Args& args) {
   int64_t m_ = 2048, n = 2048, k = 2048;
-  std::string dtype = "f32", weight_dtype;
+  std::string dtype = "f32", weight_dtype, kernel;
   bool transpose_b = false;
   Common c;
   po::options_description desc("switchyard bench matmul options");
@@ -240,7 +240,9 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
       "(needs "
       "--transpose-b; zero "
       "blocks)")("transpose-b", po::bool_switch(&transpose_b),
-                 "b stored [N, K] (Hugging Face weights)");
+                 "b stored [N, K] (Hugging Face weights)")(
+      "kernel", po::value(&kernel),
+      "only the kernel of this name (e.g. matmul_q16, what --numerics fast may choose)");
   auto vm = parse_command(args, desc);
   if (vm.count("help")) {
     std::cout << desc << "\n" << kExitCodeHelp;
@@ -262,7 +264,7 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
       {*wt, transpose_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, SY_MEMORY_HOST}};
   op.outputs = {{*dt, {m_, n}, SY_MEMORY_HOST}};
   if (transpose_b) op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
-  Choice choice = choose_kernel(reg, op, kDLCPU, "");
+  Choice choice = choose_kernel(reg, op, kDLCPU, "", kernel);
   if (!choice.plugin) {
     std::cerr << "switchyard bench matmul: no kernel can serve this matmul:" << choice.reasons
               << "\n";
@@ -281,8 +283,11 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
   double bytes =
       double(m_ * k + m_ * n) * sy_dtype_size(*dt) + double(sy_tensor_bytes(*wt, 2, b_shape));
   double gbps = bytes / (t.median_ms * 1e-3) / 1e9;
+  const std::string kernel_name =
+      choice.plugin->name() + "/" + choice.plugin->kernels()[choice.kernel].kernel;
   if (c.json) {
     json j = {{"bench", "matmul"},
+              {"kernel", kernel_name},
               {"m", m_},
               {"n", n},
               {"k", k},
@@ -300,9 +305,9 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
     return kExitOk;
   }
   std::printf(
-      "matmul m=%lld n=%lld k=%lld %s%s%s: median %.3f ms, %.1f GFLOP/s = %.2f of the "
+      "matmul (%s) m=%lld n=%lld k=%lld %s%s%s: median %.3f ms, %.1f GFLOP/s = %.2f of the "
       "machine's GEMM rate; %.1f GB/s of operands = %.2f of its triad\n",
-      (long long)m_, (long long)n, (long long)k, dtype.c_str(),
+      kernel_name.c_str(), (long long)m_, (long long)n, (long long)k, dtype.c_str(),
       *wt != *dt ? (std::string(" weights ") + sy_dtype_name(*wt)).c_str() : "",
       transpose_b ? " transposed b" : "", t.median_ms, gflops, gemm > 0 ? gflops / gemm : 0, gbps,
       mf.triad_gbps > 0 ? gbps / mf.triad_gbps : 0);

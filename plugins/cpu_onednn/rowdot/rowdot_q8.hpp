@@ -38,7 +38,8 @@ inline constexpr int kQ16Max = 127 * 254;
 inline constexpr int kQ16Radix = 254;
 
 struct Q16Block {
-  int8_t hi[32];  // Q = kQ16Radix · hi + lo
+  int16_t q[32];  // Q itself: AVX2's pmaddwd multiplies it with 16-bit weights in one step
+  int8_t hi[32];  // Q = kQ16Radix · hi + lo: the int8 dot products' digits
   int8_t lo[32];
   float d;              // the scale: x ≈ d · Q
   float s;              // d · ΣQ: the block's sum, for a weight offset

@@ -1,12 +1,13 @@
-// The avx2 tier of rowdot_q8.hpp: maddubs + madd (the same integers as VNNI's vpdpbusd).
-#include "rowdot/rowdot_q8_avx2.hpp"
+// The avx2 tier of rowdot_q8.hpp: maddubs + madd (the same integers as VNNI's vpdpbusd) for many
+// rows of x, and pmaddwd on 16-bit weights and Q for decode-sized steps (rowdot_q8_rows8_avx2.hpp).
+#include "rowdot/rowdot_q8_rows8_avx2.hpp"
 
 namespace sy::cpu {
 
 // A function-local static, built on the first call from inside the tier: a namespace-scope one
 // is built with VEX code when the plugin loads, on every CPU (docs/cpu-tiers.md).
 const RowdotQ8Tier& rowdot_q8_avx2() {
-  static const RowdotQ8Tier tier = make_q8_tier<Avx2Q8>("q8_avx2");
+  static const RowdotQ8Tier tier = {"q8_avx2", q8_quantize<Avx2Q8>, q8_columns_avx2, nullptr, 0};
   return tier;
 }
 

@@ -102,14 +102,19 @@ struct Avx2Q8 {
     const float d = has_nan ? std::nanf("") : _mm_cvtss_f32(m) / float(kQ16Max);
     const __m256 id = _mm256_set1_ps(!has_nan && d != 0.f ? 1.f / d : 0.f);
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256i hi[4], lo[4], sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i qs[4], hi[4], lo[4], sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int i = 0; i < 4; ++i) {
       const __m256i q = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), kNearest));
       hi[i] = _mm256_cvtps_epi32(_mm256_round_ps(
           _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(1.f / float(kQ16Radix))), kNearest));
       lo[i] = _mm256_sub_epi32(q, _mm256_mullo_epi32(hi[i], _mm256_set1_epi32(kQ16Radix)));
       sum[i / 2] = _mm256_add_epi32(sum[i / 2], q);
+      qs[i] = q;
     }
+    for (int i = 0; i < 2; ++i)  // packs interleaves the 128-bit halves; permute puts them back
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 16 * i),
+                          _mm256_permute4x64_epi64(_mm256_packs_epi32(qs[2 * i], qs[2 * i + 1]),
+                                                   _MM_SHUFFLE(3, 1, 2, 0)));
     store_bytes(hi, out.hi);
     store_bytes(lo, out.lo);
     out.sum_half[0] = sum8(sum[0]);

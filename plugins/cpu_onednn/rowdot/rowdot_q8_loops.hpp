@@ -221,6 +221,20 @@ void q8_columns_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   }
 }
 
+// For the 8-row forms (rowdot_q8_rows8_*.hpp): the 8 rows' scales (s1: q6_k's second half-block's)
+// and offsets of blocks [b, b + count), as columns: s0[j][r] is row r's scale in block b + j.
+// K-quants derive a block's scale from packed 6-bit fields; done once per super-block here, not per
+// row and block in the loop.
+template <class B, class D>
+void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, float (&s0)[8][8],
+                float (&s1)[8][8], float (&coeff)[8][8]) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int r = 0; r < 8; ++r) {
+      B unused;
+      D::at(w + r * row_bytes, b + j, unused, s0[j][r], s1[j][r], coeff[j][r]);
+    }
+}
+
 // f(D{}) with D the decoder of `t` on Ops; nothing for a type without one (the envelope's weight
 // dtypes, kernel_table.cpp, keep those away). Every q8 path dispatches through this.
 template <class Ops, class F>

@@ -112,6 +112,7 @@ struct PortableQ8 {
     for (int i = 0; i < 32; ++i) {
       const int q = int(std::nearbyint(x[i] * id));
       const int hi = int(std::nearbyint(float(q) / float(kQ16Radix)));
+      out.q[i] = int16_t(q);
       out.hi[i] = int8_t(hi);
       out.lo[i] = int8_t(q - kQ16Radix * hi);
       out.sum_half[i / 16] += q;

@@ -29,19 +29,6 @@ inline __m256i sum_rows8(const __m512i (&p)[4]) {
   return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
 }
 
-// The 8 rows' scales (s1: q6_k's second half-block's) and offsets of blocks [b, b + count), as
-// columns: s0[j][r] is row r's scale in block b + j. K-quants derive a block's scale from packed
-// 6-bit fields; done once per super-block here, not per row and block in the loop.
-template <class D>
-void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, float (&s0)[8][8],
-                float (&s1)[8][8], float (&coeff)[8][8]) {
-  for (int64_t j = 0; j < count; ++j)
-    for (int r = 0; r < 8; ++r) {
-      __m256i unused;
-      D::at(w + r * row_bytes, b + j, unused, s0[j][r], s1[j][r], coeff[j][r]);
-    }
-}
-
 // Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
 template <class D>
 void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n, int64_t m) {
@@ -53,7 +40,7 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
   __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     if (!D::kHalfFirst && b % 8 == 0)
-      q8_scales8<D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
+      q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
     // The two digits, each in both halves; q6_k also splits each into elements 0-15 and 16-31.
     const __m512i hi = _mm512_broadcast_i64x4(VnniQ8::load(x[b].hi)),
                   lo = _mm512_broadcast_i64x4(VnniQ8::load(x[b].lo));

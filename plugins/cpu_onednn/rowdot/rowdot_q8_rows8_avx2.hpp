@@ -1,0 +1,183 @@
+// Decode-sized steps of rowdot_q8.hpp on AVX2: 8 weight rows against one row of x per pass, the
+// weights widened to 16 bits and multiplied with Q itself (Q16Block::q) by pmaddwd, the 8 exact
+// block sums reduced together, and the 8 rows' f16 scales (and offsets) gathered in one
+// instruction. AVX2 has no VNNI: the two 8-bit digits of the 4-row form cost two maddubs, two
+// madd and the signs of a signed w per block, and its horizontal sum per 4 outputs and scalar
+// half-to-float conversions cost as much again. pmaddwd takes signed 16-bit operands, so a
+// signed w needs no sign trick and |w · Q| pairs (2 · 128 · 32258) cannot overflow.
+//
+// The arithmetic per output is the 4-row form's (the exact Σ, then acc = fma(float(Σ),
+// w_scale · d, acc), off = fma(offset, s, off), the result acc + off), so a row's result is the
+// same whichever form computed it (Tiers/BatchInvariance.MatmulQ16RowsDoNotDependOnTheirCompany).
+// Compiled into the avx2 file only. Internal linkage.
+#pragma once
+
+#include <algorithm>
+
+#include "rowdot/rowdot_q8_avx2.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// The 8 int32 sums of 8 vectors (d[r]: row r's 8 lanes), in row order. Integer sums are exact,
+// so the order of the additions does not matter.
+inline __m256i sum_rows8_avx2(const __m256i (&d)[8]) {
+  const __m256i a = _mm256_hadd_epi32(d[0], d[1]), b = _mm256_hadd_epi32(d[2], d[3]);
+  const __m256i c = _mm256_hadd_epi32(d[4], d[5]), e = _mm256_hadd_epi32(d[6], d[7]);
+  // Each 128-bit half: rows 0-3 (4-7) summed over that half's lanes.
+  const __m256i ab = _mm256_hadd_epi32(a, b), ce = _mm256_hadd_epi32(c, e);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, ce, 0x20),
+                          _mm256_permute2x128_si256(ab, ce, 0x31));
+}
+
+// The low 16 bits of each of 8 lanes, as IEEE halves, widened to f32 (exactly).
+inline __m256 halves8(__m256i v) {
+  const __m256i p =
+      _mm256_packus_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)), _mm256_setzero_si256());
+  return _mm256_cvtph_ps(
+      _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0))));
+}
+
+// Sub-block b of a weight row as 16-bit elements 0-15 (lo) and 16-31 (hi), less kBias: the
+// integers D::at gives, w = lo/hi − kBias. A nibble type is widened straight from its 16 bytes
+// and its −8 (q4_0) taken off the 8 rows' sums at once as 8·ΣQ (exact: integers); the others go
+// through D::at and a sign or zero extension.
+template <class D>
+struct Wide16 {
+  static constexpr int kBias = 0;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    __m256i w;
+    float unused[3];
+    D::at(row, b, w, unused[0], unused[1], unused[2]);
+    const __m128i a = _mm256_castsi256_si128(w), c = _mm256_extracti128_si256(w, 1);
+    lo = D::kSigned ? _mm256_cvtepi8_epi16(a) : _mm256_cvtepu8_epi16(a);
+    hi = D::kSigned ? _mm256_cvtepi8_epi16(c) : _mm256_cvtepu8_epi16(c);
+  }
+};
+
+inline void nibbles16(const uint8_t* qs, __m256i& lo, __m256i& hi) {
+  const __m256i t = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  lo = _mm256_and_si256(t, _mm256_set1_epi16(15));
+  hi = _mm256_srli_epi16(t, 4);
+}
+
+template <>
+struct Wide16<Q4_0W<Avx2Q8>> {
+  static constexpr int kBias = 8;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    nibbles16(row + Q4_0W<Avx2Q8>::kBlockBytes * b + 2, lo, hi);
+  }
+};
+
+template <>
+struct Wide16<Q4_1W<Avx2Q8>> {
+  static constexpr int kBias = 0;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    nibbles16(row + Q4_1W<Avx2Q8>::kBlockBytes * b + 4, lo, hi);
+  }
+};
+
+template <>
+struct Wide16<Q4_KW<Avx2Q8>> {  // sub-block j: the low (j even) or high nibbles of 32 bytes
+  static constexpr int kBias = 0;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    const auto* q = reinterpret_cast<const __m128i*>(row + 144 * (b / 8) + 16 + 32 * (b % 8 / 2));
+    lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(q));
+    hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(q + 1));
+    if (b % 2) {
+      lo = _mm256_srli_epi16(lo, 4), hi = _mm256_srli_epi16(hi, 4);
+    } else {
+      lo = _mm256_and_si256(lo, _mm256_set1_epi16(15)),
+      hi = _mm256_and_si256(hi, _mm256_set1_epi16(15));
+    }
+  }
+};
+
+template <>
+struct Wide16<Q8_0W<Avx2Q8>> {
+  static constexpr int kBias = 0;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    const auto* q = reinterpret_cast<const __m128i*>(row + Q8_0W<Avx2Q8>::kBlockBytes * b + 2);
+    lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
+    hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
+  }
+};
+
+// Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
+template <class D>
+void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
+                   int64_t m) {
+  const int64_t blocks = a.K / 32;
+  const Q16Block* x = a.xq + m * blocks;
+  const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  alignas(32) float s0[8][8], s1[8][8], coeff[8][8];
+  __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (!D::kHalfFirst && b % 8 == 0)
+      q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
+    const __m256i q_lo = Avx2Q8::load(x[b].q), q_hi = Avx2Q8::load(x[b].q + 16);
+    __m256i dot[8], dot_hi[8];  // q6_k: elements 0-15 and 16-31 apart
+    for (int r = 0; r < 8; ++r) {
+      __m256i w_lo, w_hi;
+      Wide16<D>::at(w + r * row_bytes, b, w_lo, w_hi);
+      dot[r] = _mm256_madd_epi16(w_lo, q_lo);
+      if constexpr (D::kHalves)
+        dot_hi[r] = _mm256_madd_epi16(w_hi, q_hi);
+      else
+        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(w_hi, q_hi));
+    }
+    __m256 scale, offset;
+    if constexpr (D::kHalfFirst) {
+      const __m256i h =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + D::kBlockBytes * b), rows, 1);
+      scale = halves8(h);
+      offset = halves8(_mm256_srli_epi32(h, 16));
+    } else {
+      scale = _mm256_load_ps(s0[b % 8]);
+      offset = _mm256_load_ps(coeff[b % 8]);
+    }
+    const __m256 d = _mm256_set1_ps(x[b].d);
+    __m256i sums = sum_rows8_avx2(dot);
+    if constexpr (Wide16<D>::kBias != 0) {
+      static_assert(!D::kHalves);
+      sums = _mm256_sub_epi32(
+          sums, _mm256_set1_epi32(Wide16<D>::kBias * (x[b].sum_half[0] + x[b].sum_half[1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale, d), acc);
+    if constexpr (D::kHalves)
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8_avx2(dot_hi)),
+                            _mm256_mul_ps(_mm256_load_ps(s1[b % 8]), d), acc);
+    if constexpr (D::kOffset) off = _mm256_fmadd_ps(offset, _mm256_set1_ps(x[b].s), off);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, _mm256_add_ps(acc, off));
+  for (int r = 0; r < 8; ++r) {
+    const int64_t at = m * a.N + n + r;
+    if (a.y_bf16)
+      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r]);
+    else
+      static_cast<float*>(a.y)[at] = out[r];
+  }
+}
+
+template <class D>
+void q8_columns_avx2_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  Sweep sweep(w + n0 * row_bytes);
+  int64_t n = n0;
+  if (a.M < 4)
+    for (; n + 8 <= n1; n += 8) {
+      sweep.reach(w + (n + 8) * row_bytes);
+      for (int64_t m = 0; m < a.M; ++m) q8_rows8_avx2<D>(a, w + n * row_bytes, row_bytes, n, m);
+    }
+  if (n < n1) q8_columns_of<Avx2Q8, D>(a, n, n1);
+}
+
+inline void q8_columns_avx2(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  with_q8_decoder<Avx2Q8>(a.wtype, [&](auto d) { q8_columns_avx2_of<decltype(d)>(a, n0, n1); });
+}
+
+}  // namespace
+}  // namespace sy::cpu
