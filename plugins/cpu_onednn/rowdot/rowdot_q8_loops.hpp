@@ -110,6 +110,18 @@ struct Q4_KW {
     s0 = Ops::half(p) * float(sc);
     coeff = -(Ops::half(p + 2) * float(m));
   }
+  // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d and dmin converted once.
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* coeff,
+                     int stride) {
+    const uint8_t* p = row + 144 * sb;
+    const float d = Ops::half(p), dmin = Ops::half(p + 2);
+    for (int j = 0; j < count; ++j) {
+      int sc, m;
+      scale_min_k4(j, p + 4, sc, m);
+      s0[j * stride] = d * float(sc);
+      coeff[j * stride] = -(dmin * float(m));
+    }
+  }
 };
 
 // q6_k: sub-blocks of 16, d·sc·(q − 32) (dequant_q6_k); an activation block covers two.
@@ -228,6 +240,13 @@ void q8_columns_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 template <class B, class D>
 void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, float (&s0)[8][8],
                 float (&s1)[8][8], float (&coeff)[8][8]) {
+  if constexpr (requires { D::scales; }) {  // a super-block's scales at once (q4_k)
+    if (b % 8 == 0) {
+      for (int r = 0; r < 8; ++r)
+        D::scales(w + r * row_bytes, b / 8, int(count), &s0[0][r], &coeff[0][r], 8);
+      return;
+    }
+  }
   for (int64_t j = 0; j < count; ++j)
     for (int r = 0; r < 8; ++r) {
       B unused;
