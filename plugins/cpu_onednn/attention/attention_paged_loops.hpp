@@ -34,11 +34,61 @@ inline void widen_row(const void* p, bool bf16, int64_t count, float* out) {
   }
 }
 
+// Up to kTile chunks of L floats in registers: the row's q (scores) or its output (P·V) over a
+// tile of D, so each multiply-add loads one operand, not two (the loads bound these loops).
+inline constexpr int kTile = 8;
+
+// Scores of keys [lo, hi] over chunks [c0, c0 + C) of d: acc[j] continues each key's one chain.
+template <class Ops, int C>
+inline void scores_tile(const float* q, const float* const* k, int lo, int hi, int64_t d0,
+                        typename Ops::V* acc) {
+  constexpr int L = Ops::kLanes;
+  typename Ops::V qv[C];
+  for (int c = 0; c < C; ++c) qv[c] = Ops::load(q + d0 + c * L);
+  for (int j = lo; j <= hi; ++j) {
+    typename Ops::V a = acc[j];
+    for (int c = 0; c < C; ++c) a = Ops::madd(qv[c], Ops::load(k[j] + d0 + c * L), a);
+    acc[j] = a;
+  }
+}
+
+// o[d0 .. d0 + C·L) · α + Σ p_j · v_j, key by key in order.
+template <class Ops, int C>
+inline void values_tile(const float* p, const float* const* v, int lo, int hi, int64_t d0,
+                        typename Ops::V alpha, float* o) {
+  constexpr int L = Ops::kLanes;
+  typename Ops::V out[C];
+  for (int c = 0; c < C; ++c) out[c] = Ops::mul(Ops::load(o + d0 + c * L), alpha);
+  for (int j = lo; j <= hi; ++j) {
+    const typename Ops::V pj = Ops::set1(p[j]);
+    for (int c = 0; c < C; ++c) out[c] = Ops::madd(pj, Ops::load(v[j] + d0 + c * L), out[c]);
+  }
+  for (int c = 0; c < C; ++c) Ops::store(o + d0 + c * L, out[c]);
+}
+
+// f<C>(d0) for the last `rest` chunks (0 < rest < kTile), C known at compile time.
+template <int C, class F>
+inline void tail_tile(int rest, int64_t d0, F& f) {
+  if constexpr (C > 0) {
+    if (rest == C) return f.template operator()<C>(d0);
+    tail_tile<C - 1>(rest, d0, f);
+  }
+}
+
+// f<C>(d0) over Dp (a whole number of chunks of L) in tiles of kTile chunks, in order.
+template <class F>
+inline void over_tiles(int64_t Dp, int L, F&& f) {
+  int64_t d0 = 0;
+  for (; d0 + int64_t(kTile) * L <= Dp; d0 += int64_t(kTile) * L) f.template operator()<kTile>(d0);
+  tail_tile<kTile - 1>(int((Dp - d0) / L), d0, f);
+}
+
 // One row against the keys [lo, hi] of a group of L keys (lane l = key j0 + l; k[l], v[l] their
 // rows, Dp floats each). Each score is q · k over d in lanes (chunk after chunk, one
 // accumulator), its lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap;
 // the lanes the row does not see are −inf (never computed: their rows may be garbage). Then the
-// online softmax update of m and l over the L lanes, and o [Dp] · α + p·v key by key.
+// online softmax update of m and l over the L lanes, and o [Dp] · α + p·v key by key. Tiling D
+// changes no element's chain of operations, only where its operands wait.
 template <class Ops>
 __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const float* q,
                                          const float* const* k, const float* const* v, int lo,
@@ -48,9 +98,7 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   V acc[L];
   for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
-  for (int j = lo; j <= hi; ++j)
-    for (int64_t d = 0; d < Dp; d += L)
-      acc[j] = Ops::madd(Ops::load(q + d), Ops::load(k[j] + d), acc[j]);
+  over_tiles(Dp, L, [&]<int C>(int64_t d0) { scores_tile<Ops, C>(q, k, lo, hi, d0, acc); });
   alignas(64) float s[L];
   Ops::store(s, Ops::mul(Ops::sum_each(acc), Ops::set1(a.scale)));
   float block_max = kNegInf;
@@ -66,11 +114,7 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
   l = l * alpha + Ops::sum(p);
   m = m_new;
   const V scale = Ops::set1(alpha);
-  for (int64_t d = 0; d < Dp; d += L) {
-    V out = Ops::mul(Ops::load(o + d), scale);
-    for (int j = lo; j <= hi; ++j) out = Ops::madd(Ops::set1(s[j]), Ops::load(v[j] + d), out);
-    Ops::store(o + d, out);
-  }
+  over_tiles(Dp, L, [&]<int C>(int64_t d0) { values_tile<Ops, C>(s, v, lo, hi, d0, scale, o); });
 }
 
 // The keys [lo, hi] query row t of the item sees: causal to its position (its sequence's last
