@@ -24,42 +24,48 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$src" -I"$src/abi/include")
 
 # Each source is compiled once, whatever number of targets links it (errors.cpp goes into five,
-# the chat template's into two): the link adds libFuzzer's main.
-build() {  # name, sources...
-  local name=$1 objects=() f out
-  shift
-  for f in "$@"; do
-    out=$f
-    if [[ "$f" != *.o ]]; then
-      out="$work/obj/${f//\//_}.o"
-      [ -f "$out" ] || (cd "$src" && clang++ "${flags[@]}" -c "$f" -o "$out")
-    fi
-    objects+=("$out")
-  done
-  clang++ -fsanitize=fuzzer,address,undefined "${objects[@]}" -o "$work/$name"
-}
+# the chat template's into two), all of them side by side on the machine's cores (jobs, default
+# nproc); each link adds libFuzzer's main.
+jobs=${FUZZ_JOBS:-$(nproc)}
+object_of() { [[ "$1" == *.o ]] && echo "$1" || echo "$work/obj/${1//\//_}.o"; }
 mkdir -p "$work/obj"
 rm -f "$work"/obj/*.o  # a run compiles the sources as they are now
-# The operator contract is C99: compiled as C, linked into both targets.
+# The operator contract is C99: compiled as C, linked into every target that needs it.
 (cd "$src" && clang -std=c99 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
    -fno-sanitize-recover=undefined -I"$src/abi/include" -c abi/src/op_contract.c \
    -o "$work/op_contract.o")
-build fuzz_graph tests/fuzz/fuzz_graph.cpp "${core[@]}"
-build fuzz_config tests/fuzz/fuzz_config.cpp "${core[@]}" "${importer[@]}"
-build fuzz_chat_template tests/fuzz/fuzz_chat_template.cpp "${chat[@]}"
-build fuzz_gguf tests/fuzz/fuzz_gguf.cpp "${gguf[@]}"
-build fuzz_openai_request tests/fuzz/fuzz_openai_request.cpp "${request[@]}"
-build fuzz_safetensors tests/fuzz/fuzz_safetensors.cpp "${safetensors[@]}"
-build fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp "${tokenizer[@]}"
+targets=(
+  "fuzz_graph tests/fuzz/fuzz_graph.cpp ${core[*]}"
+  "fuzz_config tests/fuzz/fuzz_config.cpp ${core[*]} ${importer[*]}"
+  "fuzz_chat_template tests/fuzz/fuzz_chat_template.cpp ${chat[*]}"
+  "fuzz_gguf tests/fuzz/fuzz_gguf.cpp ${gguf[*]}"
+  "fuzz_openai_request tests/fuzz/fuzz_openai_request.cpp ${request[*]}"
+  "fuzz_safetensors tests/fuzz/fuzz_safetensors.cpp ${safetensors[*]}"
+  "fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp ${tokenizer[*]}")
+for t in "${targets[@]}"; do printf '%s\n' ${t#* }; done | grep -v '\.o$' | sort -u |
+  (cd "$src" && xargs -P "$jobs" -I{} sh -c \
+    'out="$1/obj/$(echo "$2" | tr / _).o"; shift 2; exec "$@" -c "$0" -o "$out"' \
+    {} "$work" {} clang++ "${flags[@]}")
+for t in "${targets[@]}"; do
+  objects=()
+  for f in ${t#* }; do objects+=("$(object_of "$f")"); done
+  clang++ -fsanitize=fuzzer,address,undefined "${objects[@]}" -o "$work/${t%% *}" &
+  [ "$(jobs -rp | wc -l)" -lt "$jobs" ] || wait -n
+done
+while [ -n "$(jobs -rp)" ]; do wait -n; done  # each link's status, not only the last one's
 
+# Each target fuzzes for `seconds`, `jobs` of them at a time; a failure's output is printed.
+pids=() names=()
 run() {  # name, seed files...
   local name=$1
   shift
   local corpus="$work/${name}_corpus"
   mkdir -p "$corpus"
   cp "$@" "$corpus/" 2>/dev/null || true
-  (cd "$work" && ./"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len="${max_len:-65536}" -print_final_stats=1 "$corpus")
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
+  (cd "$work" && exec ./"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len="${max_len:-65536}" -print_final_stats=1 "$corpus" >"$work/$name.log" 2>&1) &
+  pids+=($!) names+=("$name")
 }
 run fuzz_graph "$src"/examples/graphs/*.json
 i=0
@@ -85,4 +91,13 @@ for t in "$src"/tests/fixtures/tokenizer/*.json "$src"/tests/fixtures/parity/*/t
   done
 done
 run fuzz_tokenizer "$work"/seed_tokenizer_*.bin
+failed=0
+for i in "${!pids[@]}"; do
+  if wait "${pids[$i]}"; then
+    grep -h "stat::number_of_executed_units" "$work/${names[$i]}.log" | sed "s/^/${names[$i]}: /"
+  else
+    echo "${names[$i]} failed:"; cat "$work/${names[$i]}.log"; failed=1
+  fi
+done
+[ "$failed" = 0 ] || exit 1
 echo "fuzzing finished: no crash in ${seconds}s per target"
