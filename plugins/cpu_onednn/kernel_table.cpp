@@ -27,7 +27,8 @@ using sy::edge::feature_mask;
 constexpr uint64_t kQ8Weights = SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q4_0) |
                                 SY_DTYPE_BIT(SY_DTYPE_Q4_1) | SY_DTYPE_BIT(SY_DTYPE_Q5_0) |
                                 SY_DTYPE_BIT(SY_DTYPE_Q5_1) | SY_DTYPE_BIT(SY_DTYPE_Q4_K) |
-                                SY_DTYPE_BIT(SY_DTYPE_Q6_K);
+                                SY_DTYPE_BIT(SY_DTYPE_Q5_K) | SY_DTYPE_BIT(SY_DTYPE_Q6_K) |
+                                SY_DTYPE_BIT(SY_DTYPE_IQ4_NL) | SY_DTYPE_BIT(SY_DTYPE_IQ4_XS);
 
 constexpr uint64_t kAttentionFeatures =
     feature_mask({SY_FEATURE_CAUSAL, SY_FEATURE_SLIDING_WINDOW, SY_FEATURE_GQA, SY_FEATURE_SINKS,
@@ -135,7 +136,7 @@ int limit_matmul_q16(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn 
                 "serves those)",
                 have ? have : "?");
   return sy_refuse(add, ctx, "weight_dtype", have ? have : "?",
-                   "q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k", text);
+                   "q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|iq4_nl|iq4_xs", text);
 }
 
 // o in f32 or bf16 (the contract allows f16 too).

@@ -150,8 +150,9 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
 // output (rowdot_q8.hpp).
 TEST_P(BatchInvariance, MatmulQ16RowsDoNotDependOnTheirCompany) {
   matmul_rows_alone_and_together(
-      "matmul_q16", {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
-                     SY_DTYPE_Q4_K, SY_DTYPE_Q6_K});
+      "matmul_q16",
+      {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1, SY_DTYPE_Q4_K,
+       SY_DTYPE_Q5_K, SY_DTYPE_Q6_K, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS});
 }
 
 // The paged attention of sequences packed along T. Sequence `lens[s]` keys long, its last

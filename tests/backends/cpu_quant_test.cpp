@@ -176,8 +176,9 @@ TEST_P(CpuQuantTier, MatmulQ16EqualsTheProductWithQuantizedActivations) {
     if (plugin_->kernels()[i].kernel == "matmul_q16") q16 = i;
   ASSERT_NE(q16, 0u);
   EXPECT_TRUE(plugin_->kernels()[q16].features & SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16));
-  for (sy_dtype dt : {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
-                      SY_DTYPE_Q4_K, SY_DTYPE_Q6_K})
+  for (sy_dtype dt :
+       {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1, SY_DTYPE_Q4_K,
+        SY_DTYPE_Q5_K, SY_DTYPE_Q6_K, SY_DTYPE_IQ4_NL, SY_DTYPE_IQ4_XS})
     for (sy_dtype act : {SY_DTYPE_F32, SY_DTYPE_BF16})
       for (int64_t m : {1, 4, 7, 40}) {  // 40: the amx tier's tiles (16 rows and more)
         const FixtureTensor f = fixture_tensor(dt);

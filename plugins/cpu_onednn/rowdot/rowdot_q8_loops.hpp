@@ -5,6 +5,8 @@
 //   B load(p); B nibbles(qs16) (qs[i] & 15 in bytes 0-15, qs[i] >> 4 in 16-31);
 //   B low(p32), high(p32) (each byte's low / high nibble); B q6(ql32, high, qh32, shift);
 //   B q5(qs16, qh4) (nibbles() with bit i of the 32-bit qh as 16 in byte i);
+//   B q5k(ql32, high, qh32, bit) (low() or high() of ql, with bit `bit` of qh[i] as 16 in byte i);
+//   B iq4(qs16) (kvalues_iq4nl of nibbles(): signed bytes);
 //   B sub(B, c); L dot_u(B w, B hi, B lo) (w unsigned), L dot_s(B w, B hi, B lo) (w signed):
 //   kQ16Radix · Σ w·hi + Σ w·lo per lane; L zero_l();
 //   V4 sum4(L[4]) (each vector's 8 lanes summed exactly, as f32); sum4_halves(L[4], lo, hi)
@@ -94,26 +96,21 @@ struct Q5_1W {
   }
 };
 
-// q4_k: sub-block j is d·sc_j·q − dmin·m_j (quant_blocks.hpp's dequant_q4_k).
-template <class Ops>
-struct Q4_KW {
-  static constexpr bool kHalfFirst = false;
-  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
-  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
-                 float& coeff) {
-    const uint8_t* p = row + 144 * (b / 8);
-    const int j = int(b % 8);
+// q4_k and q5_k's sub-block scales: sub-block j is d·sc_j·q − dmin·m_j, sc_j and m_j 6-bit
+// fields at byte 4 of a block of kBytes (quant_blocks.hpp's scale_min_k4).
+template <class Ops, int kBytes>
+struct K4Scales {
+  static void at(const uint8_t* row, int64_t b, float& s0, float& coeff) {
+    const uint8_t* p = row + kBytes * (b / 8);
     int sc, m;
-    scale_min_k4(j, p + 4, sc, m);
-    const uint8_t* q = p + 16 + 32 * (j / 2);
-    w = j % 2 ? Ops::high(q) : Ops::low(q);
+    scale_min_k4(int(b % 8), p + 4, sc, m);
     s0 = Ops::half(p) * float(sc);
     coeff = -(Ops::half(p + 2) * float(m));
   }
   // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d and dmin converted once.
   static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* coeff,
                      int stride) {
-    const uint8_t* p = row + 144 * sb;
+    const uint8_t* p = row + kBytes * sb;
     const float d = Ops::half(p), dmin = Ops::half(p + 2);
     for (int j = 0; j < count; ++j) {
       int sc, m;
@@ -121,6 +118,75 @@ struct Q4_KW {
       s0[j * stride] = d * float(sc);
       coeff[j * stride] = -(dmin * float(m));
     }
+  }
+};
+
+// q4_k (quant_blocks.hpp's dequant_q4_k): sub-blocks 2i and 2i + 1 are the low and high nibbles
+// of the 32 bytes at 16 + 32i.
+template <class Ops>
+struct Q4_KW : K4Scales<Ops, 144> {
+  static constexpr bool kHalfFirst = false;
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const int j = int(b % 8);
+    const uint8_t* q = row + 144 * (b / 8) + 16 + 32 * (j / 2);
+    w = j % 2 ? Ops::high(q) : Ops::low(q);
+    K4Scales<Ops, 144>::at(row, b, s0, coeff);
+  }
+};
+
+// q5_k (dequant_q5_k): q4_k's nibbles (at 48 + 32i) with bit j of each of the 32 bytes of qh
+// (at 16) as 16.
+template <class Ops>
+struct Q5_KW : K4Scales<Ops, 176> {
+  static constexpr bool kHalfFirst = false;
+  static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
+                 float& coeff) {
+    const int j = int(b % 8);
+    const uint8_t* p = row + 176 * (b / 8);
+    w = Ops::q5k(p + 48 + 32 * (j / 2), j % 2, p + 16, j);
+    K4Scales<Ops, 176>::at(row, b, s0, coeff);
+  }
+};
+
+// iq4_nl (dequant_iq4_nl): d·kvalues_iq4nl[nibble], signed values in [−127, 113].
+template <class Ops>
+struct Iq4_NLW {
+  static constexpr bool kHalfFirst = true;
+  static constexpr int kBlockBytes = 18;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + kBlockBytes * b;
+    w = Ops::iq4(p + 2);
+    s0 = Ops::half(p);
+  }
+};
+
+// iq4_xs (dequant_iq4_xs): sub-block j as iq4_nl's values under the scale d·(ls_j − 32), ls_j
+// 4 bits of scales_l and 2 of scales_h (as quant_blocks.hpp's iq4_xs_scale).
+template <class Ops>
+struct Iq4_XSW {
+  static constexpr bool kHalfFirst = false;
+  static constexpr bool kSigned = true, kOffset = false, kHalves = false;
+  static float scale(const uint8_t* p, float d, int j) {
+    const unsigned scales_h = unsigned(p[2]) | unsigned(p[3]) << 8;
+    const int ls = ((p[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
+    return d * float(ls - 32);
+  }
+  static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
+    const uint8_t* p = row + 136 * (b / 8);
+    const int j = int(b % 8);
+    w = Ops::iq4(p + 8 + 16 * j);
+    s0 = scale(p, Ops::half(p), j);
+  }
+  // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d converted once.
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* coeff,
+                     int stride) {
+    const uint8_t* p = row + 136 * sb;
+    const float d = Ops::half(p);
+    for (int j = 0; j < count; ++j) s0[j * stride] = scale(p, d, j), coeff[j * stride] = 0.f;
   }
 };
 
@@ -265,6 +331,9 @@ void with_q8_decoder(sy_dtype t, F&& f) {
     case SY_DTYPE_Q5_0: return f(Q5_0W<Ops>{});
     case SY_DTYPE_Q5_1: return f(Q5_1W<Ops>{});
     case SY_DTYPE_Q4_K: return f(Q4_KW<Ops>{});
+    case SY_DTYPE_Q5_K: return f(Q5_KW<Ops>{});
+    case SY_DTYPE_IQ4_NL: return f(Iq4_NLW<Ops>{});
+    case SY_DTYPE_IQ4_XS: return f(Iq4_XSW<Ops>{});
     case SY_DTYPE_Q6_K: return f(Q6_KW<Ops>{});
     default: return;
   }

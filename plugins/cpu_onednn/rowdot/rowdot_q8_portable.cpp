@@ -46,6 +46,16 @@ struct PortableQ8 {
     for (int i = 0; i < 32; ++i) b.v[i] = uint8_t(b.v[i] | ((bits >> i) & 1) << 4);
     return b;
   }
+  static B q5k(const uint8_t* ql, bool hi, const uint8_t* qh, int bit) {
+    B b = hi ? high(ql) : low(ql);
+    for (int i = 0; i < 32; ++i) b.v[i] = uint8_t(b.v[i] | ((qh[i] >> bit) & 1) << 4);
+    return b;
+  }
+  static B iq4(const uint8_t* qs) {
+    B b = nibbles(qs);
+    for (uint8_t& e : b.v) e = uint8_t(int8_t(sy_iq4nl_value(e)));
+    return b;
+  }
   static B sub(B w, int c) {
     for (uint8_t& e : w.v) e = uint8_t(e - c);
     return w;
