@@ -320,6 +320,34 @@ void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, f
     }
 }
 
+// The 8-row forms' results for weight rows [n, n + 8) and row m of x, into y.
+inline void q8_store8(const RowdotQ8Args& a, int64_t m, int64_t n, const float (&out)[8]) {
+  for (int r = 0; r < 8; ++r) {
+    const int64_t at = m * a.N + n + r;
+    if (a.y_bf16)
+      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r]);
+    else
+      static_cast<float*>(a.y)[at] = out[r];
+  }
+}
+
+// Decode-sized M through an 8-row form: rows8(a, w, row_bytes, n, m) for weight rows [n, n + 8)
+// against each row m of x, swept in address order; the rest of the rows (and larger M) through
+// q8_columns_of's 4-row form, whose arithmetic per output is the same.
+template <class Ops, class D, class Rows8>
+void q8_columns_by8(const RowdotQ8Args& a, int64_t n0, int64_t n1, Rows8 rows8) {
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  Sweep sweep(w + n0 * row_bytes);
+  int64_t n = n0;
+  if (a.M < 4)
+    for (; n + 8 <= n1; n += 8) {
+      sweep.reach(w + (n + 8) * row_bytes);
+      for (int64_t m = 0; m < a.M; ++m) rows8(a, w + n * row_bytes, row_bytes, n, m);
+    }
+  if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
+}
+
 // f(D{}) with D the decoder of `t` on Ops; nothing for a type without one (the envelope's weight
 // dtypes, kernel_table.cpp, keep those away). Every q8 path dispatches through this.
 template <class Ops, class F>

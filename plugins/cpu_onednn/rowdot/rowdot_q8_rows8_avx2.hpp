@@ -152,31 +152,14 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
   }
   alignas(32) float out[8];
   _mm256_store_ps(out, _mm256_add_ps(acc, off));
-  for (int r = 0; r < 8; ++r) {
-    const int64_t at = m * a.N + n + r;
-    if (a.y_bf16)
-      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r]);
-    else
-      static_cast<float*>(a.y)[at] = out[r];
-  }
-}
-
-template <class D>
-void q8_columns_avx2_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
-  const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  Sweep sweep(w + n0 * row_bytes);
-  int64_t n = n0;
-  if (a.M < 4)
-    for (; n + 8 <= n1; n += 8) {
-      sweep.reach(w + (n + 8) * row_bytes);
-      for (int64_t m = 0; m < a.M; ++m) q8_rows8_avx2<D>(a, w + n * row_bytes, row_bytes, n, m);
-    }
-  if (n < n1) q8_columns_of<Avx2Q8, D>(a, n, n1);
+  q8_store8(a, m, n, out);
 }
 
 inline void q8_columns_avx2(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  with_q8_decoder<Avx2Q8>(a.wtype, [&](auto d) { q8_columns_avx2_of<decltype(d)>(a, n0, n1); });
+  with_q8_decoder<Avx2Q8>(a.wtype, [&](auto d) {
+    using D = decltype(d);
+    q8_columns_by8<Avx2Q8, D>(a, n0, n1, q8_rows8_avx2<D>);
+  });
 }
 
 }  // namespace

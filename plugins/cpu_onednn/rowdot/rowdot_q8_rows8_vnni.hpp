@@ -95,32 +95,15 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
   }
   alignas(32) float out[8];
   _mm256_store_ps(out, _mm256_add_ps(acc, off));
-  for (int r = 0; r < 8; ++r) {
-    const int64_t at = m * a.N + n + r;
-    if (a.y_bf16)
-      static_cast<bf16_bits*>(a.y)[at] = from_f32<bf16_bits>(out[r]);
-    else
-      static_cast<float*>(a.y)[at] = out[r];
-  }
-}
-
-template <class D>
-void q8_columns_vnni_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
-  const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  Sweep sweep(w + n0 * row_bytes);
-  int64_t n = n0;
-  if (a.M < 4)
-    for (; n + 8 <= n1; n += 8) {
-      sweep.reach(w + (n + 8) * row_bytes);
-      for (int64_t m = 0; m < a.M; ++m) q8_rows8<D>(a, w + n * row_bytes, row_bytes, n, m);
-    }
-  if (n < n1) q8_columns_of<VnniQ8, D>(a, n, n1);
+  q8_store8(a, m, n, out);
 }
 
 // The vnni tier's columns (and the amx tier's, below its tile rows).
 inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) { q8_columns_vnni_of<decltype(d)>(a, n0, n1); });
+  with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) {
+    using D = decltype(d);
+    q8_columns_by8<VnniQ8, D>(a, n0, n1, q8_rows8<D>);
+  });
 }
 
 }  // namespace
