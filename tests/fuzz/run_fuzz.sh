@@ -43,9 +43,9 @@ targets=(
   "fuzz_safetensors tests/fuzz/fuzz_safetensors.cpp ${safetensors[*]}"
   "fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp ${tokenizer[*]}")
 for t in "${targets[@]}"; do printf '%s\n' ${t#* }; done | grep -v '\.o$' | sort -u |
-  (cd "$src" && xargs -P "$jobs" -I{} sh -c \
-    'out="$1/obj/$(echo "$2" | tr / _).o"; shift 2; exec "$@" -c "$0" -o "$out"' \
-    {} "$work" {} clang++ "${flags[@]}")
+  while read -r f; do printf '%s %s\n' "$f" "$(object_of "$f")"; done |
+  (cd "$src" && xargs -P "$jobs" -n 2 bash -c \
+    'exec "${@:1:$#-2}" -c "${@: -2:1}" -o "${@: -1}"' compile clang++ "${flags[@]}")
 for t in "${targets[@]}"; do
   objects=()
   for f in ${t#* }; do objects+=("$(object_of "$f")"); done

@@ -90,10 +90,12 @@ inline void dequant_iq4_nl(const uint8_t* b, float* y) {
 // iq4_xs: 8 sub-blocks of 32, each as iq4_nl under the scale d·(ls − 32) (rounded once, as
 // GGUF's), ls = the low 4 bits from nibble j%2 of scales_l[j/2] and the high 2 from bits 2j of
 // scales_h.
-inline float iq4_xs_scale(const uint8_t* b, int j) {
+inline int iq4_xs_ls(const uint8_t* b, int j) {
   const unsigned scales_h = unsigned(b[2]) | unsigned(b[3]) << 8;
-  const int ls = ((b[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
-  return block_half(b) * float(ls - 32);
+  return ((b[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
+}
+inline float iq4_xs_scale(const uint8_t* b, int j) {
+  return block_half(b) * float(iq4_xs_ls(b, j) - 32);
 }
 
 inline void dequant_iq4_xs(const uint8_t* b, float* y) {

@@ -127,11 +127,14 @@ template <class Ops>
 struct Q4_KW : K4Scales<Ops, 144> {
   static constexpr bool kHalfFirst = false;
   static constexpr bool kSigned = false, kOffset = true, kHalves = false;
+  // The 32 bytes whose low (b even) or high nibbles are sub-block b.
+  static const uint8_t* nibble_bytes(const uint8_t* row, int64_t b) {
+    return row + 144 * (b / 8) + 16 + 32 * (b % 8 / 2);
+  }
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&,
                  float& coeff) {
-    const int j = int(b % 8);
-    const uint8_t* q = row + 144 * (b / 8) + 16 + 32 * (j / 2);
-    w = j % 2 ? Ops::high(q) : Ops::low(q);
+    const uint8_t* q = nibble_bytes(row, b);
+    w = b % 2 ? Ops::high(q) : Ops::low(q);
     K4Scales<Ops, 144>::at(row, b, s0, coeff);
   }
 };
@@ -164,17 +167,13 @@ struct Iq4_NLW {
   }
 };
 
-// iq4_xs (dequant_iq4_xs): sub-block j as iq4_nl's values under the scale d·(ls_j − 32), ls_j
-// 4 bits of scales_l and 2 of scales_h (as quant_blocks.hpp's iq4_xs_scale).
+// iq4_xs (dequant_iq4_xs): sub-block j as iq4_nl's values under the scale d·(ls_j − 32)
+// (quant_blocks.hpp's iq4_xs_scale, with d converted by Ops).
 template <class Ops>
 struct Iq4_XSW {
   static constexpr bool kHalfFirst = false;
   static constexpr bool kSigned = true, kOffset = false, kHalves = false;
-  static float scale(const uint8_t* p, float d, int j) {
-    const unsigned scales_h = unsigned(p[2]) | unsigned(p[3]) << 8;
-    const int ls = ((p[4 + j / 2] >> 4 * (j % 2)) & 0x0f) | int((scales_h >> 2 * j) & 3) << 4;
-    return d * float(ls - 32);
-  }
+  static float scale(const uint8_t* p, float d, int j) { return d * float(iq4_xs_ls(p, j) - 32); }
   static void at(const uint8_t* row, int64_t b, typename Ops::B& w, float& s0, float&, float&) {
     const uint8_t* p = row + 136 * (b / 8);
     const int j = int(b % 8);

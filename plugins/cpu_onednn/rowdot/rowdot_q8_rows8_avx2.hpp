@@ -78,18 +78,16 @@ struct Wide16<Q4_1W<Avx2Q8>> {
 };
 
 template <>
-struct Wide16<Q4_KW<Avx2Q8>> {  // sub-block j: the low (j even) or high nibbles of 32 bytes
+struct Wide16<Q4_KW<Avx2Q8>> {
   static constexpr int kBias = 0;
   static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
-    const auto* q = reinterpret_cast<const __m128i*>(row + 144 * (b / 8) + 16 + 32 * (b % 8 / 2));
+    const auto* q = reinterpret_cast<const __m128i*>(Q4_KW<Avx2Q8>::nibble_bytes(row, b));
     lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(q));
     hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(q + 1));
-    if (b % 2) {
-      lo = _mm256_srli_epi16(lo, 4), hi = _mm256_srli_epi16(hi, 4);
-    } else {
-      lo = _mm256_and_si256(lo, _mm256_set1_epi16(15)),
-      hi = _mm256_and_si256(hi, _mm256_set1_epi16(15));
-    }
+    const auto nibble = [&](__m256i v) {
+      return b % 2 ? _mm256_srli_epi16(v, 4) : _mm256_and_si256(v, _mm256_set1_epi16(15));
+    };
+    lo = nibble(lo), hi = nibble(hi);
   }
 };
 
