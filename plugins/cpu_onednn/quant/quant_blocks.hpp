@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tier/scalar_math.hpp"
 #include "switchyard/vocabulary.h"
+#include "tier/scalar_math.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -181,6 +181,19 @@ inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
     sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
     m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// All eight scales and mins of a q4_k / q5_k block's 12 bytes at q (scale_min_k4 for j = 0..7),
+// on 32-bit words: out[0..7] the scales, out[8..15] the mins. The loops over weight rows call
+// this once per block and row; eight scale_min_k4 calls cost more than the block's products.
+inline void scales_mins_k4(const uint8_t* q, uint8_t (&out)[16]) {
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  const uint32_t w[4] = {a & 0x3f3f3f3f, (c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030), b & 0x3f3f3f3f,
+                         ((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030)};
+  std::memcpy(out, w, sizeof w);
 }
 
 // q4_k: 8 sub-blocks of 32, each d·sc·q − dmin·m; qs holds sub-blocks 2i and 2i + 1 in the low

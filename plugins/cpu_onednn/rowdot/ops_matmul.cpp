@@ -25,6 +25,7 @@
 #include "rowdot/rowdot.hpp"
 #include "rowdot/rowdot_q8.hpp"
 #include "switchyard/envelope_check.h"
+#include "tier/tier_scratch.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -207,11 +208,8 @@ class RowdotKernel final : public CpuKernel {
 // numerics, which the planner chooses only under --numerics fast).
 class RowdotQ8Kernel final : public CpuKernel {
  public:
-  RowdotQ8Kernel(int64_t m, int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
-      : tier_(rowdot_q8_tier(active_tier())),
-        ctx_(ctx),
-        xq_(size_t(m * (k / 32))),
-        xt_(tier_.tile_x && m >= tier_.tile_min_rows ? size_t(q16_tile_x_bytes(m, k)) : 0) {
+  RowdotQ8Kernel(int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
+      : tier_(rowdot_q8_tier(active_tier())), ctx_(ctx) {
     args_.wtype = wtype;
     args_.y_bf16 = bf16;
     args_.K = k;
@@ -223,16 +221,20 @@ class RowdotQ8Kernel final : public CpuKernel {
     a.M = elements_of(in[0]) / a.K;
     a.w = data_of<const void>(in[1]);
     a.y = data_of<void>(out[0]);
-    a.xq = xq_.data();
+    // The calling thread's scratch, shared by every matmul_q16 kernel it runs: one buffer per
+    // kernel, sized for its prepared bound, tripled the resident memory of a quantized model.
+    Q16Block* xq = static_cast<Q16Block*>(
+        tier_scratch(ScratchSlot::q16_x, size_t(a.M * (a.K / 32)) * sizeof(Q16Block)));
+    a.xq = xq;
     const float* xf = a.y_bf16 ? nullptr : data_of<const float>(in[0]);
     const uint16_t* xb = a.y_bf16 ? data_of<const uint16_t>(in[0]) : nullptr;
-    Q16Block* xq = xq_.data();
     const RowdotQ8Tier& tier = tier_;
     parallel_for(ctx_, a.M, a.K, [&](int64_t m) { tier.quantize(xf, xb, a.K, m, m + 1, xq); });
-    if (!xt_.empty() && a.M >= tier.tile_min_rows) {
+    if (tier.tile_x && a.M >= tier.tile_min_rows) {
+      void* xt = tier_scratch(ScratchSlot::q16_tiles, size_t(q16_tile_x_bytes(a.M, a.K)));
       const int64_t tiles = (a.M + 15) / 16;
-      parallel_for(ctx_, tiles, 16 * a.K, [&](int64_t t) { tier.tile_x(a, t, t + 1, xt_.data()); });
-      a.xt = xt_.data();
+      parallel_for(ctx_, tiles, 16 * a.K, [&](int64_t t) { tier.tile_x(a, t, t + 1, xt); });
+      a.xt = xt;
     }
     constexpr int64_t kUnit = 16;  // weight rows per share: the amx form's tile
     split_columns(a.M * a.N * a.K, a.N, kUnit, ctx_.num_threads,
@@ -243,8 +245,6 @@ class RowdotQ8Kernel final : public CpuKernel {
   const RowdotQ8Tier& tier_;
   CpuContext ctx_;
   RowdotQ8Args args_{};
-  std::vector<Q16Block> xq_;  // x's rows quantized, for the prepared bound of M
-  std::vector<uint8_t> xt_;   // and in the tier's tile layout, where it has one
 };
 
 }  // namespace
@@ -272,7 +272,8 @@ uint64_t matmul_q16_workspace_bytes(const sy_op_desc* op) {
   for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
   const int64_t k = op->inputs[1]->shape[1], m = elements / k;
   const RowdotQ8Tier& tier = rowdot_q8_tier(active_tier());
-  // x's rows as blocks, and in the tier's tile layout where it has one (as RowdotQ8Kernel).
+  // x's rows as blocks, and in the tier's tile layout where it has one: what RowdotQ8Kernel takes
+  // from its thread's scratch (shared by the kernels a thread runs, so a bound, not a sum).
   const bool tiles = tier.tile_x && m >= tier.tile_min_rows;
   return uint64_t(elements / 32) * sizeof(Q16Block) +
          (tiles ? uint64_t(q16_tile_x_bytes(m, k)) : 0);
@@ -281,8 +282,7 @@ uint64_t matmul_q16_workspace_bytes(const sy_op_desc* op) {
 std::unique_ptr<CpuKernel> make_matmul_q16(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "matmul_q16");
   const auto& b = op.inputs[1].shape;  // [N, K]: the envelope admits block-quantized b only
-  const int64_t m = op.inputs[0].elements() / b[1];
-  return std::make_unique<RowdotQ8Kernel>(m, b[1], b[0], op.inputs[1].dtype,
+  return std::make_unique<RowdotQ8Kernel>(b[1], b[0], op.inputs[1].dtype,
                                           op.inputs[0].dtype == SY_DTYPE_BF16, ctx);
 }
 

@@ -25,8 +25,8 @@
 
 #include <cstdint>
 
-#include "tier/cpu_tier.hpp"
 #include "switchyard/vocabulary.h"
+#include "tier/cpu_tier.hpp"
 
 namespace sy::cpu {
 

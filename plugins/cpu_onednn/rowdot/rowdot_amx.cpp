@@ -15,8 +15,8 @@
 #include <cstring>
 #include <vector>
 
-#include "tier/amx_tiles.hpp"
 #include "rowdot/rowdot.hpp"
+#include "tier/amx_tiles.hpp"
 #include "tier/scalar_math.hpp"
 #include "tier/tier_scratch.hpp"
 #include "tier/transpose16_avx512.hpp"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "quant/quant_blocks.hpp"
-#include "tier/register_tile.hpp"
 #include "rowdot/rowdot_lanes.hpp"
+#include "tier/register_tile.hpp"
 #include "tier/simd_lanes.hpp"
 #include "tier/tier_scratch.hpp"
 

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <vector>
 
-#include "tier/register_tile.hpp"
 #include "rowdot/rowdot.hpp"
 #include "rowdot/rowdot_lanes.hpp"
+#include "tier/register_tile.hpp"
 #include "tier/scalar_math.hpp"
 #include "tier/simd_lanes.hpp"
 #include "tier/tier_scratch.hpp"
@@ -253,17 +253,12 @@ struct Iq4XsRows {
   static void tail(const uint8_t*, int64_t, __m512&, __m512&) {}
 };
 
-// The eight 6-bit scales and mins of a q4_k / q5_k block (ggml's get_scale_min_k4 for all j at
-// once, on 32-bit words) as f32 lanes 0-7 = d·sc and 8-15 = −dmin·m.
+// The eight 6-bit scales and mins of a q4_k / q5_k block (scales_mins_k4) as f32 lanes 0-7 = d·sc
+// and 8-15 = −dmin·m.
 inline __m512 k4_scales(const uint8_t* blk) {
-  uint32_t a, b, c;
-  std::memcpy(&a, blk + 4, 4);
-  std::memcpy(&b, blk + 8, 4);
-  std::memcpy(&c, blk + 12, 4);
-  const uint32_t sc_lo = a & 0x3f3f3f3f, m_lo = b & 0x3f3f3f3f;
-  const uint32_t sc_hi = (c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030);
-  const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030);
-  const __m128i v = _mm_set_epi32(int(m_hi), int(m_lo), int(sc_hi), int(sc_lo));
+  uint8_t sm[16];
+  scales_mins_k4(blk + 4, sm);
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm));
   const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
   const __m512 dm =
       _mm512_insertf32x8(_mm512_set1_ps(half_at(blk)), _mm256_set1_ps(-half_at(blk + 2)), 1);

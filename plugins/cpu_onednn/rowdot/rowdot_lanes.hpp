@@ -16,8 +16,8 @@
 
 #include "quant/quant_blocks.hpp"
 #include "quant/quant_tier.hpp"
-#include "tier/register_tile.hpp"
 #include "rowdot/rowdot.hpp"
+#include "tier/register_tile.hpp"
 #include "tier/scalar_math.hpp"
 #include "tier/simd_lanes.hpp"
 

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <vector>
 
-#include "tier/amx_tiles.hpp"
 #include "rowdot/rowdot_q8_rows8_vnni.hpp"
+#include "tier/amx_tiles.hpp"
 #include "tier/tier_scratch.hpp"
 
 namespace sy::cpu {

@@ -108,15 +108,15 @@ struct K4Scales {
     coeff = -(Ops::half(p + 2) * float(m));
   }
   // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d and dmin converted once.
-  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* coeff,
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float*, float* coeff,
                      int stride) {
     const uint8_t* p = row + kBytes * sb;
     const float d = Ops::half(p), dmin = Ops::half(p + 2);
+    uint8_t sm[16];
+    scales_mins_k4(p + 4, sm);
     for (int j = 0; j < count; ++j) {
-      int sc, m;
-      scale_min_k4(j, p + 4, sc, m);
-      s0[j * stride] = d * float(sc);
-      coeff[j * stride] = -(dmin * float(m));
+      s0[j * stride] = d * float(sm[j]);
+      coeff[j * stride] = -(dmin * float(sm[8 + j]));
     }
   }
 };
@@ -181,7 +181,7 @@ struct Iq4_XSW {
     s0 = scale(p, Ops::half(p), j);
   }
   // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d converted once.
-  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* coeff,
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float*, float* coeff,
                      int stride) {
     const uint8_t* p = row + 136 * sb;
     const float d = Ops::half(p);
@@ -202,6 +202,16 @@ struct Q6_KW {
     w = Ops::sub(Ops::q6(p + 64 * h + 32 * (t % 2), t >= 2, p + 128 + 32 * h, 2 * t), 32);
     s0 = d * float(s[0]);
     s1 = d * float(s[1]);
+  }
+  // Blocks [8·sb, 8·sb + count) of a row's scales, as at() gives them, d converted once: block j
+  // takes the 16-element scales 2j and 2j + 1.
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float* s1, float*,
+                     int stride) {
+    const uint8_t* p = row + 210 * sb;
+    const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+    const float d = Ops::half(p + 208);
+    for (int j = 0; j < count; ++j)
+      s0[j * stride] = d * float(sc[2 * j]), s1[j * stride] = d * float(sc[2 * j + 1]);
   }
 };
 
@@ -305,10 +315,10 @@ void q8_columns_of(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 template <class B, class D>
 void q8_scales8(const uint8_t* w, int64_t row_bytes, int64_t b, int64_t count, float (&s0)[8][8],
                 float (&s1)[8][8], float (&coeff)[8][8]) {
-  if constexpr (requires { D::scales; }) {  // a super-block's scales at once (q4_k)
+  if constexpr (requires { D::scales; }) {  // a super-block's scales at once (K-quants, iq4_xs)
     if (b % 8 == 0) {
       for (int r = 0; r < 8; ++r)
-        D::scales(w + r * row_bytes, b / 8, int(count), &s0[0][r], &coeff[0][r], 8);
+        D::scales(w + r * row_bytes, b / 8, int(count), &s0[0][r], &s1[0][r], &coeff[0][r], 8);
       return;
     }
   }
@@ -330,20 +340,26 @@ inline void q8_store8(const RowdotQ8Args& a, int64_t m, int64_t n, const float (
   }
 }
 
+// The 8 rows after the 8 at w (row_bytes apart), at byte `at` of each: an 8-row form streams
+// its weights from memory one group ahead, spread over the group's blocks. A burst of prefetches
+// at each group's start stalled on full miss queues, and a group of long rows (q6_k, K 1536: 10
+// KiB) outran a fixed distance ahead.
+inline void q8_prefetch_next8(const uint8_t* w, int64_t row_bytes, int64_t at) {
+  for (int r = 8; r < 16; ++r) __builtin_prefetch(w + r * row_bytes + at, 0, 3);
+}
+
 // Decode-sized M through an 8-row form: rows8(a, w, row_bytes, n, m) for weight rows [n, n + 8)
-// against each row m of x, swept in address order; the rest of the rows (and larger M) through
-// q8_columns_of's 4-row form, whose arithmetic per output is the same.
+// against each row m of x, the next 8 rows prefetched as it goes (q8_prefetch_next8); the rest of
+// the rows (and larger M) through q8_columns_of's 4-row form, whose arithmetic per output is the
+// same.
 template <class Ops, class D, class Rows8>
 void q8_columns_by8(const RowdotQ8Args& a, int64_t n0, int64_t n1, Rows8 rows8) {
   const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  Sweep sweep(w + n0 * row_bytes);
   int64_t n = n0;
   if (a.M < 4)
-    for (; n + 8 <= n1; n += 8) {
-      sweep.reach(w + (n + 8) * row_bytes);
+    for (; n + 8 <= n1; n += 8)
       for (int64_t m = 0; m < a.M; ++m) rows8(a, w + n * row_bytes, row_bytes, n, m);
-    }
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 

@@ -61,27 +61,27 @@ inline void nibbles16(const uint8_t* qs, __m256i& lo, __m256i& hi) {
   hi = _mm256_srli_epi16(t, 4);
 }
 
-template <>
-struct Wide16<Q4_0W<Avx2Q8>> {
+template <class Ops>
+struct Wide16<Q4_0W<Ops>> {
   static constexpr int kBias = 8;
   static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
-    nibbles16(row + Q4_0W<Avx2Q8>::kBlockBytes * b + 2, lo, hi);
+    nibbles16(row + Q4_0W<Ops>::kBlockBytes * b + 2, lo, hi);
   }
 };
 
-template <>
-struct Wide16<Q4_1W<Avx2Q8>> {
+template <class Ops>
+struct Wide16<Q4_1W<Ops>> {
   static constexpr int kBias = 0;
   static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
-    nibbles16(row + Q4_1W<Avx2Q8>::kBlockBytes * b + 4, lo, hi);
+    nibbles16(row + Q4_1W<Ops>::kBlockBytes * b + 4, lo, hi);
   }
 };
 
-template <>
-struct Wide16<Q4_KW<Avx2Q8>> {
+template <class Ops>
+struct Wide16<Q4_KW<Ops>> {
   static constexpr int kBias = 0;
   static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
-    const auto* q = reinterpret_cast<const __m128i*>(Q4_KW<Avx2Q8>::nibble_bytes(row, b));
+    const auto* q = reinterpret_cast<const __m128i*>(Q4_KW<Ops>::nibble_bytes(row, b));
     lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(q));
     hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(q + 1));
     const auto nibble = [&](__m256i v) {
@@ -91,18 +91,27 @@ struct Wide16<Q4_KW<Avx2Q8>> {
   }
 };
 
-template <>
-struct Wide16<Q8_0W<Avx2Q8>> {
+template <class Ops>
+struct Wide16<Q8_0W<Ops>> {
   static constexpr int kBias = 0;
   static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
-    const auto* q = reinterpret_cast<const __m128i*>(row + Q8_0W<Avx2Q8>::kBlockBytes * b + 2);
+    const auto* q = reinterpret_cast<const __m128i*>(row + Q8_0W<Ops>::kBlockBytes * b + 2);
     lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
     hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
   }
 };
 
+// The multiply-accumulate of the 16-bit forms (here and rowdot_q8_panel_avx2.hpp): sum + the
+// products of 16-bit pairs w · q, per 32-bit lane. AVX2 takes pmaddwd and an add; AVX512-VNNI's
+// vpdpwssd does both (Mac there).
+struct Avx2Mac {
+  static __m256i mac(__m256i sum, __m256i w, __m256i q) {
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(w, q));
+  }
+};
+
 // Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
-template <class D>
+template <class D, class Mac = Avx2Mac>
 void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
                    int64_t m) {
   const int64_t blocks = a.K / 32;
@@ -114,16 +123,18 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
   for (int64_t b = 0; b < blocks; ++b) {
     if (!D::kHalfFirst && b % 8 == 0)
       q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
+    q8_prefetch_next8(w, row_bytes, b * row_bytes / blocks);
     const __m256i q_lo = Avx2Q8::load(x[b].q), q_hi = Avx2Q8::load(x[b].q + 16);
     __m256i dot[8], dot_hi[8];  // q6_k: elements 0-15 and 16-31 apart
     for (int r = 0; r < 8; ++r) {
       __m256i w_lo, w_hi;
       Wide16<D>::at(w + r * row_bytes, b, w_lo, w_hi);
-      dot[r] = _mm256_madd_epi16(w_lo, q_lo);
+      const __m256i zero = _mm256_setzero_si256();
+      dot[r] = Mac::mac(zero, w_lo, q_lo);
       if constexpr (D::kHalves)
-        dot_hi[r] = _mm256_madd_epi16(w_hi, q_hi);
+        dot_hi[r] = Mac::mac(zero, w_hi, q_hi);
       else
-        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(w_hi, q_hi));
+        dot[r] = Mac::mac(dot[r], w_hi, q_hi);
     }
     __m256 scale, offset;
     if constexpr (D::kHalfFirst) {
@@ -151,13 +162,6 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
   alignas(32) float out[8];
   _mm256_store_ps(out, _mm256_add_ps(acc, off));
   q8_store8(a, m, n, out);
-}
-
-inline void q8_columns_avx2(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  with_q8_decoder<Avx2Q8>(a.wtype, [&](auto d) {
-    using D = decltype(d);
-    q8_columns_by8<Avx2Q8, D>(a, n0, n1, q8_rows8_avx2<D>);
-  });
 }
 
 }  // namespace

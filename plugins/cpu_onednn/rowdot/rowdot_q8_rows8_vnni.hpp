@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "rowdot/rowdot_q8_panel_avx2.hpp"
 #include "rowdot/rowdot_q8_vnni.hpp"
 
 namespace sy::cpu {
@@ -98,11 +99,20 @@ void q8_rows8(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_
   q8_store8(a, m, n, out);
 }
 
-// The vnni tier's columns (and the amx tier's, below its tile rows).
+// The panels' multiply-accumulate (rowdot_q8_panel_avx2.hpp) in one instruction.
+struct VnniMac {
+  static __m256i mac(__m256i sum, __m256i w, __m256i q) { return _mm256_dpwssd_epi32(sum, w, q); }
+};
+
+// The vnni tier's columns (and the amx tier's, below its tile rows): fewer than 4 rows of x
+// through the 8-row form, more through panels.
 inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) {
     using D = decltype(d);
-    q8_columns_by8<VnniQ8, D>(a, n0, n1, q8_rows8<D>);
+    if (a.M < 4)
+      q8_columns_by8<VnniQ8, D>(a, n0, n1, q8_rows8_avx2<D, VnniMac>);
+    else
+      q16_panel_columns<VnniQ8, D, VnniMac>(a, n0, n1);
   });
 }
 

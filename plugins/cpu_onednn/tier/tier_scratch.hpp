@@ -9,7 +9,18 @@
 
 namespace sy::cpu {
 
-enum class ScratchSlot { panel, packed_x, tail, q8_bytes, q8_scale, q8_coeff, count };
+enum class ScratchSlot {
+  panel,
+  packed_x,
+  tail,
+  q8_bytes,
+  q8_scale,
+  q8_coeff,
+  q16_panel,  // rowdot_q8_panel_avx2.hpp's 8 interleaved weight rows
+  q16_x,      // matmul_q16's activations as Q16Blocks (and q16_tiles: in a tier's tile layout)
+  q16_tiles,
+  count
+};
 
 // At least `bytes` bytes, 64-byte aligned, of this thread's scratch `slot`; the contents of a
 // slot survive until the next call for that slot with more bytes.

@@ -1,0 +1,159 @@
+// Many rows of x (prefill) of rowdot_q8.hpp on AVX2: 8 weight rows at a time are widened to 16
+// bits once per call into a panel that interleaves them (a lane is a row), then every row of x
+// runs against that panel. A row's block sum then accumulates lane-wise, one pmaddwd and one add
+// per pair of activations for all 8 rows, with no horizontal sum per block, and the widening and
+// the scales are paid once per 8 weight rows instead of once per row of x. The 8-row form
+// (rowdot_q8_rows8_avx2.hpp) pays both per row of x, and the 4-row form's two 8-bit digits double
+// the products. Weights stay in the file's layout: the panel is the thread's scratch.
+//
+// The arithmetic per output is the 8-row form's: the exact integer Σ of a block (a weight offset
+// such as q4_0's −8 is taken off the widened weights here, off the sums there: the same
+// integers), then acc = fma(float(Σ), w_scale · d, acc) (q6_k: its two halves in turn),
+// off = fma(offset, s, off), the result acc + off. So a row's result does not depend on how many
+// rows its step has (Tiers/BatchInvariance.MatmulQ16RowsDoNotDependOnTheirCompany).
+// Shared by the avx2, vnni and amx files (each compiles it with its own flags). Internal linkage.
+#pragma once
+
+#include "rowdot/rowdot_q8_rows8_avx2.hpp"
+#include "tier/tier_scratch.hpp"
+
+namespace sy::cpu {
+namespace {
+
+// 8 weight rows of K/32 blocks, interleaved: per block 16 vectors, vector j holding the 16-bit
+// elements 2j and 2j + 1 of each row (lane r: row r), then the rows' scales (s1: q6_k's second
+// half-block's) and offsets.
+struct Q16Panel {
+  __m256i* w;               // [blocks][16]
+  __m256 *s0, *s1, *coeff;  // [blocks], lane r: row r
+  // This thread's panel for rows of `blocks` blocks (tier_scratch: a tier file keeps no
+  // container of its own).
+  explicit Q16Panel(int64_t blocks) {
+    auto* p = static_cast<__m256i*>(
+        tier_scratch(ScratchSlot::q16_panel, sizeof(__m256i) * size_t(19 * blocks)));
+    w = p;
+    s0 = reinterpret_cast<__m256*>(p + 16 * blocks);
+    s1 = s0 + blocks;
+    coeff = s1 + blocks;
+  }
+};
+
+// v[r] (8 lanes of 32 bits each) becomes v[j] holding lane j of every input, lane r from v[r].
+inline void transpose8x32(__m256i (&v)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // rows 4i..4i+3: u[4i + k] holds their lane k (and k + 4)
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+    v[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+  }
+}
+
+// Weight rows [0, 8) at w (row_bytes apart) into p.
+template <class D>
+void q16_panel_fill(const uint8_t* w, int64_t row_bytes, int64_t blocks, Q16Panel& p) {
+  const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  alignas(32) float s0[8][8] = {}, s1[8][8] = {}, coeff[8][8] = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i lo[8], hi[8];
+    for (int r = 0; r < 8; ++r) {
+      Wide16<D>::at(w + r * row_bytes, b, lo[r], hi[r]);
+      const __m256i bias = _mm256_set1_epi16(Wide16<D>::kBias);
+      lo[r] = _mm256_sub_epi16(lo[r], bias), hi[r] = _mm256_sub_epi16(hi[r], bias);
+    }
+    transpose8x32(lo);
+    transpose8x32(hi);
+    __m256i* out = p.w + 16 * b;
+    for (int j = 0; j < 8; ++j)
+      _mm256_store_si256(out + j, lo[j]), _mm256_store_si256(out + 8 + j, hi[j]);
+    if constexpr (D::kHalfFirst) {
+      const __m256i h =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + D::kBlockBytes * b), rows, 1);
+      p.s0[b] = halves8(h);
+      p.coeff[b] = halves8(_mm256_srli_epi32(h, 16));
+    } else {
+      if (b % 8 == 0)
+        q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
+      p.s0[b] = _mm256_load_ps(s0[b % 8]);
+      p.s1[b] = _mm256_load_ps(s1[b % 8]);
+      p.coeff[b] = _mm256_load_ps(coeff[b % 8]);
+    }
+  }
+}
+
+// Σ over activation pairs [j0, j1) of a block of RX rows of x against the panel's block wb.
+template <class Mac, int RX>
+inline void q16_panel_sums(const __m256i* wb, const Q16Block* const (&xb)[RX], int j0, int j1,
+                           __m256i (&sum)[RX]) {
+  for (int m = 0; m < RX; ++m) sum[m] = _mm256_setzero_si256();
+  for (int j = j0; j < j1; ++j) {
+    const __m256i w = _mm256_load_si256(wb + j);
+    for (int m = 0; m < RX; ++m) {
+      int32_t pair;
+      std::memcpy(&pair, xb[m]->q + 2 * j, sizeof pair);
+      sum[m] = Mac::mac(sum[m], w, _mm256_set1_epi32(pair));
+    }
+  }
+}
+
+// Rows [m, m + RX) of x against the panel of weight rows [n, n + 8): y[m..m+RX)[n..n+8).
+template <class D, class Mac, int RX>
+void q16_panel_rows(const RowdotQ8Args& a, const Q16Panel& p, int64_t n, int64_t m) {
+  const int64_t blocks = a.K / 32;
+  __m256 acc[RX], off[RX];
+  for (int i = 0; i < RX; ++i) acc[i] = _mm256_setzero_ps(), off[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const Q16Block* xb[RX];
+    for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
+    const __m256i* wb = p.w + 16 * b;
+    __m256i sum[RX];
+    q16_panel_sums<Mac, RX>(wb, xb, 0, D::kHalves ? 8 : 16, sum);
+    for (int i = 0; i < RX; ++i)
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i]),
+                               _mm256_mul_ps(p.s0[b], _mm256_set1_ps(xb[i]->d)), acc[i]);
+    if constexpr (D::kHalves) {
+      q16_panel_sums<Mac, RX>(wb, xb, 8, 16, sum);
+      for (int i = 0; i < RX; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i]),
+                                 _mm256_mul_ps(p.s1[b], _mm256_set1_ps(xb[i]->d)), acc[i]);
+    }
+    if constexpr (D::kOffset)
+      for (int i = 0; i < RX; ++i)
+        off[i] = _mm256_fmadd_ps(p.coeff[b], _mm256_set1_ps(xb[i]->s), off[i]);
+  }
+  for (int i = 0; i < RX; ++i) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, _mm256_add_ps(acc[i], off[i]));
+    q8_store8(a, m + i, n, out);
+  }
+}
+
+// Weight rows [n0, n1) against every row of x: each 8 rows through a panel, 4 rows of x at a time
+// (then one by one); the last n1 − n0 mod 8 rows through the 4-row form, whose arithmetic per
+// output is the same.
+template <class Ops, class D, class Mac>
+void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  Q16Panel panel(a.K / 32);
+  int64_t n = n0;
+  for (; n + 8 <= n1; n += 8) {
+    q16_panel_fill<D>(w + n * row_bytes, row_bytes, a.K / 32, panel);
+    int64_t m = 0;
+    for (; m + 4 <= a.M; m += 4) q16_panel_rows<D, Mac, 4>(a, panel, n, m);
+    for (; m < a.M; ++m) q16_panel_rows<D, Mac, 1>(a, panel, n, m);
+  }
+  if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
+}
+
+}  // namespace
+}  // namespace sy::cpu
