@@ -17,8 +17,9 @@
 //
 // The product, per weight row n and row of x, block by block of 32 activations in order: the
 // weights' integers w (signed: q8_0, q4_0 − 8, q5_0 − 16, q6_k − 32; unsigned: q4_1, q5_1, q4_k)
-// times Q, summed exactly in int32 as 254·Σw·hi + Σw·lo (VNNI's vpdpbusd, AVX2's maddubs + madd,
-// AMX-INT8's tiles: the same integers; |Σ| < 32·255·32258 < 2³¹), then
+// times Q, summed exactly in int32 (w widened to 16 bits times Q on AVX2's pmaddwd and
+// AVX512-VNNI's vpdpwssd; 254·Σw·hi + Σw·lo on AMX-INT8's tiles and the portable loops: the same
+// integers; |Σ| < 32·255·32258 < 2³¹), then
 // acc = fma(float(Σ), w_scale · d, acc) (q6_k: the two halves of 16, each with its scale, in
 // turn) and, for a weight offset (q4_1's m, q4_k's −dmin·m), off = fma(offset, s, off); the
 // result is acc + off. That scalar arithmetic is the same on every path of a tier (one row of x

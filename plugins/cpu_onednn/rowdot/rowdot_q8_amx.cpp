@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "rowdot/rowdot_q8_rows8_vnni.hpp"
+#include "rowdot/rowdot_q8_vnni.hpp"
 #include "tier/amx_tiles.hpp"
 #include "tier/tier_scratch.hpp"
 

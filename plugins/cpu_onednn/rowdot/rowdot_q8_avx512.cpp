@@ -1,5 +1,5 @@
 // The vnni form of rowdot_q8.hpp, chosen on the avx512 tier of a CPU with AVX512-VNNI.
-#include "rowdot/rowdot_q8_rows8_vnni.hpp"
+#include "rowdot/rowdot_q8_vnni.hpp"
 
 namespace sy::cpu {
 namespace {

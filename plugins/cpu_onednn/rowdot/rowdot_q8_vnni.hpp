@@ -1,9 +1,14 @@
-// The VNNI integer dot of rowdot_q8_loops.hpp: AVX512-VNNI's vpdpbusd on 256-bit vectors, four
-// u8 × s8 products into each int32 lane in one instruction (AVX2 takes two and a constant).
+// rowdot_q8.hpp on AVX512-VNNI: the integer dot of rowdot_q8_loops.hpp on vpdpbusd (four u8 × s8
+// products into each int32 lane in one instruction; AVX2 takes two and a constant), and the
+// 16-bit forms of AVX2 (rowdot_q8_rows8_avx2.hpp for decode-sized steps, rowdot_q8_panel_avx2.hpp
+// for many rows of x) with vpdpwssd, which multiplies 16-bit pairs and accumulates in one
+// instruction. The 8-row form first took the two 8-bit digits of x on 512-bit vpdpbusd; widening
+// the weights to 16 bits and multiplying Q itself measured 1.2-1.4× faster at M = 1 (AMD EPYC
+// family 25 model 17, docs/numerics.md), so that form is gone.
 // Shared by the vnni and amx files (each compiles it with its own flags). Internal linkage.
 #pragma once
 
-#include "rowdot/rowdot_q8_avx2.hpp"
+#include "rowdot/rowdot_q8_panel_avx2.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -24,6 +29,23 @@ struct VnniQ8 : Avx2Q8 {
     return _mm256_mask_add_epi8(low, __mmask32(bits), low, _mm256_set1_epi8(16));
   }
 };
+
+// The 16-bit forms' multiply-accumulate in one instruction.
+struct VnniMac {
+  static __m256i mac(__m256i sum, __m256i w, __m256i q) { return _mm256_dpwssd_epi32(sum, w, q); }
+};
+
+// The vnni tier's columns (and the amx tier's, below its tile rows): fewer than 4 rows of x
+// through the 8-row form, more through panels.
+inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) {
+    using D = decltype(d);
+    if (a.M < 4)
+      q8_columns_by8<VnniQ8, D>(a, n0, n1, q8_rows8_avx2<D, VnniMac>);
+    else
+      q16_panel_columns<VnniQ8, D, VnniMac>(a, n0, n1);
+  });
+}
 
 }  // namespace
 }  // namespace sy::cpu
