@@ -173,8 +173,16 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
   // the sequence's length: the pool is not zeroed).
   for (int64_t g = lo_all / L; hi_all >= lo_all && g <= hi_all / L; ++g) {
     const int64_t j0 = g * L, first = std::max(lo_all, j0), last = std::min(hi_all, j0 + L - 1);
+    // Key j's row: block j / BS of the table, row j % BS, walked without a division per key
+    // (two 64-bit divisions per key and its prefetch cost more than its products).
+    int64_t block = first / BS, in_block = first % BS;
+    const auto next_row = [&] {
+      const int64_t at = (int64_t(it.table[block]) * BS + in_block) * kv_row + it.hk * a.D;
+      if (++in_block == BS) in_block = 0, ++block;
+      return at;
+    };
     for (int64_t j = first; j <= last; ++j) {
-      const int64_t at = (int64_t(it.table[j / BS]) * BS + j % BS) * kv_row + it.hk * a.D;
+      const int64_t at = next_row();
       const int l = int(j - j0);
       if (in_place) {
         k[l] = static_cast<const float*>(a.k_pool) + at;
@@ -189,7 +197,7 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
     // The next group's rows, ahead of their use: the rows of one head are short runs a stride
     // apart (the pool interleaves the heads), which the hardware prefetchers follow poorly.
     for (int64_t j = last + 1; j <= std::min(hi_all, last + L); ++j) {
-      const int64_t at = (int64_t(it.table[j / BS]) * BS + j % BS) * kv_row + it.hk * a.D;
+      const int64_t at = next_row();
       const char* kr = static_cast<const char*>(a.k_pool) + at * esize;
       const char* vr = static_cast<const char*>(a.v_pool) + at * esize;
       for (int64_t b = 0; b < a.D * int64_t(esize); b += 128) {  // the pairs' adjacent lines
