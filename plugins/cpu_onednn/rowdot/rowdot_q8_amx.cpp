@@ -147,7 +147,7 @@ void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
         tiled = true;
       }
     });
-  if (!tiled) q8_columns_vnni(a, n0, n1);
+  if (!tiled) q16_columns<VnniQ8, VnniMac>(a, n0, n1);
 }
 
 const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile};

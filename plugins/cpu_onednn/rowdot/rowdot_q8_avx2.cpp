@@ -4,25 +4,12 @@
 #include "rowdot/rowdot_q8_panel_avx2.hpp"
 
 namespace sy::cpu {
-namespace {
-
-// Fewer than 4 rows of x: the 8-row form; more: panels.
-inline void q8_columns_avx2(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  with_q8_decoder<Avx2Q8>(a.wtype, [&](auto d) {
-    using D = decltype(d);
-    if (a.M < 4)
-      q8_columns_by8<Avx2Q8, D>(a, n0, n1, q8_rows8_avx2<D>);
-    else
-      q16_panel_columns<Avx2Q8, D, Avx2Mac>(a, n0, n1);
-  });
-}
-
-}  // namespace
 
 // A function-local static, built on the first call from inside the tier: a namespace-scope one
 // is built with VEX code when the plugin loads, on every CPU (docs/cpu-tiers.md).
 const RowdotQ8Tier& rowdot_q8_avx2() {
-  static const RowdotQ8Tier tier = {"q8_avx2", q8_quantize<Avx2Q8>, q8_columns_avx2, nullptr, 0};
+  static const RowdotQ8Tier tier = {"q8_avx2", q8_quantize<Avx2Q8>, q16_columns<Avx2Q8, Avx2Mac>,
+                                    nullptr, 0};
   return tier;
 }
 

@@ -60,33 +60,22 @@ inline void transpose8x32(__m256i (&v)[8]) {
 // Weight rows [0, 8) at w (row_bytes apart) into p.
 template <class D>
 void q16_panel_fill(const uint8_t* w, int64_t row_bytes, int64_t blocks, Q16Panel& p) {
-  const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
-                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  alignas(32) float s0[8][8] = {}, s1[8][8] = {}, coeff[8][8] = {};
+  RowScales8<D> scales(w, row_bytes, blocks);
   for (int64_t b = 0; b < blocks; ++b) {
     __m256i lo[8], hi[8];
     for (int r = 0; r < 8; ++r) {
       Wide16<D>::at(w + r * row_bytes, b, lo[r], hi[r]);
-      const __m256i bias = _mm256_set1_epi16(Wide16<D>::kBias);
-      lo[r] = _mm256_sub_epi16(lo[r], bias), hi[r] = _mm256_sub_epi16(hi[r], bias);
+      if constexpr (Wide16<D>::kBias != 0) {
+        const __m256i bias = _mm256_set1_epi16(Wide16<D>::kBias);
+        lo[r] = _mm256_sub_epi16(lo[r], bias), hi[r] = _mm256_sub_epi16(hi[r], bias);
+      }
     }
     transpose8x32(lo);
     transpose8x32(hi);
     __m256i* out = p.w + 16 * b;
     for (int j = 0; j < 8; ++j)
       _mm256_store_si256(out + j, lo[j]), _mm256_store_si256(out + 8 + j, hi[j]);
-    if constexpr (D::kHalfFirst) {
-      const __m256i h =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + D::kBlockBytes * b), rows, 1);
-      p.s0[b] = halves8(h);
-      p.coeff[b] = halves8(_mm256_srli_epi32(h, 16));
-    } else {
-      if (b % 8 == 0)
-        q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
-      p.s0[b] = _mm256_load_ps(s0[b % 8]);
-      p.s1[b] = _mm256_load_ps(s1[b % 8]);
-      p.coeff[b] = _mm256_load_ps(coeff[b % 8]);
-    }
+    scales.at(b, p.s0[b], p.s1[b], p.coeff[b]);
   }
 }
 
@@ -153,6 +142,19 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     for (; m < a.M; ++m) q16_panel_rows<D, Mac, 1>(a, panel, n, m);
   }
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
+}
+
+// A tier's columns on the 16-bit forms with its multiply-accumulate: fewer than 4 rows of x
+// through the 8-row form, more through panels.
+template <class Ops, class Mac>
+void q16_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  with_q8_decoder<Ops>(a.wtype, [&](auto d) {
+    using D = decltype(d);
+    if (a.M < 4)
+      q8_columns_by8<Ops, D>(a, n0, n1, q8_rows8_avx2<D, Mac>);
+    else
+      q16_panel_columns<Ops, D, Mac>(a, n0, n1);
+  });
 }
 
 }  // namespace

@@ -110,19 +110,50 @@ struct Avx2Mac {
   }
 };
 
+// The scales (s1: q6_k's second half-block's) and offsets of 8 weight rows at w, block by block
+// in order, as lanes (lane r: row r): gathered from the blocks of a type whose f16 scale leads
+// its block, else from q8_scales8's table, filled once per super-block. Only what D uses is set.
+template <class D>
+class RowScales8 {
+ public:
+  RowScales8(const uint8_t* w, int64_t row_bytes, int64_t blocks)
+      : w_(w),
+        row_bytes_(row_bytes),
+        blocks_(blocks),
+        rows_(_mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))) {}
+  void at(int64_t b, __m256& s0, __m256& s1, __m256& coeff) {
+    if constexpr (D::kHalfFirst) {
+      const __m256i h =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w_ + D::kBlockBytes * b), rows_, 1);
+      s0 = halves8(h);
+      if constexpr (D::kOffset) coeff = halves8(_mm256_srli_epi32(h, 16));
+    } else {
+      if (b % 8 == 0)
+        q8_scales8<__m256i, D>(w_, row_bytes_, b, std::min<int64_t>(8, blocks_ - b), s0_, s1_,
+                               coeff_);
+      s0 = _mm256_load_ps(s0_[b % 8]);
+      if constexpr (D::kHalves) s1 = _mm256_load_ps(s1_[b % 8]);
+      if constexpr (D::kOffset) coeff = _mm256_load_ps(coeff_[b % 8]);
+    }
+  }
+
+ private:
+  const uint8_t* w_;
+  int64_t row_bytes_, blocks_;
+  __m256i rows_;  // the rows' byte offsets, for the gather
+  alignas(32) float s0_[8][8], s1_[8][8], coeff_[8][8];
+};
+
 // Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
 template <class D, class Mac = Avx2Mac>
 void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
                    int64_t m) {
   const int64_t blocks = a.K / 32;
   const Q16Block* x = a.xq + m * blocks;
-  const __m256i rows = _mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
-                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  alignas(32) float s0[8][8], s1[8][8], coeff[8][8];
+  RowScales8<D> scales(w, row_bytes, blocks);
   __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    if (!D::kHalfFirst && b % 8 == 0)
-      q8_scales8<__m256i, D>(w, row_bytes, b, std::min<int64_t>(8, blocks - b), s0, s1, coeff);
     q8_prefetch_next8(w, row_bytes, b * row_bytes / blocks);
     const __m256i q_lo = Avx2Q8::load(x[b].q), q_hi = Avx2Q8::load(x[b].q + 16);
     __m256i dot[8], dot_hi[8];  // q6_k: elements 0-15 and 16-31 apart
@@ -136,16 +167,8 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
       else
         dot[r] = Mac::mac(dot[r], w_hi, q_hi);
     }
-    __m256 scale, offset;
-    if constexpr (D::kHalfFirst) {
-      const __m256i h =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + D::kBlockBytes * b), rows, 1);
-      scale = halves8(h);
-      offset = halves8(_mm256_srli_epi32(h, 16));
-    } else {
-      scale = _mm256_load_ps(s0[b % 8]);
-      offset = _mm256_load_ps(coeff[b % 8]);
-    }
+    __m256 scale, scale1, offset;
+    scales.at(b, scale, scale1, offset);
     const __m256 d = _mm256_set1_ps(x[b].d);
     __m256i sums = sum_rows8_avx2(dot);
     if constexpr (Wide16<D>::kBias != 0) {
@@ -155,8 +178,8 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
     }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale, d), acc);
     if constexpr (D::kHalves)
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8_avx2(dot_hi)),
-                            _mm256_mul_ps(_mm256_load_ps(s1[b % 8]), d), acc);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_rows8_avx2(dot_hi)), _mm256_mul_ps(scale1, d),
+                            acc);
     if constexpr (D::kOffset) off = _mm256_fmadd_ps(offset, _mm256_set1_ps(x[b].s), off);
   }
   alignas(32) float out[8];

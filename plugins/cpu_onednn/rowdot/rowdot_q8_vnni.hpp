@@ -35,17 +35,5 @@ struct VnniMac {
   static __m256i mac(__m256i sum, __m256i w, __m256i q) { return _mm256_dpwssd_epi32(sum, w, q); }
 };
 
-// The vnni tier's columns (and the amx tier's, below its tile rows): fewer than 4 rows of x
-// through the 8-row form, more through panels.
-inline void q8_columns_vnni(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  with_q8_decoder<VnniQ8>(a.wtype, [&](auto d) {
-    using D = decltype(d);
-    if (a.M < 4)
-      q8_columns_by8<VnniQ8, D>(a, n0, n1, q8_rows8_avx2<D, VnniMac>);
-    else
-      q16_panel_columns<VnniQ8, D, VnniMac>(a, n0, n1);
-  });
-}
-
 }  // namespace
 }  // namespace sy::cpu
