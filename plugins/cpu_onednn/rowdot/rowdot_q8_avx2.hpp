@@ -54,13 +54,15 @@ struct Avx2Q8 {
   static B sub(B w, int c) { return _mm256_sub_epi8(w, _mm256_set1_epi8(char(c))); }
   // kQ16Radix·Σ w·hi + Σ w·lo per lane. No pair of products saturates int16 (|w| <= 128 and
   // |x| <= 127, or w <= 63 unsigned), and madd's int16 weights take the radix for free.
-  static L dot_u(B w, B hi, B lo) {
+  static L digits_u(B w, B hi, B lo) {
     return _mm256_add_epi32(
         _mm256_madd_epi16(_mm256_maddubs_epi16(w, hi), _mm256_set1_epi16(kQ16Radix)),
         _mm256_madd_epi16(_mm256_maddubs_epi16(w, lo), _mm256_set1_epi16(1)));
   }
-  static L dot_s(B w, B hi, B lo) {
-    return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(hi, w), _mm256_sign_epi8(lo, w));
+  static L dot_u(B w, const Q16Block& x) { return digits_u(w, load(x.hi), load(x.lo)); }
+  static L dot_s(B w, const Q16Block& x) {
+    return digits_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load(x.hi), w),
+                    _mm256_sign_epi8(load(x.lo), w));
   }
   static L zero_l() { return _mm256_setzero_si256(); }
   // Four outputs' sums: Σ of each of the 4 lane vectors (halves: lanes 0-3, 4-7 apart).

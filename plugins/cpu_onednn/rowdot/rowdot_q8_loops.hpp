@@ -7,8 +7,9 @@
 //   B q5(qs16, qh4) (nibbles() with bit i of the 32-bit qh as 16 in byte i);
 //   B q5k(ql32, high, qh32, bit) (low() or high() of ql, with bit `bit` of qh[i] as 16 in byte i);
 //   B iq4(qs16) (kvalues_iq4nl of nibbles(): signed bytes);
-//   B sub(B, c); L dot_u(B w, B hi, B lo) (w unsigned), L dot_s(B w, B hi, B lo) (w signed):
-//   kQ16Radix · Σ w·hi + Σ w·lo per lane; L zero_l();
+//   B sub(B, c); L dot_u(B w, const Q16Block& x) (w unsigned), L dot_s(B w, const Q16Block& x)
+//   (w signed): Σ w·Q in lanes, elements 0-15 in lanes 0-3 and 16-31 in 4-7 (each tier takes the
+//   form of Q its products want: the two digits, or Q itself); L zero_l();
 //   V4 sum4(L[4]) (each vector's 8 lanes summed exactly, as f32); sum4_halves(L[4], lo, hi)
 //   (lanes 0-3 and 4-7 apart); V4 zero4, load4, store4, mul4, add4, fmadd4 (one rounding on the
 //   vector tiers, two on portable); float half(p) (an IEEE half at p, exactly).
@@ -237,11 +238,10 @@ inline void q8_tile(const uint8_t* w, int64_t row_bytes, const Q16Block* const* 
         const int o = r * RM + m;
         s0[o] = s0[r * RM], s1[o] = s1[r * RM], coeff[o] = coeff[r * RM];
         d[o] = xb.d, sum[o] = xb.s;
-        const typename Ops::B hi = Ops::load(xb.hi), lo = Ops::load(xb.lo);
         if constexpr (D::kSigned)
-          dot[o] = Ops::dot_s(wb, hi, lo);
+          dot[o] = Ops::dot_s(wb, xb);
         else
-          dot[o] = Ops::dot_u(wb, hi, lo);
+          dot[o] = Ops::dot_u(wb, xb);
       }
     }
     const V dx = Ops::load4(d);

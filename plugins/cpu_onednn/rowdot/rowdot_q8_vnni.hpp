@@ -14,12 +14,14 @@ namespace sy::cpu {
 namespace {
 
 struct VnniQ8 : Avx2Q8 {
-  static L dot_u(B w, B hi, B lo) {
+  static L digits_u(B w, B hi, B lo) {
     const L t = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, hi);
     return _mm256_dpbusd_epi32(_mm256_mullo_epi32(t, _mm256_set1_epi32(kQ16Radix)), w, lo);
   }
-  static L dot_s(B w, B hi, B lo) {
-    return dot_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(hi, w), _mm256_sign_epi8(lo, w));
+  static L dot_u(B w, const Q16Block& x) { return digits_u(w, load(x.hi), load(x.lo)); }
+  static L dot_s(B w, const Q16Block& x) {
+    return digits_u(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load(x.hi), w),
+                    _mm256_sign_epi8(load(x.lo), w));
   }
   // q5_0 / q5_1 as Avx2Q8::q5, the fifth bits taken as a byte mask (AVX512-BW) in one step.
   static B q5(const uint8_t* qs, const uint8_t* qh) {
