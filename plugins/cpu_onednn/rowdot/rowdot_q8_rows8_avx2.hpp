@@ -111,21 +111,16 @@ struct Avx2Mac {
 };
 
 // The scales (s1: q6_k's second half-block's) and offsets of 8 weight rows at w, block by block
-// in order, as lanes (lane r: row r): gathered from the blocks of a type whose f16 scale leads
-// its block, else from q8_scales8's table, filled once per super-block. Only what D uses is set.
+// in order, as lanes (lane r: row r): read from the blocks of a type whose f16 scale leads its
+// block, else from q8_scales8's table, filled once per super-block. Only what D uses is set.
 template <class D>
 class RowScales8 {
  public:
   RowScales8(const uint8_t* w, int64_t row_bytes, int64_t blocks)
-      : w_(w),
-        row_bytes_(row_bytes),
-        blocks_(blocks),
-        rows_(_mm256_mullo_epi32(_mm256_set1_epi32(int(row_bytes)),
-                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))) {}
+      : w_(w), row_bytes_(row_bytes), blocks_(blocks) {}
   void at(int64_t b, __m256& s0, __m256& s1, __m256& coeff) {
     if constexpr (D::kHalfFirst) {
-      const __m256i h =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(w_ + D::kBlockBytes * b), rows_, 1);
+      const __m256i h = first_words(w_ + D::kBlockBytes * b);
       s0 = halves8(h);
       if constexpr (D::kOffset) coeff = halves8(_mm256_srli_epi32(h, 16));
     } else {
@@ -139,9 +134,17 @@ class RowScales8 {
   }
 
  private:
+  // The first 32 bits of the 8 rows' block at p (its f16 scale, and the offset after it), lane r
+  // row r's. Loaded one by one: vpgatherdd is microcoded and slow on AMD before Zen 4, and
+  // Debian's qemu 7.2 (the CPU guard's AVX2 CPU) returns lane 0's word in every lane.
+  __m256i first_words(const uint8_t* p) const {
+    int32_t v[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&v[r], p + r * row_bytes_, sizeof v[r]);
+    return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+  }
+
   const uint8_t* w_;
   int64_t row_bytes_, blocks_;
-  __m256i rows_;  // the rows' byte offsets, for the gather
   alignas(32) float s0_[8][8], s1_[8][8], coeff_[8][8];
 };
 
