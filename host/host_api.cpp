@@ -604,8 +604,9 @@ int sy_plan_create(sy_model* model, const sy_plan_options* options, sy_plan** pl
     if (options->struct_size >= SY_MIN_SIZE(sy_plan_options, numerics) && options->numerics) {
       const auto n = sy::parse_numerics(options->numerics);
       if (!n)
-        throw invalid_argument("sy_plan_create", "options->numerics",
-                               std::string("'") + options->numerics + "' is not exact or fast");
+        throw invalid_argument(
+            "sy_plan_create", "options->numerics",
+            std::string("'") + options->numerics + "' is not " + sy::kNumericsChoices);
       policy.numerics = *n;
     }
     auto state = std::make_shared<PlanState>();

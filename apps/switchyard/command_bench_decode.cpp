@@ -120,7 +120,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
       "steps", po::value(&a.steps)->default_value(16), "decode steps timed per depth and repeat")(
       "repeats", po::value(&a.repeats)->default_value(3), "timed repeats (median reported)")(
       "numerics", po::value(&a.numerics)->default_value(numerics_name(kDefaultNumerics)),
-      "exact|fast (docs/numerics.md)");
+      "exact|auto|fast (docs/numerics.md)");
   po::positional_options_description pos;
   pos.add("model", 1);
   auto vm = parse_command(args, desc, &pos);
@@ -132,7 +132,7 @@ int bench_decode(const GlobalOptions& global, const Args& args) {
   }
   std::vector<int64_t> depths = parse_depths(a.depths);
   if (!parse_numerics(a.numerics)) {
-    std::cerr << "switchyard bench decode: --numerics must be exact or fast\n";
+    std::cerr << "switchyard bench decode: --numerics must be " << kNumericsChoices << "\n";
     return kExitUsage;
   }
   if (depths.empty() || a.prompt_len < 1 || a.steps < 1 || a.repeats < 1) {

@@ -9,8 +9,9 @@
 // token, in nats; perplexity = exp(mean NLL).
 //
 // --numerics picks the arithmetic (docs/numerics.md); --compare-numerics scores the text under
-// both, exact then fast, and reports the difference of their mean NLLs and how often their top-1
-// predictions agree (--json also lists each run's top-1 ids).
+// exact, then the --numerics given (auto, the default, when that is exact), and reports the
+// difference of their mean NLLs and how often their top-1 predictions agree (--json also lists each
+// run's top-1 ids).
 #include <unistd.h>
 
 #include <chrono>
@@ -210,8 +211,9 @@ int run(const GlobalOptions& global, const PerplexityArgs& a) {
     const std::vector<Window> windows = windows_of(int64_t(ids.size()), a.context, a.stride);
     int64_t evaluated = 0;
     for (const Window& w : windows) evaluated += w.end - w.begin;
-    std::vector<Numerics> runs = {*parse_numerics(a.numerics)};
-    if (a.compare) runs = {Numerics::exact, Numerics::fast};
+    const Numerics chosen = *parse_numerics(a.numerics);
+    std::vector<Numerics> runs = {chosen};
+    if (a.compare) runs = {Numerics::exact, chosen == Numerics::exact ? kDefaultNumerics : chosen};
     std::vector<Score> scores;
     double load_s = 0;
     for (Numerics n : runs) {
@@ -245,10 +247,11 @@ int run_perplexity(const GlobalOptions& global, const Args& args) {
       "allow-config-key", po::value(&a.allowed_config_keys),
       "accept this unknown config key as without effect; repeatable")(
       "numerics", po::value(&a.numerics)->default_value(numerics_name(kDefaultNumerics)),
-      "exact|fast (docs/numerics.md)")(
+      "exact|auto|fast (docs/numerics.md)")(
       "compare-numerics", po::bool_switch(&a.compare),
-      "score under --numerics exact and fast, and report the difference and top-1 agreement")(
-      "json", po::bool_switch(&a.json), "the figures as JSON");
+      "score under --numerics exact and the --numerics given (auto when that is exact), and "
+      "report the difference and top-1 agreement")("json", po::bool_switch(&a.json),
+                                                   "the figures as JSON");
   po::positional_options_description pos;
   pos.add("model", 1);
   auto vm = parse_command(args, desc, &pos);
@@ -260,8 +263,8 @@ int run_perplexity(const GlobalOptions& global, const Args& args) {
   }
   if (!vm.count("stride")) a.stride = a.context;
   if (!parse_numerics(a.numerics)) {
-    std::cerr << "switchyard perplexity: --numerics must be exact or fast, not '" << a.numerics
-              << "'\n";
+    std::cerr << "switchyard perplexity: --numerics must be " << kNumericsChoices << ", not '"
+              << a.numerics << "'\n";
     return kExitUsage;
   }
   if (a.context < 2 || a.stride < 1 || a.stride > a.context) {

@@ -31,10 +31,10 @@ void PlanFlags::add(po::options_description& desc, int64_t default_sequences,
       "use only kernels a conformance report beside their plugin verifies (SY010 otherwise)")(
       "dtype", po::value(&dtype), "run in f32|bf16 instead of the model's dtype")(
       "numerics", po::value(&numerics)->default_value(numerics_name(kDefaultNumerics)),
-      "exact: products on the weights as stored; fast: also kernels that quantize activations "
-      "to 16-bit (or 8-bit) blocks and multiply integers (docs/numerics.md)")(
-      "allow-config-key", po::value(&allowed_config_keys),
-      "accept this unknown config.json key as without effect; repeatable")(
+      "exact: products on the weights as stored; auto: also kernels that quantize activations "
+      "to 16-bit blocks and multiply integers (quantized weights); fast: also 8-bit blocks "
+      "(docs/numerics.md)")("allow-config-key", po::value(&allowed_config_keys),
+                            "accept this unknown config.json key as without effect; repeatable")(
       "memory-reserve", po::value(&memory_reserve),
       "memory left free on every device (default: 1GiB, or an eighth of a smaller device)")(
       "max-device-memory", po::value(&max_device_memory),
@@ -56,7 +56,8 @@ std::optional<std::string> PlanFlags::apply(ImportOptions& o, Policy& policy) co
   o.dtype_override = dtype;
   o.allowed_config_keys = allowed_config_keys;
   const auto chosen = parse_numerics(numerics);
-  if (!chosen) return "--numerics must be exact or fast, not '" + numerics + "'";
+  if (!chosen)
+    return std::string("--numerics must be ") + kNumericsChoices + ", not '" + numerics + "'";
   policy.numerics = *chosen;
   policy.attention = attention;
   policy.strict = strict;

@@ -123,12 +123,16 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   }
   CheckResult r = judge(phase, n, where, p, kernel, dev, op, c);
   // After the plugin's own answer, so the reasons show whether numerics alone stood in the way.
-  if (c.numerics && pol_.numerics == Numerics::exact) {
+  if (c.numerics && !numerics_allowed(pol_.numerics, *c.numerics)) {
     r.accepted = false;
-    r.refusals.push_back({"numerics", "exact (--numerics exact)", c.numerics->feature,
-                          std::string("kernel computes with its ") + c.numerics->what + " (" +
-                              c.numerics->feature +
-                              "); --numerics exact keeps products on the weights as stored"});
+    const std::string policy = numerics_name(pol_.numerics);
+    r.refusals.push_back(
+        {"numerics", policy + " (--numerics " + policy + ")", c.numerics->feature,
+         std::string("kernel computes with its ") + c.numerics->what + " (" + c.numerics->feature +
+             "); " +
+             (pol_.numerics == Numerics::exact
+                  ? "--numerics exact keeps products on the weights as stored"
+                  : "--numerics auto takes 16-bit activation blocks only; fast allows these")});
   }
   c.report.accepted = r.accepted;
   c.report.reasons = r.refusals;

@@ -131,18 +131,16 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
       }
   }
   std::ostringstream out;
-  out << "numerics: " << numerics_name(policy.numerics) << " (--numerics): ";
-  if (policy.numerics == Numerics::fast) {
-    for (const DeclaredNumerics& n : kDeclaredNumerics)
-      if (auto it = quantized.find(n.feature); it != quantized.end())
-        out << it->second << " ops compute with " << n.what << " (" << n.feature << "), ";
-    out << (quantized.empty() ? "every op exact" : "every other op exact");
-  } else {
-    out << "every op exact"
-        << (could ? "; " + std::to_string(could) +
-                        " could quantize their activations (--numerics fast)"
-                  : "");
-  }
+  out << "numerics: " << numerics_name(policy.numerics)
+      << (policy.numerics == kDefaultNumerics ? " (the default; --numerics): " : " (--numerics): ");
+  for (const DeclaredNumerics& n : kDeclaredNumerics)
+    if (auto it = quantized.find(n.feature); it != quantized.end())
+      out << it->second << " ops compute with " << n.what << " (" << n.feature << "), ";
+  out << (quantized.empty() ? "every op exact" : "every other op exact");
+  if (could)
+    out << "; " << could << " could quantize their activations (--numerics "
+        << (policy.numerics == Numerics::exact ? "auto" : "fast") << ")";
+  if (!quantized.empty()) out << "; --numerics exact keeps every product on the weights as stored";
   return out.str();
 }
 

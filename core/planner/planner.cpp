@@ -213,7 +213,8 @@ class PhasePlanner {
                         : "the preferred device type refused it; next in --prefer order";
     if (!best.rule_extra.empty()) choice.rule += "; " + best.rule_extra;
     if (best.numerics)
-      choice.rule += std::string("; ") + best.numerics->what + " (--numerics fast)";
+      choice.rule += std::string("; ") + best.numerics->what + " (--numerics " +
+                     numerics_name(pol_.numerics) + ")";
     if (!choice.wanted.empty() || best.pref_rank <= top_rank) return;
     std::vector<CandidateReport> better;
     for (const auto& c : all)
@@ -394,8 +395,8 @@ static Plan place_graph(const Graph& graph, const Registry& registry, const Inve
   for (const auto& r : registry.records()) {
     if (r.loaded()) plan.plugin_sources[r.name] = r.plugin->source();
     if (r.diagnostic)
-      plan.plugin_failures.push_back({r.path.string(), load_stage_name(r.diagnostic->stage),
-                                      r.diagnostic->reason});
+      plan.plugin_failures.push_back(
+          {r.path.string(), load_stage_name(r.diagnostic->stage), r.diagnostic->reason});
   }
   std::map<std::string, std::string> from_attention, from_writer;
   for (const auto& phase : graph.phases)
@@ -429,13 +430,28 @@ Plan plan_graph(const Graph& graph, const Registry& registry, const Inventory& i
 }
 
 const char* numerics_name(Numerics n) {
-  return n == Numerics::fast ? "fast" : "exact";
+  switch (n) {
+    case Numerics::exact: return "exact";
+    case Numerics::automatic: return "auto";
+    case Numerics::fast: return "fast";
+  }
+  return "exact";
 }
 
 std::optional<Numerics> parse_numerics(const std::string& text) {
   if (text == "exact") return Numerics::exact;
+  if (text == "auto") return Numerics::automatic;
   if (text == "fast") return Numerics::fast;
   return std::nullopt;
+}
+
+bool numerics_allowed(Numerics policy, const DeclaredNumerics& declared) {
+  switch (policy) {
+    case Numerics::exact: return false;
+    case Numerics::automatic: return declared.bit == SY_FEATURE_ACTIVATION_Q16;
+    case Numerics::fast: return true;
+  }
+  return false;
 }
 
 }  // namespace sy

@@ -26,14 +26,20 @@
 namespace sy {
 
 // Which arithmetic a kernel may use (docs/numerics.md). exact: products on the weights as
-// stored or dequantized (the parity tests' numbers). fast: also kernels that quantize their
-// activations to 16-bit blocks (SY_FEATURE_ACTIVATION_Q16) or 8-bit ones (SY_FEATURE_ACTIVATION_Q8,
-// llama.cpp's numerics), preferred by their cost where they serve the op.
-enum class Numerics { exact, fast };
+// stored or dequantized (the parity tests' numbers). automatic ("auto"): also kernels that
+// quantize their activations to 16-bit blocks (SY_FEATURE_ACTIVATION_Q16), whose cost on real
+// files is below 5e-5 nats. fast: also 8-bit ones (SY_FEATURE_ACTIVATION_Q8, llama.cpp's
+// numerics). A kernel a policy allows is preferred by its cost where it serves the op.
+enum class Numerics { exact, automatic, fast };
 const char* numerics_name(Numerics n);
 std::optional<Numerics> parse_numerics(const std::string& text);
-// What a plan uses when nobody says: docs/numerics.md gives the measured cost of the choice.
-inline constexpr Numerics kDefaultNumerics = Numerics::exact;
+inline constexpr const char* kNumericsChoices = "exact, auto or fast";
+// Whether `policy` lets a kernel compute with `declared` (envelope.hpp's numerics features).
+bool numerics_allowed(Numerics policy, const DeclaredNumerics& declared);
+// What a plan uses when nobody says: quantized weights take 16-bit activation blocks where a
+// kernel offers them (faster on every cpu_onednn tier, |Δ mean NLL| < 5e-5 nats and top-1
+// agreement >= 99.94 % on SmolLM2's files); docs/numerics.md gives the figures.
+inline constexpr Numerics kDefaultNumerics = Numerics::automatic;
 
 struct Policy {
   std::vector<DLDeviceType> prefer;  // device types, most preferred first

@@ -233,9 +233,10 @@ typedef struct sy_plan_options {
    * sequences at their full context, or as many as the memory left holds when fewer. */
   int64_t kv_blocks;
   /* Since 1.2. The arithmetic kernels may use (`--numerics`, docs/numerics.md): "exact"
-   * (products on the weights as stored or dequantized) or "fast" (also kernels that quantize
-   * their activations to 16-bit blocks, or 8-bit ones as llama.cpp does, and multiply integers);
-   * NULL: the runtime's default, exact.
+   * (products on the weights as stored or dequantized), "auto" (also kernels that quantize
+   * their activations to 16-bit blocks and multiply integers with quantized weights) or "fast"
+   * (also 8-bit blocks, as llama.cpp does); NULL: the runtime's default, "auto" (exact until
+   * 2026-12-05).
    * Another string is SY402. sy_plan_json says per op which it got ("numerics"). */
   const char* numerics;
 } sy_plan_options;

@@ -35,8 +35,6 @@ std::unique_ptr<CpuKernel> make_quant_embedding(const sy::edge::OpCopy& op, cons
 // workspace_bytes): bf16 x widened for a tier that reads f32. The f32 operands of a bf16 [K, N]
 // matmul oneDNN cannot run natively are decided at prepare and are not counted.
 uint64_t matmul_workspace_bytes(const sy_op_desc* op);
-// make_matmul_q16's: x's rows as 16-bit blocks (rowdot_q8.hpp) for the prepared bound of M.
-uint64_t matmul_q16_workspace_bytes(const sy_op_desc* op);
 // The scratch make_moe_experts' kernel keeps: a chunk of up to 64 token slots' x rows (f32, and
 // bf16), gate, up and down rows (f32), the sort's indices, and (bf16 y) the f32 sums.
 uint64_t moe_experts_workspace_bytes(const sy_op_desc* op);

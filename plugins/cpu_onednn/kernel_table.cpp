@@ -151,9 +151,6 @@ int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal
 uint64_t matmul_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return matmul_workspace_bytes(op);
 }
-uint64_t matmul_q16_workspace(const sy_device_desc*, const sy_op_desc* op) {
-  return matmul_q16_workspace_bytes(op);
-}
 // moe_experts: its sorted slots' rows and intermediates (ops_moe.cpp).
 uint64_t experts_workspace(const sy_device_desc*, const sy_op_desc* op) {
   return moe_experts_workspace_bytes(op);
@@ -179,7 +176,10 @@ const Row kRows[] = {
                                feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q16})),
                       kQ8Weights),
          0.5),
-     limit_matmul_q16, make_matmul_q16, matmul_q16_workspace},
+     // No workspace: its quantized activations and panels are the thread's scratch, shared by
+     // every kernel the thread runs (ABI 1.4's workspace is memory one kernel holds; summed over
+     // 211 ops it predicted 345 MB for SmolLM2, against the one op's bound the threads hold).
+     limit_matmul_q16, make_matmul_q16, nullptr},
     {with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
      nullptr, make_embedding, nullptr},
     {envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16), nullptr, make_rms_norm, nullptr},

@@ -84,9 +84,9 @@ TEST_F(PerplexityCli, StridedMeanNllIsTheReferences) {
   }
 }
 
-// --compare-numerics scores under exact then fast: the exact run's top-1 ids are the reference's
-// argmaxes, the fast run (its q8 matmuls on the quantized weights) stays close, and the figures
-// of the comparison are those of the two runs' lists.
+// --compare-numerics scores under exact then the default, auto: the exact run's top-1 ids are
+// the reference's argmaxes, the auto run (its matmul_q16 on the quantized weights) stays close,
+// and the figures of the comparison are those of the two runs' lists.
 TEST_F(PerplexityCli, CompareNumericsReportsBothRunsAndTheirAgreement) {
   const GgufFile file = GgufFile::open(model_);
   const std::vector<int64_t> ids =
@@ -97,7 +97,7 @@ TEST_F(PerplexityCli, CompareNumericsReportsBothRunsAndTheirAgreement) {
   const json j = json::parse(r.out);
   ASSERT_EQ(j["runs"].size(), 2u);
   EXPECT_EQ(j["runs"][0]["numerics"], "exact");
-  EXPECT_EQ(j["runs"][1]["numerics"], "fast");
+  EXPECT_EQ(j["runs"][1]["numerics"], "auto");
   const auto exact = j["runs"][0]["top1"].get<std::vector<int64_t>>();
   const auto fast = j["runs"][1]["top1"].get<std::vector<int64_t>>();
   ASSERT_EQ(int64_t(exact.size()), j["scored_tokens"].get<int64_t>());
@@ -118,7 +118,7 @@ TEST_F(PerplexityCli, CompareNumericsReportsBothRunsAndTheirAgreement) {
   EXPECT_LT(std::abs(j["delta_mean_nll"].get<double>()), 0.05);
   auto bad = test::run_switchyard("perplexity " + model_ + " --file " + text_ + " --numerics x");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, ::testing::HasSubstr("--numerics must be exact or fast, not 'x'"));
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("--numerics must be exact, auto or fast, not 'x'"));
 }
 
 TEST_F(PerplexityCli, RefusesWhatItCannotScore) {

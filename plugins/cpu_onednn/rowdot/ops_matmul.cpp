@@ -266,19 +266,6 @@ uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
   return uint64_t(elements) * sizeof(float);  // x widened
 }
 
-uint64_t matmul_q16_workspace_bytes(const sy_op_desc* op) {
-  if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[1]->ndim != 2) return 0;
-  int64_t elements = 1;
-  for (int i = 0; i < op->inputs[0]->ndim; ++i) elements *= op->inputs[0]->shape[i];
-  const int64_t k = op->inputs[1]->shape[1], m = elements / k;
-  const RowdotQ8Tier& tier = rowdot_q8_tier(active_tier());
-  // x's rows as blocks, and in the tier's tile layout where it has one: what RowdotQ8Kernel takes
-  // from its thread's scratch (shared by the kernels a thread runs, so a bound, not a sum).
-  const bool tiles = tier.tile_x && m >= tier.tile_min_rows;
-  return uint64_t(elements / 32) * sizeof(Q16Block) +
-         (tiles ? uint64_t(q16_tile_x_bytes(m, k)) : 0);
-}
-
 std::unique_ptr<CpuKernel> make_matmul_q16(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "matmul_q16");
   const auto& b = op.inputs[1].shape;  // [N, K]: the envelope admits block-quantized b only
