@@ -181,12 +181,18 @@ struct Iq4_XSW {
     w = Ops::iq4(p + 8 + 16 * j);
     s0 = scale(p, Ops::half(p), j);
   }
-  // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d converted once.
-  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float*, float* coeff,
+  // Sub-blocks [8·sb, 8·sb + count) of a row, as at() gives them, d converted once and the 6-bit
+  // scales read off two words (iq4_xs_ls's fields: 4 low bits at 4j of scales_l, 2 high at 2j of
+  // scales_h); one field at a time from the bytes cost as much as the 8-row dot it feeds.
+  static void scales(const uint8_t* row, int64_t sb, int count, float* s0, float*, float*,
                      int stride) {
     const uint8_t* p = row + 136 * sb;
     const float d = Ops::half(p);
-    for (int j = 0; j < count; ++j) s0[j * stride] = scale(p, d, j), coeff[j * stride] = 0.f;
+    uint32_t low;
+    std::memcpy(&low, p + 4, sizeof low);
+    uint32_t high = uint32_t(p[2]) | uint32_t(p[3]) << 8;
+    for (int j = 0; j < count; ++j, low >>= 4, high >>= 2)
+      s0[j * stride] = d * float(int((low & 15) | (high & 3) << 4) - 32);
   }
 };
 
