@@ -242,7 +242,8 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
       "blocks)")("transpose-b", po::bool_switch(&transpose_b),
                  "b stored [N, K] (Hugging Face weights)")(
       "kernel", po::value(&kernel),
-      "only the kernel of this name (e.g. matmul_q16, what --numerics fast may choose)");
+      "only the kernel of this name (e.g. matmul_q16, what --numerics auto, the default, chooses "
+      "for quantized weights)");
   auto vm = parse_command(args, desc);
   if (vm.count("help")) {
     std::cout << desc << "\n" << kExitCodeHelp;

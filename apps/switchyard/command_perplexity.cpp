@@ -171,7 +171,7 @@ void report(const PerplexityArgs& a, size_t tokens, size_t windows, int64_t eval
               {"tokens_per_s", double(evaluated) / s.seconds},
               {"runs", per}};
     if (runs.size() == 2) {
-      j["numerics"] = "fast";
+      j["numerics"] = numerics_name(runs.back());
       j["delta_mean_nll"] = s.mean() - scores.front().mean();
       j["top1_agreement"] = agreement;
     }
@@ -186,8 +186,9 @@ void report(const PerplexityArgs& a, size_t tokens, size_t windows, int64_t eval
         windows == 1 ? "" : "s", (long long)a.context, (long long)a.stride, numerics_name(runs[r]),
         scores[r].seconds, double(evaluated) / scores[r].seconds);
   if (runs.size() == 2)
-    std::printf("fast - exact: mean NLL %+.6f nats; top-1 agreement %.4f (%zu of %zu tokens)\n",
-                s.mean() - scores.front().mean(), agreement, agree, s.top1.size());
+    std::printf("%s - exact: mean NLL %+.6f nats; top-1 agreement %.4f (%zu of %zu tokens)\n",
+                numerics_name(runs.back()), s.mean() - scores.front().mean(), agreement, agree,
+                s.top1.size());
 }
 
 int run(const GlobalOptions& global, const PerplexityArgs& a) {

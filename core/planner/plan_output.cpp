@@ -118,17 +118,23 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
 }
 
 // Which arithmetic the phase's ops got: how many quantize their activations (per numerics
-// feature), and, under exact, how many could have (a kernel refused for numerics alone).
+// feature), and how many exact ops could have under a looser policy (a kernel refused for
+// numerics alone; the policy named is the one its feature needs).
 std::string numerics_line(const Policy& policy, const PhasePlan& p) {
   std::map<std::string, size_t> quantized;  // feature -> ops
-  size_t could = 0;
+  std::map<std::string, size_t> could;      // the policy that would allow it -> ops
   for (const auto& o : p.ops) {
-    if (o.numerics != "exact") ++quantized[o.numerics];
+    if (o.numerics != "exact") {
+      ++quantized[o.numerics];
+      continue;
+    }
+    std::string loosest;  // the least policy one of the op's refused kernels needs
     for (const auto& r : o.rejected)
-      if (r.reasons.size() == 1 && r.reasons[0].constraint == "numerics") {
-        ++could;
-        break;
-      }
+      if (r.reasons.size() == 1 && r.reasons[0].constraint == "numerics")
+        for (const DeclaredNumerics& n : kDeclaredNumerics)
+          if (r.reasons[0].offered == n.feature && (loosest.empty() || loosest == "fast"))
+            loosest = numerics_allowed(Numerics::automatic, n) ? "auto" : "fast";
+    if (!loosest.empty()) ++could[loosest];
   }
   std::ostringstream out;
   out << "numerics: " << numerics_name(policy.numerics)
@@ -137,9 +143,8 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
     if (auto it = quantized.find(n.feature); it != quantized.end())
       out << it->second << " ops compute with " << n.what << " (" << n.feature << "), ";
   out << (quantized.empty() ? "every op exact" : "every other op exact");
-  if (could)
-    out << "; " << could << " could quantize their activations (--numerics "
-        << (policy.numerics == Numerics::exact ? "auto" : "fast") << ")";
+  for (const auto& [name, ops] : could)
+    out << "; " << ops << " could quantize their activations (--numerics " << name << ")";
   if (!quantized.empty()) out << "; --numerics exact keeps every product on the weights as stored";
   return out.str();
 }

@@ -36,9 +36,9 @@ std::optional<Numerics> parse_numerics(const std::string& text);
 inline constexpr const char* kNumericsChoices = "exact, auto or fast";
 // Whether `policy` lets a kernel compute with `declared` (envelope.hpp's numerics features).
 bool numerics_allowed(Numerics policy, const DeclaredNumerics& declared);
-// What a plan uses when nobody says: quantized weights take 16-bit activation blocks where a
-// kernel offers them (faster on every cpu_onednn tier, |Δ mean NLL| < 5e-5 nats and top-1
-// agreement >= 99.94 % on SmolLM2's files); docs/numerics.md gives the figures.
+// What a plan uses when nobody says: 16-bit activation blocks where a kernel offers them
+// (cpu_onednn's serves block-quantized weights; faster in decode on every tier, |Δ mean NLL| <
+// 5e-5 nats and top-1 agreement >= 99.94 % on SmolLM2's files); docs/numerics.md has figures.
 inline constexpr Numerics kDefaultNumerics = Numerics::automatic;
 
 struct Policy {
@@ -87,7 +87,8 @@ struct PlannedOp {
   // Memory the kernel holds from prepare to release (its check's ABI 1.4 workspace_bytes).
   int64_t workspace_bytes = 0;
   // The kernel's arithmetic: "exact", or the numerics feature it declares ("activation_q16",
-  // "activation_q8": its activations quantized to blocks; only under --numerics fast).
+  // "activation_q8": its activations quantized to blocks; q16 under --numerics auto and fast,
+  // q8 under fast only).
   std::string numerics = "exact";
 };
 

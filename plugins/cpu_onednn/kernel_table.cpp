@@ -169,8 +169,8 @@ const Row kRows[] = {
                            feature_mask({SY_FEATURE_TRANSPOSED_B})),
                   kQuantized),
      nullptr, make_matmul, matmul_workspace},
-    // Activations quantized to 16-bit blocks on int8 dot products (rowdot_q8.hpp), chosen
-    // under --numerics fast.
+    // Activations quantized to 16-bit blocks, multiplied as integers (rowdot_q8.hpp), chosen
+    // under --numerics auto (the default) and fast.
     {cheaper(
          with_weights(envelope("matmul_q16", SY_OP_MATMUL, "generic", F32 | BF16,
                                feature_mask({SY_FEATURE_TRANSPOSED_B, SY_FEATURE_ACTIVATION_Q16})),

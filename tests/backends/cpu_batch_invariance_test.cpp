@@ -145,8 +145,8 @@ TEST_P(BatchInvariance, MatmulRowsDoNotDependOnTheirCompany) {
                  SY_DTYPE_Q3_K, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K});
 }
 
-// The activation_q16 matmul (--numerics fast): 70 rows take the amx tier's tiles, a row alone
-// the vnni tiers' 8-row form, 5 rows the 4-row form; every path shares one arithmetic per
+// The activation_q16 matmul (--numerics auto, the default): 70 rows take the amx tier's tiles, a
+// row alone the vnni tiers' 8-row form, 5 rows the 4-row form; every path shares one arithmetic per
 // output (rowdot_q8.hpp).
 TEST_P(BatchInvariance, MatmulQ16RowsDoNotDependOnTheirCompany) {
   matmul_rows_alone_and_together(

@@ -163,11 +163,12 @@ TEST_P(CpuQuantTier, MatmulWithQuantizedWeightsEqualsTheDequantizedProduct) {
         }
 }
 
-// The activation_q16 matmul (--numerics fast) against a double product of the reference's
-// dequantized rows with x quantized as vocabulary.h's SY_FEATURE_ACTIVATION_Q16 says (per block
-// of 32: d = max|x| / 32258, Q = round-half-even(x · (1/d)), in f32): the rule is applied here,
-// the products and sums are the kernel's own, within f32 accumulation error. The tolerance is
-// far below what 8-bit activations would miss by (about 1/254 of a block's largest value).
+// The activation_q16 matmul (--numerics auto, the default) against a double product of the
+// reference's dequantized rows with x quantized as vocabulary.h's SY_FEATURE_ACTIVATION_Q16 says
+// (per block of 32: d = max|x| / 32258, Q = round-half-even(x · (1/d)), in f32): the rule is
+// applied here, the products and sums are the kernel's own, within f32 accumulation error. The
+// tolerance is far below what 8-bit activations would miss by (about 1/254 of a block's largest
+// value).
 TEST_P(CpuQuantTier, MatmulQ16EqualsTheProductWithQuantizedActivations) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<double> uni(-1, 1);

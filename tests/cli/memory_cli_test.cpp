@@ -138,9 +138,9 @@ TEST(MemoryCli, RunJsonSetsThePredictionBesideTheMeasurement) {
   EXPECT_LE(predicted["kv_cache"].get<int64_t>(), kv + 64 * caches);
 }
 
-// The real model: the resident memory the session took, oneDNN's scratchpads and the quantized
-// matmuls' dequantization chunks included (declared through ABI 1.4's workspace), within 10 % of
-// the plan — for a short prompt (one-token kernels) and a chat prompt (prefill through oneDNN).
+// The real model: the resident memory the session took, oneDNN's scratchpads and matmul_q16's
+// thread scratch included (not declared: docs/memory.md, "What no plan counts"), within 10 % of
+// the plan — for a short prompt (one-token kernels) and a chat prompt (a few dozen rows).
 TEST(MemoryCli, RealModelPredictionIsWithinTenPercentOfWhatIsResident) {
   if (!fs::exists(kSmolLM2))
     GTEST_SKIP() << kSmolLM2 << " is not there: scripts/fetch-model.sh could not fetch it";

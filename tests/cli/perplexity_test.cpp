@@ -98,6 +98,7 @@ TEST_F(PerplexityCli, CompareNumericsReportsBothRunsAndTheirAgreement) {
   ASSERT_EQ(j["runs"].size(), 2u);
   EXPECT_EQ(j["runs"][0]["numerics"], "exact");
   EXPECT_EQ(j["runs"][1]["numerics"], "auto");
+  EXPECT_EQ(j["numerics"], "auto");
   const auto exact = j["runs"][0]["top1"].get<std::vector<int64_t>>();
   const auto fast = j["runs"][1]["top1"].get<std::vector<int64_t>>();
   ASSERT_EQ(int64_t(exact.size()), j["scored_tokens"].get<int64_t>());

@@ -188,6 +188,9 @@ TEST_P(GgufModelRun, LogitsMatchTheReferenceOnTheFilesValues) {
   const Inventory inventory = live_inventory(*registry_);
   Policy policy;
   policy.prefer = {kDLCPU};
+  // The reference is exact products on the dequantized weights (the default would quantize the
+  // activations to 16-bit blocks: docs/numerics.md).
+  policy.numerics = Numerics::exact;
   const LayoutPlan lp = test::plan_single(
       [&](const ImportOptions& o) { return import_hf_config_json(model.config, "tiny.gguf", o); },
       opts, *registry_, inventory, policy);

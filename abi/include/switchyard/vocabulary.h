@@ -335,7 +335,8 @@ typedef enum sy_feature {
    * Q = round-half-even(x / d), |Q| <= 32258 = 127 * 254) and multiplies those integers
    * exactly with the weights' own (for instance as two 8-bit digits, Q = 254 * hi + lo):
    * the speed of integer products, with activations 254 times finer than activation_q8's.
-   * The planner gives such a kernel an op only under `--numerics fast`. */
+   * The planner gives such a kernel an op under `--numerics auto` (the default since
+   * 2026-12-05) and `fast`, not under `exact`. */
   SY_FEATURE_ACTIVATION_Q16 = 18,
   SY_FEATURE_COUNT
 } sy_feature;

@@ -205,7 +205,7 @@ class RowdotKernel final : public CpuKernel {
 };
 
 // c = a · bᵀ with a quantized to 16-bit blocks first (rowdot_q8.hpp: the activation_q16
-// numerics, which the planner chooses only under --numerics fast).
+// numerics, which the planner chooses under --numerics auto, the default, and fast).
 class RowdotQ8Kernel final : public CpuKernel {
  public:
   RowdotQ8Kernel(int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)

@@ -1,15 +1,16 @@
 // matmul with activations quantized to 16-bit blocks (the `activation_q16` numerics,
 // docs/numerics.md): y [M, N] = x [M, K] · wᵀ for block-quantized w [N, K], computed on integers
 // as llama.cpp computes its q8 products, with activations 254 times finer. A kernel that uses
-// this declares SY_FEATURE_ACTIVATION_Q16, and the planner gives it an op only under
-// `--numerics fast`.
+// this declares SY_FEATURE_ACTIVATION_Q16, and the planner gives it an op under `--numerics
+// auto` (the default) and `fast`.
 //
 // The activations: every row of x (f32, or bf16 widened) in blocks of 32, each
 //   d = max|x| / 32258 (127 · 254),  Q = round-half-even(x · (1/d)) in [−32258, 32258] (all 0
 //   when d = 0; a NaN makes d NaN, so it reaches the result),  s = d · ΣQ,
-// all in f32. Q is kept as two signed 8-bit digits, Q = 254·hi + lo with hi and lo in
-// [−127, 127] (how a tier splits a Q whose lo is ±127 does not matter: the sums below are the
-// same integers), so the products run on the int8 dot products every tier has.
+// all in f32. Q is kept as itself (16 bits, for pmaddwd and vpdpwssd) and as two signed 8-bit
+// digits, Q = 254·hi + lo with hi and lo in [−127, 127], for the int8 products of AMX-INT8 and
+// the avx2/avx512 4-row remainder loops (how a tier splits a Q whose lo is ±127 does not
+// matter: the sums below are the same integers).
 //
 // Why not llama.cpp's 8-bit activations (d = max|x| / 127): on the real SmolLM2 they change the
 // top-1 prediction at 4 % of positions (docs/numerics.md); 16-bit blocks change almost none, and
@@ -17,8 +18,8 @@
 //
 // The product, per weight row n and row of x, block by block of 32 activations in order: the
 // weights' integers w (signed: q8_0, q4_0 − 8, q5_0 − 16, q6_k − 32; unsigned: q4_1, q5_1, q4_k)
-// times Q, summed exactly in int32 (w widened to 16 bits times Q on AVX2's pmaddwd and
-// AVX512-VNNI's vpdpwssd; 254·Σw·hi + Σw·lo on AMX-INT8's tiles and the portable loops: the same
+// times Q, summed exactly in int32 (w widened to 16 bits times Q on pmaddwd: AVX2's, and SSE2's
+// on the portable tier; AVX512-VNNI's vpdpwssd; 254·Σw·hi + Σw·lo on AMX-INT8's tiles: the same
 // integers; |Σ| < 32·255·32258 < 2³¹), then
 // acc = fma(float(Σ), w_scale · d, acc) (q6_k: the two halves of 16, each with its scale, in
 // turn) and, for a weight offset (q4_1's m, q4_k's −dmin·m), off = fma(offset, s, off); the

@@ -30,7 +30,7 @@ namespace {
 // 0-15's, and s1 16-31's), coeff the offset that multiplies the activation block's sum s
 // (D::kOffset: q4_1's m, q4_k's −dmin·m). D::kHalfFirst: each block of 32 is kBlockBytes long and
 // starts with its f16 scale (and, with kOffset, its f16 offset next), so a block's factors can be
-// read without decoding it (the 8-row forms gather them); K-quants derive theirs.
+// read without decoding it (the 8-row forms load the 8 rows' at once); K-quants derive theirs.
 template <class Ops>
 struct Q8_0W {
   static constexpr bool kHalfFirst = true;

@@ -1,6 +1,6 @@
 // Decode-sized steps of rowdot_q8.hpp on AVX2: 8 weight rows against one row of x per pass, the
 // weights widened to 16 bits and multiplied with Q itself (Q16Block::q) by pmaddwd, the 8 exact
-// block sums reduced together, and the 8 rows' f16 scales (and offsets) gathered in one
+// block sums reduced together, and the 8 rows' f16 scales (and offsets) converted in one
 // instruction. AVX2 has no VNNI: the two 8-bit digits of the 4-row form cost two maddubs, two
 // madd and the signs of a signed w per block, and its horizontal sum per 4 outputs and scalar
 // half-to-float conversions cost as much again. pmaddwd takes signed 16-bit operands, so a
