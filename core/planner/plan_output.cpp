@@ -1,5 +1,7 @@
 // The plan as JSON (schema switchyard.plan/1) and as text a person reads.
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/capability/envelope.hpp"
@@ -122,19 +124,22 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
 // numerics alone; the policy named is the one its feature needs).
 std::string numerics_line(const Policy& policy, const PhasePlan& p) {
   std::map<std::string, size_t> quantized;  // feature -> ops
-  std::map<std::string, size_t> could;      // the policy that would allow it -> ops
+  std::map<Numerics, size_t> could;         // the least policy that would allow it -> ops
   for (const auto& o : p.ops) {
     if (o.numerics != "exact") {
       ++quantized[o.numerics];
       continue;
     }
-    std::string loosest;  // the least policy one of the op's refused kernels needs
+    std::optional<Numerics> least;  // over the op's kernels refused for numerics alone
     for (const auto& r : o.rejected)
       if (r.reasons.size() == 1 && r.reasons[0].constraint == "numerics")
         for (const DeclaredNumerics& n : kDeclaredNumerics)
-          if (r.reasons[0].offered == n.feature && (loosest.empty() || loosest == "fast"))
-            loosest = numerics_allowed(Numerics::automatic, n) ? "auto" : "fast";
-    if (!loosest.empty()) ++could[loosest];
+          if (r.reasons[0].offered == n.feature) {
+            const Numerics needs =
+                numerics_allowed(Numerics::automatic, n) ? Numerics::automatic : Numerics::fast;
+            least = std::min(least.value_or(needs), needs);
+          }
+    if (least) ++could[*least];
   }
   std::ostringstream out;
   out << "numerics: " << numerics_name(policy.numerics)
@@ -143,8 +148,9 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
     if (auto it = quantized.find(n.feature); it != quantized.end())
       out << it->second << " ops compute with " << n.what << " (" << n.feature << "), ";
   out << (quantized.empty() ? "every op exact" : "every other op exact");
-  for (const auto& [name, ops] : could)
-    out << "; " << ops << " could quantize their activations (--numerics " << name << ")";
+  for (const auto& [needs, ops] : could)
+    out << "; " << ops << " could quantize their activations (--numerics " << numerics_name(needs)
+        << ")";
   if (!quantized.empty()) out << "; --numerics exact keeps every product on the weights as stored";
   return out.str();
 }

@@ -124,6 +124,8 @@ struct PortableQ8 {
   // Baseline x86-64 has no FMA: multiply, round, add.
   static V4 fmadd4(V4 a, V4 b, V4 c) { return add4(mul4(a, b), c); }
   static float half(const uint8_t* p) { return block_half(p); }
+  // Q and its sums only: this tier's dot multiplies Q itself, so the two 8-bit digits (the int8
+  // forms' operands on the other tiers) are left unset.
   static void quantize(const float* x, Q16Block& out) {
     float amax = 0.f;
     bool nan = false;
@@ -133,10 +135,7 @@ struct PortableQ8 {
     out.sum_half[0] = out.sum_half[1] = 0;
     for (int i = 0; i < 32; ++i) {
       const int q = int(std::nearbyint(x[i] * id));
-      const int hi = int(std::nearbyint(float(q) / float(kQ16Radix)));
       out.q[i] = int16_t(q);
-      out.hi[i] = int8_t(hi);
-      out.lo[i] = int8_t(q - kQ16Radix * hi);
       out.sum_half[i / 16] += q;
     }
     out.d = d;
