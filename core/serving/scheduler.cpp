@@ -248,6 +248,9 @@ void Scheduler::finish(Running& r, const std::string& reason, std::optional<Erro
   context_.remove_sequence(r.seq);  // its full blocks stay a reusable prefix
   reserved_ -= r.reserved;
   r.reserved = 0;
+  // The gauge drops with the job's end, not at the loop's next sweep: a client that reads
+  // /metrics right after its last token must not see its own sequence still running.
+  --running_count_;
   std::lock_guard<std::mutex> jl(r.job->mu);
   if (reason != "stop") r.job->pending += r.stop.flush();
   r.job->done = true;

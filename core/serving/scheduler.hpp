@@ -117,7 +117,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Running>> running_;  // the scheduler thread's
   int64_t reserved_ = 0;                           // blocks reserved by the running jobs
-  int64_t running_count_ = 0;                      // running_.size(), for other threads
+  int64_t running_count_ = 0;                      // running jobs not yet finished, for others
   bool draining_ = false, stopping_ = false;
   SchedulerMetrics metrics_;
   std::vector<float> logits_;  // the scheduler's copy of one logits row, for sampling
