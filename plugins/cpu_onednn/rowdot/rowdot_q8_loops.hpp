@@ -346,16 +346,8 @@ inline void q8_store8(const RowdotQ8Args& a, int64_t m, int64_t n, const float (
   }
 }
 
-// The 8 rows after the 8 at w (row_bytes apart), at byte `at` of each: an 8-row form streams
-// its weights from memory one group ahead, spread over the group's blocks. A burst of prefetches
-// at each group's start stalled on full miss queues, and a group of long rows (q6_k, K 1536: 10
-// KiB) outran a fixed distance ahead.
-inline void q8_prefetch_next8(const uint8_t* w, int64_t row_bytes, int64_t at) {
-  for (int r = 8; r < 16; ++r) __builtin_prefetch(w + r * row_bytes + at, 0, 3);
-}
-
 // Decode-sized M through an 8-row form: rows8(a, w, row_bytes, n, m) for weight rows [n, n + 8)
-// against each row m of x, the next 8 rows prefetched as it goes (q8_prefetch_next8); the rest of
+// against each row m of x (which prefetches the next 8 rows as it goes); the rest of
 // the rows (and larger M) through q8_columns_of's 4-row form, whose arithmetic per output is the
 // same.
 template <class Ops, class D, class Rows8>

@@ -19,13 +19,18 @@
 namespace sy::cpu {
 namespace {
 
-// The 8 int32 sums of 8 vectors (d[r]: row r's 8 lanes), in row order. Integer sums are exact,
-// so the order of the additions does not matter.
-inline __m256i sum_rows8_avx2(const __m256i (&d)[8]) {
-  const __m256i a = _mm256_hadd_epi32(d[0], d[1]), b = _mm256_hadd_epi32(d[2], d[3]);
-  const __m256i c = _mm256_hadd_epi32(d[4], d[5]), e = _mm256_hadd_epi32(d[6], d[7]);
+// The int32 sums of two vectors' lanes, interleaved as hadd leaves them: a row pair's partial
+// sums, taken as soon as the pair is multiplied so that 4 vectors, not 8, stay live (AVX2 has 16
+// registers; 8 sums spilled to the stack every block).
+inline __m256i sum_pair_avx2(__m256i d0, __m256i d1) {
+  return _mm256_hadd_epi32(d0, d1);
+}
+
+// The 8 int32 sums of 4 row pairs (p[i]: rows 2i and 2i+1, sum_pair_avx2), in row order.
+// Integer sums are exact, so the order of the additions does not matter.
+inline __m256i sum_rows8_avx2(const __m256i (&p)[4]) {
   // Each 128-bit half: rows 0-3 (4-7) summed over that half's lanes.
-  const __m256i ab = _mm256_hadd_epi32(a, b), ce = _mm256_hadd_epi32(c, e);
+  const __m256i ab = _mm256_hadd_epi32(p[0], p[1]), ce = _mm256_hadd_epi32(p[2], p[3]);
   return _mm256_add_epi32(_mm256_permute2x128_si256(ab, ce, 0x20),
                           _mm256_permute2x128_si256(ab, ce, 0x31));
 }
@@ -148,6 +153,24 @@ class RowScales8 {
   alignas(32) float s0_[8][8], s1_[8][8], coeff_[8][8];
 };
 
+// Streams the 8 weight rows after a group's 8 (one run of 8 · row_bytes bytes) into the cache
+// over the group's blocks, a block's share of lines at each, in order: the next group arrives as
+// this one is multiplied. A burst at the group's start stalled on full miss queues; a fixed
+// distance ahead was outrun by a group of long rows (q6_k, K 1536: 10 KiB).
+class NextRows8Prefetch {
+ public:
+  NextRows8Prefetch(const uint8_t* w, int64_t row_bytes, int64_t blocks)
+      : next_(w + 8 * row_bytes), share_((8 * row_bytes + blocks - 1) / blocks) {}
+  void at(int64_t b) const {
+    const uint8_t* p = next_ + b * share_;
+    for (int64_t o = 0; o < share_; o += 64) __builtin_prefetch(p + o, 0, 3);
+  }
+
+ private:
+  const uint8_t* next_;
+  int64_t share_;
+};
+
 // Weight rows [n, n + 8) against row m of x: y[m][n..n+8).
 template <class D, class Mac = Avx2Mac>
 void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
@@ -155,20 +178,26 @@ void q8_rows8_avx2(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, i
   const int64_t blocks = a.K / 32;
   const Q16Block* x = a.xq + m * blocks;
   RowScales8<D> scales(w, row_bytes, blocks);
+  const NextRows8Prefetch prefetch(w, row_bytes, blocks);
   __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    q8_prefetch_next8(w, row_bytes, b * row_bytes / blocks);
+    prefetch.at(b);
     const __m256i q_lo = Avx2Q8::load(x[b].q), q_hi = Avx2Q8::load(x[b].q + 16);
-    __m256i dot[8], dot_hi[8];  // q6_k: elements 0-15 and 16-31 apart
-    for (int r = 0; r < 8; ++r) {
-      __m256i w_lo, w_hi;
-      Wide16<D>::at(w + r * row_bytes, b, w_lo, w_hi);
-      const __m256i zero = _mm256_setzero_si256();
-      dot[r] = Mac::mac(zero, w_lo, q_lo);
-      if constexpr (D::kHalves)
-        dot_hi[r] = Mac::mac(zero, w_hi, q_hi);
-      else
-        dot[r] = Mac::mac(dot[r], w_hi, q_hi);
+    __m256i dot[4], dot_hi[4];  // row pairs' partial sums; q6_k: elements 0-15 and 16-31 apart
+    for (int r = 0; r < 8; r += 2) {
+      __m256i d[2], d_hi[2];
+      for (int i = 0; i < 2; ++i) {
+        __m256i w_lo, w_hi;
+        Wide16<D>::at(w + (r + i) * row_bytes, b, w_lo, w_hi);
+        const __m256i zero = _mm256_setzero_si256();
+        d[i] = Mac::mac(zero, w_lo, q_lo);
+        if constexpr (D::kHalves)
+          d_hi[i] = Mac::mac(zero, w_hi, q_hi);
+        else
+          d[i] = Mac::mac(d[i], w_hi, q_hi);
+      }
+      dot[r / 2] = sum_pair_avx2(d[0], d[1]);
+      if constexpr (D::kHalves) dot_hi[r / 2] = sum_pair_avx2(d_hi[0], d_hi[1]);
     }
     __m256 scale, scale1, offset;
     scales.at(b, scale, scale1, offset);
