@@ -45,12 +45,12 @@ struct Avx2Q8 {
     return _mm256_or_si256(hi ? high(ql) : low(ql), _mm256_slli_epi16(h, 4));
   }
   // kvalues_iq4nl (vocabulary.h's sy_iq4nl_value) looked up by nibble in each 128-bit half.
-  static B iq4(const uint8_t* qs) {
-    const B table =
-        _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    return _mm256_shuffle_epi8(table, nibbles(qs));
+  static B iq4_table() {
+    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+                            113, -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69,
+                            89, 113);
   }
+  static B iq4(const uint8_t* qs) { return _mm256_shuffle_epi8(iq4_table(), nibbles(qs)); }
   static B sub(B w, int c) { return _mm256_sub_epi8(w, _mm256_set1_epi8(char(c))); }
   // kQ16Radix·Σ w·hi + Σ w·lo per lane. No pair of products saturates int16 (|w| <= 128 and
   // |x| <= 127, or w <= 63 unsigned), and madd's int16 weights take the radix for free.

@@ -45,8 +45,8 @@ inline __m256 halves8(__m256i v) {
 
 // Sub-block b of a weight row as 16-bit elements 0-15 (lo) and 16-31 (hi), less kBias: the
 // integers D::at gives, w = lo/hi − kBias. A nibble type is widened straight from its 16 bytes
-// and its −8 (q4_0) taken off the 8 rows' sums at once as 8·ΣQ (exact: integers); the others go
-// through D::at and a sign or zero extension.
+// and its bias (q4_0's 8, the iq4 lookups' 128) taken off the 8 rows' sums at once as kBias·ΣQ
+// (exact: integers); the others go through D::at and a sign or zero extension.
 template <class D>
 struct Wide16 {
   static constexpr int kBias = 0;
@@ -103,6 +103,36 @@ struct Wide16<Q8_0W<Ops>> {
     const auto* q = reinterpret_cast<const __m128i*>(row + Q8_0W<Ops>::kBlockBytes * b + 2);
     lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
     hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
+  }
+};
+
+// iq4_nl / iq4_xs: the 16 bytes of nibbles at qs looked up as 16-bit elements, value + 128 (in
+// [1, 241], so zero-extended: the −128 is taken off the 8 rows' sums at once, as q4_0's −8). One
+// pshufb per 16 elements: pshufb zeroes a byte whose index has its top bit set, so a lane's high
+// byte is given such an index (0xf0 or'ed in, kept by the mask and by the arithmetic shift).
+// Looking up bytes and widening them cost 3 more instructions per block and row.
+inline void iq4_wide16(const uint8_t* qs, __m256i& lo, __m256i& hi) {
+  const __m256i table = _mm256_xor_si256(Avx2Q8::iq4_table(), _mm256_set1_epi8(char(0x80)));
+  const __m256i t =
+      _mm256_or_si256(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
+                      _mm256_set1_epi16(int16_t(0xf000)));
+  lo = _mm256_shuffle_epi8(table, _mm256_and_si256(t, _mm256_set1_epi16(int16_t(0x800f))));
+  hi = _mm256_shuffle_epi8(table, _mm256_srai_epi16(t, 4));
+}
+
+template <class Ops>
+struct Wide16<Iq4_NLW<Ops>> {
+  static constexpr int kBias = 128;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    iq4_wide16(row + Iq4_NLW<Ops>::kBlockBytes * b + 2, lo, hi);
+  }
+};
+
+template <class Ops>
+struct Wide16<Iq4_XSW<Ops>> {
+  static constexpr int kBias = 128;
+  static void at(const uint8_t* row, int64_t b, __m256i& lo, __m256i& hi) {
+    iq4_wide16(row + 136 * (b / 8) + 8 + 16 * (b % 8), lo, hi);
   }
 };
 
