@@ -154,10 +154,12 @@ class RowScales8 {
   RowScales8(const uint8_t* w, int64_t row_bytes, int64_t blocks)
       : w_(w), row_bytes_(row_bytes), blocks_(blocks) {}
   void at(int64_t b, __m256& s0, __m256& s1, __m256& coeff) {
-    if constexpr (D::kHalfFirst) {
+    if constexpr (D::kHalfFirst && D::kOffset) {
       const __m256i h = first_words(w_ + D::kBlockBytes * b);
       s0 = halves8(h);
-      if constexpr (D::kOffset) coeff = halves8(_mm256_srli_epi32(h, 16));
+      coeff = halves8(_mm256_srli_epi32(h, 16));
+    } else if constexpr (D::kHalfFirst) {
+      s0 = _mm256_cvtph_ps(first_halves(w_ + D::kBlockBytes * b));
     } else {
       if (b % 8 == 0)
         q8_scales8<__m256i, D>(w_, row_bytes_, b, std::min<int64_t>(8, blocks_ - b), s0_, s1_,
@@ -176,6 +178,22 @@ class RowScales8 {
     int32_t v[8];
     for (int r = 0; r < 8; ++r) std::memcpy(&v[r], p + r * row_bytes_, sizeof v[r]);
     return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+  }
+
+  // The first 16 bits of the 8 rows' block at p, lane r row r's: inserted from memory one by
+  // one, 5 instructions fewer per block than first_words and its pack.
+  __m128i first_halves(const uint8_t* p) const {
+    const auto at = [&](int r) {
+      uint16_t v;
+      std::memcpy(&v, p + r * row_bytes_, sizeof v);
+      return int(v);
+    };
+    // Two chains of 4: one chain of 8 dependent inserts held the q8_0 loop back.
+    __m128i a = _mm_cvtsi32_si128(at(0)), c = _mm_cvtsi32_si128(at(4));
+    a = _mm_insert_epi16(a, at(1), 1), c = _mm_insert_epi16(c, at(5), 1);
+    a = _mm_insert_epi16(a, at(2), 2), c = _mm_insert_epi16(c, at(6), 2);
+    a = _mm_insert_epi16(a, at(3), 3), c = _mm_insert_epi16(c, at(7), 3);
+    return _mm_unpacklo_epi64(a, c);
   }
 
   const uint8_t* w_;
