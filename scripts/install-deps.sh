@@ -11,6 +11,7 @@ packages=(
   libspdlog-dev libfmt-dev                     # logging
   libdlpack-dev                                # DLTensor / DLDevice in the ABI
   nlohmann-json3-dev                           # manifests, --json output
+  libpcre2-dev                                 # tokenizer Split regexes (PCRE2, UTF + UCP, JIT)
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
   libcpp-httplib-dev                           # switchyard serve: the HTTP server

@@ -64,32 +64,105 @@ bool flag(const GgufFile& f, const std::string& key, bool fallback) {
   return v->i != 0;
 }
 
-// tokenizer.ggml.pre -> the tokenizer.json pre_tokenizer (llama.cpp's names for the
-// pre-tokenizers of the Hugging Face tokenizers they were converted from).
+// The Split regexes of the pre-tokenizers llama.cpp's converter names in tokenizer.ggml.pre, as
+// the tokenizer.json files they came from write them (llama.cpp's llama-vocab.cpp quotes each
+// "original regex from tokenizer.json" beside its adaptation; where it quotes none, its own).
+constexpr std::string_view kContractions = R"((?i:'s|'t|'re|'ve|'m|'ll|'d))";
+const std::string kO200k =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)" +
+    std::string(kContractions) + R"(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+)" +
+    R"([\p{Ll}\p{Lm}\p{Lo}\p{M}]*)" + std::string(kContractions) +
+    R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N})"
+    R"(| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kDeepseekV3Words =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+)"
+    R"(| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kDeepseekCjk = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";
+constexpr std::string_view kBloom = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
+
+// One family of names: ByteLevel with GPT-2's regex (`byte_level_regex`), or these Splits in
+// turn and then a plain ByteLevel; `digits` puts Digits(individual) first (SmolLM's form of
+// llama.cpp's "\p{N}" split).
+struct PreFamily {
+  std::vector<std::string_view> names;
+  std::vector<std::string> splits;
+  bool byte_level_regex = false;
+  bool digits = false;
+  bool ignore_merges = false;  // llama.cpp's ignore_merges for the family (Llama 3)
+};
+
+const std::vector<PreFamily>& pre_families() {
+  static const std::vector<PreFamily> families = {
+      {{"default", "gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4", "trillion",
+        "granite-docling", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat", "a.x-4.0",
+        "mellum", "modern-bert"},
+       {},
+       true},
+      {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"},
+       {},
+       true,
+       true},
+      {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+       {std::string(kTokenizerLlama3Pattern)},
+       false,
+       false,
+       true},
+      {{"smollm3", "dbrx", "smaug-bpe", "chatglm-bpe", "glm4"},
+       {std::string(kTokenizerLlama3Pattern)}},
+      {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "kormo"},
+       {std::string(kTokenizerQwen2Pattern)}},
+      {{"qwen35"}, {std::string(kQwen35)}},
+      {{"gpt-4o", "llama4", "kanana2"}, {kO200k}},
+      {{"tekken"}, {std::string(kTekken)}},
+      {{"deepseek-v3"},
+       {R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        std::string(kDeepseekV3Words)}},
+      {{"deepseek-coder"},
+       {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", std::string(kDeepseekCjk), R"(\p{N})"}},
+      {{"falcon"},
+       {R"([\p{P}\$\+<=>\^~\|`]+)",
+        R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+        "[0-9][0-9][0-9]"}},
+      {{"bloom", "poro-chat", "gpt3-finnish"}, {std::string(kBloom)}},
+      {{"viking"}, {std::string(kBloom), R"(\p{N})"}},
+  };
+  return families;
+}
+
+const PreFamily* pre_family(const std::string& pre) {
+  for (const PreFamily& f : pre_families())
+    if (std::find(f.names.begin(), f.names.end(), pre) != f.names.end()) return &f;
+  return nullptr;
+}
+
+// tokenizer.ggml.pre -> the tokenizer.json pre_tokenizer.
 json pre_tokenizer(const GgufFile& f, const std::string& pre) {
-  const json byte_level = {{"type", "ByteLevel"},
-                           {"add_prefix_space", false},
-                           {"trim_offsets", true},
-                           {"use_regex", true}};
-  json byte_level_plain = byte_level;
-  byte_level_plain["use_regex"] = false;
-  auto split = [](std::string_view pattern) {
-    return json{{"type", "Split"},
-                {"pattern", {{"Regex", std::string(pattern)}}},
-                {"behavior", "Isolated"},
-                {"invert", false}};
-  };
-  auto sequence = [](json a, json b) {
-    return json{{"type", "Sequence"}, {"pretokenizers", json::array({a, b})}};
-  };
-  if (pre == "gpt2" || pre == "default") return byte_level;
-  if (pre == "smollm")
-    return sequence({{"type", "Digits"}, {"individual_digits", true}}, byte_level);
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "smollm3")
-    return sequence(split(kTokenizerLlama3Pattern), byte_level_plain);
-  if (pre == "qwen2") return sequence(split(kTokenizerQwen2Pattern), byte_level_plain);
-  bad(f, "tokenizer.ggml.pre",
-      "is '" + pre + "', not a pre-tokenizer Switchyard knows (gpt2, smollm, llama-bpe, qwen2)");
+  const PreFamily* family = pre_family(pre);
+  if (!family) {
+    std::string known;
+    for (const PreFamily& fam : pre_families())
+      for (std::string_view n : fam.names) known += (known.empty() ? "" : ", ") + std::string(n);
+    bad(f, "tokenizer.ggml.pre",
+        "is '" + pre + "', not a pre-tokenizer Switchyard knows (" + known + ")");
+  }
+  json stages = json::array();
+  if (family->digits) stages.push_back({{"type", "Digits"}, {"individual_digits", true}});
+  for (const std::string& regex : family->splits)
+    stages.push_back({{"type", "Split"},
+                      {"pattern", {{"Regex", regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}});
+  stages.push_back({{"type", "ByteLevel"},
+                    {"add_prefix_space", false},
+                    {"trim_offsets", true},
+                    {"use_regex", family->byte_level_regex}});
+  return stages.size() == 1 ? stages[0] : json{{"type", "Sequence"}, {"pretokenizers", stages}};
 }
 
 }  // namespace
@@ -131,8 +204,9 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
       added.push_back(
           {int64_t(id), tokens.strings[id], types[id] == kControl, types[id] == kUserDefined});
   }
-  return byte_level_bpe_json(vocab, merges.strings, added, pre_tokenizer(f, pre_name),
-                             pre_name == "llama-bpe" || pre_name == "llama3");
+  const json pre_json = pre_tokenizer(f, pre_name);
+  return byte_level_bpe_json(vocab, merges.strings, added, pre_json,
+                             pre_family(pre_name)->ignore_merges);
 }
 
 GenerationSettings gguf_generation_settings(const GgufFile& f, const Tokenizer& tok) {

@@ -1,9 +1,11 @@
 // Byte-level BPE from tokenizer.json: loading and checks, the added-token split, the
-// pre-tokenizer stages (hand-written regex matchers), BPE with a rank heap, and decoding.
+// pre-tokenizer stages (Split regexes through PCRE2, split_regex.hpp), BPE with a rank heap,
+// and decoding.
 #include "core/tokenizer/tokenizer.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 
 #include "core/errors/error.hpp"
 #include "core/json/json_text.hpp"
+#include "core/tokenizer/split_regex.hpp"
 
 namespace sy {
 
@@ -44,19 +47,11 @@ bool is_number(uint32_t cp) {
   if (cp < 0x80) return cp >= '0' && cp <= '9';
   return cp != kInvalidByte && in_ranges(kNumberRanges, cp);
 }
-// \s in Oniguruma's Unicode mode, which is also the White_Space property (Rust's
-// char::is_whitespace).
+// White_Space (Rust's char::is_whitespace): an added token's lstrip/rstrip.
 bool is_space(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
          cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-// [^\s\p{L}\p{N}]
-bool is_other(uint32_t cp) {
-  return !is_space(cp) && !is_letter(cp) && !is_number(cp);
-}
-bool is_newline(uint32_t cp) {
-  return cp == '\r' || cp == '\n';
 }
 // \w of Rust's regex crate (Alphabetic, M, Nd, Pc, Join_Control), with L and Nl standing in for
 // Alphabetic (which also holds a few hundred symbols such as circled letters).
@@ -186,95 +181,7 @@ std::string byte_level_decode(const std::string& token) {
   return out;
 }
 
-// ---- the pre-tokenizer regexes, matched by hand ---------------------------------------------
-// Each matcher returns how many code points the regex's leftmost-first match at `i` takes.
-// Both patterns match every character, so a match always starts at `i` and is never empty.
-
-// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-size_t match_gpt2(const std::vector<CodePoint>& s, size_t i) {
-  size_t n = s.size();
-  uint32_t c = s[i].cp;
-  auto at = [&](size_t k) { return k < n ? s[k].cp : kInvalidByte; };
-  if (c == '\'') {
-    uint32_t c1 = at(i + 1), c2 = at(i + 2);
-    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
-    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
-  }
-  size_t start = c == ' ' ? i + 1 : i;  // ` ?` before letters, numbers or others
-  for (auto cls : {is_letter, is_number, is_other}) {
-    if (start < n && cls(s[start].cp)) {
-      size_t j = start;
-      while (j < n && cls(s[j].cp)) ++j;
-      return j - i;
-    }
-  }
-  // c is whitespace: \s+(?!\S) leaves the last space of a run before a non-space to the next
-  // match; \s+ takes a lone one.
-  size_t j = i;
-  while (j < n && is_space(s[j].cp)) ++j;
-  if (j == n || j - i == 1) return j - i;
-  return j - i - 1;
-}
-
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*
-// |\s*[\r\n]+|\s+(?!\S)|\s+          (Llama 3; Qwen2 has \p{N} for \p{N}{1,3}: max_digits 1)
-size_t match_llama3(const std::vector<CodePoint>& s, size_t i, size_t max_digits) {
-  size_t n = s.size();
-  uint32_t c = s[i].cp;
-  auto at = [&](size_t k) { return k < n ? s[k].cp : kInvalidByte; };
-  if (c == '\'') {
-    // Case-insensitive: Oniguruma's case folding also lets U+017F (long s) match 's'.
-    auto fold = [](uint32_t x) -> uint32_t {
-      if (x == 0x17F) return 's';
-      return x < 0x80 && x >= 'A' && x <= 'Z' ? x + 32 : x;
-    };
-    uint32_t c1 = fold(at(i + 1)), c2 = fold(at(i + 2));
-    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
-    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
-  }
-  auto run = [&](size_t j, bool (*cls)(uint32_t)) {
-    while (j < n && cls(s[j].cp)) ++j;
-    return j;
-  };
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (!is_letter(c) && !is_number(c) && !is_newline(c) && i + 1 < n && is_letter(s[i + 1].cp))
-    return run(i + 1, is_letter) - i;
-  if (is_letter(c)) return run(i, is_letter) - i;
-  // \p{N}{1,3}
-  if (is_number(c)) {
-    size_t j = i;
-    while (j < n && j - i < max_digits && is_number(s[j].cp)) ++j;
-    return j - i;
-  }
-  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-  size_t start = c == ' ' && i + 1 < n && is_other(s[i + 1].cp) ? i + 1 : i;
-  if (is_other(s[start].cp)) return run(run(start, is_other), is_newline) - i;
-  // c is whitespace. \s*[\r\n]+ ends after the run's last \r or \n.
-  size_t j = run(i, is_space);
-  for (size_t k = j; k > i; --k)
-    if (is_newline(s[k - 1].cp)) return k - i;
-  // \s+(?!\S) | \s+
-  if (j == n || j - i == 1) return j - i;
-  return j - i - 1;
-}
-
-enum class Pattern { gpt2, llama3, qwen2 };
-
-constexpr std::string_view kGpt2Pattern = kTokenizerGpt2Pattern;
-constexpr std::string_view kLlama3Pattern = kTokenizerLlama3Pattern;
-constexpr std::string_view kQwen2Pattern = kTokenizerQwen2Pattern;
-
-void split_by(Pattern p, const std::string& piece, std::vector<std::string>& out) {
-  std::vector<CodePoint> cps = code_points(piece);
-  for (size_t i = 0; i < cps.size();) {
-    size_t len = p == Pattern::gpt2     ? match_gpt2(cps, i)
-                 : p == Pattern::llama3 ? match_llama3(cps, i, 3)
-                                        : match_llama3(cps, i, 1);
-    size_t end = i + len < cps.size() ? cps[i + len].offset : piece.size();
-    out.emplace_back(piece, cps[i].offset, end - cps[i].offset);
-    i += len;
-  }
-}
+// ---- the pre-tokenizer stages ------------------------------------------------------------
 
 // Digits: numbers (char::is_numeric, i.e. \p{N}) one by one, or in runs; the rest in runs.
 void split_digits(bool individual, const std::string& piece, std::vector<std::string>& out) {
@@ -292,7 +199,9 @@ void split_digits(bool individual, const std::string& piece, std::vector<std::st
 
 struct Stage {
   enum Kind { split, digits, byte_level } kind;
-  Pattern pattern = Pattern::gpt2;  // split, or byte_level with use_regex
+  std::shared_ptr<const SplitRegex> regex;  // split, or byte_level with use_regex (GPT-2's)
+  SplitBehavior behavior = SplitBehavior::isolated;
+  bool invert = false;
   bool individual_digits = false;
   bool add_prefix_space = false;
   bool use_regex = false;
@@ -408,12 +317,19 @@ struct Tokenizer::Impl {
 
 namespace {
 
-Pattern recognise(const Loader& L, const std::string& pattern, const std::string& field) {
-  if (pattern == kGpt2Pattern) return Pattern::gpt2;
-  if (pattern == kLlama3Pattern) return Pattern::llama3;
-  if (pattern == kQwen2Pattern) return Pattern::qwen2;
-  L.fail(field, "unsupported pre-tokenizer pattern " + json_quoted(pattern) +
-                    "; Switchyard knows the GPT-2, Llama 3 (SmolLM3) and Qwen2 patterns");
+// tokenizers' SplitDelimiterBehavior, as tokenizer.json spells it.
+SplitBehavior split_behavior(const Loader& L, const json* j, const std::string& field) {
+  static const std::pair<const char*, SplitBehavior> kNames[] = {
+      {"Removed", SplitBehavior::removed},
+      {"Isolated", SplitBehavior::isolated},
+      {"MergedWithPrevious", SplitBehavior::merged_with_previous},
+      {"MergedWithNext", SplitBehavior::merged_with_next},
+      {"Contiguous", SplitBehavior::contiguous}};
+  for (const auto& [name, b] : kNames)
+    if (j && *j == name) return b;
+  L.fail(field,
+         "must be Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous, got " +
+             (j ? j->dump() : std::string("nothing")));
 }
 
 Stage parse_stage(const Loader& L, const json& j, const std::string& path) {
@@ -423,19 +339,27 @@ Stage parse_stage(const Loader& L, const json& j, const std::string& path) {
     st.kind = Stage::byte_level;
     st.add_prefix_space = L.flag(j, "add_prefix_space", path + ".", false);
     st.use_regex = L.flag(j, "use_regex", path + ".", true);
-    st.pattern = Pattern::gpt2;
+    if (st.use_regex)
+      st.regex = std::make_shared<const SplitRegex>(std::string(kTokenizerGpt2Pattern), L.file(),
+                                                    path + ".use_regex");
   } else if (type == "Split") {
     st.kind = Stage::split;
     const json& pat = L.need(j, "pattern", path + ".");
-    if (!pat.is_object() || !pat.contains("Regex"))
-      L.fail(path + ".pattern", "must be {\"Regex\": ...}, got " + pat.dump());
-    st.pattern =
-        recognise(L, L.str(pat["Regex"], path + ".pattern.Regex"), path + ".pattern.Regex");
-    const json* behavior = L.find(j, "behavior");
-    if (!behavior || *behavior != "Isolated")
-      L.fail(path + ".behavior",
-             "must be \"Isolated\", got " + (behavior ? behavior->dump() : std::string("nothing")));
-    if (L.flag(j, "invert", path + ".", false)) L.fail(path + ".invert", "must be false");
+    std::string regex;
+    if (pat.is_object() && pat.contains("Regex")) {
+      regex = L.str(pat["Regex"], path + ".pattern.Regex");
+    } else if (pat.is_object() && pat.contains("String")) {  // a literal, matched as one
+      for (char c : L.str(pat["String"], path + ".pattern.String")) {
+        if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c)))
+          regex += '\\';  // every ASCII punctuation and space escaped: a literal to PCRE2
+        regex += c;
+      }
+    } else {
+      L.fail(path + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}, got " + pat.dump());
+    }
+    st.regex = std::make_shared<const SplitRegex>(regex, L.file(), path + ".pattern");
+    st.behavior = split_behavior(L, L.find(j, "behavior"), path + ".behavior");
+    st.invert = L.flag(j, "invert", path + ".", false);
   } else if (type == "Digits") {
     st.kind = Stage::digits;
     st.individual_digits = L.flag(j, "individual_digits", path + ".", false);
@@ -770,12 +694,12 @@ void Tokenizer::Impl::encode_pieces(std::string_view text, std::vector<int64_t>&
     next.clear();
     for (std::string& p : pieces) {
       switch (st.kind) {
-        case Stage::split: split_by(st.pattern, p, next); break;
+        case Stage::split: st.regex->split(p, st.behavior, st.invert, next); break;
         case Stage::digits: split_digits(st.individual_digits, p, next); break;
         case Stage::byte_level:
           if (st.add_prefix_space && p.front() != ' ') p.insert(p.begin(), ' ');
           if (st.use_regex)
-            split_by(st.pattern, p, next);
+            st.regex->split(p, SplitBehavior::isolated, false, next);
           else
             next.push_back(std::move(p));
           break;

@@ -1,21 +1,21 @@
 // tokenizer/ — text to token ids and back, from a Hugging Face `tokenizer.json`: the byte-level
-// BPE (GPT-2 style) that SmolLM, Llama 3 and Qwen ship. No dependency beyond nlohmann-json.
+// BPE (GPT-2 style) that SmolLM, Llama 3, Qwen and gpt-oss ship. Depends on nlohmann-json and
+// PCRE2 (split_regex.hpp).
 //
 // Offers: Tokenizer::load() (every unsupported or malformed part is an Error SY303 that
 // names the file and the JSON field), encode(), decode(), decode_token() for streaming,
-// vocab_size(), token_id().
+// vocab_size(), token_id(); SplitRegex (split_regex.hpp), a pre-tokenizer regex on its own.
 //
 // Reads:
 //   model          type "BPE": vocab, merges ("a b" strings or [a, b] pairs), ignore_merges,
 //                  unk_token/fuse_unk; dropout must be null or 0, byte_fallback false, no
 //                  continuing_subword_prefix / end_of_word_suffix.
-//   pre_tokenizer  ByteLevel (use_regex true: the GPT-2 regex), or a Sequence of Split(regex,
-//                  behavior Isolated), Digits and ByteLevel, ending with the one ByteLevel.
-//                  Split patterns are recognised, not compiled: the Llama 3 / SmolLM3 pattern
-//                  (digits in runs of 1-3), the Qwen2 one (digits one by one) and the GPT-2 one;
-//                  any other pattern is refused, naming it. The regexes are matched by hand over
-//                  UTF-8 code points, with \p{L} and \p{N} from a generated Unicode 14 table
-//                  (unicode_table.inc) and \s as Unicode White_Space, as Oniguruma does.
+//   pre_tokenizer  ByteLevel (use_regex true: the GPT-2 regex), or a Sequence of Split,
+//                  Digits and ByteLevel, ending with the one ByteLevel. A Split takes any
+//                  pattern (Regex, or a String literal), any behavior and invert, compiled by
+//                  PCRE2 in UTF + UCP mode (split_regex.hpp; equal to the reference's
+//                  Oniguruma on the patterns of GPT-2, Llama 3, Qwen2/3.5, o200k, tekken and
+//                  DeepSeek-V3, tests/tokenizer/split_regex_test.cpp).
 //   added_tokens   matched in the text before anything else, leftmost-longest, like the
 //                  reference: special ones and also non-special ones (Qwen3's <think>);
 //                  lstrip/rstrip/single_word are honoured.
@@ -48,9 +48,9 @@
 
 namespace sy {
 
-// The Split pre-tokenizer patterns the tokenizer recognises, exactly as tokenizer.json files
-// write them: GPT-2's, Llama 3's (also SmolLM3's: digits in runs of 1-3) and Qwen2's (digits
-// one by one).
+// Split pre-tokenizer patterns as tokenizer.json files write them, for writers of tokenizers
+// (make-test-model, a GGUF file's tokenizer.ggml.pre): GPT-2's, Llama 3's (also SmolLM3's:
+// digits in runs of 1-3) and Qwen2's (digits one by one).
 inline constexpr std::string_view kTokenizerGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view kTokenizerLlama3Pattern =

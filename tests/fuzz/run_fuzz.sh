@@ -18,7 +18,7 @@ chat=($(cd "$src" && ls core/chat_template/*.cpp) core/errors/errors.cpp)
 gguf=(core/weights/gguf.cpp core/weights/mapped_file.cpp core/errors/errors.cpp)
 request=(core/serving/openai_request.cpp core/errors/errors.cpp)
 safetensors=(core/weights/safetensors.cpp core/weights/mapped_file.cpp core/errors/errors.cpp)
-tokenizer=(core/tokenizer/tokenizer.cpp core/generation/generation.cpp core/json/json_text.cpp
+tokenizer=(core/tokenizer/tokenizer.cpp core/tokenizer/split_regex.cpp core/generation/generation.cpp core/json/json_text.cpp
            "${chat[@]}")
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$src" -I"$src/abi/include")
@@ -49,7 +49,9 @@ for t in "${targets[@]}"; do printf '%s\n' ${t#* }; done | grep -v '\.o$' | sort
 for t in "${targets[@]}"; do
   objects=()
   for f in ${t#* }; do objects+=("$(object_of "$f")"); done
-  clang++ -fsanitize=fuzzer,address,undefined "${objects[@]}" -o "$work/${t%% *}" &
+  # shellcheck disable=SC2046  # PCRE2's flags, one word each (the tokenizer's Split regexes)
+  clang++ -fsanitize=fuzzer,address,undefined "${objects[@]}" $(pkg-config --libs libpcre2-8) \
+    -o "$work/${t%% *}" &
   [ "$(jobs -rp | wc -l)" -lt "$jobs" ] || wait -n
 done
 while [ -n "$(jobs -rp)" ]; do wait -n; done  # each link's status, not only the last one's

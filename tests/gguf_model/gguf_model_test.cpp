@@ -7,7 +7,9 @@
 // on every CPU tier. Every metadata key is honoured or refused by name.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/errors/error.hpp"
 #include "core/gguf_model/gguf_model.hpp"
@@ -89,6 +91,46 @@ TEST(GgufModel, TokenizerAndGenerationSettingsComeFromTheTokenizerKeys) {
   EXPECT_EQ(g.special_tokens.at("eos_token"), "<|im_end|>");
 }
 
+// tokenizer.ggml.pre names the pre-tokenizer of the tokenizer.json a file was converted from
+// (llama.cpp's names): the fixture tokenizers, written into a GGUF's tokenizer keys under the
+// name llama.cpp's converter gives their pattern, tokenize as the tokenizer.json itself does
+// (which TokenizerO200kStyle and the others hold to PyPI `tokenizers`).
+TEST(GgufModel, PreNamesGiveTheirTokenizersSplits) {
+  const std::vector<std::string> texts = {
+      "Hello world\n\nSecond line\r\n  indented\tand tabbed   ", "1234567890 and 3.14159, 07:15",
+      "I'm DON'T they'll WE'VE naïve café 東京 🙂",
+      "CamelCaseWords, SCREAMING_CASE and path/to/file.txt <|endoftext|>"};
+  for (auto [file, pre] :
+       {std::pair{"o200k_style.json", "gpt-4o"}, std::pair{"llama3_style.json", "llama-bpe"},
+        std::pair{"smollm_style.json", "smollm"}, std::pair{"gpt2_style.json", "gpt2"}}) {
+    SCOPED_TRACE(pre);
+    const std::string path = std::string(SY_TEST_FIXTURES_DIR) + "/tokenizer/" + file;
+    const Tokenizer want = Tokenizer::load(path);
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::vector<std::string> tokens(size_t(want.vocab_size()));
+    std::vector<int32_t> types(tokens.size(), 1);
+    for (const auto& [text, id] : j["model"]["vocab"].items()) tokens[id.get<size_t>()] = text;
+    for (const auto& a : j["added_tokens"]) {
+      tokens[a["id"].get<size_t>()] = a["content"];
+      types[a["id"].get<size_t>()] = a["special"].get<bool>() ? 3 : 4;
+    }
+    std::vector<std::string> merges;
+    for (const auto& m : j["model"]["merges"])
+      merges.push_back(m.is_string() ? m.get<std::string>()
+                                     : m[0].get<std::string>() + " " + m[1].get<std::string>());
+    TinyGguf t(Storage::f32);
+    t.w.string("tokenizer.ggml.pre", pre);
+    t.w.strings("tokenizer.ggml.tokens", tokens).i32s("tokenizer.ggml.token_type", types);
+    t.w.strings("tokenizer.ggml.merges", merges);
+    t.w.erase("tokenizer.chat_template").erase("tokenizer.ggml.bos_token_id");
+    t.w.erase("tokenizer.ggml.eos_token_id");
+    Parsed f(t.w.bytes());
+    const Tokenizer got = Tokenizer::parse(gguf_tokenizer_json(f.file), "tiny.gguf");
+    for (const std::string& text : texts) EXPECT_EQ(got.encode(text), want.encode(text)) << text;
+  }
+}
+
 // Each broken or unknown piece of metadata is refused with its code, naming the key or tensor.
 TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   struct Case {
@@ -145,8 +187,8 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
 }
 
 TEST(GgufModel, TokenizerKeysItCannotHonourAreRefused) {
-  for (auto [key, value] :
-       {std::pair{"tokenizer.ggml.model", "llama"}, std::pair{"tokenizer.ggml.pre", "falcon"}}) {
+  for (auto [key, value] : {std::pair{"tokenizer.ggml.model", "llama"},
+                            std::pair{"tokenizer.ggml.pre", "no-such-pre"}}) {
     TinyGguf t(Storage::f32);
     t.w.string(key, value);
     Parsed f(t.w.bytes());

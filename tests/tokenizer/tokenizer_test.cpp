@@ -130,6 +130,49 @@ const std::vector<Case> kSmolLMCases = {
      {394, 221, 18,  16,  18,  20,  12, 221, 17,  18,  19,  20,  21,
       22,  23,  275, 295, 341, 439, 83, 221, 127, 122, 221, 127, 111}}};
 
+// o200k_style.json (tokenizers 0.23.3): Sequence[Split(o200k regex, Isolated), ByteLevel], the
+// pattern of gpt-oss: compiled by PCRE2 like any other.
+const std::vector<Case> kO200kCases = {
+    {"", {}},
+    {" ", {220}},
+    {"   ", {288}},
+    {"\n", {198}},
+    {"Hello world", {366, 315}},
+    {"Hello world\n\nSecond line\r\n  indented\tand tabbed   ",
+     {366, 315, 485, 609, 310, 486, 220, 503, 563, 331, 197, 275, 67, 598, 65, 331, 288}},
+    {"12345", {365, 291}},
+    {"1234567890 and 3.14159, 07:15",
+     {365, 568, 22, 397, 15, 287, 220, 18, 13, 16, 19, 16, 20, 24, 11, 220, 388, 25, 390}},
+    {"I'm don't they'll we've you're she'd it's", {401, 587, 541, 601, 590, 538, 566}},
+    {"I'M DON'T THEY'LL WE'VE",
+     {40, 6, 44, 220, 35, 46, 45, 6, 51, 220, 51, 39, 36, 56, 6, 43, 43, 220, 54, 36, 6, 53, 36}},
+    {"Hello, world! (quoted) \"yes\"; a-b_c... ?! #tag @user 100%",
+     {366, 11, 315, 0,   490, 455, 449, 331, 8,   487, 88, 268, 1,   26,  259, 382,
+      62,  66, 576, 220, 398, 488, 83,  412, 495, 84,  82, 258, 220, 392, 4}},
+    {"naïve café 東京 🙂", {445, 469, 648, 640, 596}},
+    {"Ünïcödé ΑΒΓ αβγ Привет мир ½ ² ٣",
+     {127, 250, 77,  127, 107, 66,  127, 114, 67,  303, 220, 138, 239, 138, 240,
+      138, 241, 638, 660, 659, 220, 126, 121, 220, 126, 110, 220, 149, 96}},
+    {"<|im_start almost special |> <|endoftext",
+     {27, 91, 72,  76,  62, 82, 83,  326, 83, 259, 75,  76, 78, 82, 83, 262, 79, 68,
+      66, 72, 413, 220, 91, 29, 220, 27,  91, 68,  276, 78, 69, 83, 68, 87,  83}},
+    {"supercalifragilisticexpialidocious antidisestablishmentarianism",
+     {460, 79,  258, 66,  413, 72,  69, 261, 70, 432, 299, 83,  72,  66,  68,
+      87,  79,  72,  413, 72,  67,  78, 66,  72, 337, 82,  259, 442, 72,  67,
+      299, 268, 83,  64,  65,  438, 71, 76,  68, 442, 64,  302, 275, 299, 76}},
+    {"a\302\240b\343\200\200c  \n  d", {64, 126, 254, 65, 159, 222, 222, 66, 260, 198, 220, 349}},
+    {"x=1+2*3; y = [4, 5, 6]\n    return y\n",
+     {87, 28,  16, 10, 17,  9,  18, 26,  351, 348, 497, 19,
+      11, 220, 20, 11, 220, 21, 60, 198, 288, 628, 351, 198}},
+    {"emoji 🙂🙂🙂 👍🏽 🚂🚃🚃",
+     {68,  76,  78,  73,  72,  596, 347, 522, 347, 522, 356, 239, 235,
+      347, 237, 121, 356, 248, 224, 347, 248, 225, 347, 248, 225}},
+    {"CamelCaseWords, SCREAMING_CASE and path/to/file.txt",
+     {34, 64, 76, 68, 75, 34, 293, 68,  54,  264, 420, 11, 220, 50,  34,  49, 36, 32, 44, 40, 45,
+      38, 62, 34, 32, 50, 36, 287, 274, 266, 71,  14,  83, 78,  385, 432, 68, 13, 83, 87, 83}},
+    {"Don'T ſ'S I'M HE'LL",
+     {35, 301, 6, 51, 220, 129, 123, 6, 50, 220, 40, 6, 44, 220, 39, 36, 6, 43, 43}}};
+
 void expect_reference_ids(const std::string& file, const std::vector<Case>& cases) {
   Tokenizer t = Tokenizer::load(fixture(file));
   for (const Case& c : cases) {
@@ -172,6 +215,10 @@ TEST(TokenizerGpt2Style, MatchesReferenceIds) {
 
 TEST(TokenizerSmolLMStyle, MatchesReferenceIds) {
   expect_reference_ids("smollm_style.json", kSmolLMCases);
+}
+
+TEST(TokenizerO200kStyle, MatchesReferenceIds) {
+  expect_reference_ids("o200k_style.json", kO200kCases);
 }
 
 TEST(Tokenizer, VocabularyAndTokenIds) {
@@ -278,19 +325,17 @@ TEST(Tokenizer, MalformedTokenizerJsonIsSY303NamingTheField) {
       {"malformed merge", [](auto& j) { j["model"]["merges"][1] = "a b c"; }, "model.merges[1]",
        "a b c"},
       {"dropout", [](auto& j) { j["model"]["dropout"] = 0.1; }, "model.dropout", "training"},
-      {"unsupported pattern",
+      {"pattern PCRE2 rejects",
+       [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{Nope}"; },
+       "pre_tokenizer.pretokenizers[0].pattern", "does not compile"},
+      {"pattern neither Regex nor String",
        [](auto& j) {
-         j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+|[^\\w\\s]+";
-       },
-       "pre_tokenizer.pretokenizers[0].pattern.Regex", "\\\\w+|[^\\\\w\\\\s]+"},
-      {"string pattern",
-       [](auto& j) {
-         j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
+         j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Glob", " "}};
        },
        "pre_tokenizer.pretokenizers[0].pattern", "Regex"},
       {"split behaviour",
-       [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
-       "pre_tokenizer.pretokenizers[0].behavior", "Removed"},
+       [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; },
+       "pre_tokenizer.pretokenizers[0].behavior", "Sideways"},
       {"unknown pre-tokenizer",
        [](auto& j) {
          j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
@@ -340,6 +385,20 @@ TEST(Tokenizer, AcceptsTheVariantsOfRealFiles) {
                         {"use_regex", true}};
   Tokenizer g = Tokenizer::parse(j.dump(), "gpt2.json");
   EXPECT_EQ(g.decode(g.encode("Hello world")), "Hello world");
+  // A Split on a String literal whose matches are removed: the text's "--" never reaches BPE,
+  // so its pieces are the words alone (a Split's behaviour and pattern kinds are honoured).
+  nlohmann::json r = fixture_json("llama3_style.json");
+  r["pre_tokenizer"]["pretokenizers"].insert(
+      r["pre_tokenizer"]["pretokenizers"].begin(),
+      nlohmann::json::object({{"type", "Split"},
+                              {"pattern", {{"String", "--"}}},
+                              {"behavior", "Removed"},
+                              {"invert", false}}));
+  Tokenizer removed = Tokenizer::parse(r.dump(), "removed.json");
+  Tokenizer plain = Tokenizer::parse(fixture_json("llama3_style.json").dump(), "plain.json");
+  std::vector<int64_t> want = plain.encode("trains");
+  for (int64_t id : plain.encode(" tracks")) want.push_back(id);
+  EXPECT_EQ(removed.encode("trains-- tracks"), want);
 }
 
 }  // namespace
