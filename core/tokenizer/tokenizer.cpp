@@ -197,14 +197,53 @@ void split_digits(bool individual, const std::string& piece, std::vector<std::st
   }
 }
 
+// `text` with every `from` replaced by `to` (nothing when `from` is empty).
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(text);
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t hit = text.find(from, at);
+    out.append(text.substr(at, hit - at));
+    if (hit == std::string_view::npos) return out;
+    out.append(to);
+    at = hit + from.size();
+  }
+}
+
+// A byte's token in a SentencePiece vocabulary: "<0x0A>".
+std::string byte_fallback_token(int b) {
+  static const char* kHex = "0123456789ABCDEF";
+  return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+}
+
 struct Stage {
-  enum Kind { split, digits, byte_level } kind;
+  enum Kind { split, digits, byte_level, metaspace } kind;
   std::shared_ptr<const SplitRegex> regex;  // split, or byte_level with use_regex (GPT-2's)
   SplitBehavior behavior = SplitBehavior::isolated;
   bool invert = false;
   bool individual_digits = false;
   bool add_prefix_space = false;
   bool use_regex = false;
+  // metaspace: spaces become `replacement`; prepend it to every piece (always) or to the text's
+  // first (first); split the text before each replacement.
+  std::string replacement;
+  enum Prepend { never, first, always } prepend = never;
+  bool split_on_replacement = false;
+};
+
+// A normalizer step (tokenizer.json `normalizer`): Replace of a literal, or Prepend.
+struct NormalizerStep {
+  enum Kind { replace, prepend } kind;
+  std::string pattern, content;  // replace: every `pattern` becomes `content`; prepend: content
+};
+
+// What the decoder of a SentencePiece-style BPE does, in tokenizers' order Replace, ByteFallback,
+// Fuse, Strip: `mark` back to a space, <0xNN> tokens to their bytes, then up to strip_left /
+// strip_right spaces off the whole text.
+struct CharDecoder {
+  std::string mark;  // "" when the decoder replaces nothing
+  bool byte_fallback = false;
+  int strip_left = 0, strip_right = 0;
 };
 
 struct AddedToken {
@@ -290,6 +329,13 @@ struct Tokenizer::Impl {
   std::vector<bool> has_token;                         // by id
   std::unordered_map<uint64_t, MergeRule> merges;      // (left id, right id) -> rule
   std::array<int64_t, 256> byte_id{};                  // id of each byte's character, -1: none
+  // A SentencePiece-style BPE (no ByteLevel pre-tokenizer): symbols are characters; with
+  // byte_fallback a character without a token becomes its bytes' <0xNN> tokens.
+  bool is_byte_level = true;
+  bool byte_fallback = false;
+  std::array<int64_t, 256> fallback_id{};  // id of <0xNN>, -1: none
+  std::vector<NormalizerStep> normalizer;
+  CharDecoder char_decoder;
   std::optional<int64_t> unk_id;
   bool fuse_unk = false;
   bool ignore_merges = false;
@@ -309,7 +355,10 @@ struct Tokenizer::Impl {
   // (a control token) is not matched where it would overlap one of `text_only` (absolute).
   void encode_text(std::string_view text, int pass, std::vector<int64_t>& ids,
                    std::span<const TextSpan> text_only = {}, size_t base = 0) const;
-  void encode_pieces(std::string_view text, std::vector<int64_t>& ids) const;
+  void match_added(std::string_view text, int pass, std::vector<int64_t>& ids,
+                   std::span<const TextSpan> text_only, size_t base) const;
+  void encode_pieces(std::string_view text, bool first, std::vector<int64_t>& ids) const;
+  std::string normalize(std::string_view text) const;
   void bpe(const std::string& piece, std::vector<int64_t>& ids) const;
   void bpe_uncached(const std::string& piece, std::vector<int64_t>& ids) const;
   [[noreturn]] void unknown_id(int64_t id) const;
@@ -318,6 +367,17 @@ struct Tokenizer::Impl {
 namespace {
 
 // tokenizers' SplitDelimiterBehavior, as tokenizer.json spells it.
+// A regex matching `text` literally: every ASCII punctuation and space escaped for PCRE2.
+std::string literal_regex(std::string_view text) {
+  std::string regex;
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c)))
+      regex += '\\';
+    regex += c;
+  }
+  return regex;
+}
+
 SplitBehavior split_behavior(const Loader& L, const json* j, const std::string& field) {
   static const std::pair<const char*, SplitBehavior> kNames[] = {
       {"Removed", SplitBehavior::removed},
@@ -349,11 +409,7 @@ Stage parse_stage(const Loader& L, const json& j, const std::string& path) {
     if (pat.is_object() && pat.contains("Regex")) {
       regex = L.str(pat["Regex"], path + ".pattern.Regex");
     } else if (pat.is_object() && pat.contains("String")) {  // a literal, matched as one
-      for (char c : L.str(pat["String"], path + ".pattern.String")) {
-        if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c)))
-          regex += '\\';  // every ASCII punctuation and space escaped: a literal to PCRE2
-        regex += c;
-      }
+      regex = literal_regex(L.str(pat["String"], path + ".pattern.String"));
     } else {
       L.fail(path + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}, got " + pat.dump());
     }
@@ -363,16 +419,40 @@ Stage parse_stage(const Loader& L, const json& j, const std::string& path) {
   } else if (type == "Digits") {
     st.kind = Stage::digits;
     st.individual_digits = L.flag(j, "individual_digits", path + ".", false);
+  } else if (type == "Metaspace") {
+    st.kind = Stage::metaspace;
+    st.replacement = L.str(L.need(j, "replacement", path + "."), path + ".replacement");
+    if (code_points(st.replacement).size() != 1)
+      L.fail(path + ".replacement", "must be one character, got " + json_quoted(st.replacement));
+    const json* scheme = L.find(j, "prepend_scheme");
+    const std::string how = scheme ? L.str(*scheme, path + ".prepend_scheme")
+                            : L.flag(j, "add_prefix_space", path + ".", true) ? "always"
+                                                                              : "never";
+    if (how == "always")
+      st.prepend = Stage::always;
+    else if (how == "first")
+      st.prepend = Stage::first;
+    else if (how == "never")
+      st.prepend = Stage::never;
+    else
+      L.fail(path + ".prepend_scheme", "must be always, first or never, got " + json_quoted(how));
+    st.split_on_replacement = L.flag(j, "split", path + ".", true);
+    if (st.split_on_replacement)
+      st.regex = std::make_shared<const SplitRegex>(literal_regex(st.replacement), L.file(),
+                                                    path + ".replacement");
   } else {
     L.fail(path + ".type", "unsupported pre-tokenizer " + json_quoted(type) +
-                               " (Switchyard reads ByteLevel, Split and Digits)");
+                               " (Switchyard reads ByteLevel, Split, Digits and Metaspace)");
   }
   return st;
 }
 
 void parse_pre_tokenizer(const Loader& L, const json& root, Tokenizer::Impl& t) {
   const json* pre = L.find(root, "pre_tokenizer");
-  if (!pre) L.fail("pre_tokenizer", "missing: a byte-level BPE needs a ByteLevel pre-tokenizer");
+  if (!pre) {  // a SentencePiece-style BPE over the normalized text as one piece
+    t.is_byte_level = false;
+    return;
+  }
   std::string type = L.type_of(*pre, "pre_tokenizer");
   if (type == "Sequence") {
     const json& list = L.need(*pre, "pretokenizers", "pre_tokenizer.");
@@ -383,28 +463,43 @@ void parse_pre_tokenizer(const Loader& L, const json& root, Tokenizer::Impl& t) 
   } else {
     t.stages.push_back(parse_stage(L, *pre, "pre_tokenizer"));
   }
-  for (size_t i = 0; i < t.stages.size(); ++i)
-    if ((t.stages[i].kind == Stage::byte_level) != (i + 1 == t.stages.size()))
-      L.fail("pre_tokenizer", "must end with the one ByteLevel pre-tokenizer, got " + pre->dump());
+  // ByteLevel, when there is one, comes last: it makes the symbols bytes. Without one the BPE
+  // is SentencePiece-style, over characters.
+  t.is_byte_level = !t.stages.empty() && t.stages.back().kind == Stage::byte_level;
+  for (size_t i = 0; i + 1 < t.stages.size(); ++i)
+    if (t.stages[i].kind == Stage::byte_level)
+      L.fail("pre_tokenizer", "may hold one ByteLevel pre-tokenizer, last, got " + pre->dump());
 }
 
-void parse_normalizer(const Loader& L, const json& root) {
+void parse_normalizer(const Loader& L, const json& root, Tokenizer::Impl& t) {
   const json* norm = L.find(root, "normalizer");
   if (!norm) return;
-  auto check = [&](const json& j, const std::string& path) {
+  auto step = [&](const json& j, const std::string& path) {
     std::string type = L.type_of(j, path);
-    // NFC is accepted and not applied: see tokenizer.hpp.
-    if (type != "NFC")
+    if (type == "NFC") return;  // accepted and not applied: see tokenizer.hpp
+    if (type == "Prepend") {
+      t.normalizer.push_back({NormalizerStep::prepend, "",
+                              L.str(L.need(j, "prepend", path + "."), path + ".prepend")});
+    } else if (type == "Replace") {
+      const json& pat = L.need(j, "pattern", path + ".");
+      if (!pat.is_object() || !pat.contains("String"))
+        L.fail(path + ".pattern", "must be {\"String\": ...} (a literal), got " + pat.dump());
+      NormalizerStep r{NormalizerStep::replace, L.str(pat["String"], path + ".pattern.String"),
+                       L.str(L.need(j, "content", path + "."), path + ".content")};
+      if (r.pattern.empty()) L.fail(path + ".pattern.String", "must not be empty");
+      t.normalizer.push_back(std::move(r));
+    } else {
       L.fail(path + ".type", "unsupported normalizer " + json_quoted(type) +
-                                 " (a byte-level BPE has none, or NFC)");
+                                 " (Switchyard reads NFC, Prepend, Replace and Sequence)");
+    }
   };
   if (L.type_of(*norm, "normalizer") == "Sequence") {
     const json& list = L.need(*norm, "normalizers", "normalizer.");
     if (!list.is_array()) L.fail("normalizer.normalizers", "must be an array");
     for (size_t i = 0; i < list.size(); ++i)
-      check(list[i], "normalizer.normalizers[" + std::to_string(i) + "]");
+      step(list[i], "normalizer.normalizers[" + std::to_string(i) + "]");
   } else {
-    check(*norm, "normalizer");
+    step(*norm, "normalizer");
   }
 }
 
@@ -415,8 +510,7 @@ void parse_model(const Loader& L, const json& root, Tokenizer::Impl& t) {
     L.fail("model.type", "must be \"BPE\" (byte-level BPE), got " + json_quoted(type));
   if (const json* d = L.find(model, "dropout"); d && !(d->is_number() && d->get<double>() == 0))
     L.fail("model.dropout", "must be null: BPE dropout is for training, got " + d->dump());
-  if (L.flag(model, "byte_fallback", "model.", false))
-    L.fail("model.byte_fallback", "must be false (byte-level BPE needs no byte fallback)");
+  t.byte_fallback = L.flag(model, "byte_fallback", "model.", false);
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (const json* a = L.find(model, affix); a && *a != "")
       L.fail(std::string("model.") + affix, "must be null or \"\", got " + a->dump());
@@ -469,6 +563,8 @@ void parse_model(const Loader& L, const json& root, Tokenizer::Impl& t) {
   for (int b = 0; b < 256; ++b) {
     auto it = t.vocab.find(alphabet().byte_to_utf8[b]);
     t.byte_id[b] = it == t.vocab.end() ? -1 : it->second;
+    it = t.vocab.find(byte_fallback_token(b));
+    t.fallback_id[b] = it == t.vocab.end() ? -1 : it->second;
   }
 }
 
@@ -569,13 +665,69 @@ void parse_post_processor(const Loader& L, const json& p, const std::string& pat
                              "RobertaProcessing and Sequence)");
 }
 
-void parse_decoder(const Loader& L, const json& root) {
+void parse_decoder(const Loader& L, const json& root, Tokenizer::Impl& t) {
   const json* dec = L.find(root, "decoder");
-  if (!dec) L.fail("decoder", "missing: a byte-level BPE needs the ByteLevel decoder");
+  if (!dec) L.fail("decoder", "missing");
   std::string type = L.type_of(*dec, "decoder");
-  if (type != "ByteLevel")
-    L.fail("decoder.type",
-           "unsupported decoder " + json_quoted(type) + " (Switchyard reads ByteLevel)");
+  if (t.is_byte_level) {
+    if (type != "ByteLevel")
+      L.fail("decoder.type", "unsupported decoder " + json_quoted(type) +
+                                 " for a byte-level BPE (Switchyard reads ByteLevel)");
+    return;
+  }
+  if (type == "ByteLevel")
+    L.fail("pre_tokenizer", "has no ByteLevel pre-tokenizer (last), which the ByteLevel decoder "
+                            "reads back");
+  // A SentencePiece-style BPE: Metaspace, or tokenizers' Sequence of Replace(mark, " "),
+  // ByteFallback, Fuse and Strip(" ") in that order (each optional but Fuse before Strip).
+  CharDecoder& d = t.char_decoder;
+  if (type == "Metaspace") {
+    d.mark = L.str(L.need(*dec, "replacement", "decoder."), "decoder.replacement");
+    const json* scheme = L.find(*dec, "prepend_scheme");
+    const bool prepends =
+        scheme ? *scheme != "never" : L.flag(*dec, "add_prefix_space", "decoder.", true);
+    d.strip_left = prepends ? 1 : 0;
+    return;
+  }
+  const json one = json::array({*dec});
+  const json& list = type == "Sequence" ? L.need(*dec, "decoders", "decoder.") : one;
+  if (!list.is_array()) L.fail("decoder.decoders", "must be an array");
+  const std::vector<std::string> order = {"Replace", "ByteFallback", "Fuse", "Strip"};
+  size_t next = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path =
+        type == "Sequence" ? "decoder.decoders[" + std::to_string(i) + "]" : std::string("decoder");
+    const std::string kind = L.type_of(list[i], path);
+    size_t at = std::find(order.begin(), order.end(), kind) - order.begin();
+    if (at == order.size() || at < next)
+      L.fail(path + ".type", "unsupported decoder " + json_quoted(kind) +
+                                 " here (a SentencePiece-style BPE's decoder is Replace, "
+                                 "ByteFallback, Fuse, Strip in that order, or Metaspace)");
+    next = at + 1;
+    if (kind == "Replace") {
+      const json& pat = L.need(list[i], "pattern", path + ".");
+      if (!pat.is_object() || !pat.contains("String") ||
+          L.str(L.need(list[i], "content", path + "."), path + ".content") != " ")
+        L.fail(path, "must replace a literal with \" \", got " + list[i].dump());
+      d.mark = L.str(pat["String"], path + ".pattern.String");
+    } else if (kind == "Strip") {
+      if (L.str(L.need(list[i], "content", path + "."), path + ".content") != " ")
+        L.fail(path + ".content", "must be \" \"");
+      for (auto [key, into] :
+           {std::pair{"start", &d.strip_left}, std::pair{"stop", &d.strip_right}}) {
+        const json& n = L.need(list[i], key, path + ".");
+        if (!n.is_number_unsigned() || n.get<uint64_t>() > 64)
+          L.fail(path + "." + key, "must be a small count, got " + n.dump());
+        *into = int(n.get<uint64_t>());
+      }
+    } else if (kind == "ByteFallback") {
+      d.byte_fallback = true;
+    }
+  }
+  if (d.strip_left + d.strip_right > 0 && std::find_if(list.begin(), list.end(), [](const json& j) {
+                                            return j.value("type", "") == "Fuse";
+                                          }) == list.end())
+    L.fail("decoder", "strips without Fuse before it (a Strip of each token) is not supported");
 }
 
 }  // namespace
@@ -591,11 +743,15 @@ Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file
   if (!root.is_object()) L.fail("", "not a tokenizer.json: the top level must be an object");
   auto t = std::make_shared<Impl>();
   t->file = file;
-  parse_model(L, root, *t);
-  parse_normalizer(L, root);
   parse_pre_tokenizer(L, root, *t);
+  parse_model(L, root, *t);
+  if (t->is_byte_level && t->byte_fallback)
+    L.fail("model.byte_fallback",
+           "must be false with a ByteLevel pre-tokenizer (every byte has "
+           "a token)");
+  parse_normalizer(L, root, *t);
   parse_added_tokens(L, root, *t);
-  parse_decoder(L, root);
+  parse_decoder(L, root, *t);
   if (const json* post = L.find(root, "post_processor"))
     parse_post_processor(L, *post, "post_processor", *t);
 
@@ -605,9 +761,19 @@ Tokenizer Tokenizer::parse(const std::string& json_text, const std::string& file
   t->token_text.resize(size);
   t->token_bytes.resize(size);
   t->has_token.assign(size, false);
+  std::unordered_map<int64_t, int> fallback_byte;  // <0xNN> ids, when the decoder reads them
+  if (t->char_decoder.byte_fallback)
+    for (int b = 0; b < 256; ++b)
+      if (t->fallback_id[b] >= 0) fallback_byte[t->fallback_id[b]] = b;
   auto set = [&](int64_t id, const std::string& text) {
     t->token_text[id] = text;
-    t->token_bytes[id] = byte_level_decode(text);
+    if (t->is_byte_level) {
+      t->token_bytes[id] = byte_level_decode(text);
+    } else if (auto it = fallback_byte.find(id); it != fallback_byte.end()) {
+      t->token_bytes[id] = std::string(1, char(it->second));
+    } else {
+      t->token_bytes[id] = replace_all(text, t->char_decoder.mark, " ");
+    }
     t->has_token[id] = true;
   };
   for (const auto& [token, id] : t->vocab) set(id, token);
@@ -628,10 +794,37 @@ Tokenizer Tokenizer::load(const std::string& path) {
 
 // ---- encoding -------------------------------------------------------------------------------
 
+std::string Tokenizer::Impl::normalize(std::string_view text) const {
+  std::string out(text);
+  for (const NormalizerStep& step : normalizer)
+    if (step.kind == NormalizerStep::replace)
+      out = replace_all(out, step.pattern, step.content);
+    else if (!out.empty())  // tokenizers' Prepend leaves an empty text empty
+      out = step.content + out;
+  return out;
+}
+
 void Tokenizer::Impl::encode_text(std::string_view text, int pass, std::vector<int64_t>& ids,
                                   std::span<const TextSpan> text_only, size_t base) const {
-  if (pass == 2) return encode_pieces(text, ids);  // (normalisation, NFC, is not applied)
+  if (pass == 2) return encode_pieces(text, base == 0, ids);  // (NFC is not applied)
+  if (pass == 1 && !normalizer.empty()) {
+    // Matched and cut in the normalized text, whose offsets are not the caller's: a protected
+    // span anywhere in this segment protects all of it.
+    const std::string normalized = normalize(text);
+    bool touched = false;
+    for (const TextSpan& t : text_only)
+      touched |= base < t.offset + t.size && t.offset < base + text.size();
+    const TextSpan all{base, normalized.size()};
+    return match_added(normalized, pass, ids,
+                       touched ? std::span<const TextSpan>(&all, 1) : std::span<const TextSpan>{},
+                       base);
+  }
   if (!any_added[pass]) return encode_text(text, pass + 1, ids, text_only, base);
+  match_added(text, pass, ids, text_only, base);
+}
+
+void Tokenizer::Impl::match_added(std::string_view text, int pass, std::vector<int64_t>& ids,
+                                  std::span<const TextSpan> text_only, size_t base) const {
   auto protected_at = [&](size_t start, size_t size) {
     for (const TextSpan& t : text_only)
       if (base + start < t.offset + t.size && t.offset < base + start + size) return true;
@@ -688,12 +881,25 @@ void Tokenizer::Impl::encode_text(std::string_view text, int pass, std::vector<i
   if (done < text.size()) encode_text(text.substr(done), pass + 1, ids, text_only, base + done);
 }
 
-void Tokenizer::Impl::encode_pieces(std::string_view text, std::vector<int64_t>& ids) const {
+void Tokenizer::Impl::encode_pieces(std::string_view text, bool first,
+                                    std::vector<int64_t>& ids) const {
   std::vector<std::string> pieces{std::string(text)}, next;
   for (const Stage& st : stages) {
     next.clear();
-    for (std::string& p : pieces) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string& p = pieces[i];
       switch (st.kind) {
+        case Stage::metaspace: {
+          p = replace_all(p, " ", st.replacement);
+          const bool prepend =
+              st.prepend == Stage::always || (st.prepend == Stage::first && first && i == 0);
+          if (prepend && !p.starts_with(st.replacement)) p.insert(0, st.replacement);
+          if (st.regex)
+            st.regex->split(p, SplitBehavior::merged_with_next, false, next);
+          else
+            next.push_back(std::move(p));
+          break;
+        }
         case Stage::split: st.regex->split(p, st.behavior, st.invert, next); break;
         case Stage::digits: split_digits(st.individual_digits, p, next); break;
         case Stage::byte_level:
@@ -731,7 +937,7 @@ void Tokenizer::Impl::bpe(const std::string& piece, std::vector<int64_t>& ids) c
 // a heap of candidate merges over a linked list of symbols; stale entries are skipped.
 void Tokenizer::Impl::bpe_uncached(const std::string& piece, std::vector<int64_t>& ids) const {
   if (ignore_merges) {
-    if (auto it = vocab.find(byte_level(piece)); it != vocab.end()) {
+    if (auto it = vocab.find(is_byte_level ? byte_level(piece) : piece); it != vocab.end()) {
       ids.push_back(it->second);
       return;
     }
@@ -743,15 +949,34 @@ void Tokenizer::Impl::bpe_uncached(const std::string& piece, std::vector<int64_t
   };
   std::vector<Symbol> sym;
   sym.reserve(piece.size());
-  for (char ch : piece) {
-    int64_t id = byte_id[static_cast<uint8_t>(ch)];
+  auto add = [&](int64_t id) {
     if (id < 0) {
-      if (!unk_id) continue;  // dropped, as the reference does without an unk token
-      if (fuse_unk && !sym.empty() && sym.back().id == *unk_id) continue;
+      if (!unk_id) return;  // dropped, as the reference does without an unk token
+      if (fuse_unk && !sym.empty() && sym.back().id == *unk_id) return;
       id = *unk_id;
     }
     int k = static_cast<int>(sym.size());
     sym.push_back({id, k - 1, k + 1, true});
+  };
+  if (is_byte_level) {
+    for (char ch : piece) add(byte_id[static_cast<uint8_t>(ch)]);
+  } else {  // characters; one without a token as its bytes' <0xNN> (byte_fallback), or unk
+    const std::vector<CodePoint> cps = code_points(piece);
+    for (size_t i = 0; i < cps.size(); ++i) {
+      const size_t end = i + 1 < cps.size() ? cps[i + 1].offset : piece.size();
+      const std::string ch = piece.substr(cps[i].offset, end - cps[i].offset);
+      if (auto it = vocab.find(ch); it != vocab.end()) {
+        add(it->second);
+        continue;
+      }
+      bool all = byte_fallback;
+      for (char b : ch) all = all && fallback_id[static_cast<uint8_t>(b)] >= 0;
+      if (!all) {
+        add(-1);
+        continue;
+      }
+      for (char b : ch) add(fallback_id[static_cast<uint8_t>(b)]);
+    }
   }
   if (sym.empty()) return;
   sym.back().next = -1;
@@ -821,6 +1046,13 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   std::string out;
   out.reserve(bytes.size());
   append_lossy(out, bytes);
+  if (!impl_->is_byte_level) {  // the decoder's Strip, on the fused text
+    const CharDecoder& d = impl_->char_decoder;
+    size_t left = 0, right = out.size();
+    for (int i = 0; i < d.strip_left && left < right && out[left] == ' '; ++i) ++left;
+    for (int i = 0; i < d.strip_right && right > left && out[right - 1] == ' '; ++i) --right;
+    out = out.substr(left, right - left);
+  }
   return out;
 }
 

@@ -173,6 +173,88 @@ const std::vector<Case> kO200kCases = {
     {"Don'T ſ'S I'M HE'LL",
      {35, 301, 6, 51, 220, 129, 123, 6, 50, 220, 40, 6, 44, 220, 39, 36, 6, 43, 43}}};
 
+// llama2_style.json and gemma_style.json (tokenizers 0.23.3): SentencePiece-style BPE over
+// characters with byte fallback (<0xNN> for the characters the training text lacked: the emoji,
+// CJK and ½ ² of these strings), as Llama 2 / Mistral and Gemma ship it.
+const std::vector<Case> kLlama2Cases = {
+    {"", {}},
+    {" ", {345}},
+    {"   ", {345, 345, 345}},
+    {"\n", {345, 260}},
+    {"Hello world", {454, 405}},
+    {"Hello world\n\nSecond line\r\n  indented\tand tabbed   ",
+     {454, 405, 458, 295, 514, 367, 402, 261, 260, 345, 345, 359,
+      663, 422, 259, 303, 367, 442, 304, 304, 422, 345, 345, 345}},
+    {"12345", {455}},
+    {"1234567890 and 3.14159, 07:15",
+     {455, 480, 482, 275, 380, 435, 273, 276, 279, 477, 284, 271, 688, 477}},
+    {"I'm don't they'll we've you're she'd it's", {669, 693, 630, 635, 431, 699, 627, 659}},
+    {"I'M DON'T THEY'LL WE'VE", {395, 266, 80,  345, 71, 82,  81, 266, 296, 345, 296, 291,
+                                 72,  298, 266, 79,  79, 345, 90, 72,  266, 89,  72}},
+    {"Hello, world! (quoted) \"yes\"; a-b_c... ?! #tag @user 100%",
+     {454, 271, 680, 345, 267, 319, 558, 422, 268, 345, 263, 327, 363, 263, 286, 354, 272,
+      304, 302, 305, 683, 345, 485, 345, 264, 322, 497, 345, 289, 323, 321, 355, 643}},
+    {"naïve café 東京 🙂", {606, 431, 648, 331, 581, 346, 582}},
+    {"Ünïcödé ΑΒΓ αβγ Привет мир ½ ² ٣",
+     {345, 198, 159, 316, 332, 305, 198, 185, 306, 331, 345, 209, 148, 209, 149, 209,
+      150, 609, 337, 610, 570, 344, 611, 345, 197, 192, 345, 197, 181, 345, 220, 166}},
+    {"<|im_start almost special |> <|endoftext",
+     {345, 63,  127, 311, 315, 302, 321, 322, 414, 322, 354, 314, 315, 317, 321, 322, 356, 318,
+      307, 305, 311, 498, 345, 127, 65,  345, 63,  127, 307, 367, 317, 308, 322, 307, 326, 322}},
+    {"supercalifragilisticexpialidocious antidisestablishmentarianism",
+     {356, 323, 546, 305, 498, 311, 308, 361, 309, 525, 390, 322, 311, 305, 307, 326,
+      318, 311, 498, 311, 306, 317, 305, 311, 427, 321, 354, 533, 311, 306, 390, 363,
+      322, 303, 304, 314, 390, 310, 315, 512, 322, 303, 393, 375, 390, 315}},
+    {"a\302\240b\343\200\200c  \n  d",
+     {354, 197, 163, 304, 230, 131, 131, 305, 345, 345, 260, 345, 436}},
+    {"x=1+2*3; y = [4, 5, 6]\n    return y\n",
+     {578, 287, 276, 270, 277, 269, 278, 286, 439, 576, 345, 300, 279, 271, 345, 280,
+      271, 345, 281, 301, 260, 345, 345, 345, 345, 368, 322, 323, 320, 316, 439, 260}},
+    {"emoji 🙂🙂🙂 👍🏽 🚂🚃🚃",
+     {371, 315, 317, 312, 311, 582, 350, 350, 345, 243, 162, 148, 144,
+      243, 162, 146, 192, 583, 243, 162, 157, 134, 243, 162, 157, 134}},
+    {"  two leading spaces", {345, 352, 325, 317, 366, 307, 303, 306, 359, 309, 625}},
+    {"tab\tand\nnewline", {442, 304, 259, 303, 367, 260, 316, 307, 325, 314, 400}}};
+const std::vector<Case> kGemmaCases = {
+    {"", {}},
+    {" ", {345}},
+    {"   ", {345, 345, 345}},
+    {"\n", {260}},
+    {"Hello world", {412, 401, 405}},
+    {"Hello world\n\nSecond line\r\n  indented\tand tabbed   ",
+     {412, 401, 405, 458, 295, 514, 367, 402, 261, 260, 345, 345, 359,
+      663, 422, 259, 303, 367, 442, 304, 304, 422, 345, 345, 345}},
+    {"12345", {276, 411, 382}},
+    {"1234567890 and 3.14159, 07:15",
+     {276, 411, 382, 480, 482, 275, 380, 435, 273, 276, 279, 477, 284, 271, 688, 477}},
+    {"I'm don't they'll we've you're she'd it's", {292, 465, 693, 630, 635, 431, 699, 627, 659}},
+    {"I'M DON'T THEY'LL WE'VE", {292, 266, 80,  345, 71, 82,  81, 266, 296, 345, 296, 291,
+                                 72,  298, 266, 79,  79, 345, 90, 72,  266, 89,  72}},
+    {"Hello, world! (quoted) \"yes\"; a-b_c... ?! #tag @user 100%",
+     {412, 401, 271, 680, 345, 267, 319, 558, 422, 268, 345, 263, 327, 363, 263, 286, 354,
+      272, 304, 302, 305, 683, 345, 485, 345, 264, 322, 497, 345, 289, 323, 321, 355, 643}},
+    {"naïve café 東京 🙂", {536, 431, 648, 331, 581, 346, 582}},
+    {"Ünïcödé ΑΒΓ αβγ Привет мир ½ ² ٣",
+     {198, 159, 316, 332, 305, 198, 185, 306, 331, 345, 209, 148, 209, 149, 209, 150,
+      609, 337, 610, 570, 344, 611, 345, 197, 192, 345, 197, 181, 345, 220, 166}},
+    {"<|im_start almost special |> <|endoftext",
+     {63,  127, 311, 315, 302, 321, 322, 414, 322, 354, 314, 315, 317, 321, 322, 356, 318, 307,
+      305, 311, 498, 345, 127, 65,  345, 63,  127, 307, 367, 317, 308, 322, 307, 326, 322}},
+    {"supercalifragilisticexpialidocious antidisestablishmentarianism",
+     {551, 546, 305, 498, 311, 308, 361, 309, 525, 390, 322, 311, 305, 307, 326,
+      318, 311, 498, 311, 306, 317, 305, 311, 427, 321, 354, 533, 311, 306, 390,
+      363, 322, 303, 304, 314, 390, 310, 315, 512, 322, 303, 393, 375, 390, 315}},
+    {"a\302\240b\343\200\200c  \n  d",
+     {303, 197, 163, 304, 230, 131, 131, 305, 345, 345, 260, 345, 436}},
+    {"x=1+2*3; y = [4, 5, 6]\n    return y\n",
+     {326, 287, 276, 270, 277, 269, 278, 286, 439, 576, 345, 300, 279, 271, 345, 280,
+      271, 345, 281, 301, 260, 345, 345, 345, 345, 368, 322, 323, 320, 316, 439, 260}},
+    {"emoji 🙂🙂🙂 👍🏽 🚂🚃🚃",
+     {307, 315, 317, 312, 311, 582, 350, 350, 345, 243, 162, 148, 144,
+      243, 162, 146, 192, 583, 243, 162, 157, 134, 243, 162, 157, 134}},
+    {"  two leading spaces", {345, 352, 325, 317, 366, 307, 303, 306, 359, 309, 625}},
+    {"tab\tand\nnewline", {322, 303, 304, 259, 303, 367, 260, 316, 307, 325, 314, 400}}};
+
 void expect_reference_ids(const std::string& file, const std::vector<Case>& cases) {
   Tokenizer t = Tokenizer::load(fixture(file));
   for (const Case& c : cases) {
@@ -215,6 +297,26 @@ TEST(TokenizerGpt2Style, MatchesReferenceIds) {
 
 TEST(TokenizerSmolLMStyle, MatchesReferenceIds) {
   expect_reference_ids("smollm_style.json", kSmolLMCases);
+}
+
+// Decoding: Gemma's gives the text back; Llama 2's strips the one space its Metaspace put before
+// the text (and so a space the text began with), as the reference does. Streamed tokens are the
+// raw pieces: the prepended space included.
+TEST(TokenizerSentencePieceStyle, MatchesReferenceIds) {
+  for (auto [file, cases, prefix_space] : {std::tuple{"llama2_style.json", &kLlama2Cases, true},
+                                           std::tuple{"gemma_style.json", &kGemmaCases, false}}) {
+    Tokenizer t = Tokenizer::load(fixture(file));
+    for (const Case& c : *cases) {
+      SCOPED_TRACE(std::string(file) + ": \"" + c.text + "\"");
+      EXPECT_EQ(t.encode(c.text), c.ids);
+      const bool prepended = prefix_space && !c.text.empty() && c.text[0] != ' ';
+      const bool stripped = prefix_space && !c.text.empty() && c.text[0] == ' ';
+      EXPECT_EQ(t.decode(c.ids), stripped ? c.text.substr(1) : c.text);
+      std::string streamed;
+      for (int64_t id : c.ids) streamed += t.decode_token(id);
+      EXPECT_EQ(streamed, prepended ? " " + c.text : c.text);
+    }
+  }
 }
 
 TEST(TokenizerO200kStyle, MatchesReferenceIds) {
@@ -338,13 +440,13 @@ TEST(Tokenizer, MalformedTokenizerJsonIsSY303NamingTheField) {
        "pre_tokenizer.pretokenizers[0].behavior", "Sideways"},
       {"unknown pre-tokenizer",
        [](auto& j) {
-         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
        },
-       "pre_tokenizer.type", "Metaspace"},
+       "pre_tokenizer.type", "Whitespace"},
       {"no ByteLevel", [](auto& j) { j["pre_tokenizer"]["pretokenizers"].erase(1); },
        "pre_tokenizer", "ByteLevel"},
       {"missing pre-tokenizer", [](auto& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer",
-       "missing"},
+       "ByteLevel"},
       {"normalizer",
        [](auto& j) {
          j["normalizer"] = {{"type", "Lowercase"}};
