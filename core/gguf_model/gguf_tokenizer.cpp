@@ -3,6 +3,8 @@
 #include <cctype>
 #include <filesystem>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 
 #include "core/gguf_model/gguf_model.hpp"
 
@@ -35,7 +37,7 @@ const std::set<std::string> kTokenizerKeys = {
 };
 
 // GGUF's token types (llama.cpp's llama_token_type).
-constexpr int64_t kControl = 3, kUserDefined = 4;
+constexpr int64_t kUnknown = 2, kControl = 3, kUserDefined = 4;
 
 [[noreturn]] void bad(const GgufFile& f, const std::string& key, const std::string& what) {
   throw Error(Errc::bad_tokenizer, "tokenizer is invalid: metadata '" + key + "' " + what,
@@ -165,6 +167,144 @@ json pre_tokenizer(const GgufFile& f, const std::string& pre) {
   return stages.size() == 1 ? stages[0] : json{{"type", "Sequence"}, {"pretokenizers", stages}};
 }
 
+// ---- SentencePiece vocabularies (tokenizer.ggml.model = "llama") ---------------------------
+// As transformers' GGUF loader reads them (integrations/gguf/gguf_tokenizer_mapping.py): a
+// byte-fallback BPE over characters whose merges, when the file lists none, are derived from the
+// vocabulary (generate_merges), ranked by the tokens' scores, or for Gemma by their order in the
+// file; Gemma's tokens of spaces respelled with ▁; Gemma's normalizer and decoder, or Llama's
+// Metaspace with a prefix space.
+
+bool is_gemma(const std::string& arch) {
+  return arch == "gemma" || arch == "gemma2" || arch == "gemma3";
+}
+
+// The code points of a UTF-8 token, as byte offsets (and the end).
+std::vector<size_t> char_offsets(const std::string& s) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
+  at.push_back(s.size());
+  return at;
+}
+
+// Every split of a token into two tokens of the vocabulary, ranked best-first by the token's
+// score, then the longer left and right part (transformers' generate_merges; equal keys keep
+// the vocabulary's order, and within a token the parts' ids).
+json derived_merges(const std::vector<std::string>& tokens, const std::vector<double>& scores) {
+  std::unordered_map<std::string, int64_t> id;
+  std::unordered_map<std::string, double> score;
+  std::vector<const std::string*> order;  // first appearance, as a Python dict keeps it
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!id.count(tokens[i])) order.push_back(&tokens[i]);
+    id[tokens[i]] = int64_t(i);
+    score[tokens[i]] = scores[i];
+  }
+  struct Merge {
+    std::string left, right;
+    double score;
+    size_t left_chars, right_chars;
+  };
+  std::vector<Merge> merges;
+  for (const std::string* t : order) {
+    const std::vector<size_t> at = char_offsets(*t);
+    const size_t chars = at.size() - 1;
+    std::vector<Merge> local;
+    for (size_t k = 1; k < chars; ++k) {
+      std::string l = t->substr(0, at[k]), r = t->substr(at[k]);
+      if (id.count(l) && id.count(r))
+        local.push_back({std::move(l), std::move(r), score[*t], k, chars - k});
+    }
+    std::stable_sort(local.begin(), local.end(), [&](const Merge& a, const Merge& b) {
+      return std::pair(id[a.left], id[a.right]) < std::pair(id[b.left], id[b.right]);
+    });
+    for (Merge& m : local) merges.push_back(std::move(m));
+  }
+  std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
+    return std::tuple(a.score, a.left_chars, a.right_chars) >
+           std::tuple(b.score, b.left_chars, b.right_chars);
+  });
+  json out = json::array();
+  for (const Merge& m : merges) out.push_back(json::array({m.left, m.right}));
+  return out;
+}
+
+std::string sentencepiece_json(const GgufFile& f, std::vector<std::string> tokens,
+                               const std::vector<int64_t>& types) {
+  const GgufValue* arch_v = f.value("general.architecture");
+  const std::string arch = arch_v ? arch_v->s : "";
+  const bool gemma = is_gemma(arch);
+  if (gemma)  // Gemma's files spell a token of spaces with spaces; its tokenizer with ▁
+    for (std::string& t : tokens)
+      if (t.find(' ') != std::string::npos &&
+          t.find_first_not_of(" \t\n\r\v\f") == std::string::npos) {
+        std::string mark;
+        for (size_t k = 0; k < t.size(); ++k) mark += "\u2581";
+        t = mark;
+      }
+  std::vector<double> scores(tokens.size());
+  if (gemma) {  // Gemma's scores do not follow its merge order; the file's order does
+    for (size_t i = 0; i < tokens.size(); ++i) scores[i] = -double(i);
+  } else {
+    const GgufValue& s = need(f, "tokenizer.ggml.scores");
+    if (s.element_type != GgufType::f32 || s.floats.size() != tokens.size())
+      bad(f, "tokenizer.ggml.scores", "is not one f32 per token");
+    scores = s.floats;
+  }
+  json merges;
+  if (const GgufValue* m = f.value("tokenizer.ggml.merges")) {
+    if (m->element_type != GgufType::string) bad(f, "tokenizer.ggml.merges", "is not strings");
+    merges = m->strings;
+  } else {
+    merges = derived_merges(tokens, scores);
+  }
+  json vocab = json::object(), added = json::array();
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    vocab[tokens[id]] = id;
+    // Control and unknown tokens (<s>, <unk>) are special, matched whole in the text, as
+    // llama.cpp and transformers' loader both take them; user-defined ones are plain added.
+    if (types[id] == kControl || types[id] == kUnknown || types[id] == kUserDefined)
+      added.push_back({{"id", id},
+                       {"content", tokens[id]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", types[id] != kUserDefined}});
+  }
+  const json replace_mark = {
+      {"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}};
+  json decoders = json::array({replace_mark, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+  json j = {{"added_tokens", added},
+            {"model",
+             {{"type", "BPE"},
+              {"vocab", vocab},
+              {"merges", merges},
+              {"byte_fallback", true},
+              {"fuse_unk", true}}}};
+  // The prefix space as the file says (llama.cpp's add_space_prefix; transformers' loader
+  // always adds it outside Gemma, which a file saying false would not get).
+  const bool prefix = flag(f, "tokenizer.ggml.add_space_prefix", !gemma);
+  if (gemma && prefix)
+    bad(f, "tokenizer.ggml.add_space_prefix", "is true, which Gemma's tokenizer never applies");
+  if (gemma) {  // GemmaTokenizer: no prefix space
+    if (vocab.contains("<unk>")) j["model"]["unk_token"] = "<unk>";
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+    j["pre_tokenizer"] = {{"type", "Split"},
+                          {"pattern", {{"String", " "}}},
+                          {"behavior", "MergedWithPrevious"},
+                          {"invert", false}};
+  } else {  // LlamaTokenizer: a prefix space before the text, stripped when decoding
+    j["pre_tokenizer"] = {{"type", "Metaspace"},
+                          {"replacement", "\u2581"},
+                          {"prepend_scheme", prefix ? "first" : "never"},
+                          {"split", false}};
+    if (prefix)
+      decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  }
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+  return j.dump();
+}
+
 }  // namespace
 
 std::string gguf_tokenizer_json(const GgufFile& f) {
@@ -172,14 +312,26 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
     if (key.starts_with("tokenizer.") && !kTokenizerKeys.count(key))
       bad(f, key, "is not one Switchyard knows the effect of");
   const GgufValue& model = need(f, "tokenizer.ggml.model");
-  if (model.s != "gpt2")
+  if (model.s != "gpt2" && model.s != "llama")
     bad(f, "tokenizer.ggml.model",
-        "is '" + model.s + "': only byte-level BPE tokenizers (gpt2) are supported");
-  if (flag(f, "tokenizer.ggml.add_space_prefix", false))
-    bad(f, "tokenizer.ggml.add_space_prefix", "is true, which a byte-level BPE never applies");
+        "is '" + model.s +
+            "': Switchyard reads byte-level BPE (gpt2) and SentencePiece BPE "
+            "(llama) vocabularies");
   const GgufValue& tokens = need(f, "tokenizer.ggml.tokens");
   if (tokens.element_type != GgufType::string || tokens.strings.empty())
     bad(f, "tokenizer.ggml.tokens", "is not a non-empty array of strings");
+  if (model.s == "llama") {
+    std::vector<int64_t> types(tokens.strings.size(), 1);
+    if (const GgufValue* t = f.value("tokenizer.ggml.token_type")) {
+      auto ints = t->as_int_array();
+      if (!ints || ints->size() != tokens.strings.size())
+        bad(f, "tokenizer.ggml.token_type", "is not one integer per token");
+      types = *ints;
+    }
+    return sentencepiece_json(f, tokens.strings, types);
+  }
+  if (flag(f, "tokenizer.ggml.add_space_prefix", false))
+    bad(f, "tokenizer.ggml.add_space_prefix", "is true, which a byte-level BPE never applies");
   // No merges is a byte-level BPE whose tokens are its bytes (PyPI gguf writes no empty array;
   // llama.cpp requires the key, Switchyard reads its absence as none).
   static const GgufValue kNoMerges{GgufType::array, GgufType::string};

@@ -1,6 +1,7 @@
 // tokenizer/ — text to token ids and back, from a Hugging Face `tokenizer.json`: the byte-level
-// BPE (GPT-2 style) that SmolLM, Llama 3, Qwen and gpt-oss ship. Depends on nlohmann-json and
-// PCRE2 (split_regex.hpp).
+// BPE (GPT-2 style) that SmolLM, Llama 3, Qwen and gpt-oss ship, and the SentencePiece-style BPE
+// (characters, byte fallback) of Llama 2, Mistral and Gemma. Depends on nlohmann-json and PCRE2
+// (split_regex.hpp).
 //
 // Offers: Tokenizer::load() (every unsupported or malformed part is an Error SY303 that
 // names the file and the JSON field), encode(), decode(), decode_token() for streaming,
@@ -8,18 +9,25 @@
 //
 // Reads:
 //   model          type "BPE": vocab, merges ("a b" strings or [a, b] pairs), ignore_merges,
-//                  unk_token/fuse_unk; dropout must be null or 0, byte_fallback false, no
+//                  unk_token/fuse_unk, byte_fallback (<0xNN> tokens for a character without
+//                  one; not with ByteLevel); dropout must be null or 0, no
 //                  continuing_subword_prefix / end_of_word_suffix.
-//   pre_tokenizer  ByteLevel (use_regex true: the GPT-2 regex), or a Sequence of Split,
-//                  Digits and ByteLevel, ending with the one ByteLevel. A Split takes any
+//   normalizer     none, NFC, Replace of a String, Prepend, or a Sequence of them.
+//   pre_tokenizer  none, or Split, Digits, Metaspace and ByteLevel (alone or in a Sequence),
+//                  ByteLevel last when present: with it the BPE's symbols are bytes (GPT-2
+//                  style), without it characters (SentencePiece style). A Split takes any
 //                  pattern (Regex, or a String literal), any behavior and invert, compiled by
 //                  PCRE2 in UTF + UCP mode (split_regex.hpp; equal to the reference's
 //                  Oniguruma on the patterns of GPT-2, Llama 3, Qwen2/3.5, o200k, tekken and
-//                  DeepSeek-V3, tests/tokenizer/split_regex_test.cpp).
+//                  DeepSeek-V3, tests/tokenizer/split_regex_test.cpp). Metaspace honours its
+//                  replacement, prepend_scheme (first: the text's first piece only) and split.
 //   added_tokens   matched in the text before anything else, leftmost-longest, like the
 //                  reference: special ones and also non-special ones (Qwen3's <think>);
-//                  lstrip/rstrip/single_word are honoured.
-//   decoder        ByteLevel.
+//                  lstrip/rstrip/single_word are honoured; normalized ones after the
+//                  normalizer.
+//   decoder        ByteLevel (byte-level BPE); for the SentencePiece style Metaspace, or
+//                  Replace(mark, " "), ByteFallback, Fuse, Strip(" ", start, stop) in that
+//                  order (Strip on the fused text: decode() strips, decode_token() does not).
 //   post_processor ByteLevel, TemplateProcessing, BertProcessing, RobertaProcessing or a
 //                  Sequence of them: what they add around one sequence is special_prefix() /
 //                  special_suffix(). encode() adds none of it (the reference's
@@ -27,14 +35,16 @@
 //
 // Approximations, each a no-op for the tokenizers named above on well-formed input:
 //   - an NFC normalizer (Qwen2/3) is accepted but not applied: text is taken to be NFC already
-//     (decomposed accents would tokenise differently from the reference). Other normalizers
-//     are refused.
+//     (decomposed accents would tokenise differently from the reference).
 //   - single_word's word characters (the reference's \w) are taken as letters, marks, decimal
 //     and letter numbers and connector punctuation: the few hundred symbols that Unicode also
 //     calls Alphabetic (circled letters and the like) are not word characters here.
 //   - text that is not valid UTF-8 (which the reference cannot even receive) is tokenised with
-//     each invalid byte as a character of its own that is neither letter, number nor space, so
-//     decode(encode(s)) == s still holds.
+//     each invalid byte kept (byte-level: its own symbol; SentencePiece style: its <0xNN>
+//     token), so decode(encode(s)) == s still holds; ByteFallback's U+FFFD for bytes that are
+//     not UTF-8 is one per maximal invalid run here, one per byte in the reference.
+//   - where a normalizer changed a segment of text, a protected span (encode's text_only)
+//     anywhere in it protects the whole segment from special tokens.
 #pragma once
 
 #include <cstdint>

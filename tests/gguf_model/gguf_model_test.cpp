@@ -131,6 +131,30 @@ TEST(GgufModel, PreNamesGiveTheirTokenizersSplits) {
   }
 }
 
+// SentencePiece vocabularies (tokenizer.ggml.model = "llama"), as llama.cpp's converter writes
+// them (no merges; scores; token types), read as transformers' own GGUF loader reads them: the
+// expected ids and texts came from it (tests/fixtures/tokenizer/make_gguf_spm.py). The Llama
+// file derives its merges from the scores and puts a prefix space before the text; the Gemma
+// file derives them from the tokens' order, spells its tokens of spaces with spaces and adds no
+// prefix space.
+TEST(GgufModel, SentencePieceVocabulariesTokenizeAsTransformersLoadsThem) {
+  const std::string dir = std::string(SY_TEST_FIXTURES_DIR) + "/tokenizer/";
+  std::ifstream in(dir + "gguf_spm_cases.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["cases"].size(), 2u);
+  for (const auto& c : j["cases"]) {
+    SCOPED_TRACE(c["file"].get<std::string>());
+    const GgufFile f = GgufFile::open(dir + c["file"].get<std::string>());
+    const Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(f), f.path());
+    for (size_t i = 0; i < j["corpus"].size(); ++i) {
+      const std::string text = j["corpus"][i];
+      const std::vector<int64_t> ids = tok.encode(text);
+      EXPECT_EQ(ids, c["ids"][i].get<std::vector<int64_t>>()) << text;
+      EXPECT_EQ(tok.decode(ids), c["decoded"][i].get<std::string>()) << text;
+    }
+  }
+}
+
 // Each broken or unknown piece of metadata is refused with its code, naming the key or tensor.
 TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   struct Case {
@@ -187,8 +211,8 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
 }
 
 TEST(GgufModel, TokenizerKeysItCannotHonourAreRefused) {
-  for (auto [key, value] : {std::pair{"tokenizer.ggml.model", "llama"},
-                            std::pair{"tokenizer.ggml.pre", "no-such-pre"}}) {
+  for (auto [key, value] :
+       {std::pair{"tokenizer.ggml.model", "t5"}, std::pair{"tokenizer.ggml.pre", "no-such-pre"}}) {
     TinyGguf t(Storage::f32);
     t.w.string(key, value);
     Parsed f(t.w.bytes());
