@@ -155,6 +155,47 @@ TEST(GgufModel, SentencePieceVocabulariesTokenizeAsTransformersLoadsThem) {
   }
 }
 
+// A malformed SentencePiece vocabulary is SY303 naming the key, never a crash.
+TEST(GgufModel, BrokenSentencePieceVocabulariesAreRefusedByKey) {
+  const std::string dir = std::string(SY_TEST_FIXTURES_DIR) + "/tokenizer/";
+  struct Case {
+    const char* what;
+    std::function<void(GgufWriter&)> edit;
+    std::string key;
+  };
+  const std::vector<Case> cases = {
+      {"scores of the wrong length",
+       [](GgufWriter& w) {
+         w.f32s("tokenizer.ggml.scores", {0.f, -1.f});
+       },
+       "tokenizer.ggml.scores"},
+      {"no scores", [](GgufWriter& w) { w.erase("tokenizer.ggml.scores"); },
+       "tokenizer.ggml.scores"},
+      {"types of the wrong length",
+       [](GgufWriter& w) {
+         w.i32s("tokenizer.ggml.token_type", {1, 1, 3});
+       },
+       "tokenizer.ggml.token_type"},
+      {"a SEP token", [](GgufWriter& w) { w.boolean("tokenizer.ggml.add_sep_token", true); },
+       "tokenizer.ggml.add_sep_token"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    TinyGguf t(Storage::f32);
+    t.w.string("tokenizer.ggml.model", "llama");
+    t.w.f32s("tokenizer.ggml.scores", std::vector<float>(size_t(kShape.vocab), 0.f));
+    c.edit(t.w);
+    Parsed f(t.w.bytes());
+    try {
+      gguf_tokenizer_json(f.file);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code, Errc::bad_tokenizer) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.key), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Each broken or unknown piece of metadata is refused with its code, naming the key or tensor.
 TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   struct Case {

@@ -35,6 +35,11 @@ class GgufWriter {
     for (const auto& s : v) b.str(s);
     return add(k, 9, b);
   }
+  GgufWriter& f32s(const std::string& k, const std::vector<float>& v) {
+    GgufBuilder b = enc().u32(6).u64(v.size());
+    for (float x : v) b.put(x);
+    return add(k, 9, b);
+  }
   GgufWriter& i32s(const std::string& k, const std::vector<int32_t>& v) {
     GgufBuilder b = enc().u32(5).u64(v.size());
     for (int32_t x : v) b.put(x);

@@ -319,6 +319,55 @@ TEST(TokenizerSentencePieceStyle, MatchesReferenceIds) {
   }
 }
 
+// A SentencePiece-style tokenizer.json that is malformed is SY303 naming the field.
+TEST(TokenizerSentencePieceStyle, MalformedPartsAreSY303NamingTheField) {
+  struct Bad {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    std::string field, says;
+  };
+  const std::vector<Bad> bad = {
+      {"byte fallback with ByteLevel",
+       [](auto& j) {
+         j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+       },
+       "model.byte_fallback", "ByteLevel"},
+      {"prepend scheme", [](auto& j) { j["pre_tokenizer"]["prepend_scheme"] = "sometimes"; },
+       "pre_tokenizer.prepend_scheme", "sometimes"},
+      {"replacement of two characters", [](auto& j) { j["pre_tokenizer"]["replacement"] = "__"; },
+       "pre_tokenizer.replacement", "one character"},
+      {"decoder out of order",
+       [](auto& j) {
+         j["decoder"]["decoders"] = {{{"type", "Fuse"}}, {{"type", "ByteFallback"}}};
+       },
+       "decoder.decoders[1].type", "ByteFallback"},
+      {"Strip without Fuse",
+       [](auto& j) {
+         j["decoder"]["decoders"] = {
+             {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}};
+       },
+       "decoder", "Fuse"},
+      {"normalizer Replace of a regex",
+       [](auto& j) {
+         j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}};
+       },
+       "normalizer.pattern", "String"},
+      {"normalizer Lowercase",
+       [](auto& j) {
+         j["normalizer"] = {{"type", "Lowercase"}};
+       },
+       "normalizer.type", "Lowercase"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    nlohmann::json j = fixture_json("llama2_style.json");
+    b.edit(j);
+    Error e = expect_input_error([&] { Tokenizer::parse(j.dump(), "edited.json"); });
+    EXPECT_EQ(e.where, "edited.json:" + b.field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(b.says), std::string::npos) << e.what();
+  }
+}
+
 TEST(TokenizerO200kStyle, MatchesReferenceIds) {
   expect_reference_ids("o200k_style.json", kO200kCases);
 }
