@@ -6,8 +6,12 @@
 // The reference (PyPI `tokenizers`) matches with Oniguruma; PCRE2 in UCP mode gives the same
 // classes for these patterns (\s is White_Space, \p{L}/\p{N} the general categories, case-
 // insensitive groups fold as Unicode does: U+017F matches 's'). Tested equal on a corpus of
-// Unicode, digits, code, whitespace runs and emoji (tests/tokenizer/, fixtures made by
-// tests/fixtures/tokenizer/make_expected.py).
+// Unicode, digits, code, whitespace runs and emoji (tests/tokenizer/split_regex_test.cpp, its
+// fixture made by tests/fixtures/tokenizer/make_split_cases.py).
+//
+// No hand-written fast path: the matchers this replaced encoded the Declaration of Independence
+// (8 KB, the BPE cache warm) at 57-61 MB/s, PCRE2's JIT at 45-56 MB/s (AMD EPYC family 25
+// model 17, one thread; an 8 KB prompt takes 0.15 ms), a cost no prompt's prefill notices.
 #pragma once
 
 #include <cstddef>
