@@ -96,14 +96,38 @@ void read_rope_scaling(MetadataReader& r, const GgufFile& f, const std::string& 
                 f.path());
   json s = {{"rope_type", *type}, {"factor", factor.value_or(1.0)}};
   if (original) s["original_max_position_embeddings"] = *original;
+  // What llama.cpp's converter writes of a yarn rope_scaling, when the config had it:
+  // beta_fast, beta_slow, attention_factor (transformers' names), and an extrapolation factor
+  // that transformers does not have (1 is what its yarn computes).
+  auto beta_fast = r.number("rope.scaling.yarn_beta_fast");
+  auto beta_slow = r.number("rope.scaling.yarn_beta_slow");
+  auto attn_factor = r.number("rope.scaling.yarn_attn_factor");
+  auto ext_factor = r.number("rope.scaling.yarn_ext_factor");
+  if ((beta_fast || beta_slow || attn_factor || ext_factor) && *type != "yarn")
+    throw Error(Errc::bad_config,
+                "invalid model config: field '" + arch + ".rope.scaling.yarn_*' is set but " +
+                    arch + ".rope.scaling.type is '" + *type + "', not yarn",
+                f.path());
+  if (ext_factor && *ext_factor != 1.0)
+    throw Error(
+        Errc::bad_config,
+        "invalid model config: field '" + arch + ".rope.scaling.yarn_ext_factor' is " +
+            std::to_string(*ext_factor) +
+            "; Switchyard computes yarn as transformers does (an extrapolation factor of 1)",
+        f.path());
+  if (beta_fast) s["beta_fast"] = *beta_fast;
+  if (beta_slow) s["beta_slow"] = *beta_slow;
+  if (attn_factor) s["attention_factor"] = *attn_factor;
   if (arch == "gpt-oss" && *type == "yarn") {
-    // The converter writes neither yarn's betas nor gpt-oss's untruncated ramp.
-    s["beta_fast"] = 32.0;
-    s["beta_slow"] = 1.0;
+    // gpt-oss's untruncated ramp is never written; its betas are by the converter when the
+    // config has them (older files lack them).
     s["truncate"] = false;
-    conventions.push_back(
-        "yarn rope with beta_fast 32, beta_slow 1 and truncate false, as gpt-oss's "
-        "config.json has them (the GGUF file records only the type, factor and original length)");
+    if (!beta_fast) s["beta_fast"] = 32.0;
+    if (!beta_slow) s["beta_slow"] = 1.0;
+    conventions.push_back(std::string("yarn rope with truncate false") +
+                          (beta_fast && beta_slow ? "" : ", beta_fast 32 and beta_slow 1") +
+                          ", as gpt-oss's config.json has them (the GGUF file does not record " +
+                          (beta_fast && beta_slow ? "truncate)" : "them)"));
   }
   c["rope_scaling"] = s;
 }

@@ -221,6 +221,18 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
        "'llama.expert_count'"},
       {"rope scaling", [](GgufWriter& w) { w.string("llama.rope.scaling.type", "longrope"); },
        Errc::bad_config, "'llama.rope.scaling.type'"},
+      {"yarn extrapolation factor",
+       [](GgufWriter& w) {
+         w.string("llama.rope.scaling.type", "yarn").f32("llama.rope.scaling.factor", 4);
+         w.f32("llama.rope.scaling.yarn_ext_factor", 0.5f);
+       },
+       Errc::bad_config, "'llama.rope.scaling.yarn_ext_factor'"},
+      {"yarn betas without yarn",
+       [](GgufWriter& w) {
+         w.string("llama.rope.scaling.type", "linear").f32("llama.rope.scaling.factor", 4);
+         w.f32("llama.rope.scaling.yarn_beta_fast", 16);
+       },
+       Errc::bad_config, "'llama.rope.scaling.yarn_*'"},
       {"tensor type",
        [](GgufWriter& w) {
          // Replaces layer 0's attn_q with a tensor of a valid type that has no dtype in the
@@ -249,6 +261,25 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   t.w.u32("llama.attention.clamp_kqv", 8);
   Parsed f(t.w.bytes());
   EXPECT_NO_THROW(describe_gguf(f.file, {"llama.attention.clamp_kqv"}));
+}
+
+// A yarn rope_scaling as llama.cpp's converter writes it: its betas and attention factor are
+// transformers' beta_fast, beta_slow and attention_factor.
+TEST(GgufModel, YarnKeysOfTheConverterAreHonoured) {
+  TinyGguf t(Storage::f32);
+  t.w.string("llama.rope.scaling.type", "yarn").f32("llama.rope.scaling.factor", 4);
+  t.w.u32("llama.rope.scaling.original_context_length", 64);
+  t.w.f32("llama.rope.scaling.yarn_beta_fast", 16).f32("llama.rope.scaling.yarn_beta_slow", 2);
+  t.w.f32("llama.rope.scaling.yarn_attn_factor", 0.5f).f32("llama.rope.scaling.yarn_ext_factor", 1);
+  Parsed f(t.w.bytes());
+  const GgufModel m = describe_gguf(f.file);
+  const nlohmann::json& s = m.config["rope_scaling"];
+  EXPECT_EQ(s["rope_type"], "yarn");
+  EXPECT_EQ(s["factor"], 4.0);
+  EXPECT_EQ(s["original_max_position_embeddings"], 64);
+  EXPECT_EQ(s["beta_fast"], 16.0);
+  EXPECT_EQ(s["beta_slow"], 2.0);
+  EXPECT_EQ(s["attention_factor"], 0.5);
 }
 
 TEST(GgufModel, TokenizerKeysItCannotHonourAreRefused) {
