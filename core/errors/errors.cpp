@@ -365,8 +365,12 @@ constexpr std::array kCatalog = {
         kBadInput},
     ErrorInfo{
         Errc::bad_tokenizer, "SY303", "bad_tokenizer", "tokenizer {file} is invalid: {reason}",
-        "The tokenizer file is missing, is not a tokenizer.json Switchyard can read, or does not "
-        "match the model (a vocabulary larger than the embedding table).",
+        "The tokenizer file is missing, is not a tokenizer.json Switchyard can read (a byte-level "
+        "BPE, or a SentencePiece-style BPE with byte fallback; the reason names the field: a "
+        "pre-tokenizer regex PCRE2 rejects, with the offset it stopped at, a normalizer or "
+        "decoder Switchyard does not implement), a GGUF vocabulary it cannot read "
+        "(`tokenizer.ggml.*`, named), or does not match the model (a vocabulary larger than the "
+        "embedding table).",
         "Use the tokenizer.json that ships with the model's weights.", kBadInput},
     ErrorInfo{
         Errc::prompt_too_long, "SY304", "prompt_too_long",
