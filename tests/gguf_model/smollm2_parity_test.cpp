@@ -115,6 +115,7 @@ class SmolLM2Base : public ::testing::Test {
   static void TearDownTestSuite() { delete registry_; }
   // The file of `variant` on CPU tier `tier`, or the test skipped saying why.
   void open(const std::string& variant, const std::string& tier) {
+    SY_SKIP_UNLESS_CPU_TIER(tier);
     const RealFile* f = smollm2_file(variant);
     if (!f)
       GTEST_SKIP() << "SmolLM2-135M-Instruct." << variant << ".gguf is not in "
@@ -233,6 +234,7 @@ class SmolLM2Requantized
 class Gemma3Parity : public SmolLM2Base, public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
+    SY_SKIP_UNLESS_CPU_TIER(GetParam());  // before opening the file: its tokenizer takes seconds
     const RealFile* f =
         real_file(kGemma3, fs::path(SY_TEST_FIXTURES_DIR) / "gemma3", "expected.json");
     if (!f)
