@@ -329,16 +329,14 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
   if (flag(f, "tokenizer.ggml.add_sep_token", false))
     bad(f, "tokenizer.ggml.add_sep_token",
         "is true: a SEP token after the text is for encoders, which Switchyard does not run");
-  if (model.s == "llama") {
-    std::vector<int64_t> types(tokens.strings.size(), 1);
-    if (const GgufValue* t = f.value("tokenizer.ggml.token_type")) {
-      auto ints = t->as_int_array();
-      if (!ints || ints->size() != tokens.strings.size())
-        bad(f, "tokenizer.ggml.token_type", "is not one integer per token");
-      types = *ints;
-    }
-    return sentencepiece_json(f, tokens.strings, types);
+  std::vector<int64_t> types(tokens.strings.size(), 1);
+  if (const GgufValue* t = f.value("tokenizer.ggml.token_type")) {
+    auto ints = t->as_int_array();
+    if (!ints || ints->size() != tokens.strings.size())
+      bad(f, "tokenizer.ggml.token_type", "is not one integer per token");
+    types = *ints;
   }
+  if (model.s == "llama") return sentencepiece_json(f, tokens.strings, types);
   if (flag(f, "tokenizer.ggml.add_space_prefix", false))
     bad(f, "tokenizer.ggml.add_space_prefix", "is true, which a byte-level BPE never applies");
   // No merges is a byte-level BPE whose tokens are its bytes (PyPI gguf writes no empty array;
@@ -348,13 +346,6 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
   const GgufValue& merges = m ? *m : kNoMerges;
   if (merges.element_type != GgufType::string)
     bad(f, "tokenizer.ggml.merges", "is not an array of strings");
-  std::vector<int64_t> types(tokens.strings.size(), 1);
-  if (const GgufValue* t = f.value("tokenizer.ggml.token_type")) {
-    auto ints = t->as_int_array();
-    if (!ints || ints->size() != tokens.strings.size())
-      bad(f, "tokenizer.ggml.token_type", "is not one integer per token");
-    types = *ints;
-  }
   const GgufValue* pre = f.value("tokenizer.ggml.pre");
   const std::string pre_name = pre ? pre->s : "default";
   json vocab = json::object();

@@ -676,8 +676,9 @@ void parse_decoder(const Loader& L, const json& root, Tokenizer::Impl& t) {
     return;
   }
   if (type == "ByteLevel")
-    L.fail("pre_tokenizer", "has no ByteLevel pre-tokenizer (last), which the ByteLevel decoder "
-                            "reads back");
+    L.fail("pre_tokenizer",
+           "has no ByteLevel pre-tokenizer (last), which the ByteLevel decoder "
+           "reads back");
   // A SentencePiece-style BPE: Metaspace, or tokenizers' Sequence of Replace(mark, " "),
   // ByteFallback, Fuse and Strip(" ") in that order (each optional but Fuse before Strip).
   CharDecoder& d = t.char_decoder;
