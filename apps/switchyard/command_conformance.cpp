@@ -39,9 +39,10 @@ void print_text(const ConformanceReport& r) {
   for (const ConformanceKernel& k : r.kernels) {
     int failed = 0;
     for (const ConformanceFailure& f : r.failures) failed += f.kernel == k.kernel;
-    std::printf("  %-26s %-24s %s  %3d inside (%d narrowed, %d run), %d outside\n",
-                k.kernel.c_str(), k.op.c_str(), failed ? "FAIL" : "pass", k.inside, k.narrowed,
-                k.executed, k.outside);
+    std::printf(
+        "  %-26s %-24s %s  %3d inside (%d narrowed, %d run%s), %d outside\n", k.kernel.c_str(),
+        k.op.c_str(), failed ? "FAIL" : "pass", k.inside, k.narrowed, k.executed,
+        k.packed ? (", " + std::to_string(k.packed) + " also packed").c_str() : "", k.outside);
   }
   for (const ConformanceFailure& f : r.failures)
     std::cout << "  " << f.verdict << ": " << (f.kernel.empty() ? "(plugin)" : f.kernel)

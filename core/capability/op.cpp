@@ -33,9 +33,9 @@ uint64_t attention_features(const OpDesc& op) {
   if (op.float_attr(SY_ATTR_SOFTCAP).value_or(0.0) > 0.0) f |= SY_FEATURE_BIT(SY_FEATURE_SOFTCAP);
   // The operands before the trailing metadata: kv_len (kv_len_input), or the paged form's
   // query_start, seq_lens and block_table.
-  const size_t metadata = op.int_attr(SY_ATTR_PAGED).value_or(0)             ? 3
+  const size_t metadata = op.int_attr(SY_ATTR_PAGED).value_or(0)          ? 3
                           : op.int_attr(SY_ATTR_KV_LEN_INPUT).value_or(0) ? 1
-                                                                             : 0;
+                                                                          : 0;
   size_t operands = op.inputs.size() >= metadata ? op.inputs.size() - metadata : 0;
   if (op.op == SY_OP_ATTENTION && operands > 3) f |= SY_FEATURE_BIT(SY_FEATURE_SINKS);
   if (op.op == SY_OP_ATTENTION && op.outputs.size() > 1) f |= SY_FEATURE_BIT(SY_FEATURE_LSE);
@@ -137,6 +137,7 @@ AbiOpView::AbiOpView(const OpDesc& op) {
     d.shape = t.shape.data();
     d.memory = t.memory;
     d.dynamic_dims = t.dynamic_dims;
+    d.layout = t.layout;
     tensors_.push_back(d);
     return &tensors_.back();
   };

@@ -17,6 +17,8 @@ struct TensorDesc {
   std::vector<int64_t> shape;  // upper bounds for the dims in dynamic_dims
   sy_memory_kind memory = SY_MEMORY_HOST;
   uint32_t dynamic_dims = 0;  // bit i: dim i varies per execute (ABI 1.5, sy_tensor_desc)
+  // 0: stored; else a packed layout of the kernel's plugin (ABI 1.10, sy_tensor_desc.layout).
+  uint32_t layout = 0;
 };
 
 struct Attr {

@@ -15,6 +15,7 @@
 #include "core/conformance/run.hpp"
 #include "core/plugin/kernel.hpp"
 #include "core/plugin/loader.hpp"
+#include "switchyard/envelope_check.h"
 
 namespace sy {
 namespace {
@@ -73,6 +74,9 @@ class Run {
   Outcome compare_with_reference(size_t index, const GridCase& c, PreparedKernel& kernel);
   void bad_arguments(const std::string& kernel, const GridCase& c, PreparedKernel& prepared);
   void two_threads(size_t index, uint32_t device, const GridCase& c);
+  // Returns 1 when the case ran on a packed weight too.
+  int packed_layouts(size_t index, uint32_t device, const DeviceInfo& dev, const GridCase& c,
+                     PreparedKernel& stored);
 
   const Plugin& plugin_;
   const Plugin* reference_;
@@ -110,6 +114,7 @@ void Run::run_case(size_t index, const GridCase& c, ConformanceKernel& k, bool& 
   const Outcome outcome = compare_with_reference(index, c, **prepared);
   if (outcome != Outcome::compared) return;
   ++k.executed;
+  k.packed += packed_layouts(index, *device, dev, c, **prepared);
   if (!extras_done) {
     extras_done = true;
     bad_arguments(env.kernel, c, **prepared);
@@ -207,6 +212,67 @@ void Run::bad_arguments(const std::string& name, const GridCase& c, PreparedKern
            "execute accepted " + std::string(paged ? "slot " : "position ") + std::to_string(rows) +
                " of a cache of " + std::to_string(rows) + " rows");
   }
+}
+
+// Every packed layout the kernel names for the case's weights (ABI 1.10): the results on the
+// packed weight must equal those on the stored one bit for bit; the kernel must refuse another
+// layout, and pack_weight a layout it did not name.
+int Run::packed_layouts(size_t index, uint32_t device, const DeviceInfo& dev, const GridCase& c,
+                        PreparedKernel& stored) {
+  int ran = 0;
+  if (!plugin_.weight_layouts()) return ran;
+  const std::string& name = plugin_.kernels()[index].kernel;
+  const int first = sy_weight_input(c.op.op), count = sy_weight_input_count(c.op.op);
+  for (int i = first; first >= 0 && i < first + count && i < int(c.op.inputs.size()); ++i) {
+    const TensorDesc& w = c.op.inputs[size_t(i)];
+    Expected<Plugin::WeightLayout> l = plugin_.weight_layout(index, device, c.op, size_t(i));
+    if (!l) {
+      fail("layout_failed", name, c.label, l.error().what());
+      return ran;
+    }
+    if (l->id == 0) continue;
+    const std::string what =
+        "layout " + std::to_string(l->id) + " ('" + l->name + "') of input " + std::to_string(i);
+    OpDesc foreign = c.op;
+    foreign.inputs[size_t(i)].layout = l->id + 1;
+    if (plugin_.check(index, dev, foreign).accepted)
+      fail("accepts_foreign_layout", name, c.label,
+           "check accepted input " + std::to_string(i) + " in layout " + std::to_string(l->id + 1) +
+               ", which weight_layout never named");
+    OpDesc packed_op = c.op;
+    packed_op.inputs[size_t(i)].layout = l->id;
+    auto packed = prepare_kernel(plugin_, index, device, packed_op);
+    if (!packed) {
+      fail("packed_differs", name, c.label,
+           "weight_layout named " + what + ", and prepare refused it: " + packed.error().message);
+      return ran;
+    }
+    Buffers want(c.op, opts_.seed + ++seed_, c.actual_inputs, c.actual_outputs), got = want;
+    std::vector<DLTensor> ins = got.input_tensors();
+    std::vector<uint8_t> bytes(size_t(l->bytes));
+    if (plugin_.pack_weight(device, l->id + 1, w, ins[size_t(i)].data, bytes.data(),
+                            uint64_t(l->bytes)) == std::nullopt)
+      fail("packs_unknown_layout", name, c.label,
+           "pack_weight accepted layout " + std::to_string(l->id + 1) +
+               ", which weight_layout never named");
+    if (auto e = plugin_.pack_weight(device, l->id, w, ins[size_t(i)].data, bytes.data(),
+                                     uint64_t(l->bytes))) {
+      fail("packed_differs", name, c.label, "pack_weight of " + what + ": " + e->what());
+      return ran;
+    }
+    ins[size_t(i)].data = bytes.data();
+    std::vector<const DLTensor*> in_ptrs;
+    for (const DLTensor& t : ins) in_ptrs.push_back(&t);
+    if (auto e = stored.execute(want.inputs(), want.outputs())) return ran;  // compared above
+    if (auto e = (*packed)->execute(in_ptrs, got.outputs())) {
+      fail("packed_differs", name, c.label, "execute on " + what + ": " + e->what());
+      return ran;
+    }
+    if (std::string diff = got.differs_from(want, true); !diff.empty())
+      fail("packed_differs", name, c.label, what + " changed the results: " + diff);
+    ran = 1;
+  }
+  return ran;
 }
 
 // Two kernels prepared for the case, run at once on two threads with different inputs, each

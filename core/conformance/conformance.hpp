@@ -12,6 +12,9 @@
 //   - execute refuses bad arguments (NULL data, a wrong rank) with an error ("bad_arguments");
 //   - two prepared kernels run at once on two threads give the same results as alone
 //     ("not_thread_safe");
+//   - a weight packed in each layout the kernel names (ABI 1.10) gives the same results bit for
+//     bit as the stored one ("packed_differs", "layout_failed"), and another layout is refused
+//     by check and by pack_weight ("accepts_foreign_layout", "packs_unknown_layout");
 //   - the plugin writes nothing to stdout or stderr ("wrote_output");
 // and the whole run happens in a child process, so a plugin that crashes is a verdict
 // ("crashed", naming the case it was in), never a dead CLI.
@@ -47,6 +50,7 @@ struct ConformanceFailure {
 struct ConformanceKernel {
   std::string kernel, op;
   int inside = 0, outside = 0, narrowed = 0, executed = 0;
+  int packed = 0;  // cases also run on a weight in a packed layout the kernel named
 };
 
 struct ConformanceReport {

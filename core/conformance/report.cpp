@@ -16,6 +16,7 @@ json ConformanceReport::to_json() const {
                   {"cases_outside", k.outside},
                   {"narrowed", k.narrowed},
                   {"executed", k.executed},
+                  {"packed", k.packed},
                   {"verdict", failed ? "fail" : "pass"}});
   }
   for (const ConformanceFailure& f : failures)
@@ -52,7 +53,7 @@ ConformanceReport ConformanceReport::from_json(const json& j) {
   for (const json& k : j.value("kernels", json::array()))
     r.kernels.push_back({k.value("kernel", ""), k.value("op", ""), k.value("cases_inside", 0),
                          k.value("cases_outside", 0), k.value("narrowed", 0),
-                         k.value("executed", 0)});
+                         k.value("executed", 0), k.value("packed", 0)});
   for (const json& f : j.value("failures", json::array()))
     r.failures.push_back({f.value("verdict", ""), f.value("kernel", ""), f.value("case", ""),
                           f.value("detail", "")});

@@ -93,6 +93,7 @@ struct Context::Impl {
     OpDesc op;
     std::vector<std::string> inputs, outputs;
     std::vector<std::string> input_locations, output_locations;
+    std::vector<std::string> input_layouts;  // "" as stored, else a packed layout's tag
   };
 
   const Model& model;
@@ -154,8 +155,9 @@ struct Context::Impl {
 
   // The buffer of value `v` at `location`: a weight of the model, this context's cache, or a
   // view at the plan's offset into the location's arena (planner/memory.hpp).
-  Buffer& buffer(const std::string& phase, const Value& v, const std::string& location) {
-    if (v.is_parameter()) return const_cast<Buffer&>(model.parameter(v.name, location));
+  Buffer& buffer(const std::string& phase, const Value& v, const std::string& location,
+                 const std::string& layout = "") {
+    if (v.is_parameter()) return const_cast<Buffer&>(model.parameter(v.name, location, layout));
     if (v.kind == ValueKind::kv_cache) return cache(v, location);
     const std::string key = buffer_key(phase, v.name, location);
     if (auto it = views.find(key); it != views.end()) return it->second;
@@ -244,10 +246,11 @@ struct Context::Impl {
   }
 
   // The DLTensor of value `name` at `location`: its buffer, and the extents every step sets.
-  DLTensor tensor(const Phase& phase, const std::string& name, const std::string& location) {
+  DLTensor tensor(const Phase& phase, const std::string& name, const std::string& location,
+                  const std::string& layout = "") {
     const Value& v = value(phase, name);
     DLTensor t{};
-    t.data = buffer(phase.name, v, location).data;
+    t.data = buffer(phase.name, v, location, layout).data;
     t.device = memory.dl_device(location);
     t.ndim = int(v.shape.size());
     t.dtype = sy_dtype_to_dl(v.dtype);
@@ -269,9 +272,9 @@ struct Context::Impl {
     const size_t n_in = c.inputs.size(), n = n_in + c.outputs.size();
     out.tensors.reserve(n);
     for (size_t i = 0; i < n; ++i)
-      out.tensors.push_back(i < n_in
-                                ? tensor(phase, c.inputs[i], c.input_locations[i])
-                                : tensor(phase, c.outputs[i - n_in], c.output_locations[i - n_in]));
+      out.tensors.push_back(
+          i < n_in ? tensor(phase, c.inputs[i], c.input_locations[i], c.input_layouts[i])
+                   : tensor(phase, c.outputs[i - n_in], c.output_locations[i - n_in]));
     for (size_t i = 0; i < n; ++i) (i < n_in ? out.inputs : out.outputs).push_back(&out.tensors[i]);
     return out;
   }
@@ -287,9 +290,10 @@ struct Context::Impl {
   // The calls of one planned op: the op itself, or its adapted kernel and the kernels that
   // complete it (adaptation.hpp), in order.
   std::vector<Call> calls_of(const Phase& phase, const PlannedOp& planned, const Node& node) {
-    const OpDesc op = op_desc(phase, node);
+    OpDesc op = op_desc(phase, node);
     const std::vector<AdaptedOperands> operands =
-        call_operands(planned.adaptations, node, planned.input_locations, planned.output_locations);
+        call_operands(planned.adaptations, node, planned.input_locations, planned.output_locations,
+                      layout_tags(planned));
     auto call = [](const std::string& plugin, const std::string& kernel, const std::string& device,
                    OpDesc desc, const AdaptedOperands& o) {
       set_memory(desc, o.input_locations, o.output_locations);
@@ -300,9 +304,13 @@ struct Context::Impl {
                   o.inputs,
                   o.outputs,
                   o.input_locations,
-                  o.output_locations};
+                  o.output_locations,
+                  o.input_layouts};
     };
-    OpDesc own = op;
+    OpDesc packed = op;  // the own kernel reads its packed weights as the plan says
+    for (size_t i = 0; i < planned.input_layouts.size() && i < packed.inputs.size(); ++i)
+      packed.inputs[i].layout = planned.input_layouts[i].id;
+    OpDesc own = packed;
     for (const auto& a : planned.adaptations) {
       for (const auto& v : adaptation_values(a, phase, node))
         added_values.emplace(phase.name + "|" + v.name, v);

@@ -50,17 +50,20 @@ std::unique_ptr<Context::Impl::SegmentRun> Context::Impl::prepare_segment_run(
   auto out = std::make_unique<SegmentRun>();
   std::map<std::pair<std::string, std::string>, uint32_t> index;  // (value, location)
   std::vector<SegmentTensor> tensors;
-  auto slot = [&](const std::string& name, const std::string& loc) {
-    auto [it, added] = index.try_emplace({name, loc}, uint32_t(tensors.size()));
+  // A weight packed for a kernel is a tensor of its own (tag: layout_tag's "plugin:id").
+  auto slot = [&](const std::string& name, const std::string& loc, const std::string& tag = "") {
+    auto [it, added] =
+        index.try_emplace({name, tag.empty() ? loc : loc + "#" + tag}, uint32_t(tensors.size()));
     if (added) {
       const Value& v = value(phase, name);
       TensorDesc d{v.dtype, v.shape, context_detail::memory_of(loc), v.dynamic_dims()};
+      if (!tag.empty()) d.layout = uint32_t(std::stoul(tag.substr(tag.rfind(':') + 1)));
       uint32_t flags = 0;
       if (v.is_parameter() || v.kind == ValueKind::kv_cache) flags |= SY_SEGMENT_TENSOR_PERSISTENT;
       if (v.kind == ValueKind::input) flags |= SY_SEGMENT_TENSOR_STEP_INPUT;
       if (v.role == ValueRole::logits) flags |= SY_SEGMENT_TENSOR_LIVE_OUT;
       tensors.push_back({d, flags});
-      out->tensors.push_back(tensor(phase, name, loc));
+      out->tensors.push_back(tensor(phase, name, loc, tag));
     }
     return it->second;
   };
@@ -90,7 +93,7 @@ std::unique_ptr<Context::Impl::SegmentRun> Context::Impl::prepare_segment_run(
       where = t;
       SegmentEntryDesc e{SY_SEGMENT_ENTRY_KERNEL, t.kernel, c.op, {}, {}};
       for (size_t k = 0; k < c.inputs.size(); ++k)
-        e.inputs.push_back(slot(c.inputs[k], c.input_locations[k]));
+        e.inputs.push_back(slot(c.inputs[k], c.input_locations[k], c.input_layouts[k]));
       for (size_t k = 0; k < c.outputs.size(); ++k)
         e.outputs.push_back(slot(c.outputs[k], c.output_locations[k]));
       entries.push_back(std::move(e));

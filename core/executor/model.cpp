@@ -10,9 +10,17 @@ namespace {
 // (general.alignment's default), so that is what mapping asks; a file that gives less is copied.
 constexpr uintptr_t kMappedAlignment = 32;
 
-std::string key_of(const std::string& name, const std::string& location) {
-  return name + "@" + location;
+std::string key_of(const std::string& name, const std::string& location,
+                   const std::string& layout = "") {
+  return name + "@" + location + (layout.empty() ? "" : "#" + layout);
 }
+
+// A weight some kernel reads packed: who packs it, for which of its devices, into what.
+struct PackedWant {
+  const Value* value;
+  std::string location, plugin, device;
+  WeightLayoutChoice layout;
+};
 
 // A constant's elements, from the graph, in its dtype.
 std::optional<Error> fill_constant(const Value& v, void* dst) {
@@ -56,7 +64,7 @@ std::map<std::string, int64_t> device_free_memory(const Memory& memory) {
 
 Model::Model(const Graph& graph, const Plan& plan, const Registry& registry,
              const Inventory& inventory, const WeightLoader& load)
-    : graph_(graph), plan_(plan), memory_(registry, inventory) {
+    : graph_(graph), plan_(plan), memory_(registry, inventory), registry_(registry) {
   if (!plan.ok()) throw *plan.error;
   if (const Value* table = graph.find(ValueRole::token_embedding)) vocab_ = table->shape[0];
   const std::map<std::string, int64_t> free_before = device_free_memory(memory_);
@@ -83,26 +91,41 @@ Model::~Model() {
 // from the file on the host when the loader can, else read (through host memory for a device).
 void Model::load_parameters(const WeightLoader& load) {
   std::map<std::string, std::pair<const Value*, std::string>> wanted;  // name@location
+  std::map<std::string, PackedWant> packed;                            // name@location#layout
   for (size_t i = 0; i < graph_.phases.size() && i < plan_.phases.size(); ++i) {
     const Phase& phase = graph_.phases[i];
     for (const PlannedOp& op : plan_.phases[i].ops) {
       const Node* node = planned_node(phase, op.id);
       if (!node) throw plan_bug("names op " + op.id + ", not in the graph");
-      for (const auto& call :
-           call_operands(op.adaptations, *node, op.input_locations, op.output_locations))
-        for (size_t k = 0; k < call.inputs.size(); ++k)
-          if (const Value* v = phase.value(call.inputs[k]); v && v->is_parameter())
-            wanted.emplace(key_of(v->name, call.input_locations[k]),
-                           std::make_pair(v, call.input_locations[k]));
+      bool own = true;  // packed layouts are the own kernel's (call_operands)
+      for (const auto& call : call_operands(op.adaptations, *node, op.input_locations,
+                                            op.output_locations, layout_tags(op))) {
+        for (size_t k = 0; k < call.inputs.size(); ++k) {
+          const Value* v = phase.value(call.inputs[k]);
+          if (!v || !v->is_parameter()) continue;
+          const std::string& loc = call.input_locations[k];
+          if (own && !call.input_layouts[k].empty())
+            packed.emplace(key_of(v->name, loc, call.input_layouts[k]),
+                           PackedWant{v, loc, op.plugin, op.device, op.input_layouts[k]});
+          else
+            wanted.emplace(key_of(v->name, loc), std::make_pair(v, loc));
+        }
+        own = false;
+      }
     }
   }
+  for (const auto& [key, want] : packed)
+    parameters_.emplace(
+        key, pack(load, *want.value, want.location, want.plugin, want.device, want.layout));
   for (const auto& [key, want] : wanted) {
     const auto& [v, location] = want;
     auto fill = [&](void* dst) {
-      if (auto e = v->kind == ValueKind::constant ? fill_constant(*v, dst) : load(*v, dst)) throw *e;
+      if (auto e = v->kind == ValueKind::constant ? fill_constant(*v, dst) : load(*v, dst))
+        throw *e;
     };
     if (location == kHostLocation && v->kind == ValueKind::weight && load.map)
-      if (const void* p = load.map(*v); p && reinterpret_cast<uintptr_t>(p) % kMappedAlignment == 0) {
+      if (const void* p = load.map(*v);
+          p && reinterpret_cast<uintptr_t>(p) % kMappedAlignment == 0) {
         Buffer b;
         b.data = const_cast<void*>(p);  // kernels only read weights
         b.bytes = v->bytes();
@@ -125,9 +148,43 @@ void Model::load_parameters(const WeightLoader& load) {
   }
 }
 
-const Buffer& Model::parameter(const std::string& name, const std::string& location) const {
-  auto it = parameters_.find(key_of(name, location));
-  if (it == parameters_.end()) throw plan_bug("reads weight " + name + " on " + location + ", which was never loaded there");
+Buffer Model::pack(const WeightLoader& load, const Value& v, const std::string& location,
+                   const std::string& plugin_name, const std::string& device,
+                   const WeightLayoutChoice& layout) {
+  const Plugin* plugin = registry_.find(plugin_name);
+  if (!plugin) throw plan_bug("packs " + v.name + " for plugin " + plugin_name + ", not loaded");
+  const InventoryDevice* dev = memory_.inventory().find(device);
+  if (!dev) throw plan_bug("packs " + v.name + " for device " + device + ", not present");
+  uint32_t index = 0;
+  while (index < plugin->devices().size() && !(plugin->devices()[index].type == dev->info.type &&
+                                               plugin->devices()[index].id == dev->info.id))
+    ++index;
+  // The stored bytes in host memory: where the file maps them, else read into staging.
+  std::vector<char> staging;
+  const void* src = load.map ? load.map(v) : nullptr;
+  if (!src) {
+    staging.resize(size_t(v.bytes()));
+    if (auto e = load(v, staging.data())) throw *e;
+    src = staging.data();
+  }
+  Buffer b =
+      memory_.allocate(v.name + " (" + layout.name + ")", buffer_bytes(layout.bytes), location);
+  b.bytes = layout.bytes;
+  TensorDesc desc{v.dtype, v.shape, SY_MEMORY_HOST, 0};
+  if (auto e = plugin->pack_weight(index, layout.id, desc, src, b.data, uint64_t(layout.bytes))) {
+    memory_.free(b);
+    Error out = *e;
+    out.message = "packing weight " + v.name + " as " + layout.name + ": " + out.message;
+    throw out;
+  }
+  return b;
+}
+
+const Buffer& Model::parameter(const std::string& name, const std::string& location,
+                               const std::string& layout) const {
+  auto it = parameters_.find(key_of(name, location, layout));
+  if (it == parameters_.end())
+    throw plan_bug("reads weight " + name + " on " + location + ", which was never loaded there");
   return it->second;
 }
 

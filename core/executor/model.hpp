@@ -37,9 +37,10 @@ class Model {
   const Graph& graph() const { return graph_; }
   const Plan& plan() const { return plan_; }
   const Memory& memory() const { return memory_; }
-  // The buffer of weight or constant `name` at `location`; throws (a plan bug) when the plan
-  // put none there.
-  const Buffer& parameter(const std::string& name, const std::string& location) const;
+  // The buffer of weight or constant `name` at `location`, as stored or (`layout`, a
+  // layout_tag) packed for a kernel; throws (a plan bug) when the plan put none there.
+  const Buffer& parameter(const std::string& name, const std::string& location,
+                          const std::string& layout = "") const;
   // Rows of the token embedding: ids at or above it are not tokens of this model.
   int64_t vocab() const { return vocab_; }
 
@@ -60,11 +61,17 @@ class Model {
 
  private:
   void load_parameters(const WeightLoader& load);
+  // Weight `v`, packed by `plugin` in `layout` for a kernel on `device` (memory at `location`).
+  Buffer pack(const WeightLoader& load, const Value& v, const std::string& location,
+              const std::string& plugin, const std::string& device,
+              const WeightLayoutChoice& layout);
+
+  const Registry& registry_;
 
   const Graph& graph_;
   const Plan& plan_;
   Memory memory_;
-  std::map<std::string, Buffer> parameters_;  // name@location
+  std::map<std::string, Buffer> parameters_;  // name@location, or name@location#layout
   int64_t vocab_ = 0;
   std::map<std::string, int64_t> free_drop_;
   int64_t resident_growth_ = 0;

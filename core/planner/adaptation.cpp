@@ -77,11 +77,13 @@ std::vector<Value> adaptation_values(const Adaptation& a, const Phase& phase, co
 AdaptedOperands adapted_operands(const Adaptation& a, const Node& node,
                                  const std::vector<std::string>& in_locs,
                                  const std::vector<std::string>& out_locs) {
-  AdaptedOperands out{node.inputs, node.outputs, in_locs, out_locs};
+  AdaptedOperands out{node.inputs, node.outputs, in_locs, out_locs,
+                      std::vector<std::string>(node.inputs.size())};
   switch (a.kind) {
     case AdaptationKind::sinks_via_lse:
       out.inputs.erase(out.inputs.begin() + kSinksInput);
       out.input_locations.erase(out.input_locations.begin() + kSinksInput);
+      out.input_layouts.erase(out.input_layouts.begin() + kSinksInput);
       if (a.lse_added) {
         out.outputs.push_back(a.lse);
         out.output_locations.push_back(out_locs.at(0));
@@ -97,7 +99,8 @@ AdaptedOperands completing_operands(const Adaptation& a, const Node& node) {
       return {{a.lse, node.inputs[kSinksInput]},
               {node.outputs[0]},
               a.input_locations,
-              a.output_locations};
+              a.output_locations,
+              {"", ""}};
   }
   return {};
 }
@@ -105,8 +108,13 @@ AdaptedOperands completing_operands(const Adaptation& a, const Node& node) {
 std::vector<AdaptedOperands> call_operands(const std::vector<Adaptation>& adaptations,
                                            const Node& node,
                                            const std::vector<std::string>& in_locs,
-                                           const std::vector<std::string>& out_locs) {
-  std::vector<AdaptedOperands> calls{{node.inputs, node.outputs, in_locs, out_locs}};
+                                           const std::vector<std::string>& out_locs,
+                                           const std::vector<std::string>& in_layouts) {
+  // A kernel that takes a packed weight is never adapted (Candidates keeps layouts for
+  // candidates without adaptations), so the layouts belong to the own kernel's operands as is.
+  std::vector<AdaptedOperands> calls{
+      {node.inputs, node.outputs, in_locs, out_locs,
+       in_layouts.empty() ? std::vector<std::string>(node.inputs.size()) : in_layouts}};
   for (const auto& a : adaptations) {
     calls.front() = adapted_operands(a, node, in_locs, out_locs);
     calls.push_back(completing_operands(a, node));

@@ -51,6 +51,9 @@ std::vector<Value> adaptation_values(const Adaptation& a, const Phase& phase, co
 struct AdaptedOperands {
   std::vector<std::string> inputs, outputs;
   std::vector<std::string> input_locations, output_locations;
+  // Index-aligned with inputs: "" for a tensor as stored, else the packed layout it is read in
+  // as "plugin:id" (layout_tag, planner.hpp), which names a buffer of its own.
+  std::vector<std::string> input_layouts;
 };
 AdaptedOperands adapted_operands(const Adaptation& a, const Node& node,
                                  const std::vector<std::string>& in_locs,
@@ -60,10 +63,12 @@ AdaptedOperands completing_operands(const Adaptation& a, const Node& node);
 // The operands of every kernel call that serves `node`, in order: its own kernel's (as the
 // adaptations change them), then each adaptation's completing kernel's. The executor prepares
 // exactly these calls and the memory plan counts their operands: one list for both.
+// `in_layouts`: the own kernel's input layouts (empty: all as stored).
 std::vector<AdaptedOperands> call_operands(const std::vector<Adaptation>& adaptations,
                                            const Node& node,
                                            const std::vector<std::string>& in_locs,
-                                           const std::vector<std::string>& out_locs);
+                                           const std::vector<std::string>& out_locs,
+                                           const std::vector<std::string>& in_layouts = {});
 
 // The name the plan gives an LSE it adds for `node`.
 std::string added_lse_name(const Node& node);

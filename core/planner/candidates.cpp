@@ -5,9 +5,19 @@
 #include <cstdio>
 
 #include "core/capability/vocabulary.hpp"
+#include "switchyard/envelope_check.h"
 
 namespace sy {
 namespace {
+
+// The index of inventory device `dev` among `p`'s own devices.
+uint32_t plugin_device_index(const Plugin& p, const InventoryDevice& dev) {
+  uint32_t i = 0;
+  while (i < p.devices().size() &&
+         !(p.devices()[i].type == dev.info.type && p.devices()[i].id == dev.info.id))
+    ++i;
+  return i;
+}
 
 constexpr const char* kHost = "host";
 constexpr double kCostPerByte = 4.0;  // a copied byte weighs like a few flops of work
@@ -96,6 +106,35 @@ std::vector<Candidate> Candidates::evaluate(const Phase& phase, const Node& n,
   return out;
 }
 
+std::vector<WeightLayoutChoice> Candidates::weight_layouts(const Phase& phase, const Node& n,
+                                                           const Candidate& c,
+                                                           std::string& note) const {
+  std::vector<WeightLayoutChoice> out;
+  if (!c.plugin) return out;
+  const int first = sy_weight_input(n.op), count = sy_weight_input_count(n.op);
+  for (int i = first; first >= 0 && i < first + count && i < int(n.inputs.size()); ++i) {
+    const Value* v = phase.value(n.inputs[size_t(i)]);
+    if (!v || v->kind != ValueKind::weight) continue;  // only what a model loads once
+    Expected<Plugin::WeightLayout> l = c.plugin->weight_layout(c.kernel, c.device_index, c.op, i);
+    if (!l) {
+      note = "its plugin could not name a layout for " + v->name + " (" + l.error().message +
+             "): as stored";
+      continue;
+    }
+    if (l->id == 0) continue;
+    OpDesc packed = c.op;
+    packed.inputs[size_t(i)].layout = l->id;
+    const InventoryDevice* dev = inv_.find(c.report.device);
+    if (!dev || !c.plugin->check(c.kernel, dev->info, packed).accepted) {
+      note = "its kernel refused its own layout '" + l->name + "' for " + v->name + ": as stored";
+      continue;
+    }
+    out.resize(n.inputs.size());
+    out[size_t(i)] = {l->id, l->name, l->bytes};
+  }
+  return out;
+}
+
 Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& where,
                           const Plugin& p, size_t kernel, const InventoryDevice& dev) const {
   const Envelope& env = p.kernels()[kernel];
@@ -137,6 +176,12 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   c.report.accepted = r.accepted;
   c.report.reasons = r.refusals;
   c.workspace = int64_t(r.workspace_bytes);
+  if (r.accepted && c.adaptations.empty() && p.weight_layouts()) {
+    c.plugin = &p;
+    c.kernel = kernel;
+    c.device_index = plugin_device_index(p, dev);
+    c.op = op;
+  }
   c.cost = env.cost_hint * work(op) + kCostPerByte * copy_bytes;
   return c;
 }
@@ -289,6 +334,8 @@ std::string plan_hash(const Plan& plan) {
     mix(p.name);
     for (const auto& o : p.ops) {
       mix(o.id + "|" + o.plugin + "|" + o.kernel + "|" + o.device);
+      for (size_t i = 0; i < o.input_layouts.size(); ++i)
+        if (o.input_layouts[i].id) mix("layout|" + std::to_string(i) + "|" + layout_tag(o, i));
       for (const auto& a : o.adaptations)
         mix(std::string(adaptation_kind_name(a.kind)) + "|" + a.plugin + "|" + a.kernel + "|" +
             a.device);

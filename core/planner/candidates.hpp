@@ -34,6 +34,12 @@ struct Candidate {
   std::string rule_extra;                      // the adaptations, for a person
   int64_t workspace = 0;                       // bytes its check declared (ABI 1.4)
   std::optional<DeclaredNumerics> numerics;    // the kernel's, where not exact
+  // Accepted without adaptations: what was checked, with which plugin, kernel and device
+  // index (the weight layouts are asked of the chosen one with the same op).
+  const Plugin* plugin = nullptr;
+  size_t kernel = 0;
+  uint32_t device_index = 0;
+  OpDesc op;
 };
 
 class Candidates {
@@ -42,6 +48,11 @@ class Candidates {
       : reg_(reg), inv_(inv), pol_(pol) {}
   // Every candidate for `n`, accepted or refused with all its reasons.
   std::vector<Candidate> evaluate(const Phase& phase, const Node& n, const Placement& where) const;
+  // The layouts the chosen candidate's kernel wants for the op's weights (ABI 1.10): empty when
+  // all stay as stored. Each is checked again with the layout set; a kernel that refuses its own
+  // layout, or a plugin whose answer fails, keeps the stored one and says so in `note`.
+  std::vector<WeightLayoutChoice> weight_layouts(const Phase& phase, const Node& n,
+                                                 const Candidate& c, std::string& note) const;
 
  private:
   // One kernel on one device: which device it could use, where its operands would be, and its

@@ -18,13 +18,15 @@ struct Use {
   const Value* value = nullptr;
   std::string scope, location;
   int first = 0, last = 0;
+  int64_t packed_bytes = -1;  // a weight in a packed layout: its bytes there
 };
 
 class Uses {
  public:
-  void touch(const Value& v, const std::string& scope, const std::string& location, int step) {
-    const std::string key = buffer_key(scope, v.name, location);
-    auto [it, added] = uses_.try_emplace(key, Use{&v, scope, location, step, step});
+  void touch(const Value& v, const std::string& scope, const std::string& location, int step,
+             const std::string& layout = "", int64_t packed_bytes = -1) {
+    const std::string key = buffer_key(scope, v.name, location, layout);
+    auto [it, added] = uses_.try_emplace(key, Use{&v, scope, location, step, step, packed_bytes});
     if (added) order_.push_back(key);
     it->second.first = std::min(it->second.first, step);
     it->second.last = std::max(it->second.last, step);
@@ -57,10 +59,16 @@ void collect_phase(const Phase& phase, const PhasePlan& pp, Uses& uses,
     };
     for (const auto& c : pp.copies)
       if (c.before_op == op.id) touch(c.value, c.from), touch(c.value, c.to);
-    for (const AdaptedOperands& call :
-         call_operands(op.adaptations, *node, op.input_locations, op.output_locations)) {
+    bool own = true;  // the first call is the op's own kernel, which alone reads packed weights
+    for (const AdaptedOperands& call : call_operands(op.adaptations, *node, op.input_locations,
+                                                     op.output_locations, layout_tags(op))) {
       for (size_t i = 0; i < call.inputs.size(); ++i)
-        touch(call.inputs[i], call.input_locations[i]);
+        if (!call.input_layouts[i].empty() && own)
+          uses.touch(*phase.value(call.inputs[i]), "", call.input_locations[i], step,
+                     call.input_layouts[i], op.input_layouts[i].bytes);
+        else
+          touch(call.inputs[i], call.input_locations[i]);
+      own = false;
       for (size_t i = 0; i < call.outputs.size(); ++i)
         touch(call.outputs[i], call.output_locations[i]);
     }
@@ -207,8 +215,8 @@ int64_t host_allocation_bytes(int64_t bytes) {
 }
 
 std::string buffer_key(const std::string& scope, const std::string& value,
-                       const std::string& location) {
-  return scope + "|" + value + "@" + location;
+                       const std::string& location, const std::string& layout) {
+  return scope + "|" + value + "@" + location + (layout.empty() ? "" : "#" + layout);
 }
 
 std::string buffer_scope(const Value& v, const std::string& phase) {
@@ -230,11 +238,12 @@ std::set<std::string> parameters_at(const Graph& graph, const Plan& plan,
     for (const PlannedOp& op : plan.phases[i].ops) {
       const Node* node = planned_node(phase, op.id);
       if (!node) continue;
-      for (const auto& call :
-           call_operands(op.adaptations, *node, op.input_locations, op.output_locations))
+      for (const auto& call : call_operands(op.adaptations, *node, op.input_locations,
+                                            op.output_locations, layout_tags(op)))
         for (size_t k = 0; k < call.inputs.size(); ++k)
-          if (const Value* v = phase.value(call.inputs[k]);
-              v && v->is_parameter() && call.input_locations[k] == location)
+          if (const Value* v = phase.value(call.inputs[k]); v && v->is_parameter() &&
+                                                            call.input_locations[k] == location &&
+                                                            call.input_layouts[k].empty())
             out.insert(v->name);
     }
   }
@@ -310,16 +319,19 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
         context = std::max(context, v.shape[1]);
       auto [it, first_home] = home.try_emplace(key.substr(0, key.rfind('@')), u.location);
       if (out.slots.count(key)) continue;
-      out.slots[key] = {0, buffer_bytes(v.bytes())};  // session-scoped: its own allocation
-      if (is_kv_pool(v)) {                            // sized below, once the blocks are budgeted
+      const int64_t bytes = u.packed_bytes >= 0 ? u.packed_bytes : v.bytes();
+      out.slots[key] = {0, buffer_bytes(bytes)};  // session-scoped: its own allocation
+      if (is_kv_pool(v)) {                        // sized below, once the blocks are budgeted
         pools.push_back({&v, u.location});
         continue;
       }
       int64_t& slot = !first_home && it->second != u.location ? m.copies
                       : v.kind == ValueKind::kv_cache         ? m.kv_cache
                                                               : m.weights;
-      const int64_t b = buffer_bytes(v.bytes());
-      slot += u.location == kHost ? host_allocation_bytes(b) : b;
+      const int64_t b = buffer_bytes(bytes),
+                    taken = u.location == kHost ? host_allocation_bytes(b) : b;
+      slot += taken;
+      if (u.packed_bytes >= 0 && &slot == &m.weights) m.weights_packed += taken;
     }
     for (auto& [loc, items] : by_location) {
       std::map<std::string, ArenaSlot> slots;

@@ -43,6 +43,8 @@ struct LocationMemory {
   // Of `weights`: what the executor maps from the model's file instead of copying (host weights
   // the file stores exactly as the kernels read them; set by the runtime, which knows the file).
   int64_t weights_mapped = 0;
+  // Of `weights`: the copies kernels read in a packed layout of their plugin (ABI 1.10).
+  int64_t weights_packed = 0;
   // Paged: the bytes one KV block takes here, over every pool (layer) kept here.
   int64_t kv_bytes_per_block = 0;
   // What the plan may use there: free memory (live) or the profile's memory_bytes, minus the
@@ -90,9 +92,10 @@ int64_t buffer_bytes(int64_t value_bytes);
 inline constexpr int64_t kHostHugePage = int64_t(2) << 20;
 int64_t host_allocation_bytes(int64_t bytes);
 
-// The key of a buffer: scope ("" for weights and caches, else the phase), value, location.
+// The key of a buffer: scope ("" for weights and caches, else the phase), value, location, and
+// for a weight packed for a kernel its layout tag ("plugin:id", layout_tag in planner.hpp).
 std::string buffer_key(const std::string& scope, const std::string& value,
-                       const std::string& location);
+                       const std::string& location, const std::string& layout = "");
 // The scope of `v`'s buffers: "" for weights, constants and KV caches (one per session), else
 // `phase` (an activation of one step, in the arena).
 std::string buffer_scope(const Value& v, const std::string& phase);
@@ -102,7 +105,7 @@ const Node* planned_node(const Phase& phase, const std::string& id);
 // CPU's memory is "host".
 std::string memory_location(const std::string& name);
 
-// The weights and constants some kernel call of `plan` reads at `location`.
+// The weights and constants some kernel call of `plan` reads at `location` as stored.
 std::set<std::string> parameters_at(const Graph& graph, const Plan& plan,
                                     const std::string& location);
 

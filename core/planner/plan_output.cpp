@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/capability/envelope.hpp"
@@ -69,6 +70,7 @@ json memory_json(const MemoryPlan& m) {
     json j{{"location", l.location},
            {"weights_bytes", l.weights},
            {"weights_mapped_bytes", l.weights_mapped},
+           {"weights_packed_bytes", l.weights_packed},
            {"kv_bytes_per_block", l.kv_bytes_per_block},
            {"kv_cache_bytes", l.kv_cache},
            {"activations_bytes", l.activations},
@@ -110,7 +112,9 @@ void render_memory(std::ostream& out, const MemoryPlan& m) {
   for (const auto& l : m.locations)
     if (l.weights_mapped > 0)
       out << "  " << l.location << ": " << bytes_text(l.weights_mapped) << " of the weights mapped "
-          << "from the model's file, " << bytes_text(l.weights - l.weights_mapped) << " copied\n";
+          << "from the model's file, "
+          << (l.weights_packed > 0 ? bytes_text(l.weights_packed) + " packed for kernels, " : "")
+          << bytes_text(l.weights - l.weights_mapped - l.weights_packed) << " copied\n";
   if (m.kv_blocks > 0)
     out << "  KV pool: " << m.kv_blocks << " blocks of " << m.kv_block_tokens << " tokens ("
         << m.kv_blocks * m.kv_block_tokens << " tokens) per layer: " << m.kv_blocks_rule << "\n";
@@ -155,6 +159,29 @@ std::string numerics_line(const Policy& policy, const PhasePlan& p) {
   return out.str();
 }
 
+// "weights packed: 210 by cpu_onednn as q4_0, 8 rows interleaved (69.2 MiB)", or "" when every
+// weight is read as stored. A weight two ops read in one layout is counted once.
+std::string layouts_line(const PhasePlan& p) {
+  std::map<std::string, std::pair<std::set<std::string>, int64_t>> by;  // plugin + name
+  for (const auto& o : p.ops)
+    for (size_t i = 0; i < o.input_layouts.size(); ++i) {
+      const WeightLayoutChoice& l = o.input_layouts[i];
+      if (l.id == 0) continue;
+      auto& [weights, bytes] = by[o.plugin + " as " + l.name];
+      if (weights.insert(o.id + "#" + std::to_string(i)).second) bytes += l.bytes;
+    }
+  if (by.empty()) return "";
+  std::ostringstream out;
+  out << "weights packed at load (the weight-layouts extension): ";
+  bool first = true;
+  for (const auto& [what, wb] : by) {
+    out << (first ? "" : "; ") << wb.first.size() << " by " << what << " (" << bytes_text(wb.second)
+        << ")";
+    first = false;
+  }
+  return out.str();
+}
+
 // "segments: 1 on cuda:0 (cuda_flash, 514 ops as one segment), 2 op by op on cpu:0 (...)".
 std::string segments_line(const PhasePlan& p) {
   std::ostringstream out;
@@ -192,6 +219,13 @@ json to_json(const Plan& plan) {
              {"kernel", o.kernel}, {"family", o.family},          {"device", o.device},
              {"rule", o.rule},     {"rejected", rejected},        {"numerics", o.numerics}};
       j["input_locations"] = o.input_locations;
+      if (!o.input_layouts.empty()) {
+        json layouts = json::array();
+        for (const auto& l : o.input_layouts)
+          layouts.push_back(l.id == 0 ? json(nullptr)
+                                      : json{{"id", l.id}, {"name", l.name}, {"bytes", l.bytes}});
+        j["input_layouts"] = layouts;
+      }
       j["output_locations"] = o.output_locations;
       if (o.layer >= 0) j["layer"] = o.layer;
       if (!o.fused_group.empty()) j["fused_group"] = o.fused_group;
@@ -318,6 +352,7 @@ std::string render_plan(const Plan& plan) {
         << " fallbacks, " << adapted << " adaptations\n";
     out << "  " << numerics_line(plan.policy, p) << "\n";
     out << "  " << segments_line(p) << "\n";
+    if (const std::string l = layouts_line(p); !l.empty()) out << "  " << l << "\n";
     std::map<std::string, int> cache_devices;
     for (const auto& [v, d] : p.kv_caches) cache_devices[d]++;
     for (const auto& [d, n] : cache_devices) out << "  kv caches: " << n << " on " << d << "\n";

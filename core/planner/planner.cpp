@@ -245,6 +245,9 @@ class PhasePlanner {
         p.rejected.push_back(r);
     d.in_locs = p.input_locations = best.in_locs;
     d.out_locs = p.output_locations = best.out_locs;
+    std::string note;
+    p.input_layouts = cands_.weight_layouts(phase_, n, best, note);
+    if (!note.empty()) p.rule += "; " + note;
     return d;
   }
 
@@ -443,6 +446,18 @@ std::optional<Numerics> parse_numerics(const std::string& text) {
   if (text == "auto") return Numerics::automatic;
   if (text == "fast") return Numerics::fast;
   return std::nullopt;
+}
+
+std::string layout_tag(const PlannedOp& op, size_t i) {
+  if (i >= op.input_layouts.size() || op.input_layouts[i].id == 0) return "";
+  return op.plugin + ":" + std::to_string(op.input_layouts[i].id);
+}
+
+std::vector<std::string> layout_tags(const PlannedOp& op) {
+  std::vector<std::string> out;
+  if (op.input_layouts.empty()) return out;
+  for (size_t i = 0; i < op.input_layouts.size(); ++i) out.push_back(layout_tag(op, i));
+  return out;
 }
 
 bool numerics_allowed(Numerics policy, const DeclaredNumerics& declared) {

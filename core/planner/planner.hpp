@@ -71,6 +71,14 @@ struct CandidateReport {
   std::vector<Refusal> reasons;
 };
 
+// A weight input the kernel reads in a packed layout of its plugin (ABI 1.10, the weight-layouts
+// extension): packed once per model as it loads.
+struct WeightLayoutChoice {
+  uint32_t id = 0;  // 0: as stored
+  std::string name;
+  int64_t bytes = 0;
+};
+
 struct PlannedOp {
   std::string id;
   sy_op_kind op = SY_OP_COPY;
@@ -84,6 +92,8 @@ struct PlannedOp {
   // Memory location of each operand ("host" or a device id), inputs then outputs: where the
   // executor finds and puts them (after the plan's copies).
   std::vector<std::string> input_locations, output_locations;
+  // Index-aligned with the inputs (empty: every input as stored): the layout each is read in.
+  std::vector<WeightLayoutChoice> input_layouts;
   // Memory the kernel holds from prepare to release (its check's ABI 1.4 workspace_bytes).
   int64_t workspace_bytes = 0;
   // The kernel's arithmetic: "exact", or the numerics feature it declares ("activation_q16",
@@ -91,6 +101,10 @@ struct PlannedOp {
   // q8 under fast only).
   std::string numerics = "exact";
 };
+
+// "plugin:id" for input `i` of `op` read in a packed layout, "" as stored; every input's.
+std::string layout_tag(const PlannedOp& op, size_t i);
+std::vector<std::string> layout_tags(const PlannedOp& op);
 
 struct Copy {
   std::string value, from, to, before_op;

@@ -104,7 +104,9 @@ class PluginLoader {
     if (::stat(path_.c_str(), &st) != 0 || (st.st_mode & S_IWOTH)) return std::nullopt;  // open's
     const ProbeOutcome p = probe_library_load(path_, sha256_);
     logger_of(options_)->debug("load probe of {}: {} in {:.1f} ms", path_.string(),
-                               p.failure ? "failed" : p.cached ? "remembered pass" : "passed",
+                               p.failure  ? "failed"
+                               : p.cached ? "remembered pass"
+                                          : "passed",
                                p.ms);
     if (!p.failure) return std::nullopt;
     return stage_error(LoadStage::probe, p.failure->reason, p.failure->hint);
@@ -182,15 +184,16 @@ class PluginLoader {
       return stage_error(LoadStage::abi, "plugin ABI " + plugin_ver + " is older than " + host,
                          "rebuild the plugin");
     plugin_->negotiated_minor_ = std::min(api->abi_minor, kHostAbiMinor);
-    // Minors 3 to 9 added no slot (3: block-quantized dtypes and envelope weight dtypes; 4:
+    // Minors 3 to 10 added no slot (3: block-quantized dtypes and envelope weight dtypes; 4:
     // the check's workspace_bytes output; 5: dynamic extents, the varlen and paged forms; 6:
     // the dtypes q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k; 7: mxfp4, moe_router, moe_experts;
-    // 8: the activation_q8 feature; 9: the activation_q16 feature).
-    constexpr size_t kTableSize[] = {SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
-                                     SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2};
+    // 8: the activation_q8 feature; 9: the activation_q16 feature; 10: sy_tensor_desc.layout
+    // and the weight-layouts extension).
+    constexpr size_t kTableSize[] = {
+        SY_PLUGIN_API_SIZE_MINOR_0, SY_PLUGIN_API_SIZE_MINOR_1, SY_PLUGIN_API_SIZE_MINOR_2,
+        SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
+        SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2,
+        SY_PLUGIN_API_SIZE_MINOR_2, SY_PLUGIN_API_SIZE_MINOR_2};
     static_assert(std::size(kTableSize) == kHostAbiMinor + 1, "one table size per minor");
     const size_t need = kTableSize[plugin_->negotiated_minor_];
     if (api->struct_size < need)

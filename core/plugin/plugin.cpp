@@ -110,19 +110,31 @@ bool Plugin::has_extension(const std::string& name) const {
 void Plugin::find_extensions() {
   extensions_.clear();
   segments_ = nullptr;
+  layouts_ = nullptr;
 #if SY_ABI_COMPAT_MINOR >= 2
   if (!slot_in_table(2, SY_PLUGIN_API_SIZE_MINOR_2)) return;
   // A bounded walk: a list that loops is a plugin bug, not a reason to hang.
   const sy_extension_header* e = api_->extensions;
   for (int n = 0; e && n < 64; e = e->next, ++n) {
     if (e->struct_size < SY_EXTENSION_HEADER_SIZE_MINOR_2) break;
-    if (e->type != SY_EXTENSION_TYPE_SEGMENTS || segments_) continue;
-    auto* s = reinterpret_cast<const sy_segment_extension*>(e);
-    if (e->struct_size < SY_SEGMENT_EXTENSION_SIZE_MINOR_2 || !s->prepare_segment ||
-        !s->execute_segment || !s->release_segment)
-      continue;
-    segments_ = s;
-    extensions_.push_back("segments");
+    if (e->type == SY_EXTENSION_TYPE_SEGMENTS && !segments_) {
+      auto* s = reinterpret_cast<const sy_segment_extension*>(e);
+      if (e->struct_size < SY_SEGMENT_EXTENSION_SIZE_MINOR_2 || !s->prepare_segment ||
+          !s->execute_segment || !s->release_segment)
+        continue;
+      segments_ = s;
+      extensions_.push_back("segments");
+    }
+#if SY_ABI_COMPAT_MINOR >= 10
+    if (e->type == SY_EXTENSION_TYPE_WEIGHT_LAYOUTS && !layouts_ && negotiated_minor_ >= 10) {
+      auto* w = reinterpret_cast<const sy_weight_layout_extension*>(e);
+      if (e->struct_size < SY_WEIGHT_LAYOUT_EXTENSION_SIZE_MINOR_10 || !w->weight_layout ||
+          !w->pack_weight)
+        continue;
+      layouts_ = w;
+      extensions_.push_back("weight_layouts");
+    }
+#endif
   }
 #endif
 }
@@ -167,6 +179,66 @@ std::optional<Plugin::MemoryInfo> Plugin::memory_info(uint32_t device_index) con
   ErrorText err;
   if (api_->memory_info(&args, err.buffer()) != SY_STATUS_OK) return std::nullopt;
   return MemoryInfo{args.free_bytes, args.total_bytes};
+}
+
+Expected<Plugin::WeightLayout> Plugin::weight_layout(size_t kernel_index, uint32_t device_index,
+                                                     const OpDesc& op, size_t input) const {
+  WeightLayout out;
+#if SY_ABI_COMPAT_MINOR >= 10
+  if (!layouts_) return out;
+  AbiOpView view(op);
+  sy_weight_layout_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = instance_;
+  args.device_index = device_index;
+  args.kernel_index = static_cast<uint32_t>(kernel_index);
+  args.op = view.get();
+  args.input = static_cast<uint32_t>(input);
+  ErrorText err;
+  int status = layouts_->weight_layout(&args, err.buffer());
+  if (status != SY_STATUS_OK) return plugin_error(*this, status, err);
+  out.id = args.layout;
+  if (out.id == 0) return out;
+  out.name = args.name ? args.name : "layout " + std::to_string(out.id);
+  out.bytes = static_cast<int64_t>(args.packed_bytes);
+  if (out.bytes <= 0)
+    return Error(Errc::plugin_internal,
+                 "INTERNAL: weight_layout named layout " + std::to_string(out.id) + " of 0 bytes",
+                 name_)
+        .with_status(SY_STATUS_INTERNAL);
+#else
+  (void)kernel_index, (void)device_index, (void)op, (void)input;
+#endif
+  return out;
+}
+
+std::optional<Error> Plugin::pack_weight(uint32_t device_index, uint32_t layout,
+                                         const TensorDesc& desc, const void* src, void* dst,
+                                         uint64_t dst_bytes) const {
+#if SY_ABI_COMPAT_MINOR >= 10
+  if (!layouts_)
+    return Error(Errc::plugin_internal, "UNSUPPORTED: the plugin packs no weights", name_)
+        .with_status(SY_STATUS_UNSUPPORTED);
+  OpDesc holder;
+  holder.inputs = {desc};
+  AbiOpView view(holder);
+  sy_pack_weight_args args{};
+  args.struct_size = sizeof(args);
+  args.plugin = instance_;
+  args.device_index = device_index;
+  args.layout = layout;
+  args.desc = view.get()->inputs[0];
+  args.src = src;
+  args.dst = dst;
+  args.dst_bytes = dst_bytes;
+  ErrorText err;
+  int status = layouts_->pack_weight(&args, err.buffer());
+  if (status != SY_STATUS_OK) return plugin_error(*this, status, err);
+  return std::nullopt;
+#else
+  (void)device_index, (void)layout, (void)desc, (void)src, (void)dst, (void)dst_bytes;
+  return Error(Errc::plugin_internal, "UNSUPPORTED: built without ABI 1.10", name_);
+#endif
 }
 
 Expected<void*> Plugin::alloc(uint32_t device_index, uint64_t bytes, uint64_t alignment) const {

@@ -125,6 +125,22 @@ class Plugin {
   bool has_extension(const std::string& name) const;
   // The segments extension of a live plugin, or NULL (segment.hpp calls it).
   const sy_segment_extension* segment_extension() const { return segments_; }
+  // The weight-layouts extension (ABI 1.10) of a live plugin, or NULL.
+  const sy_weight_layout_extension* weight_layouts() const { return layouts_; }
+  // The layout kernel `kernel_index` wants for weight input `input` of `op` (which its check
+  // accepted) on device `device_index`: id 0 when it keeps the stored one or the plugin has no
+  // such extension. Errors carry the plugin's status, as alloc's do.
+  struct WeightLayout {
+    uint32_t id = 0;
+    std::string name;
+    int64_t bytes = 0;
+  };
+  Expected<WeightLayout> weight_layout(size_t kernel_index, uint32_t device_index, const OpDesc& op,
+                                       size_t input) const;
+  // Writes weight `desc` (stored, at host memory src) in layout `layout` to dst (dst_bytes of
+  // the device's memory).
+  std::optional<Error> pack_weight(uint32_t device_index, uint32_t layout, const TensorDesc& desc,
+                                   const void* src, void* dst, uint64_t dst_bytes) const;
   // Releases a kernel from prepare (the 1.2 struct form when the plugin has it).
   void release(sy_kernel* kernel) const;
   // Whether optional slot `field_end` (its table offset + size) is callable: the negotiated
@@ -154,6 +170,7 @@ class Plugin {
   uint32_t manifest_abi_[2] = {0, 0};  // a manifest-declared plugin's abi_version
   std::vector<std::string> extensions_;
   const sy_segment_extension* segments_ = nullptr;
+  const sy_weight_layout_extension* layouts_ = nullptr;
   void find_extensions();  // from a live plugin's list (plugin.cpp)
 };
 

@@ -1,6 +1,7 @@
 // The envelopes are the capability `switchyard caps`, the manifest and the planner read;
 // `check` and `prepare` apply exactly these, the operator contract and the limits below.
 #include "kernel_table.hpp"
+#include "rowdot/weight_layout.hpp"
 
 #include <cstdio>
 
@@ -139,6 +140,13 @@ int limit_matmul_q16(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn 
                    "q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k|iq4_nl|iq4_xs", text);
 }
 
+// matmul_q16's weight (input 1, [N, K]) in the layout the tier reads fastest (weight_layout.hpp).
+sy::edge::WeightLayout layout_matmul_q16(const sy_device_desc*, const sy_op_desc* op,
+                                         uint32_t input) {
+  if (input != 1 || op->num_inputs < 2 || !op->inputs[1] || op->inputs[1]->ndim != 2) return {};
+  return q16_weight_layout(op->inputs[1]->dtype, op->inputs[1]->shape[0], op->inputs[1]->shape[1]);
+}
+
 // o in f32 or bf16 (the contract allows f16 too).
 int limit_sinks_from_lse(const sy_device_desc*, const sy_op_desc* op, sy_refusal_fn add,
                          void* ctx) {
@@ -179,7 +187,7 @@ const Row kRows[] = {
      // No workspace: its quantized activations and panels are the thread's scratch, shared by
      // every kernel the thread runs (ABI 1.4's workspace is memory one kernel holds; summed over
      // 211 ops it predicted 345 MB for SmolLM2, against the one op's bound the threads hold).
-     limit_matmul_q16, make_matmul_q16, nullptr},
+     limit_matmul_q16, make_matmul_q16, nullptr, layout_matmul_q16},
     {with_weights(envelope("embedding", SY_OP_EMBEDDING, "generic", F32 | BF16), kQuantized),
      nullptr, make_embedding, nullptr},
     {envelope("rms_norm", SY_OP_RMS_NORM, "generic", F32 | BF16), nullptr, make_rms_norm, nullptr},

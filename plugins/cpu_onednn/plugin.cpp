@@ -8,6 +8,7 @@
 #include "cpu_device.hpp"
 #include "cxx_edge/plugin_edge.hpp"
 #include "kernel_table.hpp"
+#include "rowdot/weight_layout.hpp"
 
 struct sy_plugin {
   using Impl = sy::cpu::CpuKernel;
@@ -27,6 +28,19 @@ struct sy_plugin {
   sy_status context(size_t, uint32_t, Context& ctx, sy_error_buffer*) const {
     ctx = context_;
     return SY_STATUS_OK;
+  }
+  // The weight-layouts extension's packing (rowdot/weight_layout.hpp): matmul_q16's layouts.
+  static sy_status pack_weight(const sy_pack_weight_args& a, sy_error_buffer* err) {
+    const sy_tensor_desc& d = *a.desc;
+    if (d.ndim == 2 && d.shape && sy_tensor_layout(&d) == 0 &&
+        sy::cpu::pack_q16_weight(a.layout, d.dtype, d.shape[0], d.shape[1], a.src, a.dst,
+                                 a.dst_bytes))
+      return SY_STATUS_OK;
+    return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                   "cpu_onednn: layout %u is not one this tier names for a %s weight of this "
+                   "shape in %llu bytes",
+                   a.layout, sy_dtype_name(d.dtype) ? sy_dtype_name(d.dtype) : "?",
+                   (unsigned long long)a.dst_bytes);
   }
 
   sy::cpu::CpuDevice cpu;
@@ -74,6 +88,8 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
   });
 }
 
+constexpr sy_weight_layout_extension kLayouts = sy::edge::LayoutEdge<sy_plugin>::extension();
+
 constexpr sy_plugin_api make_api() {
   sy_plugin_api api{};
   api.struct_size = sizeof(sy_plugin_api);
@@ -83,6 +99,7 @@ constexpr sy_plugin_api make_api() {
   api.plugin_version = "0.1.0";
   api.init = plugin_init;
   Edge::fill(api);
+  api.extensions = &kLayouts.header;
   return api;
 }
 

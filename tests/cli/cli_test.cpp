@@ -33,14 +33,14 @@ TEST(CliPlugins, DefaultFolderHasCpuLoadedWithOneAvailableDevice) {
   const json* cpu = by_name(j, "cpu_onednn");
   ASSERT_TRUE(cpu) << j.dump(2);
   EXPECT_EQ((*cpu)["status"], "loaded");
-  EXPECT_EQ((*cpu)["abi_version"], "1.9");
-  EXPECT_EQ((*cpu)["abi_negotiated"], "1.9");
-  if (SY_TEST_HAVE_CUDA_PLUGIN) {  // both built-in plugins speak ABI 1.9
+  EXPECT_EQ((*cpu)["abi_version"], "1.10");
+  EXPECT_EQ((*cpu)["abi_negotiated"], "1.10");
+  if (SY_TEST_HAVE_CUDA_PLUGIN) {  // both built-in plugins speak ABI 1.10
     const json* cuda = by_name(j, "cuda_flash");
     ASSERT_TRUE(cuda) << j.dump(2);
     EXPECT_EQ((*cuda)["status"], "loaded");
-    EXPECT_EQ((*cuda)["abi_version"], "1.9");
-    EXPECT_EQ((*cuda)["abi_negotiated"], "1.9");
+    EXPECT_EQ((*cuda)["abi_version"], "1.10");
+    EXPECT_EQ((*cuda)["abi_negotiated"], "1.10");
   }
   ASSERT_EQ((*cpu)["devices"].size(), 1u);
   EXPECT_EQ((*cpu)["devices"][0]["type"], "cpu");
@@ -85,14 +85,14 @@ TEST(CliPlugins, BrokenFolderListsOneDiagnosticPerPluginAndExitsZero) {
 TEST(CliPlugins, HumanTableShowsStageAndReason) {
   auto r = run_switchyard("plugins --plugin-dir " + test::kBrokenDir.string());
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_THAT(r.out, HasSubstr("stage abi: plugin ABI 2.9, host accepts ABI 1.0..9"));
+  EXPECT_THAT(r.out, HasSubstr("stage abi: plugin ABI 2.10, host accepts ABI 1.0..10"));
   EXPECT_THAT(r.out, HasSubstr("stage capability:"));
 }
 
 TEST(CliPlugins, EnvironmentSearchPath) {
   auto r = run_switchyard("plugins --json", "SWITCHYARD_PLUGIN_PATH=" + test::kGoodDir.string());
   json j = parse_stdout(r);
-  EXPECT_EQ(j.size(), 10u);
+  EXPECT_EQ(j.size(), 11u);
   EXPECT_TRUE(by_name(j, "good_minor0"));
   EXPECT_TRUE(by_name(j, "good_minor2"));
   EXPECT_TRUE(by_name(j, "good_minor3"));
@@ -102,6 +102,7 @@ TEST(CliPlugins, EnvironmentSearchPath) {
   EXPECT_TRUE(by_name(j, "good_minor7"));
   EXPECT_TRUE(by_name(j, "good_minor8"));
   EXPECT_TRUE(by_name(j, "good_minor9"));
+  EXPECT_TRUE(by_name(j, "good_minor10"));
   EXPECT_FALSE(by_name(j, "cpu_onednn"));
 }
 
@@ -123,7 +124,7 @@ TEST(CliExitCodes, UsageErrorsExitTwo) {
 TEST(CliExitCodes, HelpAndVersion) {
   auto v = run_switchyard("--version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_THAT(v.out, HasSubstr("plugin ABI 1.9"));
+  EXPECT_THAT(v.out, HasSubstr("plugin ABI 1.10"));
   auto h = run_switchyard("--help");
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_THAT(h.out, HasSubstr("Exit codes"));

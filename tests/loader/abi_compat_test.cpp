@@ -176,17 +176,18 @@ TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
 // of release and shutdown instead of the old ones.
 // activation_q8 (1.8) and activation_q16 (1.9) are numerics claims: builds 4 to 7 of the test
 // plugin set bit 17 and builds 4 to 8 bit 18, which meant nothing then, and the host drops each
-// from a plugin older than its minor; the minor-9 build claims neither.
+// from a plugin older than its minor; the minor-9 and minor-10 builds claim neither.
 TEST(AbiVersions, NumericsClaimsCrossFromTheirMinorOnly) {
   const uint64_t q8 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q8);
   const uint64_t q16 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16);
-  for (const char* name :
-       {"good_minor4.so", "good_minor5.so", "good_minor7.so", "good_minor8.so", "good_minor9.so"}) {
+  for (const char* name : {"good_minor4.so", "good_minor5.so", "good_minor7.so", "good_minor8.so",
+                           "good_minor9.so", "good_minor10.so"}) {
     auto p = load(test::kGoodDir / name);
     ASSERT_TRUE(p) << name;
     EXPECT_EQ(p->kernels()[0].features & (q8 | q16), 0u) << name;
   }
   EXPECT_EQ(load(test::kGoodDir / "good_minor9.so")->negotiated_minor(), 9u);
+  EXPECT_EQ(load(test::kGoodDir / "good_minor10.so")->negotiated_minor(), 10u);
   EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q8), "activation_q8");
   EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q16), "activation_q16");
 }

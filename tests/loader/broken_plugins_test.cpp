@@ -67,10 +67,10 @@ TEST_F(BrokenPlugins, NoEntrySymbol) {
   expect_failure("no_entry", LoadStage::entry, "sy_plugin_entry");
 }
 TEST_F(BrokenPlugins, AbiMajorTooNew) {
-  expect_failure("abi_major_new", LoadStage::abi, "plugin ABI 2.9, host accepts ABI 1.0..9");
+  expect_failure("abi_major_new", LoadStage::abi, "plugin ABI 2.10, host accepts ABI 1.0..10");
 }
 TEST_F(BrokenPlugins, AbiMajorTooOld) {
-  expect_failure("abi_major_old", LoadStage::abi, "plugin ABI 0.9, host accepts ABI 1.0..9");
+  expect_failure("abi_major_old", LoadStage::abi, "plugin ABI 0.10, host accepts ABI 1.0..10");
 }
 TEST_F(BrokenPlugins, UndersizedFunctionTable) {
   expect_failure("small_table", LoadStage::abi, "smaller than");

@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SY_ABI_VERSION_MAJOR 1
-#define SY_ABI_VERSION_MINOR 9
+#define SY_ABI_VERSION_MINOR 10
 
 /* A plugin (or host) may be compiled as if against an older minor of this
  * header by defining SY_ABI_COMPAT_MINOR before including it: fields added
@@ -335,11 +335,35 @@ typedef struct sy_tensor_desc {
    * otherwise: every dimension fixed). */
   uint32_t dynamic_dims;
 #endif
+#if SY_ABI_COMPAT_MINOR >= 10
+  /* Since 1.10. How the tensor's bytes are arranged: 0 is the dtype's stored layout (row-major
+   * elements; block-quantized rows as GGUF stores them, block after block). Any other value is
+   * a packed layout of the plugin that owns the kernel, which that plugin's weight-layouts
+   * extension asked for (sy_weight_layout_extension, below) and produced with pack_weight: the
+   * host sets it only on a weight input of an op it prepares with that plugin, after the
+   * plugin's weight_layout named it for that very op and input. dtype and shape stay the
+   * stored tensor's; only the bytes behind the DLTensor's data differ. A kernel refuses
+   * (check) every layout it did not ask for. Read it through sy_tensor_layout(). */
+  uint32_t layout;
+#endif
 } sy_tensor_desc;
 SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 0, memory);
 #if SY_ABI_COMPAT_MINOR >= 5
 SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 5, dynamic_dims);
 #endif
+#if SY_ABI_COMPAT_MINOR >= 10
+SY_DEFINE_STRUCT_SIZE(SY_TENSOR_DESC, sy_tensor_desc, 10, layout);
+#endif
+
+/* The layout of `t` (0, the stored layout, for a struct of a minor before 1.10). */
+static inline uint32_t sy_tensor_layout(const sy_tensor_desc* t) {
+#if SY_ABI_COMPAT_MINOR >= 10
+  if (t && t->struct_size >= SY_TENSOR_DESC_SIZE_MINOR_10) return t->layout;
+#else
+  (void)t;
+#endif
+  return 0;
+}
 
 /* The dynamic dimensions of `t` (0 for a struct of a minor before 1.5). */
 static inline uint32_t sy_tensor_dynamic_dims(const sy_tensor_desc* t) {
@@ -570,7 +594,8 @@ SY_DEFINE_STRUCT_SIZE(SY_FREE_MEMORY_ARGS, sy_free_memory_args, 2, data);
  * valid until the library is unloaded. */
 typedef enum sy_extension_type {
   SY_EXTENSION_TYPE_NONE = 0,
-  SY_EXTENSION_TYPE_SEGMENTS = 1 /* sy_segment_extension, below */
+  SY_EXTENSION_TYPE_SEGMENTS = 1,      /* sy_segment_extension, below */
+  SY_EXTENSION_TYPE_WEIGHT_LAYOUTS = 2 /* sy_weight_layout_extension (since 1.10), below */
 } sy_extension_type;
 
 typedef struct sy_extension_header {
@@ -705,6 +730,62 @@ typedef struct sy_segment_extension {
   void (*release_segment)(sy_release_segment_args* args);
 } sy_segment_extension;
 SY_DEFINE_STRUCT_SIZE(SY_SEGMENT_EXTENSION, sy_segment_extension, 2, release_segment);
+#endif
+
+#if SY_ABI_COMPAT_MINOR >= 10
+/* ---- Weight layouts (extension SY_EXTENSION_TYPE_WEIGHT_LAYOUTS, since 1.10) ---------------
+ *
+ * A kernel may read a weight faster in an arrangement of its own than as the file stores it:
+ * the rows of a group interleaved so that one vector load feeds every row of the group, the
+ * scales gathered beside them (ggml's CPU "repack" buffers, ONNX Runtime's PrePack). The host
+ * asks, per planned op and weight input, which layout the kernel wants; packs each weight once
+ * per model and layout, as the model loads (the contexts of a model share it); and prepares the
+ * kernel with that input's sy_tensor_desc.layout set. The plan says which weights were packed,
+ * into what, and counts the packed bytes in the weights' memory. Packing changes where bytes
+ * sit, never a value: a kernel's results on the packed weight equal its results on the stored
+ * one, bit for bit (conformance checks it for every layout a plugin names).
+ *
+ * The host uses this extension only with a plugin whose negotiated minor is at least 10. */
+
+typedef struct sy_weight_layout_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  uint32_t kernel_index; /* into get_kernels' array: the kernel the planner chose */
+  const sy_op_desc* op;  /* the op as check accepted it, every input in layout 0 */
+  uint32_t input;        /* a weight input of op (sy_weight_input, envelope_check.h) */
+  uint32_t layout;       /* out, host-initialised to 0: the layout wanted; 0 = as stored */
+  uint64_t packed_bytes; /* out: bytes of the weight in that layout */
+  /* out, plugin-owned, valid until unload: a short description for the plan, e.g.
+   * "q4_0, 8 rows interleaved". */
+  const char* name;
+} sy_weight_layout_args;
+SY_DEFINE_STRUCT_SIZE(SY_WEIGHT_LAYOUT_ARGS, sy_weight_layout_args, 10, name);
+
+typedef struct sy_pack_weight_args {
+  size_t struct_size;
+  sy_plugin* plugin;
+  uint32_t device_index;
+  uint32_t layout;            /* a layout weight_layout named, for a weight like `desc` */
+  const sy_tensor_desc* desc; /* the weight: dtype, shape, layout 0. Host-owned for the call */
+  const void* src;            /* host memory: the weight as stored, sy_tensor_bytes of desc */
+  /* Memory of the device (from alloc; host memory for a device that uses it), dst_bytes =
+   * the packed_bytes weight_layout gave. The plugin writes every byte of it. */
+  void* dst;
+  uint64_t dst_bytes;
+} sy_pack_weight_args;
+SY_DEFINE_STRUCT_SIZE(SY_PACK_WEIGHT_ARGS, sy_pack_weight_args, 10, dst_bytes);
+
+typedef struct sy_weight_layout_extension {
+  sy_extension_header header; /* type SY_EXTENSION_TYPE_WEIGHT_LAYOUTS */
+  /* The layout the kernel wants for one weight input of one op it accepted. Pure: the same
+   * arguments give the same answer. OK with layout 0 when the stored layout is best. */
+  sy_status (*weight_layout)(sy_weight_layout_args* args, sy_error_buffer* err);
+  /* Writes the weight at src in `layout` to dst; complete when it returns. INVALID_ARGUMENT
+   * for a layout, weight or size weight_layout would not have named. Thread-safe. */
+  sy_status (*pack_weight)(sy_pack_weight_args* args, sy_error_buffer* err);
+} sy_weight_layout_extension;
+SY_DEFINE_STRUCT_SIZE(SY_WEIGHT_LAYOUT_EXTENSION, sy_weight_layout_extension, 10, pack_weight);
 #endif
 
 /* ------------------------------------------------------------------------ */

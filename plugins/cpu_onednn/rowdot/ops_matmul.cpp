@@ -208,9 +208,11 @@ class RowdotKernel final : public CpuKernel {
 // numerics, which the planner chooses under --numerics auto, the default, and fast).
 class RowdotQ8Kernel final : public CpuKernel {
  public:
-  RowdotQ8Kernel(int64_t k, int64_t n, sy_dtype wtype, bool bf16, const CpuContext& ctx)
+  RowdotQ8Kernel(int64_t k, int64_t n, sy_dtype wtype, uint32_t layout, bool bf16,
+                 const CpuContext& ctx)
       : tier_(rowdot_q8_tier(active_tier())), ctx_(ctx) {
     args_.wtype = wtype;
+    args_.layout = layout;  // the check admitted only the layout q16_weight_layout names
     args_.y_bf16 = bf16;
     args_.K = k;
     args_.N = n;
@@ -269,7 +271,7 @@ uint64_t matmul_workspace_bytes(const sy_op_desc* op) {
 std::unique_ptr<CpuKernel> make_matmul_q16(const sy::edge::OpCopy& op, const CpuContext& ctx) {
   sy::edge::enforce_contract(op, "matmul_q16");
   const auto& b = op.inputs[1].shape;  // [N, K]: the envelope admits block-quantized b only
-  return std::make_unique<RowdotQ8Kernel>(b[1], b[0], op.inputs[1].dtype,
+  return std::make_unique<RowdotQ8Kernel>(b[1], b[0], op.inputs[1].dtype, op.inputs[1].layout,
                                           op.inputs[0].dtype == SY_DTYPE_BF16, ctx);
 }
 

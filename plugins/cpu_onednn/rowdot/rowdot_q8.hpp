@@ -48,6 +48,9 @@ struct Q16Block {
   int32_t sum_half[2];  // ΣQ of elements 0-15 and 16-31 (the vnni form's bias for signed w)
 };
 
+// The packed layout "q4_0, 8 rows interleaved" (weight_layout.hpp says what it is).
+inline constexpr uint32_t kLayoutQ4_0Rows8 = 1;
+
 struct RowdotQ8Args {
   sy_dtype wtype;
   const void* w;       // [N, K] in blocks of wtype
@@ -56,6 +59,7 @@ struct RowdotQ8Args {
   void* y;             // [M, N]
   bool y_bf16;
   int64_t M, K, N;
+  uint32_t layout;  // w's: 0 as stored, else a packed layout (weight_layout.hpp)
 };
 
 // Bytes of x in the amx tier's tile layout: per 16 rows and block of 32, the 16 rows' high
@@ -78,6 +82,8 @@ struct RowdotQ8Tier {
   // at out (q16_tile_x_bytes), for M >= tile_min_rows; columns then reads it from a.xt.
   void (*tile_x)(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out);
   int64_t tile_min_rows;
+  // Whether columns reads q4_0 weights in kLayoutQ4_0Rows8 (weight_layout.hpp).
+  bool reads_q4_0_rows8 = false;
 };
 
 const RowdotQ8Tier& rowdot_q8_tier(const TierChoice& tier);

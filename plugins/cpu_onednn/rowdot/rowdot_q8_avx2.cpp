@@ -8,8 +8,8 @@ namespace sy::cpu {
 // A function-local static, built on the first call from inside the tier: a namespace-scope one
 // is built with VEX code when the plugin loads, on every CPU (docs/cpu-tiers.md).
 const RowdotQ8Tier& rowdot_q8_avx2() {
-  static const RowdotQ8Tier tier = {"q8_avx2", q8_quantize<Avx2Q8>, q16_columns<Avx2Q8, Avx2Mac>,
-                                    nullptr, 0};
+  static const RowdotQ8Tier tier = {
+      "q8_avx2", q8_quantize<Avx2Q8>, q16_columns<Avx2Q8, Avx2Mac>, nullptr, 0, true};
   return tier;
 }
 

@@ -4,8 +4,8 @@
 namespace sy::cpu {
 namespace {
 
-const RowdotQ8Tier kTier = {"q8_vnni", q8_quantize<VnniQ8>, q16_columns<VnniQ8, VnniMac>, nullptr,
-                            0};
+const RowdotQ8Tier kTier = {
+    "q8_vnni", q8_quantize<VnniQ8>, q16_columns<VnniQ8, VnniMac>, nullptr, 0, true};
 
 }  // namespace
 

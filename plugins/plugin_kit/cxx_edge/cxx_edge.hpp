@@ -49,13 +49,45 @@ using NarrowFn = int (*)(const sy_device_desc*, const sy_op_desc*, sy_refusal_fn
 // sy_check_args.workspace_bytes): what its prepare will allocate, computed from the op alone.
 using WorkspaceFn = uint64_t (*)(const sy_device_desc*, const sy_op_desc*);
 
+// The packed layout (ABI 1.10, sy_tensor_desc.layout) a kernel wants for weight input `input`
+// of `op`, read from the op's dtypes and shapes only (never from its layouts), with its bytes
+// and a static description; 0 keeps the stored layout.
+struct WeightLayout {
+  uint32_t id = 0;
+  uint64_t bytes = 0;
+  const char* name = nullptr;
+};
+using LayoutFn = WeightLayout (*)(const sy_device_desc*, const sy_op_desc*, uint32_t input);
+
 // A kernel's declared envelope, the limits of its own it adds on top of the envelope and the
-// operator contract (NULL when none), and its workspace (NULL: none).
+// operator contract (NULL when none), its workspace (NULL: none) and the layouts it packs its
+// weights in (NULL: none; it reads every operand as stored).
 struct KernelEntry {
   const sy_kernel_envelope* envelope;
   NarrowFn limits;
   WorkspaceFn workspace = nullptr;
+  LayoutFn layout = nullptr;
 };
+
+// The rule of sy_tensor_desc.layout: an input in a packed layout is refused unless it is the
+// very layout the kernel names for it. Returns the number of refusals.
+inline int refuse_foreign_layouts(const KernelEntry& k, const sy_device_desc* device,
+                                  const sy_op_desc* op, sy_refusal_fn add, void* ctx) {
+  int n = 0;
+  for (size_t i = 0; i < op->num_inputs; ++i) {
+    const uint32_t given = sy_tensor_layout(op->inputs[i]);
+    if (given == 0) continue;
+    const uint32_t wanted = k.layout ? k.layout(device, op, uint32_t(i)).id : 0;
+    if (given == wanted) continue;
+    const std::string have = std::to_string(given), own = std::to_string(wanted);
+    const std::string text =
+        "input " + std::to_string(i) + " comes in packed layout " + have + ", which " +
+        k.envelope->kernel + " does not read (" +
+        (wanted ? "it packs this input as layout " + own : "it reads this input as stored") + ")";
+    n += sy_refuse(add, ctx, "layout", have.c_str(), own.c_str(), text.c_str());
+  }
+  return n;
+}
 
 constexpr uint64_t feature_mask(std::initializer_list<sy_feature> features) {
   uint64_t m = 0;
@@ -71,7 +103,7 @@ inline int apply_entry(const KernelEntry& k, const sy_device_desc* device, const
   if (op->op != k.envelope->op) return n;
   n += sy_op_contract_check(op, add, ctx);
   if (k.limits) n += k.limits(device, op, add, ctx);
-  return n;
+  return n + refuse_foreign_layouts(k, device, op, add, ctx);
 }
 
 // `prepare`'s side of the same test: UNSUPPORTED with every reason joined, or OK.

@@ -19,6 +19,7 @@ struct TensorCopy {
   std::vector<int64_t> shape;  // upper bounds for the dims in dynamic_dims
   sy_memory_kind memory = SY_MEMORY_HOST;
   uint32_t dynamic_dims = 0;  // since ABI 1.5: dims whose extent each execute carries
+  uint32_t layout = 0;        // since ABI 1.10: 0 as stored, else a packed layout of this plugin
   sy_tensor_desc desc{};      // points into `shape`; rebuilt by OpCopy
 
   int64_t elements() const {
@@ -42,6 +43,7 @@ struct OpCopy {
       if (t->shape && t->ndim > 0) c.shape.assign(t->shape, t->shape + t->ndim);
       c.memory = t->memory;
       c.dynamic_dims = sy_tensor_dynamic_dims(t);
+      c.layout = sy_tensor_layout(t);
       return c;
     };
     for (size_t i = 0; i < d.num_inputs; ++i) inputs.push_back(copy(d.inputs[i]));
@@ -55,6 +57,9 @@ struct OpCopy {
         t.desc.memory = t.memory;
 #if SY_ABI_COMPAT_MINOR >= 5
         t.desc.dynamic_dims = t.dynamic_dims;
+#endif
+#if SY_ABI_COMPAT_MINOR >= 10
+        t.desc.layout = t.layout;
 #endif
       }
     for (size_t i = 0; i < d.num_attrs; ++i) {

@@ -39,6 +39,7 @@ struct KernelRow {
   NarrowFn limits;
   Factory<Impl, Context> make;
   WorkspaceFn workspace;
+  LayoutFn layout = nullptr;
 };
 
 // A plugin's kernels as check, prepare and get_kernels read them: the entries check uses, the
@@ -60,7 +61,7 @@ struct KernelSet {
 
   explicit KernelSet(const KernelRow<Impl, Context> (&rows)[N]) {
     for (size_t i = 0; i < N; ++i) {
-      entries[i] = {&rows[i].envelope, rows[i].limits, rows[i].workspace};
+      entries[i] = {&rows[i].envelope, rows[i].limits, rows[i].workspace, rows[i].layout};
       envelopes[i] = &rows[i].envelope;
       factories[i] = rows[i].make;
     }
@@ -184,5 +185,68 @@ class Edge {
 #endif
   }
 };
+
+#if SY_ABI_COMPAT_MINOR >= 10
+// The weight-layouts extension (plugin_api.h, ABI 1.10) of a plugin whose kernels name packed
+// layouts (KernelRow::layout): weight_layout answers from the chosen kernel's row, pack_weight
+// hands the checked arguments to the plugin's
+//
+//   static sy_status pack_weight(const sy_pack_weight_args& args, sy_error_buffer* err);
+//
+// which returns INVALID_ARGUMENT for a layout or weight it would not have named.
+template <class P>
+struct LayoutEdge {
+  static sy_status weight_layout(sy_weight_layout_args* args, sy_error_buffer* err) {
+    return guarded(P::kName, err, [&] {
+      if (!args || args->struct_size < SY_WEIGHT_LAYOUT_ARGS_SIZE_MINOR_10 || !args->plugin ||
+          !args->op)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                       "sy_weight_layout_args is NULL or undersized");
+      const auto& kernels = P::kernels();
+      if (args->kernel_index >= kernels.count || args->input >= args->op->num_inputs)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                       "kernel %u or input %u out of range (%zu kernels, %zu inputs)",
+                       args->kernel_index, args->input, kernels.count, args->op->num_inputs);
+      size_t n = 0;
+      const char* reason = nullptr;
+      const sy_device_desc* const* devices =
+          static_cast<P*>(args->plugin)->device_list(&n, &reason);
+      if (args->device_index >= n)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT, "device %u does not exist",
+                       args->device_index);
+      args->layout = 0;
+      args->packed_bytes = 0;
+      args->name = nullptr;
+      const KernelEntry& k = kernels.entries[args->kernel_index];
+      if (!k.layout) return SY_STATUS_OK;
+      const WeightLayout l = k.layout(devices[args->device_index], args->op, args->input);
+      args->layout = l.id;
+      args->packed_bytes = l.bytes;
+      args->name = l.name;
+      return SY_STATUS_OK;
+    });
+  }
+
+  static sy_status pack_weight(sy_pack_weight_args* args, sy_error_buffer* err) {
+    return guarded(P::kName, err, [&] {
+      if (!args || args->struct_size < SY_PACK_WEIGHT_ARGS_SIZE_MINOR_10 || !args->plugin ||
+          !args->desc || !args->src || !args->dst)
+        return sy_fail(err, SY_STATUS_INVALID_ARGUMENT,
+                       "sy_pack_weight_args is NULL, undersized or without data");
+      return P::pack_weight(*args, err);
+    });
+  }
+
+  static constexpr sy_weight_layout_extension extension() {
+    sy_weight_layout_extension e{};
+    e.header.struct_size = sizeof(e);
+    e.header.type = SY_EXTENSION_TYPE_WEIGHT_LAYOUTS;
+    e.header.next = nullptr;
+    e.weight_layout = weight_layout;
+    e.pack_weight = pack_weight;
+    return e;
+  }
+};
+#endif
 
 }  // namespace sy::edge

@@ -1,0 +1,34 @@
+// The packed weight layouts of this plugin (ABI 1.10, sy_tensor_desc.layout): which matmul_q16
+// weights the active tier reads packed, and the packing itself. Packing moves bytes, never a
+// value, and the packed kernels compute each output with the stored forms' arithmetic, so a
+// result is the same bit for bit either way (conformance checks it).
+//
+// kLayoutQ4_0Rows8 (rowdot_q8.hpp), "q4_0, 8 rows interleaved": q4_0 weights [N, K] (N a multiple
+// of 8) as groups of 8 rows; per group, block after block of 32 elements (144 bytes, as stored):
+//   - the 8 rows' f16 scales, row r's at bytes 2r and 2r + 1;
+//   - 8 chunks of 16 bytes, chunk j holding nibble bytes 2j and 2j + 1 of each row, row r's at
+//     2r and 2r + 1.
+// Widened to 16 bits, chunk j's low nibbles are the 8 rows' elements (2j, 2j + 1), one row per
+// 32-bit lane, and its high nibbles their elements (16 + 2j, 17 + 2j): what pmaddwd multiplies
+// with a broadcast pair of x, with no shuffle and no horizontal sum (llama.cpp's q4_0 repacking
+// for AVX2, ggml-cpu/repack.cpp, arranges its blocks to the same end). The stored layout spends
+// a third of the decode loop's instructions on those (rowdot_q8_rows8_avx2.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "cxx_edge/cxx_edge.hpp"
+#include "rowdot/rowdot_q8.hpp"
+
+namespace sy::cpu {
+
+// The layout the active tier's matmul_q16 wants for weights of `wtype` [N, K]: id 0 (as
+// stored) unless its columns read a packed form of that type and the shape allows it.
+sy::edge::WeightLayout q16_weight_layout(sy_dtype wtype, int64_t N, int64_t K);
+
+// Packs `src` ([N, K] as stored) into `layout` at dst; false (nothing written) when `layout`
+// is not one q16_weight_layout gives for this weight or `dst_bytes` is not its size.
+bool pack_q16_weight(uint32_t layout, sy_dtype wtype, int64_t N, int64_t K, const void* src,
+                     void* dst, uint64_t dst_bytes);
+
+}  // namespace sy::cpu
