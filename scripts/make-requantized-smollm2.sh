@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the llama-quantize-style SmolLM2-135M-Instruct files the parity tests compare with
-# transformers' GGUF loader (tests/fixtures/smollm2/expected.<MIX>.json): Q4_K_M, Q5_K_M and the
-# IQ4_XS mix, from the fetched Q4_1 GGUF, with bench/requantize_gguf.py on the pinned PyPI gguf
+# transformers' GGUF loader (tests/fixtures/smollm2/expected.<MIX>.json): Q4_0 (every quantized
+# tensor), Q4_K_M, Q5_K_M and the IQ4_XS mix, from the fetched Q4_1 GGUF, with bench/requantize_gguf.py on the pinned PyPI gguf
 # and numpy of VENV (scripts/setup-test-venv.sh), once, into CACHE_DIR. Each must have the SHA-256
 # its expected values were recorded for. Exits 0 when all are (already) there, 1 when they cannot
 # be made: the caller says what is skipped.
@@ -17,7 +17,7 @@ if [[ ! -f "$src" ]]; then
   exit 1
 fi
 status=0
-for mix in Q4_K_M Q5_K_M IQ4_XS_MIX; do
+for mix in Q4_0 Q4_K_M Q5_K_M IQ4_XS_MIX; do
   file="$cache/SmolLM2-135M-Instruct.$mix.gguf"
   sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' \
     "$here/tests/fixtures/smollm2/expected.$mix.json")

