@@ -144,78 +144,123 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 
-// ---- q4_0 packed as kLayoutQ4_0Rows8 (weight_layout.hpp) ----------------------------------
+// ---- q4_0, q4_1 and q8_0 packed 8 rows interleaved (weight_layout.hpp) -------------------
 // The same integers and the same float steps per output as the stored forms above (the exact Σ
-// of a block, less 8·ΣQ, then acc = fma(float(Σ), scale · d, acc), the result acc + 0), so the
-// results equal theirs bit for bit; only the loads differ: a chunk widened is already a pair
-// of each row per lane, so there is no shuffle, no horizontal sum and no gather of scales.
+// of a block, less kBias·ΣQ, then acc = fma(float(Σ), scale · d, acc), off = fma(offset, s,
+// off), the result acc + off), so the results equal theirs bit for bit; only the loads differ: a
+// chunk widened is already a pair of each row per lane, so there is no shuffle, no horizontal
+// sum and no gather of scales.
 
-inline constexpr int64_t kQ4_0Rows8Block = 144;  // 8 scales + 8 chunks of 16 bytes
+// How a type's packed block reads (D: its stored decoder): kBytes per block of 8 rows, the rows'
+// f16 scales first (then q4_1's f16 offsets), and pairs(blk, f), which calls f(j, v) for the 16
+// vectors v holding every row's elements (2j, 2j + 1), one row per 32-bit lane.
+template <class D>
+struct Rows8Packed;
 
-// Rows [n, n + 8) packed at `group` against row m of x: y[m][n..n+8).
-template <class Mac>
-void q4_0_rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_t m) {
-  const int64_t blocks = a.K / 32;
-  const Q16Block* x = a.xq + m * blocks;
-  const __m256i low = _mm256_set1_epi16(15);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = group + b * kQ4_0Rows8Block;
-    // The group is one sequential run; 8 blocks ahead covers the line-fill latency at the
-    // rate this loop consumes lines (about one per 10 ns a thread).
-    for (int l = 0; l < 3; ++l) _mm_prefetch(blk + 8 * kQ4_0Rows8Block + 64 * l, _MM_HINT_T0);
-    int32_t q[16];  // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes
-    std::memcpy(q, x[b].q, sizeof q);
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+template <class Ops>
+struct Rows8Packed<Q4_0W<Ops>> {
+  static constexpr int64_t kBytes = 144;  // 8 scales, 8 chunks
+  static constexpr int kBias = 8;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    const __m256i low = _mm256_set1_epi16(15);
     for (int j = 0; j < 8; ++j) {
       const __m256i t = _mm256_cvtepu8_epi16(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 + 16 * j)));
-      s0 = Mac::mac(s0, _mm256_and_si256(t, low), _mm256_set1_epi32(q[j]));
-      s1 = Mac::mac(s1, _mm256_srli_epi16(t, 4), _mm256_set1_epi32(q[8 + j]));
+      f(j, _mm256_and_si256(t, low));
+      f(8 + j, _mm256_srli_epi16(t, 4));
     }
-    const __m256i sums = _mm256_sub_epi32(
-        _mm256_add_epi32(s0, s1), _mm256_set1_epi32(8 * (x[b].sum_half[0] + x[b].sum_half[1])));
-    const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale, _mm256_set1_ps(x[b].d)),
-                          acc);
+  }
+};
+
+template <class Ops>
+struct Rows8Packed<Q4_1W<Ops>> {
+  static constexpr int64_t kBytes = 160;  // 8 scales, 8 offsets, 8 chunks
+  static constexpr int kBias = 0;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    Rows8Packed<Q4_0W<Ops>>::pairs(blk + 16, f);
+  }
+};
+
+template <class Ops>
+struct Rows8Packed<Q8_0W<Ops>> {
+  static constexpr int64_t kBytes = 272;  // 8 scales, 16 chunks
+  static constexpr int kBias = 0;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    for (int j = 0; j < 16; ++j)
+      f(j,
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 + 16 * j))));
+  }
+};
+
+inline __m256 rows8_halves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Rows [n, n + 8) packed at `group` against row m of x: y[m][n..n+8).
+template <class D, class Mac>
+void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_t m) {
+  using P = Rows8Packed<D>;
+  const int64_t blocks = a.K / 32;
+  const Q16Block* x = a.xq + m * blocks;
+  __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = group + b * P::kBytes;
+    // The group is one sequential run; 8 blocks ahead covers the line-fill latency at the
+    // rate this loop consumes lines.
+    for (int64_t o = 0; o < P::kBytes; o += 64) _mm_prefetch(blk + 8 * P::kBytes + o, _MM_HINT_T0);
+    int32_t q[16];  // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes
+    std::memcpy(q, x[b].q, sizeof q);
+    __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // two chains
+    P::pairs(blk,
+             [&](int j, __m256i w) { s[j & 1] = Mac::mac(s[j & 1], w, _mm256_set1_epi32(q[j])); });
+    __m256i sums = _mm256_add_epi32(s[0], s[1]);
+    if constexpr (P::kBias != 0)
+      sums = _mm256_sub_epi32(sums,
+                              _mm256_set1_epi32(P::kBias * (x[b].sum_half[0] + x[b].sum_half[1])));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                          _mm256_mul_ps(rows8_halves(blk), _mm256_set1_ps(x[b].d)), acc);
+    if constexpr (D::kOffset)
+      off = _mm256_fmadd_ps(rows8_halves(blk + 16), _mm256_set1_ps(x[b].s), off);
   }
   alignas(32) float out[8];
-  _mm256_store_ps(out, _mm256_add_ps(acc, _mm256_setzero_ps()));
+  _mm256_store_ps(out, _mm256_add_ps(acc, off));
   q8_store8(a, m, n, out);
 }
 
-// The panel of rows [n, n + 8) from their packed group: each chunk widened is two of the
-// panel's vectors as they are, the weights less 8 as q16_panel_fill leaves them.
-inline void q16_panel_fill_q4_0_rows8(const uint8_t* group, int64_t blocks, Q16Panel& p) {
-  const __m256i low = _mm256_set1_epi16(15), bias = _mm256_set1_epi16(8);
+// The panel of rows [n, n + 8) from their packed group: the pair vectors as they are (less the
+// bias, as q16_panel_fill leaves q4_0's), the scales and offsets converted once.
+template <class D>
+void q16_panel_fill_rows8(const uint8_t* group, int64_t blocks, Q16Panel& p) {
+  using P = Rows8Packed<D>;
+  const __m256i bias = _mm256_set1_epi16(P::kBias);
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = group + b * kQ4_0Rows8Block;
+    const uint8_t* blk = group + b * P::kBytes;
     __m256i* out = p.w + 16 * b;
-    for (int j = 0; j < 8; ++j) {
-      const __m256i t = _mm256_cvtepu8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 + 16 * j)));
-      _mm256_store_si256(out + j, _mm256_sub_epi16(_mm256_and_si256(t, low), bias));
-      _mm256_store_si256(out + 8 + j, _mm256_sub_epi16(_mm256_srli_epi16(t, 4), bias));
-    }
-    p.s0[b] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    P::pairs(blk, [&](int j, __m256i w) {
+      _mm256_store_si256(out + j, P::kBias ? _mm256_sub_epi16(w, bias) : w);
+    });
+    p.s0[b] = rows8_halves(blk);
+    if constexpr (D::kOffset) p.coeff[b] = rows8_halves(blk + 16);
   }
 }
 
-// Weight rows [n0, n1) (whole groups of 8: the split's unit is 16) of packed q4_0 against every
-// row of x: decode-sized M row by row, more through the panel, 4 rows of x at a time.
-template <class Ops, class Mac>
-void q16_q4_0_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  using D = Q4_0W<Ops>;
-  const int64_t blocks = a.K / 32, group_bytes = blocks * kQ4_0Rows8Block;
+// Weight rows [n0, n1) (whole groups of 8: the split's unit is 16) packed against every row of
+// x: decode-sized M row by row, more through the panel, 4 rows of x at a time.
+template <class D, class Mac>
+void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.K / 32, group_bytes = blocks * Rows8Packed<D>::kBytes;
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
   if (a.M < 4) {
     for (int64_t n = n0; n < n1; n += 8)
-      for (int64_t m = 0; m < a.M; ++m) q4_0_rows8_packed<Mac>(a, w + (n / 8) * group_bytes, n, m);
+      for (int64_t m = 0; m < a.M; ++m) rows8_packed<D, Mac>(a, w + (n / 8) * group_bytes, n, m);
     return;
   }
   Q16Panel panel(blocks);
   for (int64_t n = n0; n < n1; n += 8) {
-    q16_panel_fill_q4_0_rows8(w + (n / 8) * group_bytes, blocks, panel);
+    q16_panel_fill_rows8<D>(w + (n / 8) * group_bytes, blocks, panel);
     int64_t m = 0;
     for (; m + 4 <= a.M; m += 4) q16_panel_rows<D, Mac, 4>(a, panel, n, m);
     for (; m < a.M; ++m) q16_panel_rows<D, Mac, 1>(a, panel, n, m);
@@ -226,7 +271,12 @@ void q16_q4_0_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 // through the 8-row form, more through panels; packed weights through their own forms.
 template <class Ops, class Mac>
 void q16_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  if (a.layout == kLayoutQ4_0Rows8) return q16_q4_0_rows8_columns<Ops, Mac>(a, n0, n1);
+  switch (a.layout) {
+    case kLayoutQ4_0Rows8: return q16_rows8_columns<Q4_0W<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ4_1Rows8: return q16_rows8_columns<Q4_1W<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ8_0Rows8: return q16_rows8_columns<Q8_0W<Ops>, Mac>(a, n0, n1);
+    default: break;
+  }
   with_q8_decoder<Ops>(a.wtype, [&](auto d) {
     using D = decltype(d);
     if (a.M < 4)

@@ -7,17 +7,39 @@
 namespace sy::cpu {
 namespace {
 
-constexpr int64_t kQ4_0Block = 18;  // f16 scale + 16 nibble bytes
+// A type packed 8 rows interleaved: its stored block's f16 header fields and quant bytes.
+struct Rows8Type {
+  uint32_t layout;
+  int64_t header_fields, quant_bytes;
+  const char* name;
+};
 
-void pack_q4_0_rows8(const uint8_t* src, uint8_t* dst, int64_t N, int64_t K) {
-  const int64_t blocks = K / 32, row_bytes = blocks * kQ4_0Block;
+const Rows8Type* rows8_type(sy_dtype t) {
+  static constexpr Rows8Type kQ4_0{kLayoutQ4_0Rows8, 1, 16, "q4_0, 8 rows interleaved"},
+      kQ4_1{kLayoutQ4_1Rows8, 2, 16, "q4_1, 8 rows interleaved"},
+      kQ8_0{kLayoutQ8_0Rows8, 1, 32, "q8_0, 8 rows interleaved"};
+  switch (t) {
+    case SY_DTYPE_Q4_0: return &kQ4_0;
+    case SY_DTYPE_Q4_1: return &kQ4_1;
+    case SY_DTYPE_Q8_0: return &kQ8_0;
+    default: return nullptr;
+  }
+}
+
+void pack_rows8(const Rows8Type& t, const uint8_t* src, uint8_t* dst, int64_t N, int64_t K) {
+  const int64_t blocks = K / 32, block = 2 * t.header_fields + t.quant_bytes;
+  const int64_t row_bytes = blocks * block;
   for (int64_t g = 0; g < N / 8; ++g)
     for (int64_t b = 0; b < blocks; ++b) {
-      uint8_t* out = dst + (g * blocks + b) * 8 * kQ4_0Block;
+      uint8_t* out = dst + (g * blocks + b) * 8 * block;
       for (int r = 0; r < 8; ++r) {
-        const uint8_t* in = src + (8 * g + r) * row_bytes + b * kQ4_0Block;
-        std::memcpy(out + 2 * r, in, 2);
-        for (int j = 0; j < 8; ++j) std::memcpy(out + 16 + 16 * j + 2 * r, in + 2 + 2 * j, 2);
+        const uint8_t* in = src + (8 * g + r) * row_bytes + b * block;
+        for (int64_t f = 0; f < t.header_fields; ++f)
+          std::memcpy(out + 16 * f + 2 * r, in + 2 * f, 2);
+        const uint8_t* quants = in + 2 * t.header_fields;
+        uint8_t* chunks = out + 16 * t.header_fields;
+        for (int64_t j = 0; j < t.quant_bytes / 2; ++j)
+          std::memcpy(chunks + 16 * j + 2 * r, quants + 2 * j, 2);
       }
     }
 }
@@ -25,18 +47,20 @@ void pack_q4_0_rows8(const uint8_t* src, uint8_t* dst, int64_t N, int64_t K) {
 }  // namespace
 
 sy::edge::WeightLayout q16_weight_layout(sy_dtype wtype, int64_t N, int64_t K) {
-  const RowdotQ8Tier& tier = rowdot_q8_tier(active_tier());
-  if (wtype != SY_DTYPE_Q4_0 || !tier.reads_q4_0_rows8 || N <= 0 || N % 8 || K <= 0 || K % 32)
+  const Rows8Type* t = rows8_type(wtype);
+  if (!t || !rowdot_q8_tier(active_tier()).reads_rows8 || N <= 0 || N % 8 || K <= 0 || K % 32)
     return {};
-  return {kLayoutQ4_0Rows8, uint64_t(N) * uint64_t(K / 32) * kQ4_0Block,
-          "q4_0, 8 rows interleaved"};
+  return {t->layout,
+          uint64_t(N) * uint64_t(K / 32) * uint64_t(2 * t->header_fields + t->quant_bytes),
+          t->name};
 }
 
 bool pack_q16_weight(uint32_t layout, sy_dtype wtype, int64_t N, int64_t K, const void* src,
                      void* dst, uint64_t dst_bytes) {
   const sy::edge::WeightLayout want = q16_weight_layout(wtype, N, K);
   if (layout == 0 || want.id != layout || want.bytes != dst_bytes) return false;
-  pack_q4_0_rows8(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), N, K);
+  pack_rows8(*rows8_type(wtype), static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), N,
+             K);
   return true;
 }
 

@@ -3,16 +3,18 @@
 // value, and the packed kernels compute each output with the stored forms' arithmetic, so a
 // result is the same bit for bit either way (conformance checks it).
 //
-// kLayoutQ4_0Rows8 (rowdot_q8.hpp), "q4_0, 8 rows interleaved": q4_0 weights [N, K] (N a multiple
-// of 8) as groups of 8 rows; per group, block after block of 32 elements (144 bytes, as stored):
-//   - the 8 rows' f16 scales, row r's at bytes 2r and 2r + 1;
-//   - 8 chunks of 16 bytes, chunk j holding nibble bytes 2j and 2j + 1 of each row, row r's at
-//     2r and 2r + 1.
-// Widened to 16 bits, chunk j's low nibbles are the 8 rows' elements (2j, 2j + 1), one row per
-// 32-bit lane, and its high nibbles their elements (16 + 2j, 17 + 2j): what pmaddwd multiplies
-// with a broadcast pair of x, with no shuffle and no horizontal sum (llama.cpp's q4_0 repacking
-// for AVX2, ggml-cpu/repack.cpp, arranges its blocks to the same end). The stored layout spends
-// a third of the decode loop's instructions on those (rowdot_q8_rows8_avx2.hpp).
+// "8 rows interleaved" (kLayoutQ4_0Rows8, kLayoutQ4_1Rows8, kLayoutQ8_0Rows8 in rowdot_q8.hpp):
+// q4_0, q4_1 or q8_0 weights [N, K] (N a multiple of 8) as groups of 8 rows; per group, block
+// after block of 32 elements (8 stored blocks' bytes: 144, 160 and 272):
+//   - the 8 rows' f16 scales, row r's at bytes 2r and 2r + 1; q4_1's 8 f16 offsets after them;
+//   - the quants in chunks of 16 bytes (8 of nibbles, q8_0's 16 of bytes), chunk j holding
+//     quant bytes 2j and 2j + 1 of each row, row r's at 2r and 2r + 1.
+// Widened to 16 bits, a chunk holds every row's pair of elements in its own 32-bit lane:
+// nibble chunk j's low nibbles are elements (2j, 2j + 1), its high ones (16 + 2j, 17 + 2j); q8_0's
+// chunk j elements (2j, 2j + 1). That is what pmaddwd multiplies with a broadcast pair of x, with
+// no shuffle and no horizontal sum (llama.cpp's repacking for AVX2, ggml-cpu/repack.cpp, arranges
+// its blocks to the same end). The stored layout spends a third of the decode loop's
+// instructions on those (rowdot_q8_rows8_avx2.hpp).
 #pragma once
 
 #include <cstdint>
