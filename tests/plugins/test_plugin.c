@@ -234,7 +234,11 @@ static sy_status plugin_prepare(sy_prepare_args* args, sy_error_buffer* err) {
       free(k);
       return sy_fail(err, SY_STATUS_UNSUPPORTED, "add_f32: rank above 8");
     }
-    k->desc[i] = *t;
+    /* Only the fields the host's struct has: an older host's desc is shorter than ours (1.10
+     * added `layout`), and reading past it is the overread the ABI forbids. */
+    memset(&k->desc[i], 0, sizeof k->desc[i]);
+    memcpy(&k->desc[i], t, t->struct_size < sizeof *t ? t->struct_size : sizeof *t);
+    k->desc[i].struct_size = sizeof k->desc[i];
     memcpy(k->shapes[i], t->shape, sizeof(int64_t) * (size_t)t->ndim);
     k->desc[i].shape = k->shapes[i];
   }
