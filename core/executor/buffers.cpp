@@ -33,9 +33,7 @@ std::pair<const Plugin*, uint32_t> Memory::device_owner(const std::string& id) c
   for (const auto& name : dev->plugins) {
     const Plugin* p = registry_.find(name);
     if (!p || !p->has_device_memory()) continue;
-    for (uint32_t k = 0; k < p->devices().size(); ++k)
-      if (p->devices()[k].type == dev->info.type && p->devices()[k].id == dev->info.id)
-        return {p, k};
+    if (auto k = p->device_index(dev->info)) return {p, *k};
   }
   throw plan_bug("puts a value on " + id + ", but no plugin can allocate memory there");
 }

@@ -237,11 +237,9 @@ struct Context::Impl {
       throw plan_bug("names kernel " + c.plugin + "/" + c.kernel + ", which the plugin lacks");
     const InventoryDevice* dev = memory.inventory().find(c.device);
     if (!dev) throw plan_bug("names device " + c.device + ", which this machine lacks");
-    uint32_t device = 0;
-    while (device < plugin->devices().size() &&
-           !(plugin->devices()[device].type == dev->info.type &&
-             plugin->devices()[device].id == dev->info.id))
-      ++device;
+    // Not a device of the plugin: an index past its devices, which prepare refuses.
+    const uint32_t device =
+        plugin->device_index(dev->info).value_or(uint32_t(plugin->devices().size()));
     return {plugin, kernel, device};
   }
 
@@ -290,7 +288,7 @@ struct Context::Impl {
   // The calls of one planned op: the op itself, or its adapted kernel and the kernels that
   // complete it (adaptation.hpp), in order.
   std::vector<Call> calls_of(const Phase& phase, const PlannedOp& planned, const Node& node) {
-    OpDesc op = op_desc(phase, node);
+    const OpDesc op = op_desc(phase, node);
     const std::vector<AdaptedOperands> operands =
         call_operands(planned.adaptations, node, planned.input_locations, planned.output_locations,
                       layout_tags(planned));
@@ -307,10 +305,9 @@ struct Context::Impl {
                   o.output_locations,
                   o.input_layouts};
     };
-    OpDesc packed = op;  // the own kernel reads its packed weights as the plan says
-    for (size_t i = 0; i < planned.input_layouts.size() && i < packed.inputs.size(); ++i)
-      packed.inputs[i].layout = planned.input_layouts[i].id;
-    OpDesc own = packed;
+    OpDesc own = op;  // the own kernel reads its packed weights as the plan says
+    for (size_t i = 0; i < planned.input_layouts.size() && i < own.inputs.size(); ++i)
+      own.inputs[i].layout = planned.input_layouts[i].id;
     for (const auto& a : planned.adaptations) {
       for (const auto& v : adaptation_values(a, phase, node))
         added_values.emplace(phase.name + "|" + v.name, v);

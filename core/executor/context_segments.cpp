@@ -50,14 +50,16 @@ std::unique_ptr<Context::Impl::SegmentRun> Context::Impl::prepare_segment_run(
   auto out = std::make_unique<SegmentRun>();
   std::map<std::pair<std::string, std::string>, uint32_t> index;  // (value, location)
   std::vector<SegmentTensor> tensors;
-  // A weight packed for a kernel is a tensor of its own (tag: layout_tag's "plugin:id").
-  auto slot = [&](const std::string& name, const std::string& loc, const std::string& tag = "") {
+  // A weight packed for a kernel is a tensor of its own (tag: layout_tag's "plugin:id"; layout:
+  // the id the call's op carries for it).
+  auto slot = [&](const std::string& name, const std::string& loc, const std::string& tag = "",
+                  uint32_t layout = 0) {
     auto [it, added] =
         index.try_emplace({name, tag.empty() ? loc : loc + "#" + tag}, uint32_t(tensors.size()));
     if (added) {
       const Value& v = value(phase, name);
       TensorDesc d{v.dtype, v.shape, context_detail::memory_of(loc), v.dynamic_dims()};
-      if (!tag.empty()) d.layout = uint32_t(std::stoul(tag.substr(tag.rfind(':') + 1)));
+      d.layout = layout;
       uint32_t flags = 0;
       if (v.is_parameter() || v.kind == ValueKind::kv_cache) flags |= SY_SEGMENT_TENSOR_PERSISTENT;
       if (v.kind == ValueKind::input) flags |= SY_SEGMENT_TENSOR_STEP_INPUT;
@@ -93,7 +95,8 @@ std::unique_ptr<Context::Impl::SegmentRun> Context::Impl::prepare_segment_run(
       where = t;
       SegmentEntryDesc e{SY_SEGMENT_ENTRY_KERNEL, t.kernel, c.op, {}, {}};
       for (size_t k = 0; k < c.inputs.size(); ++k)
-        e.inputs.push_back(slot(c.inputs[k], c.input_locations[k], c.input_layouts[k]));
+        e.inputs.push_back(
+            slot(c.inputs[k], c.input_locations[k], c.input_layouts[k], c.op.inputs[k].layout));
       for (size_t k = 0; k < c.outputs.size(); ++k)
         e.outputs.push_back(slot(c.outputs[k], c.output_locations[k]));
       entries.push_back(std::move(e));

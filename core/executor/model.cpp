@@ -54,10 +54,9 @@ std::map<std::string, int64_t> device_free_memory(const Memory& memory) {
     if (dev.info.memory_is_host) continue;
     for (const auto& name : dev.plugins)
       if (const Plugin* p = memory.registry().find(name))
-        for (uint32_t k = 0; k < p->devices().size(); ++k)
-          if (p->devices()[k].type == dev.info.type && p->devices()[k].id == dev.info.id)
-            if (auto m = p->memory_info(k); m && !out.count(dev.id))
-              out[dev.id] = int64_t(m->free_bytes);
+        if (auto k = p->device_index(dev.info))
+          if (auto m = p->memory_info(*k); m && !out.count(dev.id))
+            out[dev.id] = int64_t(m->free_bytes);
   }
   return out;
 }
@@ -97,20 +96,20 @@ void Model::load_parameters(const WeightLoader& load) {
     for (const PlannedOp& op : plan_.phases[i].ops) {
       const Node* node = planned_node(phase, op.id);
       if (!node) throw plan_bug("names op " + op.id + ", not in the graph");
-      bool own = true;  // packed layouts are the own kernel's (call_operands)
+      // Only the op's own, unadapted call carries layouts (call_operands), so its indices are
+      // the op's.
       for (const auto& call : call_operands(op.adaptations, *node, op.input_locations,
                                             op.output_locations, layout_tags(op))) {
         for (size_t k = 0; k < call.inputs.size(); ++k) {
           const Value* v = phase.value(call.inputs[k]);
           if (!v || !v->is_parameter()) continue;
           const std::string& loc = call.input_locations[k];
-          if (own && !call.input_layouts[k].empty())
+          if (!call.input_layouts[k].empty())
             packed.emplace(key_of(v->name, loc, call.input_layouts[k]),
                            PackedWant{v, loc, op.plugin, op.device, op.input_layouts[k]});
           else
             wanted.emplace(key_of(v->name, loc), std::make_pair(v, loc));
         }
-        own = false;
       }
     }
   }
@@ -155,10 +154,9 @@ Buffer Model::pack(const WeightLoader& load, const Value& v, const std::string& 
   if (!plugin) throw plan_bug("packs " + v.name + " for plugin " + plugin_name + ", not loaded");
   const InventoryDevice* dev = memory_.inventory().find(device);
   if (!dev) throw plan_bug("packs " + v.name + " for device " + device + ", not present");
-  uint32_t index = 0;
-  while (index < plugin->devices().size() && !(plugin->devices()[index].type == dev->info.type &&
-                                               plugin->devices()[index].id == dev->info.id))
-    ++index;
+  const std::optional<uint32_t> index = plugin->device_index(dev->info);
+  if (!index)
+    throw plan_bug("packs " + v.name + " for " + device + ", not a device of " + plugin_name);
   // The stored bytes in host memory: where the file maps them, else read into staging.
   std::vector<char> staging;
   const void* src = load.map ? load.map(v) : nullptr;
@@ -171,7 +169,7 @@ Buffer Model::pack(const WeightLoader& load, const Value& v, const std::string& 
       memory_.allocate(v.name + " (" + layout.name + ")", buffer_bytes(layout.bytes), location);
   b.bytes = layout.bytes;
   TensorDesc desc{v.dtype, v.shape, SY_MEMORY_HOST, 0};
-  if (auto e = plugin->pack_weight(index, layout.id, desc, src, b.data, uint64_t(layout.bytes))) {
+  if (auto e = plugin->pack_weight(*index, layout.id, desc, src, b.data, uint64_t(layout.bytes))) {
     memory_.free(b);
     Error out = *e;
     out.message = "packing weight " + v.name + " as " + layout.name + ": " + out.message;

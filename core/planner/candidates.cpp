@@ -10,15 +10,6 @@
 namespace sy {
 namespace {
 
-// The index of inventory device `dev` among `p`'s own devices.
-uint32_t plugin_device_index(const Plugin& p, const InventoryDevice& dev) {
-  uint32_t i = 0;
-  while (i < p.devices().size() &&
-         !(p.devices()[i].type == dev.info.type && p.devices()[i].id == dev.info.id))
-    ++i;
-  return i;
-}
-
 constexpr const char* kHost = "host";
 constexpr double kCostPerByte = 4.0;  // a copied byte weighs like a few flops of work
 
@@ -176,12 +167,14 @@ Candidate Candidates::one(const Phase& phase, const Node& n, const Placement& wh
   c.report.accepted = r.accepted;
   c.report.reasons = r.refusals;
   c.workspace = int64_t(r.workspace_bytes);
-  if (r.accepted && c.adaptations.empty() && p.weight_layouts()) {
-    c.plugin = &p;
-    c.kernel = kernel;
-    c.device_index = plugin_device_index(p, dev);
-    c.op = op;
-  }
+  // Kept only where weight_layouts may ask: an op with weights, a plugin with the extension.
+  if (r.accepted && c.adaptations.empty() && p.weight_layouts() && sy_weight_input(n.op) >= 0)
+    if (auto index = p.device_index(dev.info)) {
+      c.plugin = &p;
+      c.kernel = kernel;
+      c.device_index = *index;
+      c.op = op;
+    }
   c.cost = env.cost_hint * work(op) + kCostPerByte * copy_bytes;
   return c;
 }

@@ -32,13 +32,12 @@ void measure_free_memory(const Registry& registry, InventoryDevice& dev) {
   }
   for (const auto& name : dev.plugins) {
     const Plugin* p = registry.find(name);
-    for (uint32_t k = 0; p && k < p->devices().size(); ++k)
-      if (p->devices()[k].type == dev.info.type && p->devices()[k].id == dev.info.id)
-        if (auto m = p->memory_info(k)) {
-          dev.free_bytes = m->free_bytes;
-          dev.free_source = "memory_info of " + name;
-          return;
-        }
+    if (auto k = p ? p->device_index(dev.info) : std::nullopt)
+      if (auto m = p->memory_info(*k)) {
+        dev.free_bytes = m->free_bytes;
+        dev.free_source = "memory_info of " + name;
+        return;
+      }
   }
   if (dev.info.memory_bytes)
     dev.free_bytes = dev.info.memory_bytes, dev.free_source = "memory_bytes";

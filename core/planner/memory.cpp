@@ -59,16 +59,15 @@ void collect_phase(const Phase& phase, const PhasePlan& pp, Uses& uses,
     };
     for (const auto& c : pp.copies)
       if (c.before_op == op.id) touch(c.value, c.from), touch(c.value, c.to);
-    bool own = true;  // the first call is the op's own kernel, which alone reads packed weights
+    // Only the op's own, unadapted call carries layouts (call_operands): its indices are the op's.
     for (const AdaptedOperands& call : call_operands(op.adaptations, *node, op.input_locations,
                                                      op.output_locations, layout_tags(op))) {
       for (size_t i = 0; i < call.inputs.size(); ++i)
-        if (!call.input_layouts[i].empty() && own)
+        if (!call.input_layouts[i].empty())
           uses.touch(*phase.value(call.inputs[i]), "", call.input_locations[i], step,
                      call.input_layouts[i], op.input_layouts[i].bytes);
         else
           touch(call.inputs[i], call.input_locations[i]);
-      own = false;
       for (size_t i = 0; i < call.outputs.size(); ++i)
         touch(call.outputs[i], call.output_locations[i]);
     }

@@ -125,6 +125,12 @@ class Plugin {
   bool has_extension(const std::string& name) const;
   // The segments extension of a live plugin, or NULL (segment.hpp calls it).
   const sy_segment_extension* segment_extension() const { return segments_; }
+  // The index among devices() of the device `d` names (by type and id), or nullopt.
+  std::optional<uint32_t> device_index(const DeviceInfo& d) const {
+    for (uint32_t i = 0; i < devices_.size(); ++i)
+      if (devices_[i].type == d.type && devices_[i].id == d.id) return i;
+    return std::nullopt;
+  }
   // The weight-layouts extension (ABI 1.10) of a live plugin, or NULL.
   const sy_weight_layout_extension* weight_layouts() const { return layouts_; }
   // The layout kernel `kernel_index` wants for weight input `input` of `op` (which its check
