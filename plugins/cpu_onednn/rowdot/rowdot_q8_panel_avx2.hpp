@@ -5,6 +5,9 @@
 // the scales are paid once per 8 weight rows instead of once per row of x. The 8-row form
 // (rowdot_q8_rows8_avx2.hpp) pays both per row of x, and the 4-row form's two 8-bit digits double
 // the products. Weights stay in the file's layout: the panel is the thread's scratch.
+// Two panels (16 weight rows) run at once against 4 rows of x, so a multiply-accumulate costs
+// half a weight load and a quarter of a broadcast, and the next two panels' bytes are fetched
+// into L2 while these are multiplied.
 //
 // The arithmetic per output is the 8-row form's: the exact integer Σ of a block (a weight offset
 // such as q4_0's −8 is taken off the widened weights here, off the sums there: the same
@@ -28,13 +31,24 @@ struct Q16Panel {
   __m256 *s0, *s1, *coeff;  // [blocks], lane r: row r
   // This thread's panel for rows of `blocks` blocks (tier_scratch: a tier file keeps no
   // container of its own).
-  explicit Q16Panel(int64_t blocks) {
-    auto* p = static_cast<__m256i*>(
-        tier_scratch(ScratchSlot::q16_panel, sizeof(__m256i) * size_t(19 * blocks)));
+  Q16Panel() = default;
+  Q16Panel(__m256i* p, int64_t blocks) {
     w = p;
     s0 = reinterpret_cast<__m256*>(p + 16 * blocks);
     s1 = s0 + blocks;
     coeff = s1 + blocks;
+  }
+};
+
+// This thread's two panels (16 weight rows) for rows of `blocks` blocks (tier_scratch: a tier
+// file keeps no container of its own).
+struct Q16Panels {
+  Q16Panel p[2];
+  explicit Q16Panels(int64_t blocks) {
+    auto* w = static_cast<__m256i*>(
+        tier_scratch(ScratchSlot::q16_panel, sizeof(__m256i) * size_t(2 * 19 * blocks)));
+    p[0] = Q16Panel(w, blocks);
+    p[1] = Q16Panel(w + 19 * blocks, blocks);
   }
 };
 
@@ -79,51 +93,94 @@ void q16_panel_fill(const uint8_t* w, int64_t row_bytes, int64_t blocks, Q16Pane
   }
 }
 
-// Σ over activation pairs [j0, j1) of a block of RX rows of x against the panel's block wb.
-template <class Mac, int RX>
-inline void q16_panel_sums(const __m256i* wb, const Q16Block* const (&xb)[RX], int j0, int j1,
-                           __m256i (&sum)[RX]) {
-  for (int m = 0; m < RX; ++m) sum[m] = _mm256_setzero_si256();
+// Σ over activation pairs [j0, j1) of a block of RX rows of x against NP panels' block b. Each
+// pair of x is broadcast once for the NP panels, each weight vector loaded once for the RX rows:
+// a multiply-accumulate costs a load or a broadcast 1/NP + 1/RX of the time.
+template <class Mac, int NP, int RX>
+inline void q16_panel_sums(const Q16Panel* p, int64_t b, const Q16Block* const (&xb)[RX], int j0,
+                           int j1, __m256i (&sum)[NP][RX]) {
+  for (int k = 0; k < NP; ++k)
+    for (int m = 0; m < RX; ++m) sum[k][m] = _mm256_setzero_si256();
   for (int j = j0; j < j1; ++j) {
-    const __m256i w = _mm256_load_si256(wb + j);
+    __m256i w[NP];
+    for (int k = 0; k < NP; ++k) w[k] = _mm256_load_si256(p[k].w + 16 * b + j);
     for (int m = 0; m < RX; ++m) {
       int32_t pair;
       std::memcpy(&pair, xb[m]->q + 2 * j, sizeof pair);
-      sum[m] = Mac::mac(sum[m], w, _mm256_set1_epi32(pair));
+      const __m256i q = _mm256_set1_epi32(pair);
+      for (int k = 0; k < NP; ++k) sum[k][m] = Mac::accumulate(sum[k][m], w[k], q);
     }
   }
 }
 
-// Rows [m, m + RX) of x against the panel of weight rows [n, n + 8): y[m..m+RX)[n..n+8).
-template <class D, class Mac, int RX>
-void q16_panel_rows(const RowdotQ8Args& a, const Q16Panel& p, int64_t n, int64_t m) {
+// The weight bytes the next panels will be filled from, fetched into L2 a share per block while
+// the current ones are multiplied: the fill reads a run of a few KiB in a burst after a long
+// stretch without loads from it, which the hardware prefetchers do not run ahead of.
+struct PanelAhead {
+  const uint8_t* bytes = nullptr;  // none: the last panels of the call
+  int64_t per_block = 0;
+
+  void fetch(int64_t b) const {
+    if (!bytes) return;
+    for (int64_t o = 0; o < per_block; o += 64)
+      _mm_prefetch(bytes + b * per_block + o, _MM_HINT_T1);
+  }
+};
+
+// Rows [m, m + RX) of x against NP panels of weight rows [n, n + 8·NP): y[m..m+RX)[n..n+8·NP).
+template <class D, class Mac, int NP, int RX>
+void q16_panel_rows(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, int64_t m,
+                    PanelAhead ahead) {
   const int64_t blocks = a.K / 32;
-  __m256 acc[RX], off[RX];
-  for (int i = 0; i < RX; ++i) acc[i] = _mm256_setzero_ps(), off[i] = _mm256_setzero_ps();
+  __m256 acc[NP][RX], off[NP][RX];
+  for (int k = 0; k < NP; ++k)
+    for (int i = 0; i < RX; ++i) acc[k][i] = _mm256_setzero_ps(), off[k][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const Q16Block* xb[RX];
     for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
-    const __m256i* wb = p.w + 16 * b;
-    __m256i sum[RX];
-    q16_panel_sums<Mac, RX>(wb, xb, 0, D::kHalves ? 8 : 16, sum);
-    for (int i = 0; i < RX; ++i)
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i]),
-                               _mm256_mul_ps(p.s0[b], _mm256_set1_ps(xb[i]->d)), acc[i]);
-    if constexpr (D::kHalves) {
-      q16_panel_sums<Mac, RX>(wb, xb, 8, 16, sum);
+    ahead.fetch(b);
+    __m256i sum[NP][RX];
+    q16_panel_sums<Mac, NP, RX>(p, b, xb, 0, D::kHalves ? 8 : 16, sum);
+    for (int k = 0; k < NP; ++k)
       for (int i = 0; i < RX; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i]),
-                                 _mm256_mul_ps(p.s1[b], _mm256_set1_ps(xb[i]->d)), acc[i]);
+        acc[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k][i]),
+                                    _mm256_mul_ps(p[k].s0[b], _mm256_set1_ps(xb[i]->d)), acc[k][i]);
+    if constexpr (D::kHalves) {
+      q16_panel_sums<Mac, NP, RX>(p, b, xb, 8, 16, sum);
+      for (int k = 0; k < NP; ++k)
+        for (int i = 0; i < RX; ++i)
+          acc[k][i] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k][i]),
+                              _mm256_mul_ps(p[k].s1[b], _mm256_set1_ps(xb[i]->d)), acc[k][i]);
     }
     if constexpr (D::kOffset)
-      for (int i = 0; i < RX; ++i)
-        off[i] = _mm256_fmadd_ps(p.coeff[b], _mm256_set1_ps(xb[i]->s), off[i]);
+      for (int k = 0; k < NP; ++k)
+        for (int i = 0; i < RX; ++i)
+          off[k][i] = _mm256_fmadd_ps(p[k].coeff[b], _mm256_set1_ps(xb[i]->s), off[k][i]);
   }
-  for (int i = 0; i < RX; ++i) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, _mm256_add_ps(acc[i], off[i]));
-    q8_store8(a, m + i, n, out);
-  }
+  for (int k = 0; k < NP; ++k)
+    for (int i = 0; i < RX; ++i) {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, _mm256_add_ps(acc[k][i], off[k][i]));
+      q8_store8(a, m + i, n + 8 * k, out);
+    }
+}
+
+// Every row of x against NP filled panels of weight rows [n, n + 8·NP): 4 rows of x at a time,
+// then one by one; the first pass fetches `ahead`.
+template <class D, class Mac, int NP>
+void q16_panels_against_x(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, PanelAhead ahead) {
+  int64_t m = 0;
+  for (; m + 4 <= a.M; m += 4, ahead = {}) q16_panel_rows<D, Mac, NP, 4>(a, p, n, m, ahead);
+  for (; m < a.M; ++m, ahead = {}) q16_panel_rows<D, Mac, NP, 1>(a, p, n, m, ahead);
+}
+
+// While rows [n, n + 16) of [n0, n1) are multiplied: the next 16 rows' `run` bytes at `next`
+// (stored rows and packed groups alike are one run per 16 rows).
+inline PanelAhead panel_ahead(const uint8_t* next, int64_t n, int64_t n1, int64_t run,
+                              int64_t blocks) {
+  if (n + 32 > n1) return {};
+  return {next, run / blocks};
 }
 
 // Weight rows [n0, n1) against every row of x: each 8 rows through a panel, 4 rows of x at a time
@@ -133,13 +190,17 @@ template <class Ops, class D, class Mac>
 void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  Q16Panel panel(a.K / 32);
+  Q16Panels panels(a.K / 32);
   int64_t n = n0;
+  for (; n + 16 <= n1; n += 16) {
+    for (int k = 0; k < 2; ++k)
+      q16_panel_fill<D>(w + (n + 8 * k) * row_bytes, row_bytes, a.K / 32, panels.p[k]);
+    q16_panels_against_x<D, Mac, 2>(
+        a, panels.p, n, panel_ahead(w + (n + 16) * row_bytes, n, n1, 16 * row_bytes, a.K / 32));
+  }
   for (; n + 8 <= n1; n += 8) {
-    q16_panel_fill<D>(w + n * row_bytes, row_bytes, a.K / 32, panel);
-    int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) q16_panel_rows<D, Mac, 4>(a, panel, n, m);
-    for (; m < a.M; ++m) q16_panel_rows<D, Mac, 1>(a, panel, n, m);
+    q16_panel_fill<D>(w + n * row_bytes, row_bytes, a.K / 32, panels.p[0]);
+    q16_panels_against_x<D, Mac, 1>(a, panels.p, n, {});
   }
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
@@ -214,8 +275,9 @@ void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_
     int32_t q[16];  // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes
     std::memcpy(q, x[b].q, sizeof q);
     __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // two chains
-    P::pairs(blk,
-             [&](int j, __m256i w) { s[j & 1] = Mac::mac(s[j & 1], w, _mm256_set1_epi32(q[j])); });
+    P::pairs(blk, [&](int j, __m256i w) {
+      s[j & 1] = Mac::accumulate(s[j & 1], w, _mm256_set1_epi32(q[j]));
+    });
     __m256i sums = _mm256_add_epi32(s[0], s[1]);
     if constexpr (P::kBias != 0)
       sums = _mm256_sub_epi32(sums,
@@ -258,12 +320,17 @@ void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
       for (int64_t m = 0; m < a.M; ++m) rows8_packed<D, Mac>(a, w + (n / 8) * group_bytes, n, m);
     return;
   }
-  Q16Panel panel(blocks);
-  for (int64_t n = n0; n < n1; n += 8) {
-    q16_panel_fill_rows8<D>(w + (n / 8) * group_bytes, blocks, panel);
-    int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) q16_panel_rows<D, Mac, 4>(a, panel, n, m);
-    for (; m < a.M; ++m) q16_panel_rows<D, Mac, 1>(a, panel, n, m);
+  Q16Panels panels(blocks);
+  int64_t n = n0;
+  for (; n + 16 <= n1; n += 16) {
+    for (int k = 0; k < 2; ++k)
+      q16_panel_fill_rows8<D>(w + (n / 8 + k) * group_bytes, blocks, panels.p[k]);
+    q16_panels_against_x<D, Mac, 2>(
+        a, panels.p, n, panel_ahead(w + (n / 8 + 2) * group_bytes, n, n1, 2 * group_bytes, blocks));
+  }
+  for (; n < n1; n += 8) {
+    q16_panel_fill_rows8<D>(w + (n / 8) * group_bytes, blocks, panels.p[0]);
+    q16_panels_against_x<D, Mac, 1>(a, panels.p, n, {});
   }
 }
 

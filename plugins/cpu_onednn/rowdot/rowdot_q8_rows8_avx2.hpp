@@ -143,6 +143,15 @@ struct Avx2Mac {
   static __m256i mac(__m256i sum, __m256i w, __m256i q) {
     return _mm256_add_epi32(sum, _mm256_madd_epi16(w, q));
   }
+  // mac into a running sum of a loop, with the add written as an instruction whose destination
+  // is the sum: GCC 12 otherwise adds into the product's register and copies it back, one
+  // vmovdqa per multiply-accumulate (a quarter of the panel loop's instructions). Not for a sum
+  // that starts at a constant, which mac's add folds away.
+  static __m256i accumulate(__m256i sum, __m256i w, __m256i q) {
+    const __m256i product = _mm256_madd_epi16(w, q);
+    __asm__("vpaddd %1, %0, %0" : "+x"(sum) : "x"(product));
+    return sum;
+  }
 };
 
 // The scales (s1: q6_k's second half-block's) and offsets of 8 weight rows at w, block by block

@@ -35,6 +35,7 @@ struct VnniQ8 : Avx2Q8 {
 // The 16-bit forms' multiply-accumulate in one instruction.
 struct VnniMac {
   static __m256i mac(__m256i sum, __m256i w, __m256i q) { return _mm256_dpwssd_epi32(sum, w, q); }
+  static __m256i accumulate(__m256i sum, __m256i w, __m256i q) { return mac(sum, w, q); }
 };
 
 }  // namespace
