@@ -424,32 +424,29 @@ TEST(SmolLM2Cli, DefaultNumericsStayCloseToExact) {
   }
 }
 
-// The Q4_0 file as users run it on the avx2 tier: default numerics, every q4_0 weight of
-// matmul_q16 packed at load ("q4_0, 8 rows interleaved", ABI 1.10), which the plan must say. Its
-// teacher-forced mean NLL on text.txt stays within 0.02 nats of transformers' on the same bytes
-// (expected.Q4_0.json, exact products) and of our own exact run, with the top-1 prediction the
-// same at 99 % of positions: DefaultNumericsStayCloseToExact's bar.
-TEST(SmolLM2Cli, Q4_0PackedAtLoadKeepsTheReferencesNll) {
-  SY_SKIP_UNLESS_CPU_TIER("avx2");
-  const fs::path file = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_0.gguf";
+// A requantized file as users run it on the avx2 tier: default numerics, every weight of
+// matmul_q16 whose type the tier packs read packed at load (ABI 1.10), which the plan must say:
+// `packed_type`'s weights as `layout`. Its teacher-forced mean NLL on text.txt stays within 0.02
+// nats of transformers' on the same bytes (expected.<MIX>.json, exact products) and of our own
+// exact run, with the top-1 prediction the same at 99 % of positions:
+// DefaultNumericsStayCloseToExact's bar.
+void expect_packed_at_load_keeps_the_references_nll(const std::string& mix,
+                                                    const std::string& layout, size_t at_least) {
+  const fs::path file = fs::path(SY_TEST_MODEL_CACHE) / ("SmolLM2-135M-Instruct." + mix + ".gguf");
   if (!fs::exists(file))
     GTEST_SKIP() << file << " is not there (scripts/make-requantized-smollm2.sh, from make test)";
-  const json expected = json::parse(std::ifstream(kFixture / "expected.Q4_0.json"));
+  const json expected = json::parse(std::ifstream(kFixture / ("expected." + mix + ".json")));
   test::ScopedCpuTier tier("avx2");
   auto plan = test::run_switchyard("plan " + file.string() + " --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   const json planned = json::parse(plan.out);
-  size_t quantized = 0, packed = 0;
+  size_t packed = 0;
   for (const json& phase : planned["phases"])
-    for (const json& op : phase["ops"]) {
-      if (op["kernel"] != "matmul_q16") continue;
-      ++quantized;
-      if (op.contains("input_layouts") && op["input_layouts"][1].is_object() &&
-          op["input_layouts"][1]["name"] == "q4_0, 8 rows interleaved")
+    for (const json& op : phase["ops"])
+      if (op["kernel"] == "matmul_q16" && op.contains("input_layouts") &&
+          op["input_layouts"][1].is_object() && op["input_layouts"][1]["name"] == layout)
         ++packed;
-    }
-  EXPECT_GT(quantized, 200u);
-  EXPECT_EQ(packed, quantized);
+  EXPECT_GE(packed, at_least) << "matmul_q16 weights read as " << layout;
   auto r = test::run_switchyard("perplexity " + file.string() + " --file " +
                                 (kFixture / "text.txt").string() + " --compare-numerics --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -460,6 +457,18 @@ TEST(SmolLM2Cli, Q4_0PackedAtLoadKeepsTheReferencesNll) {
               0.02);
   EXPECT_LE(std::abs(j["delta_mean_nll"].get<double>()), 0.02);
   EXPECT_GE(j["top1_agreement"].get<double>(), 0.99);
+}
+
+// Every quantized weight of the Q4_0 file is q4_0 (211, lm_head included).
+TEST(SmolLM2Cli, Q4_0PackedAtLoadKeepsTheReferencesNll) {
+  SY_SKIP_UNLESS_CPU_TIER("avx2");
+  expect_packed_at_load_keeps_the_references_nll("Q4_0", "q4_0, 8 rows interleaved", 211);
+}
+
+// The IQ4_XS mix's 180 iq4_nl weights (its iq4_xs ones stay as stored).
+TEST(SmolLM2Cli, Iq4NlPackedAtLoadKeepsTheReferencesNll) {
+  SY_SKIP_UNLESS_CPU_TIER("avx2");
+  expect_packed_at_load_keeps_the_references_nll("IQ4_XS_MIX", "iq4_nl, 8 rows interleaved", 180);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),

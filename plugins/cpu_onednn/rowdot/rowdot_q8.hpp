@@ -50,7 +50,8 @@ struct Q16Block {
 
 // The packed layouts "8 rows interleaved" of q4_0, q4_1 and q8_0 (weight_layout.hpp says what
 // they are).
-inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3;
+inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3,
+                          kLayoutIq4_NLRows8 = 4;
 
 struct RowdotQ8Args {
   sy_dtype wtype;

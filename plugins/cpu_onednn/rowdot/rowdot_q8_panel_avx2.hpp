@@ -205,7 +205,7 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 
-// ---- q4_0, q4_1 and q8_0 packed 8 rows interleaved (weight_layout.hpp) -------------------
+// ---- q4_0, q4_1, q8_0 and iq4_nl packed 8 rows interleaved (weight_layout.hpp) -----------
 // The same integers and the same float steps per output as the stored forms above (the exact Σ
 // of a block, less kBias·ΣQ, then acc = fma(float(Σ), scale · d, acc), off = fma(offset, s,
 // off), the result acc + off), so the results equal theirs bit for bit; only the loads differ: a
@@ -253,6 +253,22 @@ struct Rows8Packed<Q8_0W<Ops>> {
     for (int j = 0; j < 16; ++j)
       f(j,
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 + 16 * j))));
+  }
+};
+
+// iq4_nl's chunks are q4_0's; each nibble is looked up as its value + 128 (iq4_wide16).
+template <class Ops>
+struct Rows8Packed<Iq4_NLW<Ops>> {
+  static constexpr int64_t kBytes = 144;  // 8 scales, 8 chunks
+  static constexpr int kBias = 128;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    for (int j = 0; j < 8; ++j) {
+      __m256i lo, hi;
+      iq4_wide16(blk + 16 + 16 * j, lo, hi);
+      f(j, lo);
+      f(8 + j, hi);
+    }
   }
 };
 
@@ -342,6 +358,7 @@ void q16_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     case kLayoutQ4_0Rows8: return q16_rows8_columns<Q4_0W<Ops>, Mac>(a, n0, n1);
     case kLayoutQ4_1Rows8: return q16_rows8_columns<Q4_1W<Ops>, Mac>(a, n0, n1);
     case kLayoutQ8_0Rows8: return q16_rows8_columns<Q8_0W<Ops>, Mac>(a, n0, n1);
+    case kLayoutIq4_NLRows8: return q16_rows8_columns<Iq4_NLW<Ops>, Mac>(a, n0, n1);
     default: break;
   }
   with_q8_decoder<Ops>(a.wtype, [&](auto d) {

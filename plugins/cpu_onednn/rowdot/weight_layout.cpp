@@ -17,11 +17,13 @@ struct Rows8Type {
 const Rows8Type* rows8_type(sy_dtype t) {
   static constexpr Rows8Type kQ4_0{kLayoutQ4_0Rows8, 1, 16, "q4_0, 8 rows interleaved"},
       kQ4_1{kLayoutQ4_1Rows8, 2, 16, "q4_1, 8 rows interleaved"},
-      kQ8_0{kLayoutQ8_0Rows8, 1, 32, "q8_0, 8 rows interleaved"};
+      kQ8_0{kLayoutQ8_0Rows8, 1, 32, "q8_0, 8 rows interleaved"},
+      kIq4_NL{kLayoutIq4_NLRows8, 1, 16, "iq4_nl, 8 rows interleaved"};
   switch (t) {
     case SY_DTYPE_Q4_0: return &kQ4_0;
     case SY_DTYPE_Q4_1: return &kQ4_1;
     case SY_DTYPE_Q8_0: return &kQ8_0;
+    case SY_DTYPE_IQ4_NL: return &kIq4_NL;
     default: return nullptr;
   }
 }
