@@ -165,6 +165,7 @@ struct PagedSetup {
   sy_dtype dt;
   int64_t Hq = 4, Hkv = 2, D = 64;
   int64_t bound_T = 48, bound_S = 4, NB = 24, BS = 4, MB = 8;
+  int64_t window = 13;
 };
 
 OpDesc paged_op(const PagedSetup& p) {
@@ -181,7 +182,7 @@ OpDesc paged_op(const PagedSetup& p) {
                 {SY_DTYPE_F32, {1, p.Hq, p.bound_T}, SY_MEMORY_HOST, 4u}};
   op.set(SY_ATTR_PAGED, int64_t{1});
   op.set(SY_ATTR_CAUSAL, int64_t{1});
-  op.set(SY_ATTR_WINDOW_LEFT, int64_t{13});
+  op.set(SY_ATTR_WINDOW_LEFT, p.window);
   op.set(SY_ATTR_SOFTCAP, 30.0);
   return op;
 }
@@ -260,6 +261,42 @@ TEST_P(BatchInvariance, PagedAttentionRowsDoNotDependOnTheirCompany) {
         << "the chunk's last row vs the same query decoded";
     for (int64_t h = 0; h < p.Hq; ++h)
       EXPECT_EQ(alone.second[size_t(h * 11 + 10)], last.second[size_t(h)]) << "lse, head " << h;
+  }
+}
+
+// Sequences longer than a key chunk (attention_paged.hpp: 256 keys), no window: a decode row
+// with few others is split across threads by key chunk, its partials folded afterwards; in a
+// fuller step, or as the last row of a prefill chunk, one thread folds its chunks in turn. The
+// same bits every way.
+TEST_P(BatchInvariance, PagedAttentionRowsSplitByKeyChunkAreTheRowsWhole) {
+  std::mt19937 rng(11);
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16}) {
+    SCOPED_TRACE(sy_dtype_name(dt));
+    PagedSetup p{dt};
+    p.BS = 16, p.MB = 40, p.NB = 4 * 40, p.window = -1;  // up to 640 keys a sequence
+    auto k = prepare(paged_op(p));
+    ASSERT_TRUE(k);
+    HostTensor q_all(dt, {1, 48, p.Hq, p.D}), k_pool(dt, {p.NB, p.BS, p.Hkv, p.D}),
+        v_pool(dt, {p.NB, p.BS, p.Hkv, p.D}), sinks(SY_DTYPE_F32, {p.Hq});
+    for (HostTensor* t : {&q_all, &k_pool, &v_pool, &sinks}) fill_weights(*t, rng);
+    // Sequence 2: 600 keys (three chunks, the last partial), its last 11 this step's queries.
+    const PagedStep chunk{{9, 1, 11, 1}, {300, 513, 600, 257}};
+    const auto prefill = paged_run(*k, p, q_all, k_pool, v_pool, sinks, {2}, chunk, 2);
+    const PagedStep decode{{1, 1, 1, 1}, {300, 513, 600, 257}};
+    HostTensor shifted(dt, {1, 48, p.Hq, p.D});  // row 2·16 + 10 moved to 2·16
+    const size_t row = size_t(p.Hq * p.D) * sy_dtype_size(dt);
+    std::memcpy(shifted.bytes(), q_all.bytes(), shifted.size_bytes());
+    std::memcpy(static_cast<uint8_t*>(shifted.bytes()) + 32 * row,
+                static_cast<uint8_t*>(q_all.bytes()) + 42 * row, row);
+    const auto alone = paged_run(*k, p, shifted, k_pool, v_pool, sinks, {2}, decode, 2);
+    const auto full = paged_run(*k, p, shifted, k_pool, v_pool, sinks, {0, 1, 2, 3}, decode, 2);
+    EXPECT_EQ(alone.first, full.first) << "o of the decode row: alone vs in a full step";
+    EXPECT_EQ(alone.second, full.second) << "lse of the decode row";
+    EXPECT_EQ(std::vector<uint8_t>(prefill.first.end() - long(row), prefill.first.end()),
+              alone.first)
+        << "the prefill chunk's last row vs the same query decoded alone";
+    for (int64_t h = 0; h < p.Hq; ++h)
+      EXPECT_EQ(prefill.second[size_t(h * 11 + 10)], alone.second[size_t(h)]) << "lse, head " << h;
   }
 }
 

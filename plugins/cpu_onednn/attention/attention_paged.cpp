@@ -43,11 +43,20 @@ class PagedAttentionKernel final : public CpuKernel {
     sinks_ = n == 7;
     lse_ = op.outputs.size() > 1;
     const int64_t max_seqs = op.inputs[n - 2].shape[0];
-    max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1);
-    rows_ = kItemTokens * (base_.Hq / base_.Hkv);
+    const int64_t group = base_.Hq / base_.Hkv, L = tier_.lanes;
+    const int64_t Dp = (base_.D + L - 1) / L * L;
+    // A step splits by key chunk only when it has fewer than 2 items per thread, each of one
+    // query row, so at most that many items' rows (a group's heads) are split.
+    max_chunks_ = (op.inputs[n - 1].shape[1] * base_.BS + kKeyChunk - 1) / kKeyChunk;
+    max_split_ = tier_.combine ? 2 * int64_t(ctx_.num_threads) : 0;
+    max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1) + max_split_ * max_chunks_;
+    partial_floats_ = paged_partial_floats(Dp);
+    partials_.assign(size_t(max_split_ * max_chunks_ * group * partial_floats_), 0.f);
+    splits_.resize(size_t(max_split_));
+    rows_ = kItemTokens * group;
     // Every thread of this thread's team gets its scratch now, not in a step (which must not
     // allocate): which worker runs which item is the schedule's choice.
-    const int64_t rows = rows_, D = base_.D, L = tier_.lanes;
+    const int64_t rows = rows_, D = base_.D;
     extra_ = tier_.extra_bytes ? tier_.extra_bytes(rows, D) : 0;
     const size_t extra = extra_;
 #pragma omp parallel num_threads(ctx_.num_threads)
@@ -66,7 +75,9 @@ class PagedAttentionKernel final : public CpuKernel {
     a.o = data_of<void>(out[0]);
     a.lse = lse_ ? data_of<float>(out[1]) : nullptr;
     Item* items = items_of(max_items_);
-    const int64_t count = make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items);
+    int64_t splits = 0;
+    const int64_t count =
+        make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items, splits);
     const PagedAttentionTier& tier = tier_;
     const Item* list = items;
     const int threads = count > 1 ? ctx_.num_threads : 1;
@@ -75,6 +86,9 @@ class PagedAttentionKernel final : public CpuKernel {
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
     for (int64_t i = 0; i < count; ++i)
       tier.rows(a, list[i], scratch(rows, a.D, tier.lanes, extra));
+    for (int64_t s = 0; s < splits; ++s)  // a few rows each: not worth a team
+      tier.combine(a, list + splits_[size_t(s)].first, splits_[size_t(s)].count,
+                   scratch(rows, a.D, tier.lanes, extra));
   }
 
  private:
@@ -94,7 +108,7 @@ class PagedAttentionKernel final : public CpuKernel {
     if (tier_bytes.size() < extra + 64) tier_bytes.assign(extra + 64, 0);
     char* aligned = tier_bytes.data() + (64 - reinterpret_cast<uintptr_t>(tier_bytes.data()) % 64);
     const int64_t Dp = (D + L - 1) / L * L;
-    const size_t need = size_t(2 * rows * Dp + 2 * rows + 2 * L * Dp);
+    const size_t need = size_t(3 * rows * Dp + 4 * rows + 2 * L * Dp);
     if (f.size() < need) f.assign(need, 0.f);
     if (range.size() < size_t(2 * rows)) range.assign(size_t(2 * rows), 0);
     float* q = f.data();
@@ -102,14 +116,22 @@ class PagedAttentionKernel final : public CpuKernel {
     float* m = o + rows * Dp;
     float* l = m + rows;
     float* kb = l + rows;
-    return {q, o, m, l, range.data(), kb, kb + L * Dp, aligned};
+    float* to = kb + 2 * L * Dp;
+    float* tm = to + rows * Dp;
+    return {q, o, m, l, range.data(), kb, kb + L * Dp, aligned, to, tm, tm + rows};
   }
+
+  // Items [first, first + count) are one item's rows split by key chunk.
+  struct Split {
+    int64_t first, count;
+  };
 
   // The items of this step, after checking every entry of the metadata it will read (nothing
   // is written before): query_start from 0 to T, non-decreasing; each sequence's queries within
-  // its length, its length within its blocks; each block it reads inside the pool.
+  // its length, its length within its blocks; each block it reads inside the pool. `splits`:
+  // how many of splits_ name items split by key chunk.
   int64_t make_items(const DLTensor* starts_t, const DLTensor* lens_t, const DLTensor* table_t,
-                     int64_t pool_blocks, int64_t T, Item* items) const {
+                     int64_t pool_blocks, int64_t T, Item* items, int64_t& splits) {
     const int32_t* starts = data_of<const int32_t>(starts_t);
     const int32_t* lens = data_of<const int32_t>(lens_t);
     const int32_t* table = data_of<const int32_t>(table_t);
@@ -118,7 +140,7 @@ class PagedAttentionKernel final : public CpuKernel {
     if (starts[0] != 0 || starts[S] != T)
       invalid("query_start must begin at 0 and end at T = " + std::to_string(T) +
               ", not run from " + std::to_string(starts[0]) + " to " + std::to_string(starts[S]));
-    int64_t count = 0;
+    int64_t pairs = 0, longest_query = 0;  // (sequence, KV head, up to kItemTokens rows)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
       if (q_len < 0 || q_len > L || L > MB * BS)
@@ -131,9 +153,35 @@ class PagedAttentionKernel final : public CpuKernel {
           invalid("block table entry " + std::to_string(b) + " of sequence " + std::to_string(s) +
                   " names block " + std::to_string(table[s * MB + b]) + " of a pool of " +
                   std::to_string(pool_blocks));
+      pairs += base_.Hkv * ((q_len + kItemTokens - 1) / kItemTokens);
+      longest_query = std::max(longest_query, q_len);
+    }
+    // Fewer than 2 items a thread, each one query row (decode): a sequence longer than a key
+    // chunk is split by chunk, its heads kept together (their keys read once). Same results.
+    const bool by_chunk = pairs < max_split_ && longest_query <= 1;
+    int64_t count = 0, partial = 0;
+    splits = 0;
+    const auto add = [&](const Item& item) {
+      if (count == max_items_) invalid("more work items than prepared");
+      items[count++] = item;
+    };
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
+      const int64_t chunks = (L + kKeyChunk - 1) / kKeyChunk;
       for (int64_t hk = 0; hk < base_.Hkv; ++hk)
         for (int64_t t0 = 0; t0 < q_len; t0 += kItemTokens) {
           const int64_t t1 = std::min(q_len, t0 + kItemTokens);
+          const Item whole{table + s * MB, starts[s], q_len, L, hk, t0, t1, 0, group};
+          if (by_chunk && chunks > 1) {
+            splits_[size_t(splits++)] = {count, chunks};
+            for (int64_t c = 0; c < chunks; ++c, partial += group * partial_floats_) {
+              Item item = whole;
+              item.partial = partials_.data() + partial;
+              item.chunk = c;
+              add(item);
+            }
+            continue;
+          }
           // Fewer (sequence, KV head) pairs than threads, and a few rows: one item per query
           // head, so every thread has work (each then reads the group's keys itself). With as
           // many pairs as threads, a pair's heads stay one item and its keys are read once:
@@ -142,8 +190,9 @@ class PagedAttentionKernel final : public CpuKernel {
           const int64_t split =
               S * base_.Hkv < ctx_.num_threads && t1 - t0 < kItemTokens ? 1 : group;
           for (int64_t g0 = 0; g0 < group; g0 += split) {
-            if (count == max_items_) invalid("more work items than prepared");
-            items[count++] = {table + s * MB, starts[s], q_len, L, hk, t0, t1, g0, g0 + split};
+            Item item = whole;
+            item.g0 = g0, item.g1 = g0 + split;
+            add(item);
           }
         }
     }
@@ -156,6 +205,11 @@ class PagedAttentionKernel final : public CpuKernel {
   bool sinks_ = false, lse_ = false;
   int64_t max_items_ = 0, rows_ = 0;  // the bounds' work items, and rows per item
   size_t extra_ = 0;                  // the tier's own scratch per thread
+  // Splitting by key chunk: at most max_split_ items split, into at most max_chunks_ each;
+  // their rows' partials (partial_floats_ per row) and where each split's items are.
+  int64_t max_chunks_ = 0, max_split_ = 0, partial_floats_ = 0;
+  std::vector<float> partials_;
+  std::vector<Split> splits_;
 };
 
 }  // namespace

@@ -10,6 +10,13 @@
 // softcap), the online softmax (block max, e^(m − m'), e^(s − m') per key, the sum in key order)
 // and the values (o · α, then + p·v key by key, fused multiply-add where the tier has one).
 // Sinks join the final denominator only; lse is the log-sum-exp of the row's scores.
+//
+// Keys are taken in chunks of kKeyChunk absolute positions: each chunk's softmax runs from a
+// fresh state, and the chunks are folded into the row's total in order (paged_fold). So a
+// sequence with few KV heads can be split across threads by chunk (an item per chunk, its
+// state kept as a partial, the partials folded in order afterwards) with the same arithmetic,
+// bit for bit, as one thread taking every chunk: whether a row is split depends on its company,
+// its result does not.
 #pragma once
 
 #include <cstdint>
@@ -34,11 +41,22 @@ struct PagedAttentionArgs {
 
 // Query rows [t0, t1) of one sequence (of its q_len, the last q_len positions of its L keys)
 // for the query heads [g0, g1) of KV head hk's group.
+inline constexpr int64_t kKeyChunk = 256;
+
 struct PagedItem {
   const int32_t* table;  // the sequence's block table row
   int64_t first;         // the sequence's first query row in q
   int64_t q_len, L, hk, t0, t1, g0, g1;
+  // Not null: only key chunk `chunk` is taken, and each row's state after it goes here instead
+  // of the output: m, l, then o [Dp] (PagedAttentionTier::combine finishes the rows).
+  float* partial = nullptr;
+  int64_t chunk = 0;
 };
+
+// The floats a split item's partial takes per row.
+inline int64_t paged_partial_floats(int64_t Dp) {
+  return Dp + 2;
+}
 
 // One thread's scratch, allocated at prepare (Dp: D rounded up to the tier's lanes L; R: the
 // most rows an item has). The pads past D stay zero.
@@ -51,6 +69,9 @@ struct PagedScratch {
   float* kb;       // [L][Dp]: a group's keys of head hk as f32, where not read in place
   float* vb;       // [L][Dp]: its values
   char* extra;     // the tier's own (PagedAttentionTier::extra_bytes), 64-byte aligned
+  float* to;       // [R][Dp]: the rows' totals over the chunks folded so far
+  float* tm;       // [R]
+  float* tl;       // [R]
 };
 
 struct PagedAttentionTier {
@@ -59,6 +80,10 @@ struct PagedAttentionTier {
   void (*rows)(const PagedAttentionArgs& a, const PagedItem& item, const PagedScratch& w);
   // Optional: the bytes of PagedScratch::extra an item of up to `rows` rows of D needs.
   size_t (*extra_bytes)(int64_t rows, int64_t D);
+  // Optional: folds the partials of `count` items that split one item's rows by key chunk (in
+  // chunk order) and finishes the rows. Without it the tier's items are never split.
+  void (*combine)(const PagedAttentionArgs& a, const PagedItem* items, int64_t count,
+                  const PagedScratch& w);
 };
 
 const PagedAttentionTier& paged_attention_tier(const TierChoice& tier);

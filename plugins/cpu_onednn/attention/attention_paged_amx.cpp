@@ -198,7 +198,10 @@ void rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& 
 }  // namespace
 
 const PagedAttentionTier& paged_attention_amx() {
-  static const PagedAttentionTier tier = {"amx", paged_attention_avx512().lanes, rows, extra_bytes};
+  // No combine: the tiles' rows take every key in one pass, so this tier's items are never split
+  // by key chunk.
+  static const PagedAttentionTier tier = {"amx", paged_attention_avx512().lanes, rows, extra_bytes,
+                                          nullptr};
   return tier;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "attention/attention_paged.hpp"
@@ -144,35 +145,43 @@ inline void finish_row(const PagedAttentionArgs& a, int64_t token, int64_t head,
     a.lse[head * a.T + token] = any ? m + std::log(l) : -std::numeric_limits<float>::infinity();
 }
 
+// A row's total (tm, tl, to) with the state (m, l, o) of its next chunk of keys folded in. Every
+// fold goes through this one compiled function (noinline), whether a thread takes a row's chunks
+// in turn or the partials of a split are folded afterwards, so both give the same bits.
 template <class Ops>
-void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w) {
+__attribute__((noinline)) void paged_fold(float m, float l, const float* o, int64_t Dp, float& tm,
+                                          float& tl, float* to) {
   constexpr int L = Ops::kLanes;
-  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, L), BS = a.BS;
-  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads, kv_row = a.Hkv * a.D;
-  const size_t esize = a.bf16 ? 2 : 4;
-  int64_t lo_all = it.L, hi_all = -1;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
-    int64_t lo, hi;
-    visible_keys(a, it, t, lo, hi);
-    w.range[2 * r] = lo;
-    w.range[2 * r + 1] = hi;
-    lo_all = std::min(lo_all, lo);
-    hi_all = std::max(hi_all, hi);
-    const char* q = static_cast<const char*>(a.q) + ((it.first + t) * a.Hq + head) * a.D * esize;
-    widen_row(q, a.bf16, a.D, w.q + r * Dp);
-    std::fill(w.o + r * Dp, w.o + (r + 1) * Dp, 0.f);
-    w.m[r] = -std::numeric_limits<float>::infinity();
-    w.l[r] = 0.f;
+  if (l == 0.f) return;  // the row sees none of the chunk's keys
+  if (tl == 0.f) {
+    tm = m, tl = l;
+    std::memcpy(to, o, size_t(Dp) * sizeof(float));
+    return;
   }
+  const float m_new = std::max(tm, m);
+  const float alpha = exp_f32(tm - m_new), beta = exp_f32(m - m_new);
+  tl = tl * alpha + l * beta;
+  tm = m_new;
+  const typename Ops::V va = Ops::set1(alpha), vb = Ops::set1(beta);
+  for (int64_t d = 0; d < Dp; d += L)
+    Ops::store(to + d, Ops::madd(vb, Ops::load(o + d), Ops::mul(Ops::load(to + d), va)));
+}
+
+// Keys [k0, k1] (within one chunk) for the item's rows, from each row's chunk state in w.m, w.l,
+// w.o: groups of L keys aligned to absolute positions, the keys some row sees in each (never
+// past the sequence's length: the pool is not zeroed).
+template <class Ops>
+void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w,
+                 int64_t rows, int64_t k0, int64_t k1) {
+  constexpr int L = Ops::kLanes;
+  const int64_t Dp = padded(a.D, L), BS = a.BS, kv_row = a.Hkv * a.D;
+  const size_t esize = a.bf16 ? 2 : 4;
   // f32 rows a whole number of lanes long are read in place; the others widened or padded into
   // kb, vb (the same values: the pads are zeros).
   const bool in_place = !a.bf16 && Dp == a.D;
   const float *k[L], *v[L];
-  // Groups of L keys aligned to absolute positions, the keys some row sees in each (never past
-  // the sequence's length: the pool is not zeroed).
-  for (int64_t g = lo_all / L; hi_all >= lo_all && g <= hi_all / L; ++g) {
-    const int64_t j0 = g * L, first = std::max(lo_all, j0), last = std::min(hi_all, j0 + L - 1);
+  for (int64_t g = k0 / L; g <= k1 / L; ++g) {
+    const int64_t j0 = g * L, first = std::max(k0, j0), last = std::min(k1, j0 + L - 1);
     // Key j's row: block j / BS of the table, row j % BS, walked without a division per key
     // (two 64-bit divisions per key and its prefetch cost more than its products).
     int64_t block = first / BS, in_block = first % BS;
@@ -196,7 +205,7 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
     }
     // The next group's rows, ahead of their use: the rows of one head are short runs a stride
     // apart (the pool interleaves the heads), which the hardware prefetchers follow poorly.
-    for (int64_t j = last + 1; j <= std::min(hi_all, last + L); ++j) {
+    for (int64_t j = last + 1; j <= std::min(k1, last + L); ++j) {
       const int64_t at = next_row();
       const char* kr = static_cast<const char*>(a.k_pool) + at * esize;
       const char* vr = static_cast<const char*>(a.v_pool) + at * esize;
@@ -213,14 +222,78 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
                      w.o + r * Dp);
     }
   }
-  for (int64_t r = 0; r < rows; ++r)
-    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.m[r], w.l[r],
-               w.o + r * Dp);
+}
+
+template <class Ops>
+void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w) {
+  constexpr int L = Ops::kLanes;
+  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, L);
+  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads;
+  const size_t esize = a.bf16 ? 2 : 4;
+  int64_t lo_all = it.L, hi_all = -1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
+    int64_t lo, hi;
+    visible_keys(a, it, t, lo, hi);
+    w.range[2 * r] = lo;
+    w.range[2 * r + 1] = hi;
+    lo_all = std::min(lo_all, lo);
+    hi_all = std::max(hi_all, hi);
+    const char* q = static_cast<const char*>(a.q) + ((it.first + t) * a.Hq + head) * a.D * esize;
+    widen_row(q, a.bf16, a.D, w.q + r * Dp);
+    w.tm[r] = -std::numeric_limits<float>::infinity();
+    w.tl[r] = 0.f;
+  }
+  int64_t c0 = lo_all / kKeyChunk, c1 = hi_all / kKeyChunk;
+  if (it.partial) c0 = c1 = it.chunk;
+  for (int64_t c = c0; hi_all >= lo_all && c <= c1; ++c) {
+    const int64_t k0 = std::max(lo_all, c * kKeyChunk),
+                  k1 = std::min(hi_all, (c + 1) * kKeyChunk - 1);
+    if (k0 > k1) continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(w.o + r * Dp, w.o + (r + 1) * Dp, 0.f);
+      w.m[r] = -std::numeric_limits<float>::infinity();
+      w.l[r] = 0.f;
+    }
+    paged_chunk<Ops>(a, it, w, rows, k0, k1);
+    for (int64_t r = 0; r < rows; ++r)
+      paged_fold<Ops>(w.m[r], w.l[r], w.o + r * Dp, Dp, w.tm[r], w.tl[r], w.to + r * Dp);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (it.partial) {
+      float* p = it.partial + r * paged_partial_floats(Dp);
+      p[0] = w.tm[r], p[1] = w.tl[r];
+      if (w.tl[r] != 0.f) std::memcpy(p + 2, w.to + r * Dp, size_t(Dp) * sizeof(float));
+      continue;
+    }
+    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.tm[r], w.tl[r],
+               w.to + r * Dp);
+  }
+}
+
+// The rows of items [0, count), one item's rows split by key chunk, their partials folded in
+// chunk order (paged_fold, as paged_rows folds its chunks), then finished.
+template <class Ops>
+void paged_combine(const PagedAttentionArgs& a, const PagedItem* items, int64_t count,
+                   const PagedScratch& w) {
+  const PagedItem& it = items[0];
+  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, Ops::kLanes);
+  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads;
+  for (int64_t r = 0; r < rows; ++r) {
+    w.tm[r] = -std::numeric_limits<float>::infinity();
+    w.tl[r] = 0.f;
+    for (int64_t i = 0; i < count; ++i) {
+      const float* p = items[i].partial + r * paged_partial_floats(Dp);
+      paged_fold<Ops>(p[0], p[1], p + 2, Dp, w.tm[r], w.tl[r], w.to + r * Dp);
+    }
+    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.tm[r], w.tl[r],
+               w.to + r * Dp);
+  }
 }
 
 template <class Ops>
 PagedAttentionTier make_paged_tier(const char* name) {
-  return {name, Ops::kLanes, paged_rows<Ops>, nullptr};
+  return {name, Ops::kLanes, paged_rows<Ops>, nullptr, paged_combine<Ops>};
 }
 
 }  // namespace
