@@ -75,7 +75,7 @@ int64_t write_tokenizer(const fs::path& file) {
                     {"add_prefix_space", false},
                     {"trim_offsets", true},
                     {"use_regex", true}};
-  std::ofstream(file) << byte_level_bpe_json(vocab, merge_list, added, pre) << "\n";
+  std::ofstream(file) << byte_level_bpe_document(vocab, merge_list, added, pre).dump(1) << "\n";
   return id;
 }
 

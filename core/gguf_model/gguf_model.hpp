@@ -48,8 +48,10 @@ struct GgufModel {
 // although Switchyard does not know them (--allow-config-key).
 GgufModel describe_gguf(const GgufFile& file, const std::vector<std::string>& allowed_keys = {});
 
-// The tokenizer of tokenizer.ggml.* (model "gpt2": byte-level BPE), as tokenizer.json text for
-// Tokenizer::parse. SY303 naming the key for anything else.
+// The tokenizer of tokenizer.ggml.* (model "gpt2": byte-level BPE; "llama": SentencePiece-style
+// BPE), as the tokenizer.json document Tokenizer::parse reads. SY303 naming the key for anything
+// else. gguf_tokenizer_json: the same as text.
+nlohmann::json gguf_tokenizer_document(const GgufFile& file);
 std::string gguf_tokenizer_json(const GgufFile& file);
 
 // EOS ids (eos, eot, eom), the BOS a plain prompt starts with (add_bos_token), the chat

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <filesystem>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -180,7 +181,7 @@ bool is_gemma(const std::string& arch) {
 }
 
 // The code points of a UTF-8 token, as byte offsets (and the end).
-std::vector<size_t> char_offsets(const std::string& s) {
+std::vector<size_t> char_offsets(std::string_view s) {
   std::vector<size_t> at;
   for (size_t i = 0; i < s.size(); ++i)
     if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
@@ -192,50 +193,52 @@ std::vector<size_t> char_offsets(const std::string& s) {
 // score, then the longer left and right part (transformers' generate_merges; equal keys keep
 // the vocabulary's order, and within a token the parts' ids).
 json derived_merges(const std::vector<std::string>& tokens, const std::vector<double>& scores) {
-  std::unordered_map<std::string, int64_t> id;
-  std::unordered_map<std::string, double> score;
-  std::vector<const std::string*> order;  // first appearance, as a Python dict keeps it
+  // Views of `tokens` (alive for the call): a split is looked up without copying its parts.
+  std::unordered_map<std::string_view, int64_t> id;
+  id.reserve(tokens.size());
+  std::vector<int64_t> order;  // first appearance, as a Python dict keeps it
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!id.count(tokens[i])) order.push_back(&tokens[i]);
-    id[tokens[i]] = int64_t(i);
-    score[tokens[i]] = scores[i];
+    auto [it, fresh] = id.try_emplace(tokens[i], int64_t(i));
+    if (fresh) order.push_back(int64_t(i));
+    it->second = int64_t(i);  // a repeated token's id and score are its last, as in the dict
   }
   struct Merge {
-    std::string left, right;
     double score;
-    size_t left_chars, right_chars;
+    uint32_t left_chars, right_chars;
     int64_t left_id, right_id;
   };
-  std::vector<Merge> merges;
-  for (const std::string* t : order) {
-    const std::vector<size_t> at = char_offsets(*t);
+  std::vector<Merge> merges, local;
+  for (int64_t first : order) {
+    const std::string_view t = tokens[size_t(first)];
+    const std::vector<size_t> at = char_offsets(t);
     const size_t chars = at.size() - 1;
-    const double s = score[*t];
-    std::vector<Merge> local;
+    const double s = scores[size_t(id.at(t))];
+    local.clear();
     for (size_t k = 1; k < chars; ++k) {
-      std::string l = t->substr(0, at[k]), r = t->substr(at[k]);
-      auto il = id.find(l);
+      auto il = id.find(t.substr(0, at[k]));
       if (il == id.end()) continue;
-      auto ir = id.find(r);
+      auto ir = id.find(t.substr(at[k]));
       if (ir == id.end()) continue;
-      local.push_back({std::move(l), std::move(r), s, k, chars - k, il->second, ir->second});
+      local.push_back({s, uint32_t(k), uint32_t(chars - k), il->second, ir->second});
     }
     std::stable_sort(local.begin(), local.end(), [](const Merge& a, const Merge& b) {
       return std::pair(a.left_id, a.right_id) < std::pair(b.left_id, b.right_id);
     });
-    for (Merge& m : local) merges.push_back(std::move(m));
+    merges.insert(merges.end(), local.begin(), local.end());
   }
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
     return std::tuple(a.score, a.left_chars, a.right_chars) >
            std::tuple(b.score, b.left_chars, b.right_chars);
   });
   json out = json::array();
-  for (const Merge& m : merges) out.push_back(json::array({m.left, m.right}));
+  out.get_ref<json::array_t&>().reserve(merges.size());
+  for (const Merge& m : merges)
+    out.push_back(json::array({tokens[size_t(m.left_id)], tokens[size_t(m.right_id)]}));
   return out;
 }
 
-std::string sentencepiece_json(const GgufFile& f, std::vector<std::string> tokens,
-                               const std::vector<int64_t>& types) {
+json sentencepiece_document(const GgufFile& f, std::vector<std::string> tokens,
+                            const std::vector<int64_t>& types) {
   const GgufValue* arch_v = f.value("general.architecture");
   const std::string arch = arch_v ? arch_v->s : "";
   const bool gemma = is_gemma(arch);
@@ -308,12 +311,12 @@ std::string sentencepiece_json(const GgufFile& f, std::vector<std::string> token
       decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
   }
   j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
-  return j.dump();
+  return j;
 }
 
 }  // namespace
 
-std::string gguf_tokenizer_json(const GgufFile& f) {
+json gguf_tokenizer_document(const GgufFile& f) {
   for (const auto& [key, value] : f.metadata())
     if (key.starts_with("tokenizer.") && !kTokenizerKeys.count(key))
       bad(f, key, "is not one Switchyard knows the effect of");
@@ -336,7 +339,7 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
       bad(f, "tokenizer.ggml.token_type", "is not one integer per token");
     types = *ints;
   }
-  if (model.s == "llama") return sentencepiece_json(f, tokens.strings, types);
+  if (model.s == "llama") return sentencepiece_document(f, tokens.strings, types);
   if (flag(f, "tokenizer.ggml.add_space_prefix", false))
     bad(f, "tokenizer.ggml.add_space_prefix", "is true, which a byte-level BPE never applies");
   // No merges is a byte-level BPE whose tokens are its bytes (PyPI gguf writes no empty array;
@@ -357,8 +360,12 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
           {int64_t(id), tokens.strings[id], types[id] == kControl, types[id] == kUserDefined});
   }
   const json pre_json = pre_tokenizer(f, pre_name);
-  return byte_level_bpe_json(vocab, merges.strings, added, pre_json,
-                             pre_family(pre_name)->ignore_merges);
+  return byte_level_bpe_document(vocab, merges.strings, added, pre_json,
+                                 pre_family(pre_name)->ignore_merges);
+}
+
+std::string gguf_tokenizer_json(const GgufFile& f) {
+  return gguf_tokenizer_document(f).dump(1);
 }
 
 GenerationSettings gguf_generation_settings(const GgufFile& f, const Tokenizer& tok) {

@@ -53,7 +53,7 @@ class GgufSource final : public ModelSource {
       : file_(GgufFile::open(path)), model_(describe_gguf(file_, allowed)) {}
   std::string model_type() const override { return model_.architecture; }
   Tokenizer tokenizer() const override {
-    return Tokenizer::parse(gguf_tokenizer_json(file_), file_.path());
+    return Tokenizer::from_document(gguf_tokenizer_document(file_), file_.path());
   }
   GenerationSettings generation(const Tokenizer& tok) const override {
     return gguf_generation_settings(file_, tok);

@@ -76,13 +76,14 @@ struct AddedTokenSpec {
   bool normalized;  // matched after normalisation (user-defined tokens)
 };
 
-// The tokenizer.json text of a byte-level BPE (GPT-2 style): `vocab` (token -> id), `merges`
-// in rank order ("a b"), the added tokens, the pre_tokenizer object, and whether merges are
-// skipped for words that are whole tokens (llama 3's ignore_merges). For writers of
-// tokenizers: make-test-model, a GGUF file's tokenizer.ggml.* keys.
-std::string byte_level_bpe_json(const nlohmann::json& vocab, const nlohmann::json& merges,
-                                const std::vector<AddedTokenSpec>& added,
-                                const nlohmann::json& pre_tokenizer, bool ignore_merges = false);
+// The tokenizer.json document of a byte-level BPE (GPT-2 style): `vocab` (token -> id),
+// `merges` in rank order ("a b"), the added tokens, the pre_tokenizer object, and whether merges
+// are skipped for words that are whole tokens (llama 3's ignore_merges). For writers of
+// tokenizers: make-test-model (its text: .dump()), a GGUF file's tokenizer.ggml.* keys.
+nlohmann::json byte_level_bpe_document(const nlohmann::json& vocab, const nlohmann::json& merges,
+                                       const std::vector<AddedTokenSpec>& added,
+                                       const nlohmann::json& pre_tokenizer,
+                                       bool ignore_merges = false);
 
 // Bytes [offset, offset + size) of a text.
 struct TextSpan {
@@ -95,6 +96,9 @@ class Tokenizer {
   static Tokenizer load(const std::string& tokenizer_json_path);
   // The same from JSON text; `file` names it in errors.
   static Tokenizer parse(const std::string& json_text, const std::string& file);
+  // The same from a parsed document (a GGUF file's vocabulary is built as one: a quarter of a
+  // million tokens need not be written out as text and read back).
+  static Tokenizer from_document(const nlohmann::json& document, const std::string& file);
 
   // Token ids of `text`, added tokens first, then pre-tokenizer pieces through BPE. Adds no
   // BOS/EOS. Thread-safe (the per-word cache is locked).
