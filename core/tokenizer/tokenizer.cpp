@@ -719,9 +719,11 @@ void parse_decoder(const Loader& L, const json& root, Tokenizer::Impl& t) {
       for (auto [key, into] :
            {std::pair{"start", &d.strip_left}, std::pair{"stop", &d.strip_right}}) {
         const json& n = L.need(list[i], key, path + ".");
-        if (!n.is_number_unsigned() || n.get<uint64_t>() > 64)
+        // Either signedness: a parsed text stores 1 as unsigned, a built document (a GGUF
+        // vocabulary's) as signed.
+        if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 64)
           L.fail(path + "." + key, "must be a small count, got " + n.dump());
-        *into = int(n.get<uint64_t>());
+        *into = int(n.get<int64_t>());
       }
     } else if (kind == "ByteFallback") {
       d.byte_fallback = true;

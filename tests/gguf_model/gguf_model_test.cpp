@@ -136,7 +136,8 @@ TEST(GgufModel, PreNamesGiveTheirTokenizersSplits) {
 // expected ids and texts came from it (tests/fixtures/tokenizer/make_gguf_spm.py). The Llama
 // file derives its merges from the scores and puts a prefix space before the text; the Gemma
 // file derives them from the tokens' order, spells its tokens of spaces with spaces and adds no
-// prefix space.
+// prefix space. Both ways in: the document a model loads (Tokenizer::from_document, as
+// `switchyard run` reads the file) and its text.
 TEST(GgufModel, SentencePieceVocabulariesTokenizeAsTransformersLoadsThem) {
   const std::string dir = std::string(SY_TEST_FIXTURES_DIR) + "/tokenizer/";
   std::ifstream in(dir + "gguf_spm_cases.json");
@@ -145,13 +146,15 @@ TEST(GgufModel, SentencePieceVocabulariesTokenizeAsTransformersLoadsThem) {
   for (const auto& c : j["cases"]) {
     SCOPED_TRACE(c["file"].get<std::string>());
     const GgufFile f = GgufFile::open(dir + c["file"].get<std::string>());
-    const Tokenizer tok = Tokenizer::parse(gguf_tokenizer_json(f), f.path());
-    for (size_t i = 0; i < j["corpus"].size(); ++i) {
-      const std::string text = j["corpus"][i];
-      const std::vector<int64_t> ids = tok.encode(text);
-      EXPECT_EQ(ids, c["ids"][i].get<std::vector<int64_t>>()) << text;
-      EXPECT_EQ(tok.decode(ids), c["decoded"][i].get<std::string>()) << text;
-    }
+    const Tokenizer from_document = Tokenizer::from_document(gguf_tokenizer_document(f), f.path());
+    const Tokenizer from_text = Tokenizer::parse(gguf_tokenizer_json(f), f.path());
+    for (const Tokenizer* tok : {&from_document, &from_text})
+      for (size_t i = 0; i < j["corpus"].size(); ++i) {
+        const std::string text = j["corpus"][i];
+        const std::vector<int64_t> ids = tok->encode(text);
+        EXPECT_EQ(ids, c["ids"][i].get<std::vector<int64_t>>()) << text;
+        EXPECT_EQ(tok->decode(ids), c["decoded"][i].get<std::string>()) << text;
+      }
   }
 }
 

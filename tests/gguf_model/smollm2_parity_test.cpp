@@ -426,12 +426,12 @@ TEST(SmolLM2Cli, DefaultNumericsStayCloseToExact) {
 
 // A requantized file as users run it on the avx2 tier: default numerics, every weight of
 // matmul_q16 whose type the tier packs read packed at load (ABI 1.10), which the plan must say:
-// `packed_type`'s weights as `layout`. Its teacher-forced mean NLL on text.txt stays within 0.02
+// exactly `count` weights as `layout`. Its teacher-forced mean NLL on text.txt stays within 0.02
 // nats of transformers' on the same bytes (expected.<MIX>.json, exact products) and of our own
 // exact run, with the top-1 prediction the same at 99 % of positions:
 // DefaultNumericsStayCloseToExact's bar.
 void expect_packed_at_load_keeps_the_references_nll(const std::string& mix,
-                                                    const std::string& layout, size_t at_least) {
+                                                    const std::string& layout, size_t count) {
   const fs::path file = fs::path(SY_TEST_MODEL_CACHE) / ("SmolLM2-135M-Instruct." + mix + ".gguf");
   if (!fs::exists(file))
     GTEST_SKIP() << file << " is not there (scripts/make-requantized-smollm2.sh, from make test)";
@@ -446,7 +446,7 @@ void expect_packed_at_load_keeps_the_references_nll(const std::string& mix,
       if (op["kernel"] == "matmul_q16" && op.contains("input_layouts") &&
           op["input_layouts"][1].is_object() && op["input_layouts"][1]["name"] == layout)
         ++packed;
-  EXPECT_GE(packed, at_least) << "matmul_q16 weights read as " << layout;
+  EXPECT_EQ(packed, count) << "matmul_q16 weights read as " << layout;
   auto r = test::run_switchyard("perplexity " + file.string() + " --file " +
                                 (kFixture / "text.txt").string() + " --compare-numerics --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

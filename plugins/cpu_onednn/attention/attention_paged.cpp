@@ -45,13 +45,14 @@ class PagedAttentionKernel final : public CpuKernel {
     const int64_t max_seqs = op.inputs[n - 2].shape[0];
     const int64_t group = base_.Hq / base_.Hkv, L = tier_.lanes;
     const int64_t Dp = (base_.D + L - 1) / L * L;
-    // A step splits by key chunk only when it has fewer than 2 items per thread, each of one
-    // query row, so at most that many items' rows (a group's heads) are split.
+    // A step splits by key chunk only when it has fewer than 2 items per thread (at least 4:
+    // one core splits too, so it runs the arithmetic every machine runs), each of one query row,
+    // so at most that many items' rows (a group's heads) are split.
     max_chunks_ = (op.inputs[n - 1].shape[1] * base_.BS + kKeyChunk - 1) / kKeyChunk;
-    max_split_ = tier_.combine ? 2 * int64_t(ctx_.num_threads) : 0;
+    max_split_ = tier_.combine ? 2 * int64_t(std::max(ctx_.num_threads, 2)) : 0;
     max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1) + max_split_ * max_chunks_;
     partial_floats_ = paged_partial_floats(Dp);
-    partials_.assign(size_t(max_split_ * max_chunks_ * group * partial_floats_), 0.f);
+    partials_of(size_t(max_split_ * max_chunks_ * group * partial_floats_));
     splits_.resize(size_t(max_split_));
     rows_ = kItemTokens * group;
     // Every thread of this thread's team gets its scratch now, not in a step (which must not
@@ -98,6 +99,14 @@ class PagedAttentionKernel final : public CpuKernel {
     thread_local std::vector<Item> items;
     if (items.size() < size_t(count)) items.resize(size_t(count));
     return items.data();
+  }
+
+  // This thread's buffer of at least `count` floats for the partials of split items: one for
+  // every kernel the thread runs (a layer's kernel each), as the items are, not one per kernel.
+  static float* partials_of(size_t count) {
+    thread_local std::vector<float> partials;
+    if (partials.size() < count) partials.resize(count);
+    return partials.data();
   }
 
   // This thread's scratch for items of up to `rows` rows of D (attention_paged.hpp).
@@ -160,6 +169,7 @@ class PagedAttentionKernel final : public CpuKernel {
     // chunk is split by chunk, its heads kept together (their keys read once). Same results.
     const bool by_chunk = pairs < max_split_ && longest_query <= 1;
     int64_t count = 0, partial = 0;
+    float* partials = partials_of(size_t(max_split_ * max_chunks_ * group * partial_floats_));
     splits = 0;
     const auto add = [&](const Item& item) {
       if (count == max_items_) invalid("more work items than prepared");
@@ -167,7 +177,10 @@ class PagedAttentionKernel final : public CpuKernel {
     };
     for (int64_t s = 0; s < S; ++s) {
       const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
-      const int64_t chunks = (L + kKeyChunk - 1) / kKeyChunk;
+      // The chunks a decode row sees: back to its window (the older ones would be empty items).
+      const int64_t first_key = base_.window >= 0 ? std::max<int64_t>(0, L - 1 - base_.window) : 0;
+      const int64_t first_chunk = first_key / kKeyChunk,
+                    chunks = L > 0 ? (L - 1) / kKeyChunk + 1 - first_chunk : 0;
       for (int64_t hk = 0; hk < base_.Hkv; ++hk)
         for (int64_t t0 = 0; t0 < q_len; t0 += kItemTokens) {
           const int64_t t1 = std::min(q_len, t0 + kItemTokens);
@@ -176,8 +189,8 @@ class PagedAttentionKernel final : public CpuKernel {
             splits_[size_t(splits++)] = {count, chunks};
             for (int64_t c = 0; c < chunks; ++c, partial += group * partial_floats_) {
               Item item = whole;
-              item.partial = partials_.data() + partial;
-              item.chunk = c;
+              item.partial = partials + partial;
+              item.chunk = first_chunk + c;
               add(item);
             }
             continue;
@@ -208,7 +221,6 @@ class PagedAttentionKernel final : public CpuKernel {
   // Splitting by key chunk: at most max_split_ items split, into at most max_chunks_ each;
   // their rows' partials (partial_floats_ per row) and where each split's items are.
   int64_t max_chunks_ = 0, max_split_ = 0, partial_floats_ = 0;
-  std::vector<float> partials_;
   std::vector<Split> splits_;
 };
 

@@ -39,10 +39,12 @@ struct PagedAttentionArgs {
   float scale, softcap;
 };
 
-// Query rows [t0, t1) of one sequence (of its q_len, the last q_len positions of its L keys)
-// for the query heads [g0, g1) of KV head hk's group.
+// The keys of a chunk (above): a multiple of every tier's lanes, so no group of L keys straddles
+// two chunks.
 inline constexpr int64_t kKeyChunk = 256;
 
+// Query rows [t0, t1) of one sequence (of its q_len, the last q_len positions of its L keys)
+// for the query heads [g0, g1) of KV head hk's group.
 struct PagedItem {
   const int32_t* table;  // the sequence's block table row
   int64_t first;         // the sequence's first query row in q

@@ -48,8 +48,8 @@ struct Q16Block {
   int32_t sum_half[2];  // ΣQ of elements 0-15 and 16-31 (the vnni form's bias for signed w)
 };
 
-// The packed layouts "8 rows interleaved" of q4_0, q4_1 and q8_0 (weight_layout.hpp says what
-// they are).
+// The packed layouts "8 rows interleaved" of q4_0, q4_1, q8_0 and iq4_nl (weight_layout.hpp
+// says what they are).
 inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3,
                           kLayoutIq4_NLRows8 = 4;
 
@@ -84,7 +84,7 @@ struct RowdotQ8Tier {
   // at out (q16_tile_x_bytes), for M >= tile_min_rows; columns then reads it from a.xt.
   void (*tile_x)(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out);
   int64_t tile_min_rows;
-  // Whether columns reads q4_0, q4_1 and q8_0 weights packed 8 rows interleaved
+  // Whether columns reads the weights of the "8 rows interleaved" layouts packed
   // (weight_layout.hpp).
   bool reads_rows8 = false;
 };

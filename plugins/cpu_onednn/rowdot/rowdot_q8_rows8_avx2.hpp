@@ -145,8 +145,9 @@ struct Avx2Mac {
   }
   // mac into a running sum of a loop, with the add written as an instruction whose destination
   // is the sum: GCC 12 otherwise adds into the product's register and copies it back, one
-  // vmovdqa per multiply-accumulate (a quarter of the panel loop's instructions). Not for a sum
-  // that starts at a constant, which mac's add folds away.
+  // vmovdqa per multiply-accumulate (a quarter of the panel loop's instructions). The first add
+  // of a loop's sum, onto zero, is then not folded away: one add per loop, against a copy per
+  // step. Not for a sum that is only ever one product (the 8-row form's d = mac(zero, …)).
   static __m256i accumulate(__m256i sum, __m256i w, __m256i q) {
     const __m256i product = _mm256_madd_epi16(w, q);
     __asm__("vpaddd %1, %0, %0" : "+x"(sum) : "x"(product));
