@@ -276,14 +276,15 @@ TEST_P(BatchInvariance, PagedAttentionRowsSplitByKeyChunkAreTheRowsWhole) {
     p.BS = 16, p.MB = 40, p.NB = 4 * 40, p.window = -1;  // up to 640 keys a sequence
     auto k = prepare(paged_op(p));
     ASSERT_TRUE(k);
-    HostTensor q_all(dt, {1, 48, p.Hq, p.D}), k_pool(dt, {p.NB, p.BS, p.Hkv, p.D}),
-        v_pool(dt, {p.NB, p.BS, p.Hkv, p.D}), sinks(SY_DTYPE_F32, {p.Hq});
+    HostTensor q_all(dt, {1, 64, p.Hq, p.D}),  // 16 rows for each of 4 sequences
+        k_pool(dt, {p.NB, p.BS, p.Hkv, p.D}), v_pool(dt, {p.NB, p.BS, p.Hkv, p.D}),
+        sinks(SY_DTYPE_F32, {p.Hq});
     for (HostTensor* t : {&q_all, &k_pool, &v_pool, &sinks}) fill_weights(*t, rng);
     // Sequence 2: 600 keys (three chunks, the last partial), its last 11 this step's queries.
     const PagedStep chunk{{9, 1, 11, 1}, {300, 513, 600, 257}};
     const auto prefill = paged_run(*k, p, q_all, k_pool, v_pool, sinks, {2}, chunk, 2);
     const PagedStep decode{{1, 1, 1, 1}, {300, 513, 600, 257}};
-    HostTensor shifted(dt, {1, 48, p.Hq, p.D});  // row 2·16 + 10 moved to 2·16
+    HostTensor shifted(dt, {1, 64, p.Hq, p.D});  // row 2·16 + 10 moved to 2·16
     const size_t row = size_t(p.Hq * p.D) * sy_dtype_size(dt);
     std::memcpy(shifted.bytes(), q_all.bytes(), shifted.size_bytes());
     std::memcpy(static_cast<uint8_t*>(shifted.bytes()) + 32 * row,

@@ -471,6 +471,14 @@ TEST(SmolLM2Cli, Iq4NlPackedAtLoadKeepsTheReferencesNll) {
   expect_packed_at_load_keeps_the_references_nll("IQ4_XS_MIX", "iq4_nl, 8 rows interleaved", 180);
 }
 
+// The K-quant mixes' fallbacks for rows of 576 (not a whole number of 256-element blocks): 166
+// q5_0 weights in Q4_K_M, 166 q5_1 in Q5_K_M.
+TEST(SmolLM2Cli, Q5PackedAtLoadKeepsTheReferencesNll) {
+  SY_SKIP_UNLESS_CPU_TIER("avx2");
+  expect_packed_at_load_keeps_the_references_nll("Q4_K_M", "q5_0, 8 rows interleaved", 166);
+  expect_packed_at_load_keeps_the_references_nll("Q5_K_M", "q5_1, 8 rows interleaved", 166);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, SmolLM2Parity, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 INSTANTIATE_TEST_SUITE_P(Tiers, Gemma3Parity, ::testing::ValuesIn(test::cpu_tiers()),

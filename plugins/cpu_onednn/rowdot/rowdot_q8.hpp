@@ -48,10 +48,10 @@ struct Q16Block {
   int32_t sum_half[2];  // ΣQ of elements 0-15 and 16-31 (the vnni form's bias for signed w)
 };
 
-// The packed layouts "8 rows interleaved" of q4_0, q4_1, q8_0 and iq4_nl (weight_layout.hpp
-// says what they are).
+// The packed layouts "8 rows interleaved" of q4_0, q4_1, q8_0, iq4_nl, q5_0 and q5_1
+// (weight_layout.hpp says what they are).
 inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3,
-                          kLayoutIq4_NLRows8 = 4;
+                          kLayoutIq4_NLRows8 = 4, kLayoutQ5_0Rows8 = 5, kLayoutQ5_1Rows8 = 6;
 
 struct RowdotQ8Args {
   sy_dtype wtype;

@@ -205,7 +205,7 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 
-// ---- q4_0, q4_1, q8_0 and iq4_nl packed 8 rows interleaved (weight_layout.hpp) -----------
+// ---- q4_0, q4_1, q8_0, iq4_nl, q5_0 and q5_1 packed 8 rows interleaved (weight_layout.hpp) ---
 // The same integers and the same float steps per output as the stored forms above (the exact Σ
 // of a block, less kBias·ΣQ, then acc = fma(float(Σ), scale · d, acc), off = fma(offset, s,
 // off), the result acc + off), so the results equal theirs bit for bit; only the loads differ: a
@@ -269,6 +269,43 @@ struct Rows8Packed<Iq4_NLW<Ops>> {
       f(j, lo);
       f(8 + j, hi);
     }
+  }
+};
+
+// q5_0 and q5_1: q4's chunks after the 8 rows' fifth bits (weight_layout.hpp), each pair
+// or'ed with its two bits at bit 4: the low nibbles' pairs (2j, 2j + 1) are bit j of each half,
+// the high nibbles' (16 + 2j, 17 + 2j) bit 8 + j.
+template <class F>
+inline void q5_rows8_pairs(const uint8_t* p, F&& f) {
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i low = _mm256_set1_epi16(15), bit4 = _mm256_set1_epi16(16);
+  for (int j = 0; j < 8; ++j, h = _mm256_srli_epi16(h, 1)) {
+    const __m256i t =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * j)));
+    f(j,
+      _mm256_or_si256(_mm256_and_si256(t, low), _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4)));
+    f(8 + j,
+      _mm256_or_si256(_mm256_srli_epi16(t, 4), _mm256_and_si256(_mm256_srli_epi16(h, 4), bit4)));
+  }
+}
+
+template <class Ops>
+struct Rows8Packed<Q5_0W<Ops>> {
+  static constexpr int64_t kBytes = 176;  // 8 scales, 8 fifth-bit masks, 8 chunks
+  static constexpr int kBias = 16;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    q5_rows8_pairs(blk + 16, f);
+  }
+};
+
+template <class Ops>
+struct Rows8Packed<Q5_1W<Ops>> {
+  static constexpr int64_t kBytes = 192;  // 8 scales, 8 offsets, 8 fifth-bit masks, 8 chunks
+  static constexpr int kBias = 0;
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    q5_rows8_pairs(blk + 32, f);
   }
 };
 
@@ -359,6 +396,8 @@ void q16_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     case kLayoutQ4_1Rows8: return q16_rows8_columns<Q4_1W<Ops>, Mac>(a, n0, n1);
     case kLayoutQ8_0Rows8: return q16_rows8_columns<Q8_0W<Ops>, Mac>(a, n0, n1);
     case kLayoutIq4_NLRows8: return q16_rows8_columns<Iq4_NLW<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ5_0Rows8: return q16_rows8_columns<Q5_0W<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ5_1Rows8: return q16_rows8_columns<Q5_1W<Ops>, Mac>(a, n0, n1);
     default: break;
   }
   with_q8_decoder<Ops>(a.wtype, [&](auto d) {

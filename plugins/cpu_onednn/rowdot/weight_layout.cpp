@@ -7,29 +7,52 @@
 namespace sy::cpu {
 namespace {
 
-// A type packed 8 rows interleaved: its stored block's f16 header fields and quant bytes.
+// A type packed 8 rows interleaved: its stored block's f16 header fields, whether a 32-bit
+// mask of fifth bits follows them (q5_0, q5_1), and its quant bytes.
 struct Rows8Type {
   uint32_t layout;
-  int64_t header_fields, quant_bytes;
+  int64_t header_fields;
+  bool fifth_bits;
+  int64_t quant_bytes;
   const char* name;
 };
 
+// A q5 block's fifth bits (bit i: element i's) as the packed form reads them: the even
+// elements' bits in the low 16 (bit j: element 2j's), the odd elements' in the high 16.
+uint32_t fifth_bits_by_parity(const uint8_t* qh) {
+  uint32_t bits = 0, out = 0;
+  std::memcpy(&bits, qh, 4);  // little-endian, as GGUF stores it
+  for (int j = 0; j < 16; ++j) {
+    out |= ((bits >> (2 * j)) & 1u) << j;
+    out |= ((bits >> (2 * j + 1)) & 1u) << (16 + j);
+  }
+  return out;
+}
+
 const Rows8Type* rows8_type(sy_dtype t) {
-  static constexpr Rows8Type kQ4_0{kLayoutQ4_0Rows8, 1, 16, "q4_0, 8 rows interleaved"},
-      kQ4_1{kLayoutQ4_1Rows8, 2, 16, "q4_1, 8 rows interleaved"},
-      kQ8_0{kLayoutQ8_0Rows8, 1, 32, "q8_0, 8 rows interleaved"},
-      kIq4_NL{kLayoutIq4_NLRows8, 1, 16, "iq4_nl, 8 rows interleaved"};
+  static constexpr Rows8Type kQ4_0{kLayoutQ4_0Rows8, 1, false, 16, "q4_0, 8 rows interleaved"},
+      kQ4_1{kLayoutQ4_1Rows8, 2, false, 16, "q4_1, 8 rows interleaved"},
+      kQ8_0{kLayoutQ8_0Rows8, 1, false, 32, "q8_0, 8 rows interleaved"},
+      kIq4_NL{kLayoutIq4_NLRows8, 1, false, 16, "iq4_nl, 8 rows interleaved"},
+      kQ5_0{kLayoutQ5_0Rows8, 1, true, 16, "q5_0, 8 rows interleaved"},
+      kQ5_1{kLayoutQ5_1Rows8, 2, true, 16, "q5_1, 8 rows interleaved"};
   switch (t) {
     case SY_DTYPE_Q4_0: return &kQ4_0;
     case SY_DTYPE_Q4_1: return &kQ4_1;
     case SY_DTYPE_Q8_0: return &kQ8_0;
     case SY_DTYPE_IQ4_NL: return &kIq4_NL;
+    case SY_DTYPE_Q5_0: return &kQ5_0;
+    case SY_DTYPE_Q5_1: return &kQ5_1;
     default: return nullptr;
   }
 }
 
+int64_t block_bytes(const Rows8Type& t) {
+  return 2 * t.header_fields + (t.fifth_bits ? 4 : 0) + t.quant_bytes;
+}
+
 void pack_rows8(const Rows8Type& t, const uint8_t* src, uint8_t* dst, int64_t N, int64_t K) {
-  const int64_t blocks = K / 32, block = 2 * t.header_fields + t.quant_bytes;
+  const int64_t blocks = K / 32, block = block_bytes(t);
   const int64_t row_bytes = blocks * block;
   for (int64_t g = 0; g < N / 8; ++g)
     for (int64_t b = 0; b < blocks; ++b) {
@@ -40,6 +63,11 @@ void pack_rows8(const Rows8Type& t, const uint8_t* src, uint8_t* dst, int64_t N,
           std::memcpy(out + 16 * f + 2 * r, in + 2 * f, 2);
         const uint8_t* quants = in + 2 * t.header_fields;
         uint8_t* chunks = out + 16 * t.header_fields;
+        if (t.fifth_bits) {
+          const uint32_t bits = fifth_bits_by_parity(quants);
+          std::memcpy(chunks + 4 * r, &bits, 4);
+          quants += 4, chunks += 32;
+        }
         for (int64_t j = 0; j < t.quant_bytes / 2; ++j)
           std::memcpy(chunks + 16 * j + 2 * r, quants + 2 * j, 2);
       }
@@ -52,9 +80,7 @@ sy::edge::WeightLayout q16_weight_layout(sy_dtype wtype, int64_t N, int64_t K) {
   const Rows8Type* t = rows8_type(wtype);
   if (!t || !rowdot_q8_tier(active_tier()).reads_rows8 || N <= 0 || N % 8 || K <= 0 || K % 32)
     return {};
-  return {t->layout,
-          uint64_t(N) * uint64_t(K / 32) * uint64_t(2 * t->header_fields + t->quant_bytes),
-          t->name};
+  return {t->layout, uint64_t(N) * uint64_t(K / 32) * uint64_t(block_bytes(*t)), t->name};
 }
 
 bool pack_q16_weight(uint32_t layout, sy_dtype wtype, int64_t N, int64_t K, const void* src,

@@ -3,11 +3,15 @@
 // value, and the packed kernels compute each output with the stored forms' arithmetic, so a
 // result is the same bit for bit either way (conformance checks it).
 //
-// "8 rows interleaved" (kLayoutQ4_0Rows8, kLayoutQ4_1Rows8, kLayoutQ8_0Rows8,
-// kLayoutIq4_NLRows8 in rowdot_q8.hpp): q4_0, q4_1, q8_0 or iq4_nl weights [N, K] (N a multiple
-// of 8) as groups of 8 rows; per group, block after block of 32 elements (8 stored blocks'
-// bytes: 144, 160, 272 and 144; iq4_nl's block is q4_0's, its nibbles indices into a table):
-//   - the 8 rows' f16 scales, row r's at bytes 2r and 2r + 1; q4_1's 8 f16 offsets after them;
+// "8 rows interleaved" (kLayoutQ4_0Rows8 … kLayoutQ5_1Rows8 in rowdot_q8.hpp): q4_0, q4_1,
+// q8_0, iq4_nl, q5_0 or q5_1 weights [N, K] (N a multiple of 8) as groups of 8 rows; per group,
+// block after block of 32 elements (8 stored blocks' bytes: 144, 160, 272, 144, 176 and 192;
+// iq4_nl's block is q4_0's, its nibbles indices into a table):
+//   - the 8 rows' f16 scales, row r's at bytes 2r and 2r + 1; q4_1's and q5_1's 8 f16 offsets
+//     after them;
+//   - q5_0 and q5_1: the 8 rows' fifth bits, 4 bytes each (row r's at 4r), the even elements'
+//     in the low 16 bits (bit j: element 2j's) and the odd elements' in the high 16, so that a
+//     16-bit shift by j puts the bits of chunk j's pairs (below) at bit 0 of each half;
 //   - the quants in chunks of 16 bytes (8 of nibbles, q8_0's 16 of bytes), chunk j holding
 //     quant bytes 2j and 2j + 1 of each row, row r's at 2r and 2r + 1.
 // Widened to 16 bits, a chunk holds every row's pair of elements in its own 32-bit lane:
