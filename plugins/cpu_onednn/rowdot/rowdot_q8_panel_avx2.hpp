@@ -183,25 +183,37 @@ inline PanelAhead panel_ahead(const uint8_t* next, int64_t n, int64_t n1, int64_
   return {next, run / blocks};
 }
 
+// Weight rows [n0, n) against every row of x through panels, 16 rows at a time (then 8), each
+// 8 rows' `bytes8` bytes from w + n·bytes8/8 filled by fill(src, panel); returns n, the first
+// row after the last whole 8 (stored rows and packed groups alike are one run per 8 rows).
+template <class D, class Mac, class Fill>
+int64_t q16_panels_over(const RowdotQ8Args& a, const uint8_t* w, int64_t bytes8, int64_t n0,
+                        int64_t n1, Fill fill) {
+  const auto src = [&](int64_t n) { return w + n * bytes8 / 8; };
+  Q16Panels panels(a.K / 32);
+  int64_t n = n0;
+  for (; n + 16 <= n1; n += 16) {
+    fill(src(n), panels.p[0]);
+    fill(src(n + 8), panels.p[1]);
+    q16_panels_against_x<D, Mac, 2>(a, panels.p, n,
+                                    panel_ahead(src(n + 16), n, n1, 2 * bytes8, a.K / 32));
+  }
+  for (; n + 8 <= n1; n += 8) {
+    fill(src(n), panels.p[0]);
+    q16_panels_against_x<D, Mac, 1>(a, panels.p, n, {});
+  }
+  return n;
+}
+
 // Weight rows [n0, n1) against every row of x: each 8 rows through a panel, 4 rows of x at a time
 // (then one by one); the last n1 − n0 mod 8 rows through the 4-row form, whose arithmetic per
 // output is the same.
 template <class Ops, class D, class Mac>
 void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   const int64_t row_bytes = a.K / sy_dtype_block_elements(a.wtype) * sy_dtype_block_bytes(a.wtype);
-  const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  Q16Panels panels(a.K / 32);
-  int64_t n = n0;
-  for (; n + 16 <= n1; n += 16) {
-    for (int k = 0; k < 2; ++k)
-      q16_panel_fill<D>(w + (n + 8 * k) * row_bytes, row_bytes, a.K / 32, panels.p[k]);
-    q16_panels_against_x<D, Mac, 2>(
-        a, panels.p, n, panel_ahead(w + (n + 16) * row_bytes, n, n1, 16 * row_bytes, a.K / 32));
-  }
-  for (; n + 8 <= n1; n += 8) {
-    q16_panel_fill<D>(w + n * row_bytes, row_bytes, a.K / 32, panels.p[0]);
-    q16_panels_against_x<D, Mac, 1>(a, panels.p, n, {});
-  }
+  const int64_t n = q16_panels_over<D, Mac>(
+      a, static_cast<const uint8_t*>(a.w), 8 * row_bytes, n0, n1,
+      [&](const uint8_t* src, Q16Panel& p) { q16_panel_fill<D>(src, row_bytes, a.K / 32, p); });
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 
@@ -218,19 +230,25 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
 template <class D>
 struct Rows8Packed;
 
+// 8 chunks of nibbles at `chunks`, each widened by widen(chunk, lo, hi) (nibbles16, iq4_wide16):
+// its low nibbles are the pairs (2j, 2j + 1), its high ones (16 + 2j, 17 + 2j).
+template <class Widen, class F>
+inline void rows8_nibble_pairs(const uint8_t* chunks, Widen widen, F&& f) {
+  for (int j = 0; j < 8; ++j) {
+    __m256i lo, hi;
+    widen(chunks + 16 * j, lo, hi);
+    f(j, lo);
+    f(8 + j, hi);
+  }
+}
+
 template <class Ops>
 struct Rows8Packed<Q4_0W<Ops>> {
   static constexpr int64_t kBytes = 144;  // 8 scales, 8 chunks
   static constexpr int kBias = 8;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
-    const __m256i low = _mm256_set1_epi16(15);
-    for (int j = 0; j < 8; ++j) {
-      const __m256i t = _mm256_cvtepu8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 + 16 * j)));
-      f(j, _mm256_and_si256(t, low));
-      f(8 + j, _mm256_srli_epi16(t, 4));
-    }
+    rows8_nibble_pairs(blk + 16, nibbles16, f);
   }
 };
 
@@ -263,12 +281,7 @@ struct Rows8Packed<Iq4_NLW<Ops>> {
   static constexpr int kBias = 128;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
-    for (int j = 0; j < 8; ++j) {
-      __m256i lo, hi;
-      iq4_wide16(blk + 16 + 16 * j, lo, hi);
-      f(j, lo);
-      f(8 + j, hi);
-    }
+    rows8_nibble_pairs(blk + 16, iq4_wide16, f);
   }
 };
 
@@ -373,18 +386,9 @@ void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
       for (int64_t m = 0; m < a.M; ++m) rows8_packed<D, Mac>(a, w + (n / 8) * group_bytes, n, m);
     return;
   }
-  Q16Panels panels(blocks);
-  int64_t n = n0;
-  for (; n + 16 <= n1; n += 16) {
-    for (int k = 0; k < 2; ++k)
-      q16_panel_fill_rows8<D>(w + (n / 8 + k) * group_bytes, blocks, panels.p[k]);
-    q16_panels_against_x<D, Mac, 2>(
-        a, panels.p, n, panel_ahead(w + (n / 8 + 2) * group_bytes, n, n1, 2 * group_bytes, blocks));
-  }
-  for (; n < n1; n += 8) {
-    q16_panel_fill_rows8<D>(w + (n / 8) * group_bytes, blocks, panels.p[0]);
-    q16_panels_against_x<D, Mac, 1>(a, panels.p, n, {});
-  }
+  q16_panels_over<D, Mac>(a, w, group_bytes, n0, n1, [&](const uint8_t* src, Q16Panel& p) {
+    q16_panel_fill_rows8<D>(src, blocks, p);
+  });
 }
 
 // A tier's columns on the 16-bit forms with its multiply-accumulate: fewer than 4 rows of x
