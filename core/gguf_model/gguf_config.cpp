@@ -9,8 +9,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"llama",   "qwen2",  "qwen3",
-                                                 "smollm3", "gemma3", "gpt-oss"};
+const std::vector<std::string> kArchitectures = {"llama",  "qwen2",  "qwen3",  "smollm3",
+                                                 "gemma2", "gemma3", "gpt-oss"};
 
 // The config's model_type of a GGUF architecture.
 std::string model_type_of(const std::string& arch) {
@@ -162,27 +162,75 @@ void read_gpt_oss(MetadataReader& r, const GgufFile& f, json& c,
       "config values, which the GGUF file does not record");
 }
 
+// Gemma's attention scale, which no GGUF key records: head_dim^-0.5, except for the 27B sizes
+// (Gemma 2: 46 layers, Gemma 3: 62), whose query_pre_attn_scalar is hidden / heads. This is
+// llama.cpp's rule (llama-model.cpp, LLM_TYPE_27B) and each 27B config's value.
+void gemma_attention_scale(const std::string& arch, json& c, std::vector<std::string>& conv) {
+  const int64_t layers = c["num_hidden_layers"], hidden = c["hidden_size"];
+  const int64_t heads = c["num_attention_heads"];
+  const int64_t head_dim = c.value("head_dim", hidden / heads);
+  const bool size_27b = layers == (arch == "gemma2" ? 46 : 62);
+  c["query_pre_attn_scalar"] = size_27b ? hidden / heads : head_dim;
+  conv.push_back(size_27b ? "attention scale (hidden / heads)^-0.5, the 27B size's "
+                            "query_pre_attn_scalar, which the GGUF file does not record "
+                            "(llama.cpp decides it by the layer count, as here)"
+                          : "attention scale head_dim^-0.5 (query_pre_attn_scalar = head_dim, "
+                            "as every size but 27B has it), which the GGUF file does not record "
+                            "(llama.cpp assumes the same)");
+  conv.push_back(
+      "the rms_norm weights less 1: the converter stored Gemma's (1 + w) as w + 1; taken off at "
+      "load, as transformers' GGUF loader does");
+}
+
+// Gemma 2: the converter writes both softcaps and the window; the rest is Gemma2Config's (and
+// llama.cpp's) choice, stated in the plan.
+void read_gemma2(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
+  gemma_attention_scale("gemma2", c, conventions);
+  c["hidden_activation"] = "gelu_pytorch_tanh";
+  auto attn_cap = r.number("attn_logit_softcapping");
+  auto final_cap = r.number("final_logit_softcapping");
+  c["attn_logit_softcapping"] = attn_cap.value_or(50.0);
+  c["final_logit_softcapping"] = final_cap.value_or(30.0);
+  auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31);
+  c["sliding_window"] = window.value_or(4096);
+  const int64_t layers = c["num_hidden_layers"];
+  json types = json::array();
+  for (int64_t i = 0; i < layers; ++i)
+    types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  c["layer_types"] = types;
+  std::string unsaid = "sliding attention on the even layers (0, 2, …), gelu (tanh)";
+  if (!c.contains("rope_theta")) unsaid += ", rope base 10000";
+  if (!attn_cap) unsaid += ", attention softcap 50";
+  if (!final_cap) unsaid += ", final logit softcap 30";
+  if (!window) unsaid += ", a window of 4096";
+  conventions.push_back(unsaid +
+                        ": Gemma2Config's defaults, which the GGUF file does not record "
+                        "(llama.cpp assumes the same)");
+}
+
 // Gemma 3: what the converter leaves unsaid is Gemma3TextConfig's (and llama.cpp's) choice,
 // each stated in the plan. Its norms are stored with the 1 of Gemma's (1 + w) added; the loader
 // takes it off again (gguf_weights.cpp), as transformers' GGUF loader does.
 void read_gemma3(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
-  const int64_t head_dim = c.value("head_dim", int64_t(256));
-  c["query_pre_attn_scalar"] = head_dim;
+  gemma_attention_scale("gemma3", c, conventions);
   c["sliding_window_pattern"] = 6;
-  c["rope_local_base_freq"] = 10000.0;
+  // Newer converters write the sliding layers' base; older files leave it to the default.
+  auto local_base = r.number("rope.freq_base_swa");
+  c["rope_local_base_freq"] = local_base.value_or(10000.0);
   c["hidden_activation"] = "gelu_pytorch_tanh";
-  c["final_logit_softcapping"] = nullptr;
+  if (auto cap = r.number("final_logit_softcapping"))
+    c["final_logit_softcapping"] = *cap;
+  else
+    c["final_logit_softcapping"] = nullptr;
   c["attn_logit_softcapping"] = nullptr;
   if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31))
     c["sliding_window"] = *window;
   conventions.push_back(
-      "Gemma 3's sliding window on five layers of six (every 6th layer global), local rope base "
-      "10000, attention scale head_dim^-0.5, gelu (tanh) and no softcaps: Gemma3TextConfig's "
-      "defaults, which the GGUF file does not record (llama.cpp and transformers' GGUF loader "
-      "assume the same)");
-  conventions.push_back(
-      "the rms_norm weights less 1: the converter stored Gemma's (1 + w) as w + 1; taken off at "
-      "load, as transformers' GGUF loader does");
+      std::string("Gemma 3's sliding window on five layers of six (every 6th layer global)") +
+      (local_base ? "" : ", local rope base 10000") + ", gelu (tanh), no attention softcap" +
+      (c["final_logit_softcapping"].is_null() ? ", no final softcap" : "") +
+      ": Gemma3TextConfig's defaults, which the GGUF file "
+      "does not record (llama.cpp and transformers' GGUF loader assume the same)");
 }
 
 // Every other <arch>.* key is refused by name; general.* is informational; tokenizer.* is the
@@ -252,6 +300,8 @@ json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch,
   }
   if (arch == "gemma3") {
     read_gemma3(r, c, conventions);
+  } else if (arch == "gemma2") {
+    read_gemma2(r, c, conventions);
   } else if (auto window = r.optional_integer("attention.sliding_window", 1, int64_t(1) << 31)) {
     c["sliding_window"] = *window;
     if (arch != "gpt-oss") c["use_sliding_window"] = true;
@@ -378,8 +428,8 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
     throw Error(Errc::unknown_model_type,
                 "GGUF architecture '" + a->s +
-                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gemma3, "
-                    "gpt-oss)",
+                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gemma2, "
+                    "gemma3, gpt-oss)",
                 f.path());
   GgufModel m;
   m.architecture = a->s;

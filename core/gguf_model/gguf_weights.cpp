@@ -94,7 +94,8 @@ std::optional<std::string> gguf_tensor_name(const std::string& architecture,
   const std::string blk = "blk." + std::to_string(layer->first) + ".";
   if (architecture == "gpt-oss")
     if (auto t = gpt_oss_tensor(layer->second)) return blk + *t;
-  if (architecture == "gemma3") {  // Gemma's four norms a layer (PyPI gguf's MODEL_TENSORS)
+  if (architecture == "gemma2" ||
+      architecture == "gemma3") {  // Gemma's four norms a layer (PyPI gguf's MODEL_TENSORS)
     if (layer->second == "post_attention_layernorm") return blk + "post_attention_norm.weight";
     if (layer->second == "pre_feedforward_layernorm") return blk + "ffn_norm.weight";
     if (layer->second == "post_feedforward_layernorm") return blk + "post_ffw_norm.weight";
@@ -182,10 +183,11 @@ bool rows_permuted(const std::string& arch, const Value& v) {
          (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
 }
 
-// Gemma 3's rms_norm weights, stored as w + 1 by the converter (read_gemma3).
+// Gemma's rms_norm weights, stored as w + 1 by the converter (gemma_attention_scale's note).
 bool norm_plus_one(const std::string& arch, const Value& v) {
-  return arch == "gemma3" && (v.name == "norm" || v.name.ends_with("layernorm") ||
-                              v.name.ends_with(".q_norm") || v.name.ends_with(".k_norm"));
+  return (arch == "gemma2" || arch == "gemma3") &&
+         (v.name == "norm" || v.name.ends_with("layernorm") || v.name.ends_with(".q_norm") ||
+          v.name.ends_with(".k_norm"));
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Parity with Hugging Face transformers: tiny random checkpoints, one per family and rope
 // variant, written with the greedy ids and top-5 logits transformers computed for them by
-// tests/fixtures/parity/make_fixtures.py, make_gpt_oss.py and make_smollm3_gguf.py (not run by
-// the build; the *_gguf fixtures are imported from their model.gguf). Each is imported from its own
-// config.json and safetensors, planned on the CPU plugin and run: 24 greedy steps must give
-// the same ids, and every position's top-5 logits (the prompt's after prefill, one per decode
-// step) must agree within the f32 tolerance below.
+// tests/fixtures/parity/make_fixtures.py, make_gpt_oss.py, make_smollm3_gguf.py and
+// make_converted.py (not run by the build; the *_gguf and *_converted fixtures are imported from
+// their model.gguf, the *_converted ones written by llama.cpp's own convert_hf_to_gguf.py). Each is
+// imported from its own config.json and safetensors, planned on the CPU plugin and run: 24 greedy
+// steps must give the same ids, and every position's top-5 logits (the prompt's after prefill, one
+// per decode step) must agree within the f32 tolerance below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,7 +154,9 @@ std::vector<std::string> fixture_names() {
 // checkout fails here rather than silently testing less.
 TEST(ParityFixtures, EveryListedVariantIsPresent) {
   const std::vector<std::string> want = {"gemma2",
+                                         "gemma2_converted",
                                          "gemma3",
+                                         "gemma3_converted",
                                          "gpt_oss",
                                          "gpt_oss_gguf",
                                          "gpt_oss_mxfp4",
@@ -161,10 +164,12 @@ TEST(ParityFixtures, EveryListedVariantIsPresent) {
                                          "llama3_scaled",
                                          "llama_classic",
                                          "mistral",
+                                         "mistral_converted",
                                          "qwen2",
                                          "qwen2_yarn",
                                          "qwen3",
                                          "smollm3",
+                                         "smollm3_converted",
                                          "smollm3_gguf_bf16",
                                          "smollm3_gguf_q4_k",
                                          "smollm3_gguf_q4_k_m",
