@@ -9,12 +9,15 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"llama",  "qwen2",  "qwen3",  "smollm3",
-                                                 "gemma2", "gemma3", "gpt-oss"};
+const std::vector<std::string> kArchitectures = {
+    "llama", "qwen2", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3", "gpt-oss"};
 
 // The config's model_type of a GGUF architecture.
 std::string model_type_of(const std::string& arch) {
-  return arch == "gpt-oss" ? "gpt_oss" : arch == "gemma3" ? "gemma3_text" : arch;
+  if (arch == "gpt-oss") return "gpt_oss";
+  if (arch == "gemma3") return "gemma3_text";
+  if (arch == "qwen3moe") return "qwen3_moe";
+  return arch;
 }
 
 [[noreturn]] void bad_file(const GgufFile& f, const std::string& what) {
@@ -162,6 +165,21 @@ void read_gpt_oss(MetadataReader& r, const GgufFile& f, json& c,
       "config values, which the GGUF file does not record");
 }
 
+// Qwen3-MoE: experts on every layer, their router renormalised, as llama.cpp's qwen3moe graph
+// computes it (no key records either; Qwen3-30B-A3B's and -235B-A22B's configs say the same).
+void read_qwen3moe(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
+  c["num_experts"] = r.integer("expert_count", 1, 1 << 20);
+  c["num_experts_per_tok"] = r.integer("expert_used_count", 1, 1 << 20);
+  c["moe_intermediate_size"] = r.integer("expert_feed_forward_length", 1, int64_t(1) << 24);
+  c["norm_topk_prob"] = true;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = json::array();
+  conventions.push_back(
+      "experts on every layer (no dense layers) and the chosen experts' router weights "
+      "renormalised (norm_topk_prob true), as llama.cpp computes qwen3moe and released "
+      "Qwen3-MoE configs say; the GGUF file records neither");
+}
+
 // Gemma's attention scale, which no GGUF key records: head_dim^-0.5, except for the 27B sizes
 // (Gemma 2: 46 layers, Gemma 3: 62), whose query_pre_attn_scalar is hidden / heads. This is
 // llama.cpp's rule (llama-model.cpp, LLM_TYPE_27B) and each 27B config's value.
@@ -289,6 +307,8 @@ json config_of(MetadataReader& r, const GgufFile& f, const std::string& arch,
     c["vocab_size"] = int64_t(t->strings.size());
   if (arch == "gpt-oss") {
     read_gpt_oss(r, f, c, conventions);
+  } else if (arch == "qwen3moe") {
+    read_qwen3moe(r, c, conventions);
   } else {
     if (auto experts = r.optional_integer("expert_count", 0, 1 << 20); experts && *experts > 0)
       throw Error(Errc::bad_config,
@@ -428,8 +448,8 @@ GgufModel describe_gguf(const GgufFile& f, const std::vector<std::string>& allow
   if (std::find(kArchitectures.begin(), kArchitectures.end(), a->s) == kArchitectures.end())
     throw Error(Errc::unknown_model_type,
                 "GGUF architecture '" + a->s +
-                    "' is not supported (supported: llama, qwen2, qwen3, smollm3, gemma2, "
-                    "gemma3, gpt-oss)",
+                    "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, smollm3, "
+                    "gemma2, gemma3, gpt-oss)",
                 f.path());
   GgufModel m;
   m.architecture = a->s;

@@ -63,12 +63,16 @@ void unpermute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t head
 
 }  // namespace
 
-// gpt-oss's names beyond llama's (llama.cpp's converter, PyPI gguf's MODEL_TENSORS[GPT_OSS]).
-std::optional<std::string> gpt_oss_tensor(const std::string& what) {
+// The names of a mixture of experts and gpt-oss's others beyond llama's (llama.cpp's converter,
+// PyPI gguf's MODEL_TENSORS[GPT_OSS] and [QWEN3MOE]; qwen3moe has no biases, so those names are
+// simply absent from its files).
+std::optional<std::string> moe_tensor(const std::string& architecture, const std::string& what) {
+  if (architecture == "gpt-oss")
+    for (auto [w, tensor] : {std::pair{"post_attention_layernorm", "post_attention_norm.weight"},
+                             {"o_proj_bias", "attn_output.bias"},
+                             {"sinks", "attn_sinks.weight"}})
+      if (what == w) return std::string(tensor);
   static const std::pair<const char*, const char*> kNames[] = {
-      {"post_attention_layernorm", "post_attention_norm.weight"},
-      {"o_proj_bias", "attn_output.bias"},
-      {"sinks", "attn_sinks.weight"},
       {"router", "ffn_gate_inp.weight"},
       {"router_bias", "ffn_gate_inp.bias"},
       {"experts.gate_proj", "ffn_gate_exps.weight"},
@@ -85,15 +89,15 @@ std::optional<std::string> gpt_oss_tensor(const std::string& what) {
 
 std::optional<std::string> gguf_tensor_name(const std::string& architecture,
                                             const std::string& value_name) {
-  // llama, qwen2 and qwen3 share llama.cpp's tensor names; gpt-oss adds its own.
+  // llama, qwen2, qwen3 and gemma share llama.cpp's tensor names; MoE and gemma add theirs.
   if (value_name == "embed_tokens") return "token_embd.weight";
   if (value_name == "lm_head") return "output.weight";
   if (value_name == "norm") return "output_norm.weight";
   auto layer = layer_of(value_name);
   if (!layer) return std::nullopt;
   const std::string blk = "blk." + std::to_string(layer->first) + ".";
-  if (architecture == "gpt-oss")
-    if (auto t = gpt_oss_tensor(layer->second)) return blk + *t;
+  if (architecture == "gpt-oss" || architecture == "qwen3moe")
+    if (auto t = moe_tensor(architecture, layer->second)) return blk + *t;
   if (architecture == "gemma2" ||
       architecture == "gemma3") {  // Gemma's four norms a layer (PyPI gguf's MODEL_TENSORS)
     if (layer->second == "post_attention_layernorm") return blk + "post_attention_norm.weight";

@@ -25,10 +25,12 @@ enum : unsigned {
   kGemma3 = 1u << 7,      // the top level of a (multimodal) gemma3 config
   kGptOss = 1u << 8,
   kSinksTest = 1u << 9,
-  kDecoders =
-      kLlama | kMistral | kQwen2 | kQwen3 | kSmolLM3 | kGemma2 | kGemma3Text | kGptOss | kSinksTest,
+  kQwen3Moe = 1u << 10,
+  kDecoders = kLlama | kMistral | kQwen2 | kQwen3 | kSmolLM3 | kGemma2 | kGemma3Text | kGptOss |
+              kSinksTest | kQwen3Moe,
   kAll = kDecoders | kGemma3,
-  kLlamaLike = kLlama | kMistral | kQwen2 | kQwen3 | kSmolLM3 | kSinksTest,
+  kLlamaLike = kLlama | kMistral | kQwen2 | kQwen3 | kSmolLM3 | kSinksTest | kQwen3Moe,
+  kMoe = kGptOss | kQwen3Moe,
   kGemma = kGemma2 | kGemma3Text,
 };
 
@@ -47,6 +49,7 @@ constexpr FamilyName kFamilyNames[] = {
     {"gemma3", kGemma3},
     {"gpt_oss", kGptOss},
     {"switchyard_sinks_test", kSinksTest},
+    {"qwen3_moe", kQwen3Moe},
 };
 
 struct Key {
@@ -86,7 +89,7 @@ constexpr Key kKeys[] = {
     {"max_position_embeddings", kAll, true,
      "llama3 / yarn pretraining length when the rope gives none; otherwise no effect (the "
      "context is --context)"},
-    {"attention_bias", kLlama | kQwen3 | kSmolLM3 | kGemma | kGptOss | kSinksTest, true,
+    {"attention_bias", kLlama | kQwen3 | kSmolLM3 | kGemma | kMoe | kSinksTest, true,
      "biases on q, k, v and o projections"},
     {"mlp_bias", kLlama | kSmolLM3 | kSinksTest, true, "biases on gate, up and down"},
     {"sliding_window", kMistral | kQwen2 | kQwen3 | kSmolLM3 | kGemma | kGptOss | kSinksTest, true,
@@ -109,9 +112,17 @@ constexpr Key kKeys[] = {
     {"use_bidirectional_attention", kGemma, true, "true refused: bidirectional attention"},
     {"rope_interleaved", kLlamaLike, true,
      "true refused (transformers never interleaves); SmolLM2's nanotron configs carry false"},
-    {"num_local_experts", kGptOss, true, "experts E: moe_experts' stacked [E, I, H] weights"},
-    {"num_experts_per_tok", kGptOss, true,
-     "moe_router's top_k (at most num_local_experts, else refused)"},
+    {"num_local_experts", kMoe, true, "experts E: moe_experts' stacked [E, I, H] weights"},
+    {"num_experts", kQwen3Moe, true, "as num_local_experts (Qwen3-MoE's name; default 128)"},
+    {"num_experts_per_tok", kMoe, true,
+     "moe_router's top_k (at most the experts, else refused)"},
+    {"moe_intermediate_size", kQwen3Moe, true, "each expert's width I (default 768)"},
+    {"norm_topk_prob", kQwen3Moe, true,
+     "true: the chosen experts' softmax weights renormalised (moe_router); false refused"},
+    {"decoder_sparse_step", kQwen3Moe, true,
+     "layers whose (index + 1) is a multiple of it have experts; the others a dense MLP"},
+    {"mlp_only_layers", kQwen3Moe, true, "layers with a dense MLP of intermediate_size"},
+    {"use_sliding_window", kQwen3Moe, true, "false; true (a window on every layer) refused"},
     {"experts_per_token", kGptOss, true, "as num_experts_per_tok (read when that is absent)"},
     {"swiglu_alpha", kGptOss, true,
      "the experts' clamped SwiGLU (up + 1)·g·σ(alpha·g): alpha (default 1.702)"},
@@ -142,8 +153,11 @@ constexpr Key kKeys[] = {
     {"attention_dropout", kAll, false, "training only"},
     {"initializer_range", kAll, false, "training only"},
     {"initializer_factor", kAll, false, "training only"},
-    {"router_aux_loss_coef", kGptOss, false, "training only"},
-    {"output_router_logits", kGptOss, false, "training output flag"},
+    {"router_aux_loss_coef", kMoe, false, "training only"},
+    {"output_router_logits", kMoe, false, "training output flag"},
+    {"sliding_window", kQwen3Moe, false, "read only with use_sliding_window, which is false"},
+    {"max_window_layers", kQwen3Moe, false,
+     "in released Qwen3-MoE configs; transformers' Qwen3Moe classes do not read it"},
     {"pretraining_tp", kLlama | kSmolLM3, false,
      "tensor-parallel slicing at pretraining; the same products in transformers >= 5"},
     {"use_cache", kAll, false, "Switchyard always keeps a KV cache"},

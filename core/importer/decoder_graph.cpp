@@ -310,16 +310,17 @@ std::string attention_block(PhaseBuilder& b, int64_t i, const std::string& x,
   return h;
 }
 
-// gpt-oss's mixture of experts on the normed hidden states n: the biased router matmul, its
-// top-k softmax (moe_router "l{i}.router_topk"), then the routed experts (moe_experts
-// "l{i}.experts", weights "l{i}.experts.{gate,up,down}_proj" and their "_bias"); returns the
-// MLP's output.
+// A mixture of experts on the normed hidden states n: the router matmul (biased for gpt-oss),
+// its top-k softmax (moe_router "l{i}.router_topk"), then the routed experts (moe_experts
+// "l{i}.experts", weights "l{i}.experts.{gate,up,down}_proj" and, for gpt-oss, their "_bias");
+// returns the MLP's output.
 std::string moe_block(PhaseBuilder& b, int64_t i, const std::string& n) {
   const ModelSpec& m = b.m;
-  const int64_t E = m.experts, I = m.intermediate, H = m.hidden;
+  const int64_t E = m.experts, I = m.expert_intermediate, H = m.hidden;
   const Shape router_bias{E}, routed = b.hidden_shape(m.experts_per_token);
-  std::string logits = linear(b, i, "router", n, {E, H}, lname(i, "router_logits"),
-                              b.hidden_shape(E), &router_bias, "router_bias");
+  std::string logits =
+      linear(b, i, "router", n, {E, H}, lname(i, "router_logits"), b.hidden_shape(E),
+             m.router_bias ? &router_bias : nullptr, "router_bias");
   std::string ids = b.typed_act(lname(i, "expert_ids"), routed, SY_DTYPE_I32);
   std::string weights = b.typed_act(lname(i, "expert_weights"), routed, SY_DTYPE_F32);
   b.op(lname(i, "router_topk"), SY_OP_MOE_ROUTER, {logits}, {ids, weights}, i,
@@ -329,10 +330,12 @@ std::string moe_block(PhaseBuilder& b, int64_t i, const std::string& n) {
                                  weights,
                                  b.weight(lname(i, "experts.gate_proj"), {E, I, H}, m.expert_dtype),
                                  b.weight(lname(i, "experts.up_proj"), {E, I, H}, m.expert_dtype),
-                                 b.weight(lname(i, "experts.down_proj"), {E, H, I}, m.expert_dtype),
-                                 b.weight(lname(i, "experts.gate_proj_bias"), {E, I}),
-                                 b.weight(lname(i, "experts.up_proj_bias"), {E, I}),
-                                 b.weight(lname(i, "experts.down_proj_bias"), {E, H})};
+                                 b.weight(lname(i, "experts.down_proj"), {E, H, I}, m.expert_dtype)};
+  if (m.expert_bias)
+    for (auto [name, shape] : {std::pair{"experts.gate_proj_bias", Shape{E, I}},
+                               {"experts.up_proj_bias", Shape{E, I}},
+                               {"experts.down_proj_bias", Shape{E, H}}})
+      in.push_back(b.weight(lname(i, name), shape));
   std::vector<Attr> attrs = {{SY_ATTR_EXPERT_ACTIVATION, std::string("silu")}};
   if (m.swiglu_limit)
     attrs = {{SY_ATTR_EXPERT_ACTIVATION, std::string("swiglu_limit")},
@@ -350,7 +353,7 @@ std::string mlp_block(PhaseBuilder& b, int64_t i, const std::string& h) {
   const Shape hidden = b.hidden_shape(m.hidden);
   const char* norm = m.gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
   std::string n = rms_norm(b, i, lname(i, norm), lname(i, norm), h, lname(i, "mlp_norm"), hidden);
-  if (m.experts > 0) {
+  if (m.experts > 0 && !m.layer[size_t(i)].dense_mlp) {
     std::string out = b.act(lname(i, "out"), hidden);
     b.op(lname(i, "mlp_residual"), SY_OP_ADD, {h, moe_block(b, i, n)}, {out}, i);
     return out;

@@ -65,6 +65,8 @@ ModelSpec read_gpt_oss(const ConfigReader& r, const std::string& model_type) {
     r.fail(per_token,
            "the router picks " + std::to_string(m.experts_per_token) +
                " experts per token out of num_local_experts = " + std::to_string(m.experts));
+  m.expert_intermediate = m.intermediate;
+  m.router_bias = m.expert_bias = true;
   m.swiglu_limit = true;
   m.swiglu_alpha = r.number("swiglu_alpha", -1e6, 1e6, 1.702);  // GptOssConfig's defaults
   m.swiglu_limit_value = r.number("swiglu_limit", 1e-6, 1e6, 7.0);

@@ -33,6 +33,7 @@ constexpr Family kFamilies[] = {
     {"gemma3", importer::read_gemma},
     {"gemma3_text", importer::read_gemma},
     {"gpt_oss", importer::read_gpt_oss},
+    {"qwen3_moe", importer::read_qwen3_moe},
     {"switchyard_sinks_test", importer::read_llama_family},
 };
 

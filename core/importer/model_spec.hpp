@@ -70,6 +70,7 @@ struct LayerSpec {
   bool rope = true;  // false on SmolLM3's NoPE layers
   RopeSpec rope_spec;
   int64_t window_left = -1;  // keys before the query a sliding layer sees; -1 = full attention
+  bool dense_mlp = false;    // a mixture-of-experts model's dense layer (Qwen3-MoE's mlp_only)
 };
 
 // One decoder, whatever family it came from.
@@ -89,6 +90,9 @@ struct ModelSpec {
   std::string gelu;     // "" = silu_mul; else gelu_mul with this `approximate` ("tanh", "none")
   int64_t experts = 0;  // MoE: num_local_experts (0 = dense MLP)
   int64_t experts_per_token = 0;
+  int64_t expert_intermediate = 0;  // each expert's width (Qwen3-MoE's moe_intermediate_size)
+  bool router_bias = false;         // gpt-oss: a biased router
+  bool expert_bias = false;         // gpt-oss: biased gate, up and down per expert
   // The experts' activation: gpt-oss's clamped SwiGLU (swiglu_alpha, swiglu_limit), else silu.
   bool swiglu_limit = false;
   double swiglu_alpha = 0, swiglu_limit_value = 0;
@@ -102,6 +106,7 @@ struct ModelSpec {
 ModelSpec read_llama_family(const ConfigReader& r, const std::string& model_type);
 ModelSpec read_gemma(const ConfigReader& r, const std::string& model_type);  // gemma2, gemma3
 ModelSpec read_gpt_oss(const ConfigReader& r, const std::string& model_type);
+ModelSpec read_qwen3_moe(const ConfigReader& r, const std::string& model_type);
 
 // Fields every family shares (sizes, heads, dtype, norms, biases), with the family's defaults.
 // The rope is read afterwards (read_rope), once the layers' windows are known.

@@ -1,5 +1,6 @@
-// gpt-oss's stacked experts in a Hugging Face checkpoint, de-interleaved and transposed into the
-// graph's [E, rows, K] layout (weights.hpp, read_hf_experts).
+// A mixture of experts' weights in a Hugging Face checkpoint, into the graph's stacked
+// [E, rows, K] layout (weights.hpp, read_hf_experts): gpt-oss's stacked tensors de-interleaved
+// and transposed, or one tensor per expert (Qwen3-MoE, Mixtral) stacked.
 #include "core/weights/weights.hpp"
 #include "switchyard/plugin_api.h"
 
@@ -58,6 +59,7 @@ class ExpertReader {
     if (dtype_ != SY_DTYPE_F32 && dtype_ != SY_DTYPE_BF16)
       return fail("the run needs " + std::string(sy_dtype_name(dtype_)) +
                   " experts; a checkpoint's are bf16, f32 or mxfp4");
+    if (file_.find(base_ + "0." + n_.what + ".weight")) return read_per_expert();
     if (n_.bias) return read_bias();
     read_matrix();
   }
@@ -112,6 +114,23 @@ class ExpertReader {
           store(dst_, dtype_, (e * rows + r) * K + k,
                 element_f32(src, t->dtype, (e * K + k) * cols + col));
         }
+  }
+
+  // One [rows, K] tensor per expert, "experts.{e}.{what}.weight" (or ".bias" [rows]), already
+  // in the graph's row order: stacked.
+  void read_per_expert() {
+    const int64_t E = shape_[0], per = n_.bias ? shape_[1] : shape_[1] * shape_[2];
+    const std::vector<int64_t> want = n_.bias ? std::vector<int64_t>{shape_[1]}
+                                              : std::vector<int64_t>{shape_[1], shape_[2]};
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string name =
+          base_ + std::to_string(e) + "." + n_.what + (n_.bias ? ".bias" : ".weight");
+      const TensorInfo* t = find(name, want);
+      if (!t) return;
+      const void* src = file_.data(*t);
+      for (int64_t i = 0; i < per; ++i)
+        store(dst_, dtype_, e * per + i, element_f32(src, t->dtype, i));
+    }
   }
 
   // gate/up bias [E, I] from gate_up_proj_bias [E, 2I]; down's [E, H] as stored.

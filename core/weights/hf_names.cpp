@@ -18,7 +18,8 @@ std::optional<Family> family(const std::string& model_type) {
       model_type == "smollm3" || model_type == "switchyard_sinks_test" || model_type == "gpt_oss")
     return Family{"model.", "lm_head.weight", false, false};
   if (model_type == "gemma2") return Family{"model.", "lm_head.weight", false, true};
-  if (model_type == "qwen3") return Family{"model.", "lm_head.weight", true, false};
+  if (model_type == "qwen3" || model_type == "qwen3_moe")
+    return Family{"model.", "lm_head.weight", true, false};
   if (model_type == "gemma3_text") return Family{"model.", "lm_head.weight", true, true};
   if (model_type == "gemma3")  // Gemma3ForConditionalGeneration checkpoints
     return Family{"language_model.model.", "language_model.lm_head.weight", true, true};
@@ -71,7 +72,8 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
     return base + "self_attn.sinks";
   if (gpt_oss && what == "router") return base + "mlp.router.weight";
   if (gpt_oss && what == "router_bias") return base + "mlp.router.bias";
-  if (gpt_oss && what.starts_with("experts.")) return std::nullopt;  // read_hf_experts
+  if (model_type == "qwen3_moe" && what == "router") return base + "mlp.gate.weight";
+  if (what.starts_with("experts.")) return std::nullopt;  // read_hf_experts
   if (one_of(what, kMlp)) return base + "mlp." + std::string(what) + ".weight";
   constexpr std::string_view kBias = "_bias";
   if (what.size() > kBias.size() && what.substr(what.size() - kBias.size()) == kBias) {

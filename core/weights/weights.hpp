@@ -102,6 +102,8 @@ class SafetensorsFile {
 // "l{i}.{q,k}_norm" (self_attn); only Gemma "l{i}.{pre,post}_feedforward_layernorm".
 // switchyard_sinks_test (the test architecture of make-test-model) is llama's, plus
 // "l{i}.sinks" -> "model.layers.{i}.self_attn.sinks" as gpt-oss names them.
+// qwen3_moe: as qwen3, plus "l{i}.router" -> "model.layers.{i}.mlp.gate.weight"; its experts
+// are read_hf_experts's.
 // gpt_oss: as llama, plus "l{i}.sinks" -> "model.layers.{i}.self_attn.sinks", "l{i}.router" and
 // "l{i}.router_bias" -> "model.layers.{i}.mlp.router.{weight,bias}", and "l{i}.o_proj_bias"; its
 // stacked experts are stored in another layout (read_hf_experts), so they have no name here.
@@ -124,9 +126,12 @@ std::optional<std::string> hf_tensor_name(const std::string& model_type,
 // "[2, 3, 4]": a shape as the weight readers' messages print it.
 std::string shape_text(const std::vector<int64_t>& shape);
 
-// gpt-oss's stacked experts, "l{i}.experts.{gate,up,down}_proj" and their "_bias", read from a
-// Hugging Face checkpoint into `dst` as `dtype` and `shape` ([E, I, H] gate/up, [E, H, I] down,
-// [E, I] / [E, H] biases). The checkpoint stores gate and up interleaved along the last axis of
+// A mixture of experts' stacked weights, "l{i}.experts.{gate,up,down}_proj" and their "_bias",
+// read from a Hugging Face checkpoint into `dst` as `dtype` and `shape` ([E, I, H] gate/up,
+// [E, H, I] down, [E, I] / [E, H] biases). Qwen3-MoE's (and Mixtral-style) checkpoints hold one
+// tensor per expert, "model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight" ([I, H],
+// [H, I]), stacked here; that form is used whenever expert 0's tensor exists. gpt-oss's
+// checkpoint stores gate and up interleaved along the last axis of
 // "mlp.experts.gate_up_proj" [E, H, 2I] (gate at even columns; its bias the same way) and down
 // as "mlp.experts.down_proj" [E, I, H], both transposed to ours, in bf16 or f32; or, MXFP4
 // (transformers' Mxfp4Config), as "<name>_blocks" [E, rows, K/32, 16] and "<name>_scales"

@@ -210,8 +210,8 @@ TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   const std::vector<Case> cases = {
       {"unknown arch key", [](GgufWriter& w) { w.u32("llama.attention.clamp_kqv", 8); },
        Errc::bad_config, "'llama.attention.clamp_kqv'"},
-      {"architecture", [](GgufWriter& w) { w.string("general.architecture", "gemma2"); },
-       Errc::unknown_model_type, "'gemma2'"},
+      {"architecture", [](GgufWriter& w) { w.string("general.architecture", "phi3"); },
+       Errc::unknown_model_type, "'phi3'"},
       {"missing key", [](GgufWriter& w) { w.erase("llama.block_count"); }, Errc::bad_weights,
        "'llama.block_count' is missing"},
       {"mistyped key", [](GgufWriter& w) { w.string("llama.block_count", "two"); },

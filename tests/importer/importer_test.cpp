@@ -352,6 +352,59 @@ TEST(Importer, GptOssHasSinksAlternatingWindowsBiasesAndEveryExpert) {
   }
 }
 
+// Qwen3-MoE (the parity fixture's config, which transformers saved): unbiased router and
+// experts of moe_intermediate_size with silu, q/k norms; decoder_sparse_step and mlp_only_layers
+// give layers a dense MLP of intermediate_size instead.
+TEST(Importer, Qwen3MoeHasExpertsWhereTheConfigSaysAndDenseLayersElsewhere) {
+  const auto path = std::filesystem::path(SY_TEST_FIXTURES_DIR) / "parity/qwen3_moe/config.json";
+  json c = json::parse(std::ifstream(path));
+  using S = std::vector<int64_t>;
+  {
+    Graph g = import_hf_config_json(c, path.string(), contiguous());
+    const Phase& p = phase(g, "decode");
+    for (int l = 0; l < 2; ++l) {
+      const std::string L = "l" + std::to_string(l) + ".";
+      const Node& experts = node(p, L + "experts");
+      EXPECT_EQ(experts.inputs.size(), 6u);  // no biases
+      EXPECT_EQ(attr<std::string>(experts, "expert_activation", ""), "silu");
+      EXPECT_EQ(value(p, L + "experts.gate_proj").shape, (S{8, 32, 64}));
+      EXPECT_EQ(value(p, L + "experts.down_proj").shape, (S{8, 64, 32}));
+      EXPECT_EQ(value(p, L + "router").shape, (S{8, 64}));
+      EXPECT_EQ(p.value(L + "router_bias"), nullptr);
+      EXPECT_EQ(attr<int64_t>(node(p, L + "router_topk"), "top_k", 0), 2);
+      EXPECT_NE(p.value(L + "q_norm"), nullptr);
+    }
+  }
+  for (auto [edit, dense_layer] : {std::pair{json{{"mlp_only_layers", {1}}}, 1},
+                                   {json{{"decoder_sparse_step", 2}}, 0}}) {
+    json e = c;
+    e.update(edit);
+    SCOPED_TRACE(edit.dump());
+    Graph g = import_hf_config_json(e, path.string(), contiguous());
+    const Phase& p = phase(g, "decode");
+    const std::string dense = "l" + std::to_string(dense_layer) + ".";
+    const std::string sparse = "l" + std::to_string(1 - dense_layer) + ".";
+    EXPECT_EQ(p.node(dense + "experts"), nullptr);
+    EXPECT_EQ(value(p, dense + "gate_proj").shape, (S{128, 64}));  // intermediate_size
+    EXPECT_NE(p.node(sparse + "experts"), nullptr);
+  }
+  for (auto [field, bad] : {std::pair{"norm_topk_prob", json(false)},
+                            {"use_sliding_window", json(true)},
+                            {"num_experts_per_tok", json(9)},
+                            {"mlp_only_layers", json{2}},
+                            {"hidden_act", json("gelu")}}) {
+    json e = c;
+    e[field] = bad;
+    try {
+      import_hf_config_json(e, "bad/config.json", contiguous());
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.code, Errc::bad_config);
+      EXPECT_NE(std::string(err.what()).find(field), std::string::npos) << err.what();
+    }
+  }
+}
+
 // swiglu_alpha and swiglu_limit are read from the config, not assumed; an unquantized config
 // declares the experts in the model's dtype.
 TEST(Importer, GptOssReadsTheSwiGluClampAndTheExpertsDtype) {

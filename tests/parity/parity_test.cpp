@@ -170,6 +170,8 @@ TEST(ParityFixtures, EveryListedVariantIsPresent) {
                                          "qwen2",
                                          "qwen2_yarn",
                                          "qwen3",
+                                         "qwen3_moe",
+                                         "qwen3moe_converted",
                                          "smollm3",
                                          "smollm3_converted",
                                          "smollm3_gguf_bf16",
