@@ -8,7 +8,8 @@
 //     tokenizer_config.json's chat_template, a string or the entry named "default" of a list)
 //     and the special tokens' texts it is rendered with.
 // And the stop rule of a generation loop: EOS ids and stop texts, holding back any text that
-// may still become a stop text or an incomplete UTF-8 character, so nothing partial is printed.
+// may still become a stop text or an incomplete UTF-8 character, so nothing partial is printed;
+// and (harmony.hpp) gpt-oss's harmony output split into its channels, the answer from `final`.
 //
 // Errors: a config.json / generation_config.json field of the wrong type is SY207 naming the
 // file and field; a malformed tokenizer_config.json is SY303; --chat without a template, or a
