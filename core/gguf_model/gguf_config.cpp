@@ -9,8 +9,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {
-    "llama", "qwen2", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3", "gpt-oss"};
+const std::vector<std::string> kArchitectures = {"llama",   "qwen2",  "qwen3",  "qwen3moe",
+                                                 "smollm3", "gemma2", "gemma3", "gpt-oss"};
 
 // The config's model_type of a GGUF architecture.
 std::string model_type_of(const std::string& arch) {

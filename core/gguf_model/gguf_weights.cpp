@@ -18,8 +18,10 @@ std::optional<std::pair<int64_t, std::string>> layer_of(const std::string& name)
   return std::make_pair(i, name.substr(dot + 1));
 }
 
-// Reads `count` floats of GGML type `t` at `src` into dst as `dtype` (f32, bf16 or f16).
-bool convert_floats(const GgmlType& t, const void* src, int64_t count, sy_dtype dtype, void* dst) {
+// Reads `count` floats of GGML type `t` at `src` into dst as `dtype` (f32, bf16 or f16), each
+// plus `add` in f32 before it is rounded to `dtype` (a Gemma norm's w + 1 less 1).
+bool convert_floats(const GgmlType& t, const void* src, int64_t count, sy_dtype dtype, void* dst,
+                    float add = 0.0f) {
   const std::string n = t.name;
   auto load = [&](int64_t i) -> float {
     if (n == "F32") return static_cast<const float*>(src)[i];
@@ -31,7 +33,7 @@ bool convert_floats(const GgmlType& t, const void* src, int64_t count, sy_dtype 
   };
   if (n != "F32" && n != "BF16" && n != "F16") return false;
   for (int64_t i = 0; i < count; ++i) {
-    const float x = load(i);
+    const float x = load(i) + add;
     switch (dtype) {
       case SY_DTYPE_F32: static_cast<float*>(dst)[i] = x; break;
       case SY_DTYPE_BF16: static_cast<uint16_t*>(dst)[i] = sy_f32_to_bf16(x); break;
@@ -242,16 +244,10 @@ WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
         if (auto block = nan_scale(static_cast<const uint8_t*>(dst), t->bytes / 17))
           return bad("tensor '" + *name + "' holds the E8M0 scale 0xFF (NaN) in block " +
                      std::to_string(*block) + "; Switchyard refuses NaN weights");
-    } else if (!convert_floats(*t->type, file.data(*t), want, v.dtype, dst)) {
+    } else if (!convert_floats(*t->type, file.data(*t), want, v.dtype, dst,
+                               norm_plus_one(arch, v) ? -1.0f : 0.0f)) {
       return bad("tensor '" + *name + "' is " + t->type->name + ", the run needs " +
                  sy_dtype_name(v.dtype));
-    }
-    if (norm_plus_one(arch, v)) {
-      if (v.dtype != SY_DTYPE_F32)
-        return bad("tensor '" + *name + "' (a Gemma norm stored as w + 1) must load as f32, not " +
-                   sy_dtype_name(v.dtype));
-      float* w = static_cast<float*>(dst);
-      for (int64_t i = 0; i < want; ++i) w[i] -= 1.0f;
     }
     if (rows_permuted(arch, v)) {
       const int64_t rows = v.shape[0], row_bytes = v.bytes() / rows;

@@ -325,12 +325,13 @@ std::string moe_block(PhaseBuilder& b, int64_t i, const std::string& n) {
   std::string weights = b.typed_act(lname(i, "expert_weights"), routed, SY_DTYPE_F32);
   b.op(lname(i, "router_topk"), SY_OP_MOE_ROUTER, {logits}, {ids, weights}, i,
        {{SY_ATTR_TOP_K, m.experts_per_token}});
-  std::vector<std::string> in = {n,
-                                 ids,
-                                 weights,
-                                 b.weight(lname(i, "experts.gate_proj"), {E, I, H}, m.expert_dtype),
-                                 b.weight(lname(i, "experts.up_proj"), {E, I, H}, m.expert_dtype),
-                                 b.weight(lname(i, "experts.down_proj"), {E, H, I}, m.expert_dtype)};
+  std::vector<std::string> in = {
+      n,
+      ids,
+      weights,
+      b.weight(lname(i, "experts.gate_proj"), {E, I, H}, m.expert_dtype),
+      b.weight(lname(i, "experts.up_proj"), {E, I, H}, m.expert_dtype),
+      b.weight(lname(i, "experts.down_proj"), {E, H, I}, m.expert_dtype)};
   if (m.expert_bias)
     for (auto [name, shape] : {std::pair{"experts.gate_proj_bias", Shape{E, I}},
                                {"experts.up_proj_bias", Shape{E, I}},

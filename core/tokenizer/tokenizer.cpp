@@ -758,6 +758,15 @@ Tokenizer Tokenizer::from_document(const json& root, const std::string& file) {
     L.fail("model.byte_fallback",
            "must be false with a ByteLevel pre-tokenizer (every byte has "
            "a token)");
+  // Byte fallback spells a character without a token as its bytes' <0xNN> tokens; a vocabulary
+  // without all 256 would leave some text with no ids at all.
+  if (t->byte_fallback)
+    for (int b = 0; b < 256; ++b)
+      if (t->fallback_id[b] < 0)
+        L.fail("model.byte_fallback", "is true, but the vocabulary has no " +
+                                          byte_fallback_token(b) +
+                                          " token (byte fallback needs "
+                                          "all 256, <0x00> to <0xFF>)");
   parse_normalizer(L, root, *t);
   parse_added_tokens(L, root, *t);
   parse_decoder(L, root, *t);

@@ -120,8 +120,8 @@ class ExpertReader {
   // in the graph's row order: stacked.
   void read_per_expert() {
     const int64_t E = shape_[0], per = n_.bias ? shape_[1] : shape_[1] * shape_[2];
-    const std::vector<int64_t> want = n_.bias ? std::vector<int64_t>{shape_[1]}
-                                              : std::vector<int64_t>{shape_[1], shape_[2]};
+    const std::vector<int64_t> want =
+        n_.bias ? std::vector<int64_t>{shape_[1]} : std::vector<int64_t>{shape_[1], shape_[2]};
     for (int64_t e = 0; e < E; ++e) {
       const std::string name =
           base_ + std::to_string(e) + "." + n_.what + (n_.bias ? ".bias" : ".weight");

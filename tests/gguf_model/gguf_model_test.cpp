@@ -200,6 +200,32 @@ TEST(GgufModel, BrokenSentencePieceVocabulariesAreRefusedByKey) {
 }
 
 // Each broken or unknown piece of metadata is refused with its code, naming the key or tensor.
+// Gemma's norms are stored as w + 1 (F32 in the converter's files); the loader takes the 1 off in
+// f32 and then rounds to the run's dtype, so a BF16 Gemma file runs in its default bf16 too
+// (it was refused: the norms had to load as f32).
+TEST(GgufModel, GemmaNormsLoseTheirOneInEveryDtype) {
+  for (const char* fixture : {"gemma2_converted", "gemma3_converted"}) {
+    SCOPED_TRACE(fixture);
+    const GgufFile f =
+        GgufFile::open(std::string(SY_TEST_FIXTURES_DIR) + "/parity/" + fixture + "/model.gguf");
+    const GgufModel model = describe_gguf(f);
+    const WeightLoader load = gguf_weight_loader(f, model);
+    const GgufTensor* t = f.find("blk.0.post_attention_norm.weight");
+    ASSERT_TRUE(t);
+    ASSERT_EQ(std::string(t->type->name), "F32");
+    const int64_t n = t->elements();
+    const float* stored = static_cast<const float*>(f.data(*t));
+    std::vector<float> f32(static_cast<size_t>(n));
+    std::vector<uint16_t> bf16(static_cast<size_t>(n));
+    ASSERT_FALSE(load(Value{"l0.post_attention_layernorm", SY_DTYPE_F32, {n}}, f32.data()));
+    ASSERT_FALSE(load(Value{"l0.post_attention_layernorm", SY_DTYPE_BF16, {n}}, bf16.data()));
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(f32[size_t(i)], stored[i] - 1.0f) << i;
+      EXPECT_EQ(bf16[size_t(i)], sy_f32_to_bf16(stored[i] - 1.0f)) << i;
+    }
+  }
+}
+
 TEST(GgufModel, RefusesWhatItCannotHonourByName) {
   struct Case {
     const char* what;

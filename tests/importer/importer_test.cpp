@@ -375,8 +375,8 @@ TEST(Importer, Qwen3MoeHasExpertsWhereTheConfigSaysAndDenseLayersElsewhere) {
       EXPECT_NE(p.value(L + "q_norm"), nullptr);
     }
   }
-  for (auto [edit, dense_layer] : {std::pair{json{{"mlp_only_layers", {1}}}, 1},
-                                   {json{{"decoder_sparse_step", 2}}, 0}}) {
+  for (auto [edit, dense_layer] :
+       {std::pair{json{{"mlp_only_layers", {1}}}, 1}, {json{{"decoder_sparse_step", 2}}, 0}}) {
     json e = c;
     e.update(edit);
     SCOPED_TRACE(edit.dump());

@@ -332,6 +332,8 @@ TEST(TokenizerSentencePieceStyle, MalformedPartsAreSY303NamingTheField) {
          j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
        },
        "model.byte_fallback", "ByteLevel"},
+      {"a byte-fallback token missing", [](auto& j) { j["model"]["vocab"].erase("<0x7F>"); },
+       "model.byte_fallback", "<0x7F>"},
       {"prepend scheme", [](auto& j) { j["pre_tokenizer"]["prepend_scheme"] = "sometimes"; },
        "pre_tokenizer.prepend_scheme", "sometimes"},
       {"replacement of two characters", [](auto& j) { j["pre_tokenizer"]["replacement"] = "__"; },
