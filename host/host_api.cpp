@@ -306,20 +306,19 @@ std::shared_ptr<ContextState> make_context(const std::shared_ptr<PlanState>& p,
   return state;
 }
 
-// Sampling options from the C struct (NULL: every default), checked: NaN fails every test.
+// Sampling options from the C struct (NULL: every default), checked by SamplingParams::validate
+// (top_p 0 means the default, 1, as host.h says).
 sy::SamplingOptions sampling_of(const sy_generate_options* options, const char* fn) {
   sy::SamplingOptions o;
   if (!options) return o;
-  if (!(options->max_tokens >= 0 && options->temperature >= 0 && options->temperature < 1e6 &&
-        options->top_p >= 0 && options->top_p <= 1 && options->top_k >= 0))
-    throw invalid_argument(fn, "options",
-                           "max_tokens, top_k >= 0, 0 <= temperature < 10^6 and 0 <= top_p <= 1 "
-                           "(no NaN)");
+  if (options->max_tokens < 0)
+    throw invalid_argument(fn, "options->max_tokens", "must be at least 0 (0: the default, 32)");
   o.max_tokens = options->max_tokens > 0 ? options->max_tokens : 32;
   o.temperature = options->temperature;
   o.top_k = options->top_k;
-  o.top_p = options->top_p > 0 ? options->top_p : 1.0;
+  o.top_p = options->top_p == 0 ? 1.0 : options->top_p;
   o.seed = options->seed;
+  if (auto bad = o.validate()) throw invalid_argument(fn, "options->" + bad->field, bad->message);
   o.ignore_eos = options->ignore_eos != 0;
   for (size_t i = 0; i < options->num_stop; ++i)
     if (options->stop && options->stop[i]) o.stop.emplace_back(options->stop[i]);

@@ -48,9 +48,7 @@ struct RunArgs {
   std::vector<std::string> stop;
   PlanFlags flags;
   int64_t max_tokens = 32;
-  double temperature = 0, top_p = 1;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
+  SamplingParams sampling;
   bool profile = false, json = false, ignore_eos = false;
   bool has_prompt = false, has_chat = false, has_system = false;
 };
@@ -102,10 +100,19 @@ int run_run(const GlobalOptions& global, const Args& args) {
       "stop", po::value(&a.stop), "stop when this text is generated; repeatable")(
       "ignore-eos", po::bool_switch(&a.ignore_eos), "generate past the model's EOS tokens")(
       "max-tokens", po::value(&a.max_tokens)->default_value(32), "tokens to generate")(
-      "temperature", po::value(&a.temperature)->default_value(0), "0 = greedy")(
-      "top-k", po::value(&a.top_k)->default_value(0), "sample from the k most likely (0 = all)")(
-      "top-p", po::value(&a.top_p)->default_value(1.0), "nucleus mass")(
-      "seed", po::value(&a.seed)->default_value(0), "sampling seed")(
+      "temperature", po::value(&a.sampling.temperature)->default_value(0), "0 = greedy")(
+      "top-k", po::value(&a.sampling.top_k)->default_value(0),
+      "sample from the k most likely (0 = all)")(
+      "top-p", po::value(&a.sampling.top_p)->default_value(1.0), "nucleus mass")(
+      "min-p", po::value(&a.sampling.min_p)->default_value(0.0),
+      "drop tokens below this share of the most likely one's probability")(
+      "presence-penalty", po::value(&a.sampling.presence_penalty)->default_value(0.0),
+      "subtracted from the logit of every token generated already (OpenAI's, -2 to 2)")(
+      "frequency-penalty", po::value(&a.sampling.frequency_penalty)->default_value(0.0),
+      "subtracted per time a token was generated (OpenAI's, -2 to 2)")(
+      "repetition-penalty", po::value(&a.sampling.repetition_penalty)->default_value(1.0),
+      "divides positive and multiplies negative logits of the prompt's and generated tokens "
+      "(1 = none)")("seed", po::value(&a.sampling.seed)->default_value(0), "sampling seed")(
       "profile", po::bool_switch(&a.profile), "time per op kind and plugin, and overhead")(
       "json", po::bool_switch(&a.json), "figures as JSON (the text goes to stderr)");
   a.flags.add(desc, 1, 1024);
@@ -122,11 +129,14 @@ int run_run(const GlobalOptions& global, const Args& args) {
               << kExitCodeHelp;
     return vm.count("help") ? kExitOk : kExitUsage;
   }
-  // Written so that NaN fails every test.
-  if (!(a.max_tokens >= 0 && a.temperature >= 0 && a.temperature < 1e6 && a.top_p > 0 &&
-        a.top_p <= 1 && a.top_k >= 0)) {
-    std::cerr << "switchyard run: --max-tokens >= 0, 0 <= --temperature < 10^6 (not NaN), "
-                 "0 < --top-p <= 1, --top-k >= 0\n";
+  if (a.max_tokens < 0) {
+    std::cerr << "switchyard run: --max-tokens must be at least 0\n";
+    return kExitUsage;
+  }
+  if (auto bad = a.sampling.validate()) {
+    std::string flag = bad->field;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    std::cerr << "switchyard run: --" << flag << " " << bad->message << "\n";
     return kExitUsage;
   }
   std::string why;
@@ -176,8 +186,11 @@ int run_run(const GlobalOptions& global, const Args& args) {
     loaded.load(*model.source, reg, {},
                 [&](WeightLoader w) { return with_progress(w, weight_bytes); });
     Context& context = *loaded.context;
-    SamplingOptions sampling{a.max_tokens, a.temperature, a.top_k, a.top_p,
-                             a.seed,       a.ignore_eos,  a.stop};
+    SamplingOptions sampling;
+    static_cast<SamplingParams&>(sampling) = a.sampling;
+    sampling.max_tokens = a.max_tokens;
+    sampling.ignore_eos = a.ignore_eos;
+    sampling.stop = a.stop;
     Generator generator(context, model.tokenizer, model.generation);
     text_out << prompt.echo << std::flush;
     // A harmony model's chat (gpt-oss): the answer is its `final` channel, printed as the

@@ -340,13 +340,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
                                    " exceed the context of " + std::to_string(m.context)));
     auto job = std::make_shared<Job>();
     job->prompt = std::move(ids);
-    job->sampling.max_tokens = r.max_tokens.value_or(room);
-    job->sampling.temperature = r.temperature;
-    job->sampling.top_k = r.top_k;
-    job->sampling.top_p = r.top_p;
-    job->sampling.seed = r.seed ? *r.seed : std::random_device{}();
-    job->sampling.ignore_eos = r.ignore_eos;
-    job->sampling.stop = r.stop;
+    job->sampling =
+        sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
     call->stream = r.stream;
     call->include_usage = r.include_usage;

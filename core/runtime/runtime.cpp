@@ -139,27 +139,6 @@ const char* stop_reason_name(StopReason reason) {
   }
 }
 
-int64_t sample(const std::vector<float>& logits, const SamplingOptions& o, std::mt19937& rng) {
-  if (o.temperature <= 0)
-    return int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  std::vector<std::pair<double, int64_t>> p;
-  double mx = *std::max_element(logits.begin(), logits.end());
-  for (size_t i = 0; i < logits.size(); ++i)
-    p.emplace_back(std::exp((logits[i] - mx) / o.temperature), int64_t(i));
-  std::sort(p.begin(), p.end(), std::greater<>());
-  if (o.top_k > 0 && size_t(o.top_k) < p.size()) p.resize(size_t(o.top_k));
-  double total = 0;
-  for (const auto& x : p) total += x.first;
-  double kept = 0;
-  size_t n = 0;
-  while (n < p.size() && (n == 0 || kept / total < o.top_p)) kept += p[n++].first;
-  std::uniform_real_distribution<double> u(0, kept);
-  double r = u(rng);
-  for (size_t i = 0; i < n; ++i)
-    if ((r -= p[i].first) <= 0) return p[i].second;
-  return p[n - 1].second;
-}
-
 void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bool every_logits,
                 const std::function<void(size_t, const float*)>& on_logits,
                 const AbortCheck& abort) {
@@ -226,14 +205,14 @@ Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
   seq_ = seq;
   Generation g;
   g.prompt_tokens = int64_t(prompt.size());
-  std::mt19937 rng(static_cast<std::mt19937::result_type>(o.seed));
+  Sampler sampler(o, prompt);
   auto t0 = std::chrono::steady_clock::now();
   step(seq, prompt, true);
   g.prefill_ms = ms_since(t0);
   StopRule stop(o.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids, o.stop);
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.max_tokens && g.reason == StopReason::none; ++i) {
-    const int64_t next = sample(logits_, o, rng);
+    const int64_t next = sampler.sample(logits_);
     g.ids.push_back(next);
     std::string emit;
     g.reason = from_rule(stop.feed(next, token_text(tokenizer_, next), emit));

@@ -23,6 +23,7 @@
 #include "core/executor/context.hpp"
 #include "core/generation/generation.hpp"
 #include "core/runtime/model_source.hpp"
+#include "core/sampling/sampling.hpp"
 
 namespace sy {
 
@@ -94,21 +95,15 @@ struct LoadedModel {
 // --prefer (comma-separated device types; empty: cuda, then cpu), --attention and --strict.
 Policy run_policy(const std::string& prefer, const std::string& attention, bool strict);
 
-struct SamplingOptions {
+// A generation's sampling (core/sampling/) and when it ends.
+struct SamplingOptions : SamplingParams {
   int64_t max_tokens = 32;
-  double temperature = 0;  // 0: greedy
-  int64_t top_k = 0;       // 0: every token
-  double top_p = 1;
-  uint64_t seed = 0;
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop texts
 };
 
 enum class StopReason { none, eos, stop_text, max_tokens, callback };
 const char* stop_reason_name(StopReason reason);  // "eos", "stop_text", ...
-
-// Greedy at temperature 0; otherwise softmax(logits / T), cut to the top k and the top-p mass.
-int64_t sample(const std::vector<float>& logits, const SamplingOptions& options, std::mt19937& rng);
 
 // Called with each generated token and the text that may be shown now (held back while it may
 // still become a stop text or an incomplete UTF-8 character). Returns false to stop.

@@ -55,6 +55,29 @@ int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi)
   return x;
 }
 
+// Any finite number: the range is SamplingParams::validate()'s.
+constexpr double kAny = 1e300;
+
+// OpenAI's logit_bias: an object of token ids (as decimal strings) to biases.
+std::vector<std::pair<int64_t, double>> logit_bias_of(const json& v) {
+  if (!v.is_object()) refuse("logit_bias", "must be an object of token ids to biases");
+  std::vector<std::pair<int64_t, double>> out;
+  for (const auto& [id, bias] : v.items()) {
+    const std::string field = "logit_bias." + id;
+    size_t used = 0;
+    int64_t n = -1;
+    try {
+      n = std::stoll(id, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != id.size() || n < 0)
+      refuse(field, "is not a token id (a non-negative decimal integer)");
+    out.emplace_back(n, number(bias, field, -kAny, kAny));
+  }
+  return out;
+}
+
 std::string text(const json& v, const std::string& field) {
   if (!v.is_string()) refuse(field, "must be a string, is " + kind_of(v));
   return v.get<std::string>();
@@ -102,10 +125,6 @@ void neutral(const std::string& key, const json& v) {
   auto is_zero = [&] { return v.is_number() && v.get<double>() == 0.0; };
   bool ok = v.is_null();
   if (key == "n" || key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
-  if (key == "presence_penalty" || key == "frequency_penalty") ok = ok || is_zero();
-  if (key == "repeat_penalty" || key == "repetition_penalty")
-    ok = ok || (v.is_number() && v.get<double>() == 1.0);
-  if (key == "logit_bias") ok = ok || (v.is_object() && v.empty());
   if (key == "logprobs") ok = ok || (v.is_boolean() && !v.get<bool>()) || is_zero();
   if (key == "top_logprobs") ok = ok || is_zero();
   if (key == "echo" || key == "parallel_tool_calls") ok = ok || (v.is_boolean() && !v.get<bool>());
@@ -147,12 +166,21 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       if (!v.is_null()) r.max_tokens = integer(v, key, 1, int64_t(1) << 30);
     } else if (key == "temperature") {
-      r.temperature = number(v, key, 0, 2);
+      r.sampling.temperature = number(v, key, 0, 2);  // the OpenAI API's own range
     } else if (key == "top_p") {
-      r.top_p = number(v, key, 0, 1);
-      if (r.top_p == 0) refuse(key, "must be above 0");
+      r.sampling.top_p = number(v, key, -kAny, kAny);
     } else if (key == "top_k") {
-      r.top_k = integer(v, key, 0, int64_t(1) << 30);
+      r.sampling.top_k = integer(v, key, 0, int64_t(1) << 30);
+    } else if (key == "min_p") {
+      r.sampling.min_p = number(v, key, -kAny, kAny);
+    } else if (key == "presence_penalty") {
+      if (!v.is_null()) r.sampling.presence_penalty = number(v, key, -kAny, kAny);
+    } else if (key == "frequency_penalty") {
+      if (!v.is_null()) r.sampling.frequency_penalty = number(v, key, -kAny, kAny);
+    } else if (key == "repetition_penalty" || key == "repeat_penalty") {
+      r.sampling.repetition_penalty = number(v, key, -kAny, kAny);
+    } else if (key == "logit_bias") {
+      if (!v.is_null()) r.sampling.logit_bias = logit_bias_of(v);
     } else if (key == "seed") {
       if (!v.is_null()) r.seed = uint64_t(integer(v, key, INT64_MIN, INT64_MAX));
     } else if (key == "stop") {
@@ -179,19 +207,30 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       r.return_token_ids = boolean(v, key);
     } else if (key == "user") {
       text(v, key);  // an end user's id: accepted, it changes nothing
-    } else if (key == "n" || key == "best_of" || key == "presence_penalty" ||
-               key == "frequency_penalty" || key == "repeat_penalty" ||
-               key == "repetition_penalty" || key == "logit_bias" || key == "logprobs" ||
-               key == "top_logprobs" || key == "echo" || key == "tools" || key == "functions" ||
-               key == "tool_choice" || key == "function_call" || key == "parallel_tool_calls" ||
-               key == "response_format" || key == "suffix") {
+    } else if (key == "n" || key == "best_of" || key == "logprobs" || key == "top_logprobs" ||
+               key == "echo" || key == "tools" || key == "functions" || key == "tool_choice" ||
+               key == "function_call" || key == "parallel_tool_calls" || key == "response_format" ||
+               key == "suffix") {
       neutral(key, v);
     } else {
       refuse(key, "is not a field this server knows (it is refused, not ignored)");
     }
   }
   if (r.stream == false && r.include_usage) refuse("stream_options", "is only for stream: true");
+  if (auto bad = r.sampling.validate()) refuse(bad->field, bad->message);
   return r;
+}
+
+SamplingOptions sampling_options(const CompletionRequest& r, int64_t max_tokens, int64_t vocab,
+                                 uint64_t random_seed) {
+  if (auto bad = r.sampling.validate(vocab)) refuse(bad->field, bad->message);
+  SamplingOptions o;
+  static_cast<SamplingParams&>(o) = r.sampling;
+  o.seed = r.seed.value_or(random_seed);
+  o.max_tokens = max_tokens;
+  o.ignore_eos = r.ignore_eos;
+  o.stop = r.stop;
+  return o;
 }
 
 }  // namespace sy

@@ -19,12 +19,12 @@ struct Scheduler::Running {
   int64_t fed = 0;          // prompt tokens in the KV memory (reused or prefilled)
   int64_t next_token = -1;  // decoding: the sampled token to run next
   int64_t reserved = 0;     // blocks reserved for it
-  std::mt19937 rng;
+  Sampler sampler;
   StopRule stop;
   Job::Clock::time_point last_token{};
   Running(std::shared_ptr<Job> j, std::vector<int64_t> eos)
       : job(std::move(j)),
-        rng(uint32_t(job->sampling.seed)),
+        sampler(job->sampling, job->prompt),
         stop(std::move(eos), job->sampling.stop) {}
   bool decoding() const { return fed == int64_t(job->prompt.size()) && next_token >= 0; }
 };
@@ -210,7 +210,7 @@ void Scheduler::step() {
     Running& r = *rows[i];
     const float* row = context_.logits(i);
     std::copy(row, row + logits.size(), logits.begin());
-    const int64_t id = sample(logits, r.job->sampling, r.rng);
+    const int64_t id = r.sampler.sample(logits);
     std::string emit;
     const StopRule::Reason why = r.stop.feed(id, tokenizer_.decode_token(id), emit);
     const auto now = Job::Clock::now();

@@ -265,6 +265,23 @@ TEST_F(RunCli, PromptSourcesAreExclusive) {
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/prompt.txt"));
 }
 
+// The sampler's ranges are SamplingParams::validate()'s: a usage error naming the flag, nothing
+// generated.
+TEST_F(RunCli, SamplingFlagsOutOfRangeAreUsageErrorsNamingTheFlag) {
+  for (const char* flag :
+       {"--temperature -1", "--top-p 0", "--top-p nan", "--min-p 1.5", "--presence-penalty 3",
+        "--frequency-penalty -2.5", "--repetition-penalty 0", "--top-k -2"}) {
+    auto r = run(std::string("--prompt hi --max-tokens 2 ") + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag << r.err;
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    EXPECT_THAT(r.err, HasSubstr(name + " ")) << flag;
+  }
+  EXPECT_EQ(run("--prompt hi --max-tokens 2 --min-p 0.1 --temperature 0.7 --repetition-penalty "
+                "1.2 --presence-penalty 0.3 --frequency-penalty 0.4")
+                .exit_code,
+            0);
+}
+
 TEST_F(RunCli, ConfigSemanticsItCannotComputeAreExitFourNamingTheKey) {
   json c = json::parse(std::ifstream(model_ / "config.json"));
   json scaled = c;

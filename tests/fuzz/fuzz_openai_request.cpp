@@ -18,8 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (role != "system" && role != "user" && role != "assistant") std::abort();
       if (kind == sy::RequestKind::chat && r.messages.empty()) std::abort();
       if (r.stop.size() > 4 || (r.max_tokens && *r.max_tokens < 1)) std::abort();
-      if (!(r.temperature >= 0 && r.temperature <= 2) || !(r.top_p > 0 && r.top_p <= 1) ||
-          r.top_k < 0)
+      if (!(r.sampling.temperature >= 0 && r.sampling.temperature <= 2) || r.sampling.validate())
         std::abort();
     } catch (const sy::Error& e) {
       if (e.code != sy::Errc::bad_request) std::abort();

@@ -140,6 +140,29 @@ class TestModel(unittest.TestCase):
         self.assertEqual(s.choices[0].text, text[:text.index(stop)])
         self.assertEqual(s.choices[0].finish_reason, "stop")
 
+    def test_penalties_and_logit_bias_are_run_s_sampler(self):
+        # A bias of 100 on one token makes greedy pick it every step.
+        r = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=6,
+                                        logit_bias={"65": 100}, **GREEDY)
+        self.assertEqual(extra(r.choices[0], "token_ids"), [65] * 6)
+        # The same penalties as run's flags give run's ids.
+        want = run_ids(self.model, "--prompt", "the cat sat", "--max-tokens", "16",
+                       "--ignore-eos", "--frequency-penalty", "1.5", "--presence-penalty", "0.5",
+                       "--repetition-penalty", "1.3")
+        r = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=16,
+                                        frequency_penalty=1.5, presence_penalty=0.5,
+                                        extra_body={"ignore_eos": True, "return_token_ids": True,
+                                                    "repetition_penalty": 1.3},
+                                        temperature=0)
+        self.assertEqual(extra(r.choices[0], "token_ids"), want["generated_ids"])
+        plain = run_ids(self.model, "--prompt", "the cat sat", "--max-tokens", "16",
+                        "--ignore-eos")
+        self.assertNotEqual(plain["generated_ids"], want["generated_ids"])
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.api.completions.create(model="tiny", prompt="x", max_tokens=2,
+                                        logit_bias={"99999999": 1})
+        self.assertEqual(e.exception.param, "logit_bias")
+
     def test_refusals_are_openai_errors_with_sy_codes(self):
         msgs = [{"role": "user", "content": "hi"}]
         with self.assertRaises(openai.BadRequestError) as e:

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/errors/errors.hpp"
 #include "core/serving/openai_request.hpp"
 
@@ -43,9 +45,9 @@ TEST(OpenAiRequest, ServesEveryDocumentedChatField) {
   EXPECT_EQ(r.messages[2].first, "assistant");
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.max_tokens, 7);
-  EXPECT_DOUBLE_EQ(r.temperature, 0.5);
-  EXPECT_DOUBLE_EQ(r.top_p, 0.9);
-  EXPECT_EQ(r.top_k, 40);
+  EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.top_p, 0.9);
+  EXPECT_EQ(r.sampling.top_k, 40);
   EXPECT_EQ(r.seed, 11u);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos);
@@ -55,8 +57,8 @@ TEST(OpenAiRequest, DefaultsAreOpenAisAndMaxTokensIsLeftToTheServer) {
   const CompletionRequest r = chat("{" + kHello + "}");
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_FALSE(r.model.has_value());
-  EXPECT_DOUBLE_EQ(r.temperature, 1.0);
-  EXPECT_DOUBLE_EQ(r.top_p, 1.0);
+  EXPECT_DOUBLE_EQ(r.sampling.temperature, 1.0);
+  EXPECT_DOUBLE_EQ(r.sampling.top_p, 1.0);
   EXPECT_FALSE(r.stream);
   EXPECT_TRUE(r.stop.empty());
 }
@@ -82,9 +84,6 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
             "");
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
            {"n", "2"},
-           {"presence_penalty", "0.5"},
-           {"frequency_penalty", "-1"},
-           {"logit_bias", R"({"5": 10})"},
            {"logprobs", "true"},
            {"top_logprobs", "2"},
            {"tools", R"([{"type": "function"}])"},
@@ -94,6 +93,49 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
     EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
+}
+
+// The sampler's parameters are served (core/sampling/): read into SamplingParams, and out of
+// range refused naming the field by SamplingParams::validate().
+TEST(OpenAiRequest, PenaltiesMinPAndLogitBiasAreServedAndCheckedByTheSampler) {
+  const CompletionRequest r = parse_completion_request(
+      "{" + kHello +
+          R"(, "presence_penalty": 0.5, "frequency_penalty": -1, "repeat_penalty": 1.3,
+              "min_p": 0.05, "logit_bias": {"5": 10, "17": -100}})",
+      RequestKind::chat);
+  EXPECT_DOUBLE_EQ(r.sampling.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.frequency_penalty, -1);
+  EXPECT_DOUBLE_EQ(r.sampling.repetition_penalty, 1.3);
+  EXPECT_DOUBLE_EQ(r.sampling.min_p, 0.05);
+  auto bias = r.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int64_t, double>>{{5, 10.0}, {17, -100.0}}));
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, std::string>>{{"presence_penalty", "2.5"},
+                                                        {"frequency_penalty", "-3"},
+                                                        {"repetition_penalty", "0"},
+                                                        {"min_p", "1.5"},
+                                                        {"logit_bias", R"({"5": 101})"},
+                                                        {"logit_bias", R"([1, 2])"},
+                                                        {"logit_bias.x", R"({"x": 1})"}}) {
+    const std::string key = field.substr(0, field.find('.'));
+    EXPECT_THAT(refusal("{" + kHello + ", \"" + key + "\": " + value + "}"), StartsWith(field))
+        << field << " " << value;
+  }
+  // The vocabulary is the server's: an id past it is refused when the engine's options are made.
+  const CompletionRequest far =
+      parse_completion_request("{" + kHello + R"(, "logit_bias": {"900": 1}})", RequestKind::chat);
+  EXPECT_NO_THROW(sampling_options(far, 8, 1000, 1));
+  try {
+    sampling_options(far, 8, 900, 1);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message, StartsWith("logit_bias"));
+  }
+  const SamplingOptions o = sampling_options(r, 8, 1000, 77);
+  EXPECT_EQ(o.seed, 77u);  // no seed in the request: the server's
+  EXPECT_EQ(o.max_tokens, 8);
+  EXPECT_DOUBLE_EQ(o.presence_penalty, 0.5);
 }
 
 TEST(OpenAiRequest, UnknownFieldsAreRefusedNotIgnored) {
