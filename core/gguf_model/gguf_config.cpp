@@ -180,10 +180,11 @@ void read_qwen3moe(MetadataReader& r, json& c, std::vector<std::string>& convent
       "Qwen3-MoE configs say; the GGUF file records neither");
 }
 
-// Gemma's attention scale, which no GGUF key records: head_dim^-0.5, except for the 27B sizes
-// (Gemma 2: 46 layers, Gemma 3: 62), whose query_pre_attn_scalar is hidden / heads. This is
-// llama.cpp's rule (llama-model.cpp, LLM_TYPE_27B) and each 27B config's value.
-void gemma_attention_scale(const std::string& arch, json& c, std::vector<std::string>& conv) {
+// What both Gemmas' files leave unsaid. The attention scale, which no GGUF key records:
+// head_dim^-0.5, except for the 27B sizes (Gemma 2: 46 layers, Gemma 3: 62), whose
+// query_pre_attn_scalar is hidden / heads; this is llama.cpp's rule (llama-model.cpp,
+// LLM_TYPE_27B) and each 27B config's value. And the norms' stored w + 1 (gguf_weights.cpp).
+void read_gemma_common(const std::string& arch, json& c, std::vector<std::string>& conv) {
   const int64_t layers = c["num_hidden_layers"], hidden = c["hidden_size"];
   const int64_t heads = c["num_attention_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -203,7 +204,7 @@ void gemma_attention_scale(const std::string& arch, json& c, std::vector<std::st
 // Gemma 2: the converter writes both softcaps and the window; the rest is Gemma2Config's (and
 // llama.cpp's) choice, stated in the plan.
 void read_gemma2(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
-  gemma_attention_scale("gemma2", c, conventions);
+  read_gemma_common("gemma2", c, conventions);
   c["hidden_activation"] = "gelu_pytorch_tanh";
   auto attn_cap = r.number("attn_logit_softcapping");
   auto final_cap = r.number("final_logit_softcapping");
@@ -230,7 +231,7 @@ void read_gemma2(MetadataReader& r, json& c, std::vector<std::string>& conventio
 // each stated in the plan. Its norms are stored with the 1 of Gemma's (1 + w) added; the loader
 // takes it off again (gguf_weights.cpp), as transformers' GGUF loader does.
 void read_gemma3(MetadataReader& r, json& c, std::vector<std::string>& conventions) {
-  gemma_attention_scale("gemma3", c, conventions);
+  read_gemma_common("gemma3", c, conventions);
   c["sliding_window_pattern"] = 6;
   // Newer converters write the sliding layers' base; older files leave it to the default.
   auto local_base = r.number("rope.freq_base_swa");

@@ -189,7 +189,8 @@ bool rows_permuted(const std::string& arch, const Value& v) {
          (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
 }
 
-// Gemma's rms_norm weights, stored as w + 1 by the converter (gemma_attention_scale's note).
+// Gemma's rms_norm weights, stored as w + 1 by the converter (read_gemma_common in
+// gguf_config.cpp).
 bool norm_plus_one(const std::string& arch, const Value& v) {
   return (arch == "gemma2" || arch == "gemma3") &&
          (v.name == "norm" || v.name.ends_with("layernorm") || v.name.ends_with(".q_norm") ||

@@ -41,13 +41,12 @@ std::optional<SamplingParamError> SamplingParams::validate(int64_t vocab) const 
 
 Sampler::Sampler(SamplingParams params, std::span<const int64_t> prompt)
     : params_(std::move(params)), rng_(static_cast<std::mt19937::result_type>(params_.seed)) {
-  if (params_.repetition_penalty != 1)
-    for (int64_t t : prompt) seen_[t] = true;
+  if (params_.repetition_penalty != 1) seen_.insert(prompt.begin(), prompt.end());
 }
 
 void Sampler::accept(int64_t token) {
   ++generated_[token];
-  if (params_.repetition_penalty != 1) seen_[token] = true;
+  if (params_.repetition_penalty != 1) seen_.insert(token);
 }
 
 void Sampler::adjust(std::span<const float> logits) {
@@ -56,7 +55,7 @@ void Sampler::adjust(std::span<const float> logits) {
   for (const auto& [id, bias] : params_.logit_bias)
     if (id < vocab) scores_[size_t(id)] += bias;
   const double r = params_.repetition_penalty;
-  for (const auto& [id, seen] : seen_) {
+  for (int64_t id : seen_) {
     if (id < 0 || id >= vocab) continue;
     double& s = scores_[size_t(id)];
     s = s > 0 ? s / r : s * r;

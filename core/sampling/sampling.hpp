@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -86,7 +87,7 @@ class Sampler {
   SamplingParams params_;
   std::mt19937 rng_;
   std::unordered_map<int64_t, int64_t> generated_;  // token -> times generated
-  std::unordered_map<int64_t, bool> seen_;          // prompt or generated (repetition penalty)
+  std::unordered_set<int64_t> seen_;                // prompt or generated (repetition penalty)
   std::vector<double> scores_;
   std::vector<Candidate> candidates_;
 };

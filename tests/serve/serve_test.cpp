@@ -217,8 +217,8 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   expect_error(post(p, kChat, R"({"model": "model"})"), 400, "SY501", "messages", "is missing");
   expect_error(post(p, kChat, chat_body("hi", 2, {{"n", 2}}).dump()), 400, "SY501", "n",
                "is not served");
-  expect_error(post(p, kChat, chat_body("hi", 2, {{"frequency_penalty", 5}}).dump()), 400,
-               "SY501", "frequency_penalty", "must be in [-2, 2]");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"frequency_penalty", 5}}).dump()), 400, "SY501",
+               "frequency_penalty", "must be in [-2, 2]");
   expect_error(post(p, kChat, chat_body("hi", 2, {{"model", "gpt-4o"}}).dump()), 404, "SY502", "",
                "gpt-4o");
   expect_error(post(p, kChat, chat_body("hi", 5000).dump()), 400, "SY304", "",
