@@ -254,11 +254,13 @@ sy::Policy plan_policy(const sy_plan_options& o) {
   return p;
 }
 
-int stop_code(sy::StopReason r) {
+// The engine's reasons as host.h names them: the context filling up is a length limit too.
+int stop_code(sy::FinishReason r) {
   switch (r) {
-    case sy::StopReason::eos: return SY_STOP_EOS;
-    case sy::StopReason::stop_text: return SY_STOP_TEXT;
-    case sy::StopReason::callback: return SY_STOP_CALLBACK;
+    case sy::FinishReason::eos: return SY_STOP_EOS;
+    case sy::FinishReason::stop_text: return SY_STOP_TEXT;
+    case sy::FinishReason::callback:
+    case sy::FinishReason::cancelled: return SY_STOP_CALLBACK;
     default: return SY_STOP_MAX_TOKENS;
   }
 }

@@ -225,7 +225,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
            {"generated_tokens", g.ids.size()},
            {"generated_ids", g.ids},
            {"text", g.text},
-           {"stop_reason", stop_reason_name(g.reason)},
+           {"stop_reason", finish_reason_name(g.reason)},
            {"eos_ids", a.ignore_eos ? std::vector<int64_t>{} : model.generation.eos_ids},
            {"load_ms", loaded.load_ms},
            {"prefill_ms", g.prefill_ms},
@@ -268,7 +268,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
         "stopped: %s after %zu tokens; prefill: %zu tokens in %.1f ms (%.1f tokens/s); decode: "
         "%lld steps, %.1f tokens/s; runtime overhead %.1f%% of decode time; peak RSS %.1f MiB; "
         "load %.0f ms\n",
-        stop_reason_name(g.reason), g.ids.size(), ids.size(), g.prefill_ms, prefill_tps,
+        finish_reason_name(g.reason), g.ids.size(), ids.size(), g.prefill_ms, prefill_tps,
         (long long)g.decode_steps, decode_tps, 100 * overhead, double(ru.ru_maxrss) / 1024,
         loaded.load_ms);
     if (a.profile) {

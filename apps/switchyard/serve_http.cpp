@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/errors/errors.hpp"
+#include "core/generation/reasoning.hpp"
 
 namespace sy::cli {
 namespace {
@@ -216,10 +217,15 @@ void ServeHttp::routes() {
     counters_->count("/health", res.status);
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json data = json::array({{{"id", config_.alias},
-                              {"object", "model"},
-                              {"created", int64_t(std::time(nullptr))},
-                              {"owned_by", "switchyard"}}});
+    json model{{"id", config_.alias},
+               {"object", "model"},
+               {"created", int64_t(std::time(nullptr))},
+               {"owned_by", "switchyard"}};
+    {
+      std::lock_guard<std::mutex> lock(model_mu_);
+      if (model_.scheduler) model["max_model_len"] = model_.context;  // vLLM's name
+    }
+    json data = json::array({model});
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     counters_->count("/v1/models", 200);
   });
@@ -258,6 +264,10 @@ void ServeHttp::routes() {
     res.set_content(o.str(), "text/plain; version=0.0.4");
     counters_->count("/metrics", 200);
   });
+  s.Post("/tokenize",
+         [this](const httplib::Request& req, httplib::Response& res) { tokens(true, req, res); });
+  s.Post("/detokenize",
+         [this](const httplib::Request& req, httplib::Response& res) { tokens(false, req, res); });
   for (RequestKind kind : {RequestKind::chat, RequestKind::completion}) {
     const std::string path = kind == RequestKind::chat ? "/v1/chat/completions" : "/v1/completions";
     s.Post(path, [this, kind, path](const httplib::Request& req, httplib::Response& res) {
@@ -273,14 +283,66 @@ namespace {
 
 // A token id list for a request: its messages through the chat template (no role forging:
 // chat_prompt_ids), or its prompt text (special tokens matched, as `run --prompt`) or ids.
-std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel& m) {
+// `rendered` receives a chat's prompt text.
+std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel& m,
+                                   std::string& rendered) {
   if (r.kind == RequestKind::chat)
-    return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr));
+    return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr),
+                           r.template_kwargs, &rendered);
   if (!r.prompt_ids.empty()) return r.prompt_ids;
   return plain_prompt_ids(m.tokenizer, m.generation, r.prompt);
 }
 
+// A token's piece for /tokenize's with_pieces: a string when its bytes are valid UTF-8, else
+// the bytes (llama-server's shape).
+json piece_of(const std::string& bytes) {
+  if (incomplete_utf8_tail(bytes) == 0 &&
+      json::parse(dump(json(bytes))).get<std::string>() == bytes)
+    return bytes;
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(int(c));
+  return out;
+}
+
 }  // namespace
+
+// POST /tokenize and /detokenize, llama-server's shapes, on the loaded model's tokenizer.
+void ServeHttp::tokens(bool tokenize, const httplib::Request& req, httplib::Response& res) {
+  const std::string path = tokenize ? "/tokenize" : "/detokenize";
+  ServeModel m;
+  {
+    std::lock_guard<std::mutex> lock(model_mu_);
+    m = model_;
+  }
+  try {
+    if (!m.model) throw Error(Errc::unavailable, "the server is loading");
+    const Tokenizer& tok = m.model->tokenizer;
+    json body;
+    if (tokenize) {
+      const TokenizeRequest r = parse_tokenize_request(req.body);
+      const std::vector<int64_t> ids = r.add_special
+                                           ? plain_prompt_ids(tok, m.model->generation, r.content)
+                                           : tok.encode(r.content);
+      json list = json::array();
+      for (int64_t id : ids)
+        list.push_back(r.with_pieces ? json{{"id", id}, {"piece", piece_of(tok.decode_token(id))}}
+                                     : json(id));
+      body = {{"tokens", list}};
+    } else {
+      const DetokenizeRequest r = parse_detokenize_request(req.body);
+      for (size_t i = 0; i < r.tokens.size(); ++i)
+        if (r.tokens[i] >= m.vocab)
+          throw Error(Errc::bad_request,
+                      "tokens[" + std::to_string(i) + "]: id " + std::to_string(r.tokens[i]) +
+                          " is outside the vocabulary of " + std::to_string(m.vocab));
+      body = {{"content", tok.decode(r.tokens)}};
+    }
+    res.set_content(dump(body), "application/json");
+  } catch (const Error& e) {
+    error_reply(res, e.code == Errc::unavailable ? 503 : 400, e, param_of(e));
+  }
+  counters_->count(path, res.status);
+}
 
 // One completion request in flight: what the client asked and the job the scheduler runs.
 struct ServeHttp::Call {
@@ -289,6 +351,11 @@ struct ServeHttp::Call {
   bool stream = false, include_usage = false, return_token_ids = false;
   std::vector<int64_t> prompt_ids;  // for return_token_ids
   size_t ids_sent = 0;              // generated ids a stream has sent
+  int64_t logprobs = -1;            // the request's (CompletionRequest::logprobs)
+  bool reasoning = false;           // the chat's text is split (reasoning_content)
+  size_t logprobs_sent = 0;         // entries a stream has sent
+  int64_t text_offset = 0;          // completion logprobs: bytes of text before the next entry
+  const Tokenizer* tokenizer = nullptr;
   int64_t prompt_tokens = 0;
   int64_t created = 0;
   std::shared_ptr<Job> job;
@@ -324,7 +391,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
       return refuse(404, Error(Errc::model_not_found, "the model " + *r.model +
                                                           " does not exist; this server serves " +
                                                           config_.alias));
-    std::vector<int64_t> ids = prompt_ids_of(r, *m.model);
+    std::string rendered;
+    std::vector<int64_t> ids = prompt_ids_of(r, *m.model, rendered);
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= m.vocab)
         return refuse(400, Error(Errc::bad_request,
@@ -343,9 +411,14 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
     job->sampling =
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
+    if (kind == RequestKind::chat)
+      job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
+    call->reasoning = job->reasoning != nullptr;
     call->stream = r.stream;
     call->include_usage = r.include_usage;
     call->return_token_ids = r.return_token_ids;
+    call->logprobs = r.logprobs;
+    call->tokenizer = &m.model->tokenizer;
     if (r.return_token_ids) call->prompt_ids = job->prompt;
     call->prompt_tokens = int64_t(job->prompt.size());
     call->model = config_.alias;
@@ -383,7 +456,7 @@ void ServeHttp::log_call(const Call& c, int status) {
       "request id={} {} status={} prompt={} cached={} completion={} finish={} ttft_ms={:.1f} "
       "total_ms={:.1f}",
       c.id, c.path, status, c.prompt_tokens, c.job->cached_tokens, c.job->completion_tokens,
-      c.job->finish_reason, ttft, seconds_between(c.start, Clock::now()) * 1e3);
+      finish_reason_name(c.job->finish_reason), ttft, seconds_between(c.start, Clock::now()) * 1e3);
 }
 
 namespace {
@@ -395,9 +468,56 @@ json usage_of(int64_t prompt, const Job& job) {
           {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
 }
 
+// A token's text in a logprobs entry: `token` (JSON text; where the token holds part of a UTF-8
+// character, the replacement character) and `bytes`, whole, as OpenAI gives them.
+json logprob_of(const Tokenizer& tok, int64_t id, double logprob) {
+  const std::string text = tok.decode_token(id);
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(int(c));
+  return {{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+// `entries` in a choice's "logprobs": chat.completion's {"content": [...]}, or text_completion's
+// parallel lists, whose text_offset counts bytes from `offset` (advanced past them).
+json logprobs_json(const Tokenizer& tok, RequestKind kind, std::span<const TokenLogprobs> entries,
+                   int64_t& offset) {
+  if (kind == RequestKind::chat) {
+    json content = json::array();
+    for (const TokenLogprobs& e : entries) {
+      json one = logprob_of(tok, e.id, e.logprob);
+      json top = json::array();
+      for (const auto& [id, lp] : e.top) top.push_back(logprob_of(tok, id, lp));
+      one["top_logprobs"] = std::move(top);
+      content.push_back(std::move(one));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       text_offset = json::array();
+  for (const TokenLogprobs& e : entries) {
+    const std::string text = tok.decode_token(e.id);
+    tokens.push_back(text);
+    token_logprobs.push_back(e.logprob);
+    // Keyed by text as the client will read it (bytes of part of a character become U+FFFD):
+    // tokens that read alike keep the likeliest one's value.
+    json alternatives = json::object();
+    for (const auto& [id, lp] : e.top) {
+      const std::string key = json::parse(dump(json(tok.decode_token(id)))).get<std::string>();
+      if (!alternatives.contains(key)) alternatives[key] = lp;
+    }
+    top.push_back(std::move(alternatives));
+    text_offset.push_back(offset);
+    offset += int64_t(text.size());
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(text_offset)}};
+}
+
 // "stop" and "length" as OpenAI names them; a cancelled or failed job has none of its own.
 std::string finish_of(const Job& job) {
-  return job.finish_reason == "length" ? "length" : "stop";
+  return openai_finish_reason(job.finish_reason);
 }
 
 }  // namespace
@@ -406,7 +526,7 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response
   Job& job = *call->job;
   std::unique_lock<std::mutex> lock(job.mu);
   job.cv.wait(lock, [&] { return job.done; });
-  if (job.error || job.finish_reason == "cancelled") {
+  if (job.error || job.finish_reason == FinishReason::cancelled) {
     const Error e =
         job.error ? *job.error : Error(Errc::unavailable, "the request was cancelled (timeout)");
     lock.unlock();
@@ -415,15 +535,20 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response
     log_call(*call, res.status);
     return;
   }
+  json message{{"role", "assistant"}, {"content", job.pending}};
+  if (call->reasoning)
+    message["reasoning_content"] =
+        job.pending_reasoning.empty() ? json() : json(job.pending_reasoning);
   json choice = call->kind == RequestKind::chat
-                    ? json{{"index", 0},
-                           {"message", {{"role", "assistant"}, {"content", job.pending}}},
-                           {"finish_reason", finish_of(job)}}
+                    ? json{{"index", 0}, {"message", message}, {"finish_reason", finish_of(job)}}
                     : json{{"index", 0},
                            {"text", job.pending},
                            {"logprobs", nullptr},
                            {"finish_reason", finish_of(job)}};
   if (call->return_token_ids) choice["token_ids"] = job.generated;
+  if (call->logprobs >= 0)
+    choice["logprobs"] =
+        logprobs_json(*call->tokenizer, call->kind, job.logprobs, call->text_offset);
   json body{{"id", call->id},
             {"object", call->kind == RequestKind::chat ? "chat.completion" : "text_completion"},
             {"created", call->created},
@@ -466,13 +591,14 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
   const bool chat = call->kind == RequestKind::chat;
   // A chunk of text (and, under return_token_ids, the ids generated since the last one).
   auto chunk = [&](const json& delta_or_text, const json& finish,
-                   const std::vector<int64_t>* ids = nullptr) {
+                   const std::vector<int64_t>* ids = nullptr, const json* logprobs = nullptr) {
     json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
                        : json{{"index", 0},
                               {"text", delta_or_text},
                               {"logprobs", nullptr},
                               {"finish_reason", finish}};
     if (ids) choice["token_ids"] = *ids;
+    if (logprobs) choice["logprobs"] = *logprobs;
     json c{{"id", call->id},
            {"object", chat ? "chat.completion.chunk" : "text_completion"},
            {"created", call->created},
@@ -491,20 +617,33 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
   }
   Job& job = *call->job;
   std::unique_lock<std::mutex> lock(job.mu);
-  job.cv.wait_for(lock, std::chrono::milliseconds(200),
-                  [&] { return job.done || !job.pending.empty(); });
-  std::string text;
+  job.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+    return job.done || !job.pending.empty() || !job.pending_reasoning.empty();
+  });
+  std::string text, reasoning;
   text.swap(job.pending);
+  reasoning.swap(job.pending_reasoning);
   std::vector<int64_t> ids;
   if (call->return_token_ids && call->ids_sent < job.generated.size()) {
     ids.assign(job.generated.begin() + long(call->ids_sent), job.generated.end());
     call->ids_sent = job.generated.size();
   }
+  std::vector<TokenLogprobs> entries;
+  if (call->logprobs >= 0 && call->logprobs_sent < job.logprobs.size()) {
+    entries.assign(job.logprobs.begin() + long(call->logprobs_sent), job.logprobs.end());
+    call->logprobs_sent = job.logprobs.size();
+  }
   const bool done = job.done;
   lock.unlock();
-  const bool any = !text.empty() || !ids.empty();
-  if (any && !chunk(chat ? json{{"content", text}} : json(text), nullptr,
-                    call->return_token_ids ? &ids : nullptr)) {
+  const bool any = !text.empty() || !reasoning.empty() || !ids.empty() || !entries.empty();
+  json delta = json::object();
+  if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+  if (!text.empty() || reasoning.empty()) delta["content"] = text;
+  const json logprobs =
+      call->logprobs >= 0 ? logprobs_json(*call->tokenizer, call->kind, entries, call->text_offset)
+                          : json();
+  if (any && !chunk(chat ? delta : json(text), nullptr, call->return_token_ids ? &ids : nullptr,
+                    call->logprobs >= 0 ? &logprobs : nullptr)) {
     job.cancelled = true;  // the client went away: free its slot at the next step
     return false;
   }
@@ -514,7 +653,7 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
   }
   if (!done) return true;
   lock.lock();
-  const bool failed = job.error.has_value() || job.finish_reason == "cancelled";
+  const bool failed = job.error.has_value() || job.finish_reason == FinishReason::cancelled;
   const json usage = usage_of(call->prompt_tokens, job);
   const std::string finish = finish_of(job);
   lock.unlock();

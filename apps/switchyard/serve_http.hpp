@@ -1,5 +1,6 @@
 // The HTTP side of `switchyard serve` (docs/serve.md), on cpp-httplib: the OpenAI endpoints
-// over core/serving's scheduler, /health, /metrics (Prometheus text), /v1/models, and
+// over core/serving's scheduler, /health, /metrics (Prometheus text), /v1/models, llama-server's
+// /tokenize and /detokenize, and
 // Switchyard's own /v1/plan and /v1/plugins. Every refusal is an OpenAI-shaped error object
 // whose `code` is the SY catalog code.
 #pragma once
@@ -61,6 +62,8 @@ class ServeHttp {
   // POST /v1/chat/completions and /v1/completions.
   void complete(RequestKind kind, const std::string& path, const httplib::Request& req,
                 httplib::Response& res);
+  // POST /tokenize (true) and /detokenize.
+  void tokens(bool tokenize, const httplib::Request& req, httplib::Response& res);
   void reply_whole(const std::shared_ptr<Call>& call, httplib::Response& res);
   void reply_stream(const std::shared_ptr<Call>& call, httplib::Response& res);
   bool stream_some(const std::shared_ptr<Call>& call, bool& first, size_t offset,

@@ -104,6 +104,11 @@ void Context::remove_sequence(SeqId id) {
   kv_.remove(id);
 }
 
+void Context::promise_blocks(SeqId id, int64_t blocks) {
+  if (!kv_.has(id)) throw bad_batch("sequence " + std::to_string(id) + " does not exist");
+  kv_.promise(id, blocks);
+}
+
 SeqId Context::fork_sequence(SeqId id) {
   if (!kv_.has(id)) throw bad_batch("sequence " + std::to_string(id) + " does not exist");
   if (layout() != KvLayout::paged)

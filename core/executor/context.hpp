@@ -116,6 +116,8 @@ class Context {
   // Keeps the first `length` tokens of the sequence.
   void truncate_sequence(SeqId id, int64_t length);
   bool has_sequence(SeqId id) const { return kv_.has(id); }
+  // Admission's promise of `blocks` KV blocks to the sequence (KvBlocks::promise).
+  void promise_blocks(SeqId id, int64_t blocks);
   int64_t sequence_length(SeqId id) const;
   const std::vector<int64_t>& sequence_tokens(SeqId id) const;
 

@@ -38,8 +38,8 @@ KvBlocks::KvBlocks(int64_t blocks, int64_t block_tokens, int64_t context)
 KvBlocks::Sequence KvBlocks::make_sequence() const {
   Sequence s;
   s.tokens.reserve(size_t(std::min(context_, kReservedTokens)));
-  s.blocks.reserve(size_t((std::min(context_, kReservedTokens) + block_tokens_ - 1) /
-                          block_tokens_));
+  s.blocks.reserve(
+      size_t((std::min(context_, kReservedTokens) + block_tokens_ - 1) / block_tokens_));
   return s;
 }
 
@@ -51,7 +51,14 @@ KvBlocks::SeqId KvBlocks::add() {
 void KvBlocks::remove(SeqId id) {
   Sequence& s = seqs_.at(id);
   for (int32_t b : s.blocks) drop(b);
+  promised_ -= s.promised;
   seqs_.erase(id);
+}
+
+void KvBlocks::promise(SeqId id, int64_t blocks) {
+  Sequence& s = seqs_.at(id);
+  promised_ += blocks - s.promised;
+  s.promised = blocks;
 }
 
 KvBlocks::SeqId KvBlocks::fork(SeqId id) {
@@ -85,7 +92,8 @@ void KvBlocks::truncate(SeqId id, int64_t length) {
 
 int64_t KvBlocks::reuse_prefix(SeqId id, std::span<const int64_t> tokens) {
   Sequence& s = seqs_.at(id);
-  if (s.length != 0) throw std::invalid_argument("KvBlocks::reuse_prefix: the sequence is not empty");
+  if (s.length != 0)
+    throw std::invalid_argument("KvBlocks::reuse_prefix: the sequence is not empty");
   int32_t parent = -1;
   const size_t bt = size_t(block_tokens_);
   // Whole blocks only, and at least one token left to compute.

@@ -60,8 +60,8 @@ class KvBlocks {
   // What a reservation changed, to undo it when the step does not run.
   struct Undo {
     SeqId seq;
-    size_t blocks;      // the sequence's block count before
-    int32_t replaced;   // the shared last block a copy replaced, or -1
+    size_t blocks;     // the sequence's block count before
+    int32_t replaced;  // the shared last block a copy replaced, or -1
   };
   struct Reservation {
     std::vector<GrowStatus> status;  // per Grow, in order
@@ -81,6 +81,13 @@ class KvBlocks {
   // the prefix index.
   void commit(SeqId id, std::span<const int64_t> tokens);
 
+  // Admission's ledger (a server admits a request only while every running one's promise and
+  // its own fit the pool, so no running stream ever waits for a block): the sequence may grow
+  // to `blocks` blocks. Bookkeeping only — reserve() still takes the blocks a step needs; the
+  // promise lasts until the sequence is removed (or promised again).
+  void promise(SeqId id, int64_t blocks);
+  int64_t promised_blocks() const { return promised_; }
+
   int64_t block_tokens() const { return block_tokens_; }
   int64_t context() const { return context_; }
   int64_t total_blocks() const { return int64_t(blocks_.size()); }
@@ -95,8 +102,8 @@ class KvBlocks {
     int32_t refs = 0;
     bool indexed = false;  // in the prefix index (full, immutable)
     uint64_t hash = 0;
-    int32_t parent = -1;       // the block before it in its sequence, when indexed
-    int32_t chain = -1;        // the next block of its hash bucket
+    int32_t parent = -1;  // the block before it in its sequence, when indexed
+    int32_t chain = -1;   // the next block of its hash bucket
     int32_t lru_prev = -1, lru_next = -1;
     bool in_lru = false;  // cached and unheld: evictable
   };
@@ -104,6 +111,7 @@ class KvBlocks {
     std::vector<int32_t> blocks;
     std::vector<int64_t> tokens;
     int64_t length = 0;
+    int64_t promised = 0;  // blocks promised at admission
   };
 
   int32_t take_block();  // a free block, or the least recently used cached one
@@ -122,9 +130,10 @@ class KvBlocks {
   std::vector<Block> blocks_;
   std::vector<int64_t> tokens_;  // each indexed block's tokens, block_tokens_ per block
   std::vector<int32_t> free_;
-  std::vector<int32_t> buckets_;  // hash % size -> first block of the chain, or -1
+  std::vector<int32_t> buckets_;           // hash % size -> first block of the chain, or -1
   int32_t lru_head_ = -1, lru_tail_ = -1;  // head = least recently used
   int64_t cached_ = 0;
+  int64_t promised_ = 0;  // the sum of the sequences' promises
   std::map<SeqId, Sequence> seqs_;
   SeqId next_id_ = 0;
 };

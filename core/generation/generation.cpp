@@ -190,7 +190,8 @@ std::string render_chat_prompt(const GenerationSettings& g, const std::string& u
 }
 
 std::string render_chat(const GenerationSettings& g, const ChatMessages& messages,
-                        bool add_generation_prompt, std::time_t now) {
+                        bool add_generation_prompt, std::time_t now,
+                        const nlohmann::ordered_json& template_kwargs) {
   if (!g.chat_template)
     throw Error(Errc::chat_template,
                 "the model has no chat template (no chat_template.jinja, chat_template.json or "
@@ -200,13 +201,16 @@ std::string render_chat(const GenerationSettings& g, const ChatMessages& message
   for (const auto& [role, content] : messages)
     list.push_back({{"role", role}, {"content", content}});
   return ChatTemplate::parse(*g.chat_template, g.chat_template_origin)
-      .render(chat_context(list, add_generation_prompt, g.special_tokens), now);
+      .render(chat_context(list, add_generation_prompt, g.special_tokens, template_kwargs), now);
 }
 
 std::vector<int64_t> chat_prompt_ids(const Tokenizer& tok, const GenerationSettings& g,
                                      const ChatMessages& messages, bool add_generation_prompt,
-                                     std::time_t now) {
-  const std::string rendered = render_chat(g, messages, add_generation_prompt, now);
+                                     std::time_t now, const nlohmann::ordered_json& template_kwargs,
+                                     std::string* rendered_out) {
+  const std::string rendered =
+      render_chat(g, messages, add_generation_prompt, now, template_kwargs);
+  if (rendered_out) *rendered_out = rendered;
   std::vector<TextSpan> contents;
   size_t from = 0;
   for (size_t i = 0; i < messages.size(); ++i) {

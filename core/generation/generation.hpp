@@ -68,15 +68,21 @@ using ChatMessages = std::vector<std::pair<std::string, std::string>>;
 // llama-server and vLLM match special tokens in user text by default; Switchyard does not.)
 // Throws Error SY211 when the template has none, cannot render, or leaves a content not
 // findable in its output (its control tokens could not be kept out of it).
-std::vector<int64_t> chat_prompt_ids(const Tokenizer& tok, const GenerationSettings& g,
-                                     const ChatMessages& messages, bool add_generation_prompt,
-                                     std::time_t now);
+// `template_kwargs`: variables the template also gets (a request's chat_template_kwargs, such
+// as enable_thinking); `rendered`, when set, receives the rendered text.
+std::vector<int64_t> chat_prompt_ids(
+    const Tokenizer& tok, const GenerationSettings& g, const ChatMessages& messages,
+    bool add_generation_prompt, std::time_t now,
+    const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object(),
+    std::string* rendered = nullptr);
 
 // Bytes at the end of `s` that begin a UTF-8 character not yet complete (a streaming
 // detokenizer holds them back until the next token completes the character).
 size_t incomplete_utf8_tail(const std::string& s);
-std::string render_chat(const GenerationSettings& g, const ChatMessages& messages,
-                        bool add_generation_prompt, std::time_t now);
+std::string render_chat(
+    const GenerationSettings& g, const ChatMessages& messages, bool add_generation_prompt,
+    std::time_t now,
+    const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object());
 
 class StopRule {
  public:

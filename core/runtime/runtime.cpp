@@ -15,19 +15,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string token_text(const Tokenizer& tok, int64_t id) {
-  if (id < 0 || id >= tok.vocab_size()) return "<" + std::to_string(id) + ">";
-  return tok.decode_token(id);
-}
-
-StopReason from_rule(StopRule::Reason r) {
-  switch (r) {
-    case StopRule::Reason::eos: return StopReason::eos;
-    case StopRule::Reason::stop_text: return StopReason::stop_text;
-    default: return StopReason::none;
-  }
-}
-
 }  // namespace
 
 OpenedModel OpenedModel::open(const std::string& path,
@@ -129,16 +116,6 @@ Policy run_policy(const std::string& prefer, const std::string& attention, bool 
   return policy;
 }
 
-const char* stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::eos: return "eos";
-    case StopReason::stop_text: return "stop_text";
-    case StopReason::callback: return "callback";
-    case StopReason::max_tokens: return "max_tokens";
-    default: return "none";
-  }
-}
-
 void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bool every_logits,
                 const std::function<void(size_t, const float*)>& on_logits,
                 const AbortCheck& abort) {
@@ -156,12 +133,6 @@ void run_tokens(Context& context, SeqId seq, std::span<const int64_t> tokens, bo
     for (size_t row = 0; row < context.logits_rows(); ++row)
       on_logits(every_logits ? begin + row : tokens.size() - 1, context.logits(row));
   }
-}
-
-void Generator::step(SeqId seq, std::span<const int64_t> tokens, bool) {
-  const size_t vocab = size_t(context_.vocab());
-  run_tokens(context_, seq, tokens, false,
-             [&](size_t, const float* row) { logits_.assign(row, row + vocab); });
 }
 
 Generation Generator::generate(const std::vector<int64_t>& prompt, const SamplingOptions& o,
@@ -191,6 +162,39 @@ Generation Generator::continue_sequence(SeqId seq, const std::vector<int64_t>& c
   return g;
 }
 
+namespace {
+
+// Collects one stream into a Generation and passes its tokens on to the caller's callback.
+class GenerationSink final : public OutputSink {
+ public:
+  GenerationSink(Generation& g, const TokenCallback& on_token) : g_(g), on_token_(on_token) {}
+  bool on_token(int64_t id, const std::string& text, const TokenLogprobs*) override {
+    if (g_.ids.empty()) first_token_ = std::chrono::steady_clock::now();
+    g_.ids.push_back(id);
+    g_.text += text;
+    return !on_token_ || on_token_(id, text);
+  }
+  void on_finish(FinishReason reason, const std::string& tail, const Error* error) override {
+    g_.reason = reason;
+    g_.text += tail;
+    if (on_token_ && !tail.empty()) on_token_(-1, tail);
+    if (error) error_ = *error;
+    done_ = true;
+  }
+  bool done() const { return done_; }
+  const std::optional<Error>& error() const { return error_; }
+  std::chrono::steady_clock::time_point first_token() const { return first_token_; }
+
+ private:
+  Generation& g_;
+  const TokenCallback& on_token_;
+  std::optional<Error> error_;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point first_token_{};
+};
+
+}  // namespace
+
 Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
                                const SamplingOptions& o, const TokenCallback& on_token,
                                const AbortCheck& abort) {
@@ -202,38 +206,23 @@ Generation Generator::generate(SeqId seq, const std::vector<int64_t>& prompt,
                     (held ? ", after the " + std::to_string(held) + " the sequence holds" : "") +
                     ") plus max_tokens " + std::to_string(o.max_tokens) +
                     " exceed the context of " + std::to_string(context_.context_length()));
-  seq_ = seq;
   Generation g;
   g.prompt_tokens = int64_t(prompt.size());
-  Sampler sampler(o, prompt);
-  auto t0 = std::chrono::steady_clock::now();
-  step(seq, prompt, true);
-  g.prefill_ms = ms_since(t0);
-  StopRule stop(o.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids, o.stop);
-  auto t1 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < o.max_tokens && g.reason == StopReason::none; ++i) {
-    const int64_t next = sampler.sample(logits_);
-    g.ids.push_back(next);
-    std::string emit;
-    g.reason = from_rule(stop.feed(next, token_text(tokenizer_, next), emit));
-    g.text += emit;
-    if (on_token && !on_token(next, emit) && g.reason == StopReason::none)
-      g.reason = StopReason::callback;
-    if (g.reason == StopReason::none && abort && abort()) g.reason = StopReason::callback;
-    // The last sampled token is not run: the sequence holds the prompt and every token before
-    // it (a next turn finds the rest by continue_sequence()).
-    if (g.reason == StopReason::none && i + 1 < o.max_tokens) {
-      step(seq, std::span<const int64_t>(&next, 1), true);
-      ++g.decode_steps;
-    }
+  GenerationSink sink(g, on_token);
+  const auto t0 = std::chrono::steady_clock::now();
+  engine_.start(seq, prompt, o, sink);
+  while (!sink.done()) {
+    if (abort && abort())
+      engine_.cancel(seq, FinishReason::callback);
+    else
+      engine_.step();
   }
-  if (g.reason == StopReason::none || g.reason == StopReason::callback) {
-    std::string rest = stop.flush();  // the held-back tail was no stop text after all
-    g.text += rest;
-    if (on_token && !rest.empty()) on_token(-1, rest);
-  }
-  if (g.reason == StopReason::none) g.reason = StopReason::max_tokens;
+  if (sink.error()) throw *sink.error();
+  const auto t1 = g.ids.empty() ? std::chrono::steady_clock::now() : sink.first_token();
+  g.prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   g.decode_ms = ms_since(t1);
+  // The last sampled token is not run (a next turn finds it by continue_sequence()).
+  g.decode_steps = std::max<int64_t>(0, int64_t(g.ids.size()) - 1);
   return g;
 }
 

@@ -4,9 +4,11 @@
 // sampling, stop rules and a token callback, prompts prefilled in chunks of the plan's step;
 // then set the plan's memory prediction beside what was measured. The CLI's `run`, `perplexity`,
 // `bench` and the C host API (include/switchyard/host.h) are clients of this code, so they give
-// the same tokens for the same model, prompt and seed.
+// the same tokens for the same model, prompt and seed; generation itself is the engine's
+// (core/engine/), which serving/ runs too.
 //
-// Depends on gguf_model/ (and through it executor/, planner/, importer/, generation/, tokenizer/).
+// Depends on gguf_model/ (and through it executor/, planner/, importer/, generation/,
+// tokenizer/) and engine/.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +17,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/engine/engine.hpp"
 #include "core/executor/context.hpp"
 #include "core/generation/generation.hpp"
 #include "core/runtime/model_source.hpp"
-#include "core/sampling/sampling.hpp"
 
 namespace sy {
 
@@ -95,24 +96,15 @@ struct LoadedModel {
 // --prefer (comma-separated device types; empty: cuda, then cpu), --attention and --strict.
 Policy run_policy(const std::string& prefer, const std::string& attention, bool strict);
 
-// A generation's sampling (core/sampling/) and when it ends.
-struct SamplingOptions : SamplingParams {
-  int64_t max_tokens = 32;
-  bool ignore_eos = false;
-  std::vector<std::string> stop;  // stop texts
-};
-
-enum class StopReason { none, eos, stop_text, max_tokens, callback };
-const char* stop_reason_name(StopReason reason);  // "eos", "stop_text", ...
-
 // Called with each generated token and the text that may be shown now (held back while it may
-// still become a stop text or an incomplete UTF-8 character). Returns false to stop.
+// still become a stop text or an incomplete UTF-8 character), and with id -1 for text released
+// at the end. Returns false to stop.
 using TokenCallback = std::function<bool(int64_t id, const std::string& text)>;
 
 struct Generation {
   std::vector<int64_t> ids;  // every sampled token (an EOS or the one a stop text ends in too)
   std::string text;          // the answer as shown
-  StopReason reason = StopReason::none;
+  FinishReason reason = FinishReason::max_tokens;
   int64_t prompt_tokens = 0, decode_steps = 0;
   int64_t cached_tokens = 0;  // of the prompt, found in the KV memory and not run again
   double prefill_ms = 0, decode_ms = 0;
@@ -121,18 +113,19 @@ struct Generation {
 // Checked between steps (prefill chunks, decode tokens): true stops the generation.
 using AbortCheck = std::function<bool()>;
 
-// Generation for one sequence of a Context. Not thread-safe: one generate() at a time per
-// Generator (and per Context).
+// One sequence of a Context generated to its end on the caller's thread: the engine
+// (core/engine/) with one stream. Not thread-safe: one generate() at a time per Generator (and
+// per Context).
 class Generator {
  public:
   Generator(Context& context, const Tokenizer& tokenizer, const GenerationSettings& settings)
-      : context_(context), tokenizer_(tokenizer), settings_(settings) {}
+      : context_(context), engine_(context, tokenizer, settings) {}
   // Runs `prompt` after the tokens the sequence `seq` already holds (its cached KV: a
   // conversation continues, it is never prefilled again), in steps of at most the plan's
-  // max_batch_tokens, then samples until an EOS id, a stop text, max_tokens, the callback says
-  // stop or `abort` says so. The sequence keeps every token it ran. Throws Error (SY304 when the
-  // sequence's tokens, the prompt and max_tokens pass the context; SY308 when the KV pool has no
-  // block left).
+  // max_batch_tokens, then samples until a FinishReason (the callback saying stop, or `abort`,
+  // is `callback`). The sequence keeps every token it ran. Throws Error (SY304 when the
+  // sequence's tokens, the prompt and max_tokens pass the context; SY308 when the KV pool has
+  // no block left).
   Generation generate(SeqId seq, const std::vector<int64_t>& prompt, const SamplingOptions& options,
                       const TokenCallback& on_token = {}, const AbortCheck& abort = {});
   // A new sequence that starts from any cached prefix of `prompt`, then generate() on it.
@@ -144,18 +137,10 @@ class Generator {
   Generation continue_sequence(SeqId seq, const std::vector<int64_t>& conversation,
                                const SamplingOptions& options, const TokenCallback& on_token = {},
                                const AbortCheck& abort = {});
-  // The logits of the last token run, as a prefill or decode step left them (vocab floats).
-  const std::vector<float>& last_logits() const { return logits_; }
-  SeqId last_sequence() const { return seq_; }
 
  private:
-  void step(SeqId seq, std::span<const int64_t> tokens, bool want_logits);
-
   Context& context_;
-  const Tokenizer& tokenizer_;
-  const GenerationSettings& settings_;
-  std::vector<float> logits_;
-  SeqId seq_ = -1;
+  Engine engine_;
 };
 
 // Runs `tokens` after what sequence `seq` holds, in steps of at most the plan's max_batch_tokens

@@ -122,11 +122,8 @@ ChatMessages messages_of(const json& v) {
 
 // Fields accepted only at their neutral value: anything else would be ignored, so it is refused.
 void neutral(const std::string& key, const json& v) {
-  auto is_zero = [&] { return v.is_number() && v.get<double>() == 0.0; };
   bool ok = v.is_null();
   if (key == "n" || key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
-  if (key == "logprobs") ok = ok || (v.is_boolean() && !v.get<bool>()) || is_zero();
-  if (key == "top_logprobs") ok = ok || is_zero();
   if (key == "echo" || key == "parallel_tool_calls") ok = ok || (v.is_boolean() && !v.get<bool>());
   if (key == "tools" || key == "functions") ok = ok || (v.is_array() && v.empty());
   if (key == "tool_choice" || key == "function_call") ok = ok || v == "none";
@@ -135,9 +132,7 @@ void neutral(const std::string& key, const json& v) {
   if (!ok) refuse(key, "is not served at " + shown(v) + " (only its neutral value is accepted)");
 }
 
-}  // namespace
-
-CompletionRequest parse_completion_request(const std::string& body, RequestKind kind) {
+json object_body(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
@@ -145,9 +140,55 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
     refuse("body", std::string("is not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) refuse("body", "must be a JSON object, is " + kind_of(j));
+  return j;
+}
+
+}  // namespace
+
+TokenizeRequest parse_tokenize_request(const std::string& body) {
+  const json j = object_body(body);
+  if (!j.contains("content")) refuse("content", "is missing");
+  TokenizeRequest r;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "content")
+      r.content = text(v, key);
+    else if (key == "add_special")
+      r.add_special = boolean(v, key);
+    else if (key == "with_pieces")
+      r.with_pieces = boolean(v, key);
+    else if (key == "model")
+      text(v, key);  // accepted: the server has one model
+    else
+      refuse(key, "is not a field of /tokenize (content, add_special, with_pieces)");
+  }
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const std::string& body) {
+  const json j = object_body(body);
+  if (!j.contains("tokens")) refuse("tokens", "is missing");
+  DetokenizeRequest r;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "tokens") {
+      if (!v.is_array()) refuse(key, "must be an array of token ids, is " + kind_of(v));
+      for (size_t i = 0; i < v.size(); ++i)
+        r.tokens.push_back(integer(v[i], "tokens[" + std::to_string(i) + "]", 0, INT64_MAX));
+    } else if (key == "model") {
+      text(v, key);
+    } else {
+      refuse(key, "is not a field of /detokenize (tokens)");
+    }
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const std::string& body, RequestKind kind) {
+  const json j = object_body(body);
   CompletionRequest r;
   r.kind = kind;
   const char* required = kind == RequestKind::chat ? "messages" : "prompt";
+  bool chat_logprobs = false;
+  std::optional<int64_t> top_logprobs;
   if (!j.contains(required)) refuse(required, "is missing");
   for (const auto& [key, v] : j.items()) {
     if (key == "messages" && kind == RequestKind::chat) {
@@ -205,18 +246,33 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       r.ignore_eos = boolean(v, key);
     } else if (key == "return_token_ids") {
       r.return_token_ids = boolean(v, key);
+    } else if (key == "chat_template_kwargs" && kind == RequestKind::chat) {
+      if (v.is_null()) continue;
+      if (!v.is_object()) refuse(key, "must be an object, is " + kind_of(v));
+      for (const auto& [name, value] : v.items()) {
+        if (name == "messages" || name == "add_generation_prompt")
+          refuse(key + "." + name, "is the request's own, not a template argument");
+        r.template_kwargs[name] = nlohmann::ordered_json::parse(value.dump());
+      }
+    } else if (key == "logprobs" && kind == RequestKind::chat) {
+      if (!v.is_null()) chat_logprobs = boolean(v, key);
+    } else if (key == "top_logprobs" && kind == RequestKind::chat) {
+      if (!v.is_null()) top_logprobs = integer(v, key, 0, 20);
+    } else if (key == "logprobs") {  // completion: the number of alternatives
+      if (!v.is_null()) r.logprobs = integer(v, key, 0, 20);
     } else if (key == "user") {
       text(v, key);  // an end user's id: accepted, it changes nothing
-    } else if (key == "n" || key == "best_of" || key == "logprobs" || key == "top_logprobs" ||
-               key == "echo" || key == "tools" || key == "functions" || key == "tool_choice" ||
-               key == "function_call" || key == "parallel_tool_calls" || key == "response_format" ||
-               key == "suffix") {
+    } else if (key == "n" || key == "best_of" || key == "echo" || key == "tools" ||
+               key == "functions" || key == "tool_choice" || key == "function_call" ||
+               key == "parallel_tool_calls" || key == "response_format" || key == "suffix") {
       neutral(key, v);
     } else {
       refuse(key, "is not a field this server knows (it is refused, not ignored)");
     }
   }
   if (r.stream == false && r.include_usage) refuse("stream_options", "is only for stream: true");
+  if (top_logprobs && !chat_logprobs) refuse("top_logprobs", "needs logprobs: true");
+  if (chat_logprobs) r.logprobs = top_logprobs.value_or(0);
   if (auto bad = r.sampling.validate()) refuse(bad->field, bad->message);
   return r;
 }
@@ -230,6 +286,7 @@ SamplingOptions sampling_options(const CompletionRequest& r, int64_t max_tokens,
   o.max_tokens = max_tokens;
   o.ignore_eos = r.ignore_eos;
   o.stop = r.stop;
+  o.logprobs = r.logprobs;
   return o;
 }
 

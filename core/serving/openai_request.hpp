@@ -2,7 +2,7 @@
 // runtime runs (this file), the continuous-batching scheduler (scheduler.hpp) and its metrics.
 //
 // An OpenAI chat or completion request body, checked field by field. Every field is either
-// served, accepted at its neutral value (n: 1, `logprobs: false`, `tools: []`, `user`), or
+// served, accepted at its neutral value (n: 1, `tools: []`, `user`), or
 // refused by name: a request is never served with a field silently ignored. Errors are Error
 // SY501 bad_request whose message starts with the field's JSON path ("messages[1].content:
 // ..."). Depends on generation/ (ChatMessages), sampling/ (SamplingParams), runtime/
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,15 +45,38 @@ struct CompletionRequest {
   bool include_usage = false;     // stream_options.include_usage
   bool ignore_eos = false;        // extension (llama-server)
   bool return_token_ids = false;  // extension (vLLM): prompt_token_ids and choices' token_ids
+  // -1: none. Chat: `logprobs: true` with `top_logprobs` alternatives (0 to 20, 0 when absent);
+  // completion: `logprobs: N` (0 to 20). Of the model's distribution (engine.hpp's
+  // TokenLogprobs).
+  int64_t logprobs = -1;
+  // chat: chat_template_kwargs (vLLM's, llama-server's), the template's extra variables, such
+  // as Qwen3's enable_thinking; `messages` and `add_generation_prompt` are the request's own.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // Reads `body` as a request of `kind`. Throws Error SY501 naming the field.
 CompletionRequest parse_completion_request(const std::string& body, RequestKind kind);
 
 // What the engine runs for `r`: its sampling, `max_tokens` (the request's, resolved by the
-// caller against the context), its seed or `random_seed`, ignore_eos and stop texts. Throws
-// Error SY501 naming logit_bias when one of its ids is outside a vocabulary of `vocab`.
+// caller against the context), its seed or `random_seed`, ignore_eos, stop texts and logprobs.
+// Throws Error SY501 naming logit_bias when one of its ids is outside a vocabulary of `vocab`.
 SamplingOptions sampling_options(const CompletionRequest& r, int64_t max_tokens, int64_t vocab,
                                  uint64_t random_seed);
+
+// llama-server's POST /tokenize: {"content": text, "add_special": false, "with_pieces": false}.
+// add_special wraps the ids in the special tokens of a plain prompt (as a completion's prompt
+// is); special tokens in the text are matched either way (llama-server's parse_special).
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool with_pieces = false;  // [{"id", "piece"}] instead of ids
+};
+// llama-server's POST /detokenize: {"tokens": [ids]}.
+struct DetokenizeRequest {
+  std::vector<int64_t> tokens;
+};
+// Each throws Error SY501 naming the field (an unknown one included).
+TokenizeRequest parse_tokenize_request(const std::string& body);
+DetokenizeRequest parse_detokenize_request(const std::string& body);
 
 }  // namespace sy

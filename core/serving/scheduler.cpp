@@ -4,6 +4,21 @@
 #include <random>
 
 namespace sy {
+namespace {
+// Text for the client: through the job's reasoning split when it has one. `last`: the stream
+// ended, so nothing is held back any more. Called with the job's lock held.
+void publish_text_locked(Job& job, int64_t id, const std::string& text, bool last) {
+  if (!job.reasoning) {
+    job.pending += text;
+    return;
+  }
+  ReasoningSplit::Parts parts;
+  if (!text.empty() || !last) job.reasoning->feed(id, text, parts);
+  if (last) job.reasoning->finish(parts);
+  job.pending += parts.content;
+  job.pending_reasoning += parts.reasoning;
+}
+}  // namespace
 
 void Histogram::observe(double seconds) {
   size_t i = 0;
@@ -13,27 +28,46 @@ void Histogram::observe(double seconds) {
   ++count;
 }
 
-struct Scheduler::Running {
+// A running job: its sequence and the sink its stream writes to. on_token runs on the
+// scheduler thread during the engine's step and takes only the job's own lock.
+class Scheduler::Running final : public OutputSink {
+ public:
+  Running(Scheduler& owner, std::shared_ptr<Job> j) : job(std::move(j)), owner_(owner) {}
+  bool on_token(int64_t id, const std::string& text, const TokenLogprobs* logprobs) override {
+    const auto now = Job::Clock::now();
+    {
+      std::lock_guard<std::mutex> jl(job->mu);
+      publish_text_locked(*job, id, text, false);
+      job->generated.push_back(id);
+      if (logprobs) job->logprobs.push_back(*logprobs);
+      if (job->completion_tokens++ == 0) {
+        job->first_token = now;
+        owner_.ttft_.push_back(std::chrono::duration<double>(now - job->submitted).count());
+      } else {
+        owner_.itl_.push_back(std::chrono::duration<double>(now - last_token_).count());
+      }
+    }
+    last_token_ = now;
+    job->cv.notify_all();
+    return true;
+  }
+  void on_finish(FinishReason reason, const std::string& tail, const Error* error) override {
+    owner_.ended_.push_back(
+        {this, reason, tail, error ? std::optional<Error>(*error) : std::nullopt});
+  }
+
   std::shared_ptr<Job> job;
   SeqId seq = 0;
-  int64_t fed = 0;          // prompt tokens in the KV memory (reused or prefilled)
-  int64_t next_token = -1;  // decoding: the sampled token to run next
-  int64_t reserved = 0;     // blocks reserved for it
-  Sampler sampler;
-  StopRule stop;
-  Job::Clock::time_point last_token{};
-  Running(std::shared_ptr<Job> j, std::vector<int64_t> eos)
-      : job(std::move(j)),
-        sampler(job->sampling, job->prompt),
-        stop(std::move(eos), job->sampling.stop) {}
-  bool decoding() const { return fed == int64_t(job->prompt.size()) && next_token >= 0; }
+
+ private:
+  Scheduler& owner_;
+  Job::Clock::time_point last_token_{};
 };
 
 Scheduler::Scheduler(Context& context, const Tokenizer& tokenizer,
                      const GenerationSettings& settings, SchedulerOptions options)
-    : context_(context), tokenizer_(tokenizer), settings_(settings), options_(options) {
+    : context_(context), options_(options), engine_(context, tokenizer, settings) {
   metrics_.kv_blocks_total = context_.kv().total_blocks();
-  logits_.resize(size_t(context_.vocab()));
 }
 
 Scheduler::~Scheduler() = default;
@@ -87,11 +121,17 @@ SchedulerMetrics Scheduler::metrics() const {
   SchedulerMetrics m = metrics_;
   m.queued = int64_t(queue_.size());
   m.running = running_count_;
-  m.kv_blocks_reserved = reserved_;
   return m;
 }
 
-// FIFO: the head of the queue is admitted when a slot is free and its reservation fits; until
+// The KV ledger's figures, for metrics(): read here, on the scheduler thread, which alone
+// touches the Context.
+void Scheduler::publish_kv_locked() {
+  metrics_.kv_blocks_used = context_.kv().used_blocks();
+  metrics_.kv_blocks_reserved = context_.kv().promised_blocks();
+}
+
+// FIFO: the head of the queue is admitted when a slot is free and its promise fits; until
 // then the ones behind it wait too (no overtaking, so a large request is never starved).
 bool Scheduler::admit_locked() {
   bool any = false;
@@ -101,7 +141,7 @@ bool Scheduler::admit_locked() {
       {
         std::lock_guard<std::mutex> jl(head->mu);
         head->done = true;
-        head->finish_reason = "cancelled";
+        head->finish_reason = FinishReason::cancelled;
         head->finished = Job::Clock::now();
         head->cv.notify_all();
       }
@@ -113,19 +153,19 @@ bool Scheduler::admit_locked() {
     }
     const int64_t need = blocks_for(*head);
     if (int64_t(running_.size()) >= options_.parallel ||
-        reserved_ + need > context_.kv().total_blocks())
+        context_.kv().promised_blocks() + need > context_.kv().total_blocks())
       break;
-    std::vector<int64_t> eos =
-        head->sampling.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
-    auto r = std::make_unique<Running>(std::move(head), std::move(eos));
+    auto r = std::make_unique<Running>(*this, std::move(head));
     queue_.pop_front();
-    r->reserved = need;
-    reserved_ += need;
     r->seq = context_.add_sequence();
-    r->fed = context_.reuse_prefix(r->seq, r->job->prompt);
-    r->job->cached_tokens = r->fed;
+    context_.promise_blocks(r->seq, need);
+    const int64_t cached = context_.reuse_prefix(r->seq, r->job->prompt);
+    r->job->cached_tokens = cached;
     metrics_.prompt_tokens += r->job->prompt.size();
-    metrics_.cached_prompt_tokens += uint64_t(r->fed);
+    metrics_.cached_prompt_tokens += uint64_t(cached);
+    engine_.start(r->seq,
+                  std::vector<int64_t>(r->job->prompt.begin() + cached, r->job->prompt.end()),
+                  r->job->sampling, *r);
     running_.push_back(std::move(r));
     any = true;
   }
@@ -133,20 +173,26 @@ bool Scheduler::admit_locked() {
   return any;
 }
 
+// Jobs whose client went away or whose deadline passed end before the next step. Their flags
+// are atomics and deadlines fixed before submit: no lock is needed to read them.
+void Scheduler::cancel_expired() {
+  const auto now = Job::Clock::now();
+  for (auto& r : running_)
+    if (r->job->cancelled || now > r->job->deadline)
+      engine_.cancel(r->seq, FinishReason::cancelled);
+}
+
 void Scheduler::run() {
   for (;;) {
+    cancel_expired();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      for (auto& r : running_)
-        if (r->job->cancelled || Job::Clock::now() > r->job->deadline) finish(*r, "cancelled");
-      running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                    [](const auto& r) { return r == nullptr || r->job->done; }),
-                     running_.end());
+      publish_step();
       admit_locked();
-      metrics_.kv_blocks_used = context_.kv().used_blocks();
+      publish_kv_locked();
       if (stopping_) {
-        for (auto& r : running_) finish(*r, "cancelled");
-        running_.clear();
+        for (auto& r : running_) engine_.cancel(r->seq, FinishReason::cancelled);
+        publish_step();
         running_count_ = 0;
         idle_.notify_all();
         break;
@@ -157,13 +203,14 @@ void Scheduler::run() {
         continue;
       }
     }
-    step();
+    // The step and its sampling run without the lock: submit() and metrics() never wait on it.
+    if (engine_.step()) ++steps_;
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& job : queue_) {
     std::lock_guard<std::mutex> jl(job->mu);
     job->done = true;
-    job->finish_reason = "cancelled";
+    job->finish_reason = FinishReason::cancelled;
     job->cv.notify_all();
     ++metrics_.cancelled;
   }
@@ -172,94 +219,42 @@ void Scheduler::run() {
   idle_.notify_all();
 }
 
-// One step: a decode token of every running sequence, then prompt chunks in arrival order.
-void Scheduler::step() {
-  Batch batch;
-  std::vector<Running*> rows;  // whose logits each asked-for row of the step is
-  for (auto& r : running_)
-    if (r->decoding()) {
-      batch.add(r->next_token, context_.sequence_length(r->seq), r->seq, true);
-      rows.push_back(r.get());
-    }
-  int64_t budget = context_.bounds().max_batch_tokens - int64_t(batch.size());
-  std::vector<std::pair<Running*, int64_t>> chunks;
-  for (auto& r : running_) {
-    const int64_t left = int64_t(r->job->prompt.size()) - r->fed;
-    if (left == 0 || budget == 0) continue;
-    const int64_t take = std::min(left, budget);
-    for (int64_t i = 0; i < take; ++i)
-      batch.add(r->job->prompt[size_t(r->fed + i)], r->fed + i, r->seq, i + 1 == left);
-    if (take == left) rows.push_back(r.get());
-    chunks.emplace_back(r.get(), take);
-    budget -= take;
-  }
-  if (batch.size() == 0) return;
-  StepResult result = context_.decode(batch);
-  if (!result.ran) {  // reservations make this rare (a context past its length): fail those
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const StepRefusal& refusal : result.refused)
-      for (auto& r : running_)
-        if (r->seq == refusal.seq) finish(*r, "error", refusal.error);
-    return;
-  }
-  for (auto& [r, take] : chunks) r->fed += take;
-  std::vector<float>& logits = logits_;
-  std::lock_guard<std::mutex> lock(mu_);
-  ++metrics_.steps;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    Running& r = *rows[i];
-    const float* row = context_.logits(i);
-    std::copy(row, row + logits.size(), logits.begin());
-    const int64_t id = r.sampler.sample(logits);
-    std::string emit;
-    const StopRule::Reason why = r.stop.feed(id, tokenizer_.decode_token(id), emit);
-    const auto now = Job::Clock::now();
-    {
-      std::lock_guard<std::mutex> jl(r.job->mu);
-      r.job->pending += emit;
-      r.job->generated.push_back(id);
-      if (r.job->completion_tokens++ == 0) {
-        r.job->first_token = now;
-        metrics_.ttft.observe(std::chrono::duration<double>(now - r.job->submitted).count());
-      } else {
-        metrics_.itl.observe(std::chrono::duration<double>(now - r.last_token).count());
-      }
-    }
-    r.last_token = now;
-    ++metrics_.generated_tokens;
-    if (why == StopRule::Reason::eos) {
-      std::lock_guard<std::mutex> jl(r.job->mu);
-      r.job->pending += r.stop.flush();  // text held back for a stop text that never came
-    }
-    if (why != StopRule::Reason::none)
-      finish(r, "stop");
-    else if (r.job->completion_tokens >= r.job->sampling.max_tokens ||
-             context_.sequence_length(r.seq) + 1 >= context_.context_length())
-      finish(r, "length");
-    else
-      r.next_token = id;
-    r.job->cv.notify_all();
-  }
+// What the last step (and cancel_expired) gathered: latencies into the histograms, ended
+// streams finished and their jobs dropped. Called with mu_ held.
+void Scheduler::publish_step() {
+  for (double s : ttft_) metrics_.ttft.observe(s);
+  for (double s : itl_) metrics_.itl.observe(s);
+  metrics_.generated_tokens += ttft_.size() + itl_.size();
+  metrics_.steps += steps_;
+  steps_ = 0;
+  ttft_.clear();
+  itl_.clear();
+  for (Ended& e : ended_) finish_locked(*e.running, e.reason, e.tail, std::move(e.error));
+  ended_.clear();
+  running_.erase(
+      std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->job->done; }),
+      running_.end());
 }
 
-// Called with mu_ held.
-void Scheduler::finish(Running& r, const std::string& reason, std::optional<Error> error) {
+// Called with mu_ held, on the scheduler thread.
+void Scheduler::finish_locked(Running& r, FinishReason reason, const std::string& tail,
+                              std::optional<Error> error) {
   if (r.job->done) return;
-  context_.remove_sequence(r.seq);  // its full blocks stay a reusable prefix
-  reserved_ -= r.reserved;
-  r.reserved = 0;
+  context_.remove_sequence(r.seq);  // its full blocks stay a reusable prefix; its promise ends
   // The gauge drops with the job's end, not at the loop's next sweep: a client that reads
   // /metrics right after its last token must not see its own sequence still running.
   --running_count_;
-  std::lock_guard<std::mutex> jl(r.job->mu);
-  if (reason != "stop") r.job->pending += r.stop.flush();
-  r.job->done = true;
-  r.job->finish_reason = reason;
-  r.job->error = std::move(error);
-  r.job->finished = Job::Clock::now();
-  ++(reason == "cancelled" ? metrics_.cancelled
-     : reason == "error"   ? metrics_.failed
-                           : metrics_.finished);
+  {
+    std::lock_guard<std::mutex> jl(r.job->mu);
+    publish_text_locked(*r.job, -1, tail, true);
+    r.job->done = true;
+    r.job->finish_reason = reason;
+    r.job->error = std::move(error);
+    r.job->finished = Job::Clock::now();
+  }
+  ++(reason == FinishReason::cancelled ? metrics_.cancelled
+     : reason == FinishReason::error   ? metrics_.failed
+                                       : metrics_.finished);
   r.job->cv.notify_all();
 }
 

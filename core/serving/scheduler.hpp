@@ -1,11 +1,13 @@
-// Continuous batching over one Context (docs/serve.md): a scheduler thread runs steps of the
-// batch API; requests join at step boundaries, FIFO.
+// Continuous batching over one Context (docs/serve.md): a scheduler thread runs the engine's
+// steps (core/engine/: the loop `run` and the host API use too); requests join at step
+// boundaries, FIFO.
 //
-//   - Admission reserves the KV blocks a request can need: its prompt plus max_tokens, as
-//     whole blocks. A request is admitted only while the reservations of the running ones and
-//     its own fit the pool, so a running stream never runs out of KV memory because another
-//     one arrived; the request at the head of the queue waits (no preemption, no recompute). A
-//     request that could not fit even alone is refused at submit (SY308).
+//   - Admission promises the KV blocks a request can need: its prompt plus max_tokens, as
+//     whole blocks, in the KV memory's own ledger (KvBlocks::promise). A request is admitted
+//     only while the promises of the running ones and its own fit the pool, so a running stream
+//     never runs out of KV memory because another one arrived; the request at the head of the queue
+//     waits (no preemption, no recompute). A request that could not fit even alone is refused at
+//     submit (SY308).
 //   - Every step holds one decode token of each running sequence, then prefill chunks of the
 //     admitted prompts in arrival order up to the plan's max_batch_tokens: a long prompt is
 //     prefilled over several steps while the decoders keep streaming.
@@ -14,11 +16,12 @@
 //   - A cancelled job (its client went away, or its deadline passed) is dropped at the next
 //     step boundary; its blocks stay a reusable prefix until the pool needs them.
 //
-// Threads: run() is the scheduler loop, on the caller's thread. Call it on the thread that
-// prepared the Context's kernels: libgomp keeps one OpenMP team per thread that opens parallel
-// regions, and with more team threads than cores its workers stop spinning between regions, so
-// every region of every step pays a futex wake (measured: 3.5x slower decode). submit(),
-// drain(), stop() and metrics() come from any thread.
+// Threads: run() is the scheduler loop, on the caller's thread; the Context and the engine are
+// its alone, and it samples without holding the lock submit() and metrics() take. Call it on the
+// thread that prepared the Context's kernels: libgomp keeps one OpenMP team per thread that opens
+// parallel regions, and with more team threads than cores its workers stop spinning between
+// regions, so every region of every step pays a futex wake (measured: 3.5x slower decode).
+// submit(), drain(), stop() and metrics() come from any thread.
 #pragma once
 
 #include <atomic>
@@ -32,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/generation/reasoning.hpp"
 #include "core/runtime/runtime.hpp"
 
 namespace sy {
@@ -42,6 +46,9 @@ struct Job {
   // ---- set before submit ----------------------------------------------------------------
   std::vector<int64_t> prompt;
   SamplingOptions sampling;  // max_tokens resolved (>= 1)
+  // A chat of a model whose template marks reasoning: the split of its text (used by the
+  // scheduler thread only); null: all text is `pending`.
+  std::unique_ptr<ReasoningSplit> reasoning;
   Clock::time_point deadline = Clock::time_point::max();
   // ---- set by the client side: stop at the next step boundary ---------------------------
   std::atomic<bool> cancelled{false};
@@ -49,11 +56,13 @@ struct Job {
   std::mutex mu;
   std::condition_variable cv;
   std::string pending;  // text not yet taken by the client (stop texts and UTF-8 held back)
-  std::vector<int64_t> generated;  // every sampled id, in order
+  std::string pending_reasoning;        // the same, of the reasoning (when `reasoning` is set)
+  std::vector<int64_t> generated;       // every sampled id, in order
+  std::vector<TokenLogprobs> logprobs;  // when sampling.logprobs >= 0: per shown token, in order
   int64_t completion_tokens = 0, cached_tokens = 0;
   bool done = false;
-  std::string finish_reason;  // "stop", "length", or "cancelled" / "error"
-  std::optional<Error> error;
+  FinishReason finish_reason = FinishReason::cancelled;  // once done
+  std::optional<Error> error;                            // finish_reason error
   Clock::time_point submitted{}, first_token{}, finished{};
 };
 
@@ -102,25 +111,35 @@ class Scheduler {
   int64_t queued() const;
 
  private:
-  struct Running;
+  class Running;
+  struct Ended {
+    Running* running;
+    FinishReason reason;
+    std::string tail;
+    std::optional<Error> error;
+  };
   bool admit_locked();
-  void step();
-  void finish(Running& r, const std::string& reason, std::optional<Error> error = {});
+  void cancel_expired();
+  void publish_step();
+  void finish_locked(Running& r, FinishReason reason, const std::string& tail,
+                     std::optional<Error> error);
+  void publish_kv_locked();
   int64_t blocks_for(const Job& job) const;
 
   Context& context_;
-  const Tokenizer& tokenizer_;
-  const GenerationSettings& settings_;
   SchedulerOptions options_;
+  Engine engine_;  // the scheduler thread's, as is context_
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Running>> running_;  // the scheduler thread's
-  int64_t reserved_ = 0;                           // blocks reserved by the running jobs
   int64_t running_count_ = 0;                      // running jobs not yet finished, for others
   bool draining_ = false, stopping_ = false;
   SchedulerMetrics metrics_;
-  std::vector<float> logits_;  // the scheduler's copy of one logits row, for sampling
+  // What a step produced, gathered by the sinks without the lock, published under it after.
+  std::vector<Ended> ended_;
+  std::vector<double> ttft_, itl_;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace sy

@@ -163,6 +163,30 @@ class TestModel(unittest.TestCase):
                                         logit_bias={"99999999": 1})
         self.assertEqual(e.exception.param, "logit_bias")
 
+    def test_logprobs_read_into_the_clients_own_types(self):
+        msgs = [{"role": "user", "content": "Name a colour."}]
+        r = self.api.chat.completions.create(model="tiny", messages=msgs, max_tokens=4,
+                                             logprobs=True, top_logprobs=2, **GREEDY)
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), 4)
+        self.assertEqual(bytes(b for e in content for b in e.bytes).decode("utf-8", "replace"),
+                         r.choices[0].message.content)
+        for e in content:
+            self.assertEqual(len(e.top_logprobs), 2)
+            self.assertEqual(e.token, e.top_logprobs[0].token)  # greedy: the likeliest
+            self.assertLessEqual(e.top_logprobs[1].logprob, e.logprob)
+        stream = self.api.chat.completions.create(model="tiny", messages=msgs, max_tokens=4,
+                                                  logprobs=True, top_logprobs=2, stream=True,
+                                                  **GREEDY)
+        streamed = [e for c in stream if c.choices and c.choices[0].logprobs
+                    for e in c.choices[0].logprobs.content]
+        self.assertEqual([e.model_dump() for e in streamed], [e.model_dump() for e in content])
+        c = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=3,
+                                        logprobs=2, **GREEDY)
+        self.assertEqual(len(c.choices[0].logprobs.tokens), 3)
+        self.assertEqual(len(c.choices[0].logprobs.token_logprobs), 3)
+        self.assertEqual(c.choices[0].logprobs.text_offset[0], 0)
+
     def test_refusals_are_openai_errors_with_sy_codes(self):
         msgs = [{"role": "user", "content": "hi"}]
         with self.assertRaises(openai.BadRequestError) as e:
@@ -170,8 +194,9 @@ class TestModel(unittest.TestCase):
         self.assertEqual(e.exception.code, "SY501")
         self.assertEqual(e.exception.param, "n")
         with self.assertRaises(openai.BadRequestError) as e:
-            self.api.chat.completions.create(model="tiny", messages=msgs, logprobs=True)
-        self.assertEqual(e.exception.param, "logprobs")
+            self.api.chat.completions.create(model="tiny", messages=msgs, logprobs=True,
+                                             top_logprobs=21)
+        self.assertEqual(e.exception.param, "top_logprobs")
         with self.assertRaises(openai.BadRequestError) as e:
             self.api.chat.completions.create(model="tiny", messages=msgs,
                                              tools=[{"type": "function",

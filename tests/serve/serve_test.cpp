@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -133,6 +134,127 @@ TEST_F(Serve, CompletionWholeAndStreamedAgreeWithRunPrompt) {
   EXPECT_EQ(ids_of(ids.body["choices"][0]["token_ids"]), want);
 }
 
+// logprobs in OpenAI's shapes, whole and streamed: one entry per token of the answer; the
+// greedy token is the first of its alternatives (greedy is the argmax of the distribution the
+// log-probabilities are of); log-probabilities are <= 0, descending, of mass <= 1; the entries'
+// bytes spell the answer, and a completion's text_offset counts them.
+TEST_F(Serve, LogprobsDescribeEachTokenOfTheAnswer) {
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  const json extra{{"logprobs", true}, {"top_logprobs", 3}};
+  Reply whole = post(s.port(), kChat, chat_body("Name a colour.", 8, extra).dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const json& content = whole.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 8u);
+  std::string spelled;
+  for (const json& e : content) {
+    const json& top = e["top_logprobs"];
+    ASSERT_EQ(top.size(), 3u);
+    EXPECT_EQ(e["token"], top[0]["token"]);
+    EXPECT_EQ(e["logprob"].get<double>(), top[0]["logprob"].get<double>());
+    double mass = 0;
+    for (size_t k = 0; k < top.size(); ++k) {
+      EXPECT_LE(top[k]["logprob"].get<double>(), 0.0);
+      if (k > 0) EXPECT_GE(top[k - 1]["logprob"].get<double>(), top[k]["logprob"].get<double>());
+      mass += std::exp(top[k]["logprob"].get<double>());
+    }
+    EXPECT_LE(mass, 1.0 + 1e-9);
+    for (const json& b : e["bytes"]) spelled += char(b.get<int>());
+  }
+  EXPECT_EQ(spelled, whole.body["choices"][0]["message"]["content"]);
+  StreamReply st = post_stream(
+      s.port(), kChat,
+      chat_body("Name a colour.", 8, {{"stream", true}, {"logprobs", true}, {"top_logprobs", 3}})
+          .dump());
+  json streamed = json::array();
+  for (const json& ev : st.events)
+    if (ev.contains("choices") && !ev["choices"].empty() && ev["choices"][0].contains("logprobs") &&
+        ev["choices"][0]["logprobs"].is_object())
+      for (const json& e : ev["choices"][0]["logprobs"]["content"]) streamed.push_back(e);
+  EXPECT_EQ(streamed, content);
+
+  const json body{{"prompt", "the cat sat"},
+                  {"max_tokens", 6},
+                  {"temperature", 0},
+                  {"ignore_eos", true},
+                  {"logprobs", 2}};
+  Reply c = post(s.port(), "/v1/completions", body.dump());
+  ASSERT_EQ(c.status, 200) << c.raw;
+  const json& lp = c.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  std::string text;
+  for (size_t i = 0; i < 6; ++i) {
+    if (i > 0) EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    if (i == 0) EXPECT_EQ(lp["text_offset"][i], 0);
+    text += lp["tokens"][i].get<std::string>();
+    double best = -1e300;
+    for (const auto& [t, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_EQ(best, lp["token_logprobs"][i].get<double>());
+  }
+  // A token that holds part of a UTF-8 character shows as U+FFFD (the completion shape has no
+  // bytes); otherwise the tokens spell the text.
+  if (text.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(text, c.body["choices"][0]["text"]);
+  // Unasked, a chat's choice has none.
+  Reply plain = post(s.port(), kChat, chat_body("Name a colour.", 2).dump());
+  EXPECT_FALSE(plain.body["choices"][0].contains("logprobs"));
+}
+
+// A template that marks thinking: chat_template_kwargs reach it (Qwen3's enable_thinking:
+// false writes an empty <think></think> into the prompt), and text generated inside an open
+// <think> is reasoning_content, whole and streamed, the answer's content what follows it.
+TEST_F(Serve, ThinkingTemplatesGetReasoningContentAndTheirKwargs) {
+  TempDir copy;
+  const fs::path qwen3 = copy.path() / "qwen3", opened = copy.path() / "opened";
+  for (const fs::path& to : {qwen3, opened}) fs::copy(model(), to);
+  std::ifstream in(fs::path(SY_TEST_FIXTURES_DIR) / "chat_templates" / "qwen3-0.6b.jinja");
+  std::ofstream(qwen3 / "chat_template.jinja") << in.rdbuf();
+  // As DeepSeek-R1's and Qwen3-2507-Thinking's do, this template opens <think> itself.
+  std::ofstream(opened / "chat_template.jinja")
+      << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+         "{# the model closes it with </think> #}";
+  {
+    ServeProcess s(qwen3, args());
+    ASSERT_TRUE(s.started());
+    Reply thinking = post(s.port(), kChat, chat_body("hi", 4).dump());
+    Reply not_thinking =
+        post(s.port(), kChat,
+             chat_body("hi", 4, {{"chat_template_kwargs", {{"enable_thinking", false}}}}).dump());
+    ASSERT_EQ(not_thinking.status, 200) << not_thinking.raw;
+    const json detok = post(s.port(), "/detokenize",
+                            json{{"tokens", not_thinking.body["prompt_token_ids"]}}.dump())
+                           .body;
+    EXPECT_THAT(detok["content"].get<std::string>(), HasSubstr("<think>\n\n</think>\n\n"));
+    EXPECT_GT(not_thinking.body["usage"]["prompt_tokens"], thinking.body["usage"]["prompt_tokens"]);
+  }
+  const std::string q = "Why is the sky blue?";
+  // The reference: the same template's greedy text by `run`, which does not split it.
+  auto r = run_switchyard("run " + opened.string() + " --chat '" + q +
+                          "' --max-tokens 12 --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = json::parse(r.out)["text"];
+  ASSERT_EQ(text.find("</think>"), std::string::npos) << "the noise model wrote the tag";
+  ServeProcess s(opened, args());
+  ASSERT_TRUE(s.started());
+  Reply whole = post(s.port(), kChat, chat_body(q, 12).dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["choices"][0]["message"]["reasoning_content"], text);
+  EXPECT_EQ(whole.body["choices"][0]["message"]["content"], "");
+  StreamReply st = post_stream(s.port(), kChat, chat_body(q, 12, {{"stream", true}}).dump());
+  std::string streamed;
+  for (const json& ev : st.events)
+    if (ev.contains("choices") && !ev["choices"].empty() &&
+        ev["choices"][0]["delta"].contains("reasoning_content"))
+      streamed += ev["choices"][0]["delta"]["reasoning_content"].get<std::string>();
+  EXPECT_EQ(streamed, text);
+  EXPECT_EQ(st.text(), "");
+  // The model's own test template marks nothing: no reasoning_content at all.
+  ServeProcess plain(model(), args());
+  ASSERT_TRUE(plain.started());
+  Reply p = post(plain.port(), kChat, chat_body(q, 2).dump());
+  EXPECT_FALSE(p.body["choices"][0]["message"].contains("reasoning_content"));
+}
+
 TEST_F(Serve, AStopTextEndsTheAnswerBeforeIt) {
   ServeProcess s(model(), args());
   ASSERT_TRUE(s.started());
@@ -251,7 +373,7 @@ TEST_F(Serve, AModelWithoutAChatTemplateRefusesChatsAndServesCompletions) {
   EXPECT_THAT(s.log(), HasSubstr("status=400 error=SY211"));
   EXPECT_THAT(s.log(), ::testing::ContainsRegex(
                            "request id=cmpl-[0-9a-f]+ /v1/completions status=200 prompt=[0-9]+ "
-                           "cached=[0-9]+ completion=2 finish=length ttft_ms=[0-9.]+ "
+                           "cached=[0-9]+ completion=2 finish=max_tokens ttft_ms=[0-9.]+ "
                            "total_ms=[0-9.]+"));
 }
 
@@ -403,6 +525,65 @@ TEST_F(ServeSmolLM2, TheServedAnswerIsRunChats) {
   const int64_t with = post(s.port(), kChat, forged.dump()).body["usage"]["prompt_tokens"];
   const int64_t without = post(s.port(), kChat, plain.dump()).body["usage"]["prompt_tokens"];
   EXPECT_GT(with - without, 1);
+}
+
+// /tokenize, /detokenize and logprobs on the real model against transformers (the parity
+// fixture, tests/fixtures/smollm2/make_expected.py): its tokenizer's ids for each prompt and
+// the text, and its log-probabilities of the greedy steps, within the parity test's tolerance.
+TEST_F(ServeSmolLM2, TokensAndLogprobsAreTransformers) {
+  std::ifstream in(fs::path(SY_TEST_FIXTURES_DIR) / "smollm2" / "expected.json");
+  const json want = json::parse(in);
+  std::ifstream text_in(fs::path(SY_TEST_FIXTURES_DIR) / "smollm2" / "text.txt");
+  const std::string text((std::istreambuf_iterator<char>(text_in)), {});
+  // Exact numerics, as the parity test compares them (the default's differ by design).
+  ServeProcess s(kSmolLM2, {"--context", "2048", "--numerics", "exact"});
+  ASSERT_TRUE(s.started());
+  for (const json& p : want["prompts"]) {
+    Reply t = post(s.port(), "/tokenize", json{{"content", p["text"]}}.dump());
+    ASSERT_EQ(t.status, 200) << t.raw;
+    EXPECT_EQ(t.body["tokens"], p["ids"]) << p["text"];
+    // Greedy with one alternative: the reference's ids and log-probabilities step by step.
+    const size_t steps = 8;
+    const json body{{"prompt", p["ids"]},
+                    {"max_tokens", steps},
+                    {"temperature", 0},
+                    {"ignore_eos", true},
+                    {"logprobs", 1}};
+    Reply c = post(s.port(), "/v1/completions", body.dump());
+    ASSERT_EQ(c.status, 200) << c.raw;
+    const json& lp = c.body["choices"][0]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(lp.size(), steps);
+    for (size_t i = 0; i < steps; ++i)
+      EXPECT_NEAR(lp[i].get<double>(), p["greedy"][i]["logprob"].get<double>(), 2e-4)
+          << p["text"] << " step " << i;
+  }
+  Reply t = post(s.port(), "/tokenize", json{{"content", text}}.dump());
+  EXPECT_EQ(t.body["tokens"], want["text"]["ids"]);
+  Reply d = post(s.port(), "/detokenize", json{{"tokens", want["text"]["ids"]}}.dump());
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["content"], text);
+  // The chat fixture's rendered prompt holds control tokens, matched as llama-server matches
+  // them; with_pieces spells it back.
+  Reply pieces = post(s.port(), "/tokenize",
+                      json{{"content", want["chat"]["rendered"]}, {"with_pieces", true}}.dump());
+  std::string spelled;
+  json ids = json::array();
+  for (const json& e : pieces.body["tokens"]) {
+    ids.push_back(e["id"]);
+    spelled += e["piece"].get<std::string>();
+  }
+  EXPECT_EQ(ids, want["chat"]["ids"]);
+  EXPECT_EQ(spelled, want["chat"]["rendered"]);
+  // Bad input names the field.
+  Reply bad = post(s.port(), "/detokenize", json{{"tokens", {1, 99999999}}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "tokens[1]");
+  Reply unknown =
+      post(s.port(), "/tokenize", json{{"content", "x"}, {"parse_special", true}}.dump());
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(unknown.body["error"]["param"], "parse_special");
+  Reply models = get(s.port(), "/v1/models");
+  EXPECT_EQ(models.body["data"][0]["max_model_len"], 2048);
 }
 
 // 64 streams over 8 slots; 16 under the sanitizers (SY_TEST_SERVE_STREAMS in their test preset:

@@ -84,8 +84,6 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
             "");
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
            {"n", "2"},
-           {"logprobs", "true"},
-           {"top_logprobs", "2"},
            {"tools", R"([{"type": "function"}])"},
            {"tool_choice", R"("auto")"},
            {"response_format", R"({"type": "json_object"})"},
@@ -93,6 +91,47 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
     EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
+}
+
+// OpenAI's shapes: chat's `logprobs: true` with `top_logprobs` in [0, 20], which needs it;
+// the legacy completion's `logprobs: N` in [0, 20] (vLLM's bound; OpenAI's was 5).
+TEST(OpenAiRequest, LogprobsTakeEachEndpointsShape) {
+  EXPECT_EQ(chat("{" + kHello + "}").logprobs, -1);
+  EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": false})").logprobs, -1);
+  EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true})").logprobs, 0);
+  EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true, "top_logprobs": 20})").logprobs, 20);
+  EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true, "top_logprobs": null})").logprobs, 0);
+  EXPECT_THAT(refusal("{" + kHello + R"(, "top_logprobs": 2})"),
+              StartsWith("top_logprobs: needs logprobs: true"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "logprobs": true, "top_logprobs": 21})"),
+              StartsWith("top_logprobs: "));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "logprobs": 3})"), StartsWith("logprobs: "));
+  const auto completion = [](const std::string& rest) {
+    return parse_completion_request(R"({"prompt": "x")" + rest + "}", RequestKind::completion);
+  };
+  EXPECT_EQ(completion("").logprobs, -1);
+  EXPECT_EQ(completion(R"(, "logprobs": 0)").logprobs, 0);
+  EXPECT_EQ(completion(R"(, "logprobs": 5)").logprobs, 5);
+  EXPECT_THAT(refusal(R"({"prompt": "x", "logprobs": true})", RequestKind::completion),
+              StartsWith("logprobs: "));
+  EXPECT_THAT(refusal(R"({"prompt": "x", "top_logprobs": 2})", RequestKind::completion),
+              StartsWith("top_logprobs: is not a field"));
+  EXPECT_EQ(sampling_options(completion(R"(, "logprobs": 4)"), 8, 100, 1).logprobs, 4);
+}
+
+// chat_template_kwargs reach the template as they were sent; the request's own variables
+// cannot be overridden through them.
+TEST(OpenAiRequest, ChatTemplateKwargsAreTheTemplatesVariables) {
+  const CompletionRequest r = chat(
+      "{" + kHello + R"(, "chat_template_kwargs": {"enable_thinking": false, "x": [1, "a"]}})");
+  EXPECT_EQ(r.template_kwargs.dump(), R"({"enable_thinking":false,"x":[1,"a"]})");
+  EXPECT_TRUE(chat("{" + kHello + "}").template_kwargs.empty());
+  EXPECT_THAT(refusal("{" + kHello + R"(, "chat_template_kwargs": {"messages": []}})"),
+              StartsWith("chat_template_kwargs.messages: "));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "chat_template_kwargs": true})"),
+              StartsWith("chat_template_kwargs: must be an object"));
+  EXPECT_THAT(refusal(R"({"prompt": "x", "chat_template_kwargs": {}})", RequestKind::completion),
+              StartsWith("chat_template_kwargs: is not a field"));
 }
 
 // The sampler's parameters are served (core/sampling/): read into SamplingParams, and out of

@@ -1,0 +1,198 @@
+#include "core/engine/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace sy {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::eos: return "eos";
+    case FinishReason::stop_text: return "stop_text";
+    case FinishReason::max_tokens: return "max_tokens";
+    case FinishReason::context_full: return "context_full";
+    case FinishReason::callback: return "callback";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+  }
+  return "error";
+}
+
+const char* openai_finish_reason(FinishReason reason) {
+  return reason == FinishReason::max_tokens || reason == FinishReason::context_full ? "length"
+                                                                                    : "stop";
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int64_t id, int64_t top) {
+  const float high = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - double(high));
+  const double log_z = double(high) + std::log(sum);
+  TokenLogprobs out;
+  out.id = id;
+  out.logprob = double(logits[size_t(id)]) - log_z;
+  const size_t n = std::min(size_t(std::max<int64_t>(top, 0)), logits.size());
+  std::vector<int64_t> order(logits.size());
+  std::iota(order.begin(), order.end(), int64_t(0));
+  auto more_likely = [&](int64_t a, int64_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  };
+  std::partial_sort(order.begin(), order.begin() + long(n), order.end(), more_likely);
+  for (size_t i = 0; i < n; ++i)
+    out.top.emplace_back(order[i], double(logits[size_t(order[i])]) - log_z);
+  return out;
+}
+
+struct Engine::Stream {
+  SeqId seq;
+  std::vector<int64_t> prompt;
+  int64_t fed = 0;    // prompt tokens run so far
+  int64_t next = -1;  // decoding: the sampled token the next step runs
+  int64_t sampled = 0;
+  int64_t max_tokens;
+  int64_t logprobs;
+  Sampler sampler;
+  StopRule stop;
+  OutputSink* sink;
+  std::optional<Finish> finish;
+  Stream(SeqId s, std::vector<int64_t> p, const SamplingOptions& o, std::vector<int64_t> eos,
+         OutputSink& out)
+      : seq(s),
+        prompt(std::move(p)),
+        max_tokens(o.max_tokens),
+        logprobs(o.logprobs),
+        sampler(o, prompt),
+        stop(std::move(eos), o.stop),
+        sink(&out) {}
+  bool decoding() const { return !finish && next >= 0; }
+  int64_t prompt_left() const { return finish ? 0 : int64_t(prompt.size()) - fed; }
+};
+
+Engine::Engine(Context& context, const Tokenizer& tokenizer, const GenerationSettings& settings)
+    : context_(context), tokenizer_(tokenizer), settings_(settings) {}
+
+Engine::~Engine() = default;
+
+bool Engine::has(SeqId seq) const {
+  return std::any_of(streams_.begin(), streams_.end(),
+                     [&](const auto& s) { return s->seq == seq; });
+}
+
+void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
+                   OutputSink& sink) {
+  if (prompt.empty()) throw Error(Errc::invalid_argument, "generate: the prompt is empty");
+  if (!context_.has_sequence(seq))
+    throw Error(Errc::invalid_argument,
+                "generate: sequence " + std::to_string(seq) + " does not exist");
+  if (has(seq))
+    throw Error(Errc::invalid_argument,
+                "generate: sequence " + std::to_string(seq) + " is already generating");
+  std::vector<int64_t> eos = options.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
+  streams_.push_back(
+      std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), sink));
+}
+
+void Engine::cancel(SeqId seq, FinishReason reason, const std::optional<Error>& error) {
+  for (auto& s : streams_)
+    if (s->seq == seq && !s->finish) s->finish = Finish{reason, error};
+  end_finished();
+}
+
+// A decode token of every decoding stream first (their latency is the users'), then prompt
+// chunks in start order with what is left of max_batch_tokens: a long prompt is prefilled over
+// several steps while the others keep streaming.
+void Engine::collect_batch() {
+  batch_.clear();
+  rows_.clear();
+  chunks_.clear();
+  for (auto& s : streams_)
+    if (s->decoding()) {
+      batch_.add(s->next, context_.sequence_length(s->seq), s->seq, true);
+      rows_.push_back(s.get());
+    }
+  int64_t budget =
+      std::max<int64_t>(1, context_.bounds().max_batch_tokens) - int64_t(batch_.size());
+  for (auto& s : streams_) {
+    const int64_t left = s->prompt_left();
+    if (left == 0 || budget <= 0) continue;
+    const int64_t take = std::min(left, budget);
+    const int64_t position = context_.sequence_length(s->seq);
+    for (int64_t i = 0; i < take; ++i)
+      batch_.add(s->prompt[size_t(s->fed + i)], position + i, s->seq, i + 1 == left);
+    if (take == left) rows_.push_back(s.get());
+    chunks_.emplace_back(s.get(), take);
+    budget -= take;
+  }
+}
+
+void Engine::sample_rows() {
+  const size_t vocab = size_t(context_.vocab());
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    Stream& s = *rows_[i];
+    if (s.sampled >= s.max_tokens) {  // max_tokens 0: the prompt only
+      s.finish = Finish{FinishReason::max_tokens, {}};
+      continue;
+    }
+    const std::span<const float> logits(context_.logits(i), vocab);
+    const int64_t id = s.sampler.sample(logits);
+    ++s.sampled;
+    std::string emit;
+    const std::string bytes = id >= 0 && id < tokenizer_.vocab_size()
+                                  ? tokenizer_.decode_token(id)
+                                  : "<" + std::to_string(id) + ">";
+    const StopRule::Reason why = s.stop.feed(id, bytes, emit);
+    std::optional<TokenLogprobs> lp;
+    if (s.logprobs >= 0 && why != StopRule::Reason::eos)
+      lp = token_logprobs(logits, id, s.logprobs);
+    const bool go_on = s.sink->on_token(id, emit, lp ? &*lp : nullptr);
+    if (why == StopRule::Reason::eos)
+      s.finish = Finish{FinishReason::eos, {}};
+    else if (why == StopRule::Reason::stop_text)
+      s.finish = Finish{FinishReason::stop_text, {}};
+    else if (!go_on)
+      s.finish = Finish{FinishReason::callback, {}};
+    else if (s.sampled >= s.max_tokens)
+      s.finish = Finish{FinishReason::max_tokens, {}};
+    else if (context_.sequence_length(s.seq) >= context_.context_length())  // no room to run it
+      s.finish = Finish{FinishReason::context_full, {}};
+    else
+      s.next = id;
+  }
+}
+
+bool Engine::step() {
+  collect_batch();
+  if (batch_.size() == 0) return false;
+  StepResult result = context_.decode(batch_);
+  if (!result.ran) {
+    // Nothing ran: the refused streams end with the step's error, the rest step again.
+    for (const StepRefusal& refusal : result.refused)
+      for (auto& s : streams_)
+        if (s->seq == refusal.seq && !s->finish)
+          s->finish = Finish{FinishReason::error, refusal.error};
+    end_finished();
+    return true;
+  }
+  for (auto& [s, take] : chunks_) s->fed += take;
+  sample_rows();
+  end_finished();
+  return true;
+}
+
+// Finished streams leave the engine before their sinks hear it, so a sink may start another
+// stream, or its owner remove the sequence, from on_finish.
+void Engine::end_finished() {
+  std::vector<std::unique_ptr<Stream>> done;
+  for (auto& s : streams_)
+    if (s->finish) done.push_back(std::move(s));
+  if (done.empty()) return;
+  streams_.erase(std::remove(streams_.begin(), streams_.end(), nullptr), streams_.end());
+  for (auto& s : done) {
+    const std::string tail = s->stop.flush();  // held back for a stop text that never came
+    s->sink->on_finish(s->finish->reason, tail, s->finish->error ? &*s->finish->error : nullptr);
+  }
+}
+
+}  // namespace sy

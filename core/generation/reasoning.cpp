@@ -1,0 +1,120 @@
+#include "core/generation/reasoning.hpp"
+
+#include "core/generation/harmony.hpp"
+
+namespace sy {
+namespace {
+
+constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// The length of the longest tail of `s` that is a proper prefix of `tag` (text held back).
+size_t partial_tag(const std::string& s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.compare(s.size() - n, n, tag, 0, n) == 0) return n;
+  return 0;
+}
+
+class ThinkSplit final : public ReasoningSplit {
+ public:
+  explicit ThinkSplit(bool inside) : state_(inside ? State::inside : State::leading) {}
+  void feed(int64_t, const std::string& text, Parts& out) override {
+    pending_ += text;
+    run(out, false);
+  }
+  void finish(Parts& out) override { run(out, true); }
+
+ private:
+  // leading: before any text but blanks (an opening tag may come); inside: reasoning;
+  // closed: after </think>, dropping its blank lines; content: the rest.
+  enum class State { leading, inside, closed, content };
+
+  void run(Parts& out, bool end) {
+    for (bool again = true; again;) {
+      again = false;
+      switch (state_) {
+        case State::leading: {
+          size_t at = 0;
+          while (at < pending_.size() && is_space(pending_[at])) ++at;
+          const std::string_view rest = std::string_view(pending_).substr(at);
+          if (rest.substr(0, kOpen.size()) == kOpen) {
+            pending_.erase(0, at + kOpen.size());
+            state_ = State::inside, again = true;
+          } else if (end || (!rest.empty() && kOpen.substr(0, rest.size()) != rest)) {
+            state_ = State::content, again = true;
+          }
+          break;
+        }
+        case State::inside: {
+          const size_t close = pending_.find(kClose);
+          if (close != std::string::npos) {
+            out.reasoning += pending_.substr(0, close);
+            pending_.erase(0, close + kClose.size());
+            state_ = State::closed, again = true;
+          } else {
+            const size_t keep = end ? 0 : partial_tag(pending_, kClose);
+            out.reasoning += pending_.substr(0, pending_.size() - keep);
+            pending_.erase(0, pending_.size() - keep);
+          }
+          break;
+        }
+        case State::closed: {
+          size_t at = 0;
+          while (at < pending_.size() && is_space(pending_[at])) ++at;
+          pending_.erase(0, at);
+          if (!pending_.empty()) state_ = State::content, again = true;
+          break;
+        }
+        case State::content:
+          out.content += pending_;
+          pending_.clear();
+          break;
+      }
+    }
+  }
+
+  State state_;
+  std::string pending_;
+};
+
+class HarmonySplit final : public ReasoningSplit {
+ public:
+  explicit HarmonySplit(HarmonyMarkers m)
+      : reader_(m, [this](const std::string& channel, const std::string& text) {
+          (channel == "analysis" ? out_->reasoning : out_->content) += text;
+        }) {}
+  void feed(int64_t id, const std::string& text, Parts& out) override {
+    out_ = &out;
+    reader_.feed(id, text);
+  }
+  void finish(Parts& out) override {
+    out_ = &out;
+    reader_.finish();
+  }
+
+ private:
+  HarmonyReader reader_;
+  Parts* out_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<ReasoningSplit> think_split(bool inside) {
+  return std::make_unique<ThinkSplit>(inside);
+}
+
+std::unique_ptr<ReasoningSplit> reasoning_split_for(const Tokenizer& tok,
+                                                    const GenerationSettings& g,
+                                                    const std::string& rendered_prompt) {
+  if (auto markers = harmony_markers(tok, g)) return std::make_unique<HarmonySplit>(*markers);
+  if (!g.chat_template || g.chat_template->find(kClose) == std::string::npos) return nullptr;
+  // Inside when the last tag of the prompt is an opening one.
+  const size_t open = rendered_prompt.rfind(kOpen), close = rendered_prompt.rfind(kClose);
+  const bool inside = open != std::string::npos && (close == std::string::npos || close < open);
+  return think_split(inside);
+}
+
+}  // namespace sy
