@@ -1,5 +1,7 @@
 #include "core/executor/model.hpp"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <vector>
 
@@ -42,6 +44,10 @@ std::optional<Error> fill_constant(const Value& v, void* dst) {
 }  // namespace
 
 int64_t resident_anonymous_bytes() {
+  // Freed heap memory the allocator keeps stays resident, and a later allocation reuses it
+  // without the figure growing (the GGUF parse and the tokenizer free megabytes just before
+  // the weights are copied): give it back first, so growth counts what was allocated.
+  ::malloc_trim(0);
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8)) * 1024;

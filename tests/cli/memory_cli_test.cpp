@@ -75,7 +75,13 @@ void expect_memory_report(const json& run, bool resident_too) {
   EXPECT_GT(host["measured"]["bytes"].get<int64_t>(), 0);
   if (resident_too) {
     ASSERT_TRUE(host["measured"]["error"].is_number()) << host.dump();
-    EXPECT_LE(std::abs(host["measured"]["error"].get<double>()), 0.10) << host.dump();
+    // 10 %, or 3 MiB where that is more: the bookkeeping of the prepared kernels and oneDNN's
+    // generated code (about 2.3 MiB, any tier) are not in the plan (docs/memory.md). It weighs
+    // where the weights are mapped and the rest is small (the amx tier: 20 MiB predicted).
+    const double predicted = host["measured"]["predicted_bytes"].get<double>();
+    const double measured = host["measured"]["bytes"].get<double>();
+    EXPECT_LE(std::abs(predicted - measured), std::max(0.10 * measured, 3.0 * (1 << 20)))
+        << host.dump();
   }
 }
 

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "elementwise/elementwise_tier.hpp"
+#include "elementwise/rope_math.hpp"
 #include "kernel_factories.hpp"
 #include "ops_common.hpp"
-#include "elementwise/rope_math.hpp"
 
 namespace sy::cpu {
 namespace {
@@ -25,7 +25,6 @@ class RopeKernel final : public CpuKernel {
         esize_(bf16 ? 2 : 4),
         s_(s),
         inv_freq_(std::move(inv_freq)),
-        cos_sin_(static_cast<size_t>(s.rows * s.rotary)),
         ctx_(ctx) {}
 
   void run(const DLTensor* const* in, const DLTensor* const* out) override {
@@ -37,14 +36,18 @@ class RopeKernel final : public CpuKernel {
     const int64_t half = s.rotary / 2;
     if (s.table) rope_table(data_of<const float>(in[2]), inv_freq_);
     const double* inv_freq = inv_freq_.data();
-    float* table = cos_sin_.data();
     parallel_for(ctx_, s.rows, s.heads * s.d + 8 * half,
                  [=, rope_head = rope_head_, esize = esize_](int64_t row) {
                    const double pos =
                        s.positions_i64
                            ? static_cast<double>(static_cast<const int64_t*>(positions)[row])
                            : static_cast<double>(static_cast<const int32_t*>(positions)[row]);
-                   float* cs = table + row * s.rotary;
+                   // The row's cos and sin, used by its heads only: the thread's, not memory
+                   // the kernel holds (a table of the bound's rows, per rope op, was 8 MB
+                   // resident for SmolLM2 that no plan declared).
+                   thread_local std::vector<float> cos_sin;
+                   if (cos_sin.size() < size_t(s.rotary)) cos_sin.resize(size_t(s.rotary));
+                   float* cs = cos_sin.data();
                    float* sn = cs + half;
                    rope_cos_sin(pos, inv_freq, half, s.factor, cs, sn);
                    for (int64_t h = 0; h < s.heads; ++h) {
@@ -59,7 +62,6 @@ class RopeKernel final : public CpuKernel {
   size_t esize_;
   RopeShape s_;
   std::vector<double> inv_freq_;
-  std::vector<float> cos_sin_;  // per row: R/2 cosines, then R/2 sines
   CpuContext ctx_;
 };
 
