@@ -49,7 +49,7 @@ struct RunArgs {
   PlanFlags flags;
   int64_t max_tokens = 32;
   SamplingParams sampling;
-  bool profile = false, json = false, ignore_eos = false;
+  bool profile = false, json = false, ignore_eos = false, json_object = false;
   bool has_prompt = false, has_chat = false, has_system = false;
 };
 
@@ -99,7 +99,10 @@ int run_run(const GlobalOptions& global, const Args& args) {
       "system", po::value(&a.system), "a system message before --chat")(
       "stop", po::value(&a.stop), "stop when this text is generated; repeatable")(
       "ignore-eos", po::bool_switch(&a.ignore_eos), "generate past the model's EOS tokens")(
-      "max-tokens", po::value(&a.max_tokens)->default_value(32), "tokens to generate")(
+      "json-object", po::bool_switch(&a.json_object),
+      "constrain the answer to one JSON object (OpenAI's response_format json_object): it ends "
+      "when the object is whole")("max-tokens", po::value(&a.max_tokens)->default_value(32),
+                                  "tokens to generate")(
       "temperature", po::value(&a.sampling.temperature)->default_value(0), "0 = greedy")(
       "top-k", po::value(&a.sampling.top_k)->default_value(0),
       "sample from the k most likely (0 = all)")(
@@ -190,6 +193,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     static_cast<SamplingParams&>(sampling) = a.sampling;
     sampling.max_tokens = a.max_tokens;
     sampling.ignore_eos = a.ignore_eos;
+    sampling.json_object = a.json_object;
     sampling.stop = a.stop;
     Generator generator(context, model.tokenizer, model.generation);
     text_out << prompt.echo << std::flush;

@@ -15,6 +15,7 @@ const char* finish_reason_name(FinishReason reason) {
     case FinishReason::callback: return "callback";
     case FinishReason::cancelled: return "cancelled";
     case FinishReason::error: return "error";
+    case FinishReason::constraint_complete: return "constraint_complete";
   }
   return "error";
 }
@@ -57,6 +58,8 @@ struct Engine::Stream {
   StopRule stop;
   OutputSink* sink;
   std::optional<Finish> finish;
+  std::optional<JsonConstraint> json;
+  std::vector<float> masked;  // the step's logits with the constraint's mask
   Stream(SeqId s, std::vector<int64_t> p, const SamplingOptions& o, std::vector<int64_t> eos,
          OutputSink& out)
       : seq(s),
@@ -90,8 +93,25 @@ void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions
     throw Error(Errc::invalid_argument,
                 "generate: sequence " + std::to_string(seq) + " is already generating");
   std::vector<int64_t> eos = options.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
-  streams_.push_back(
-      std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), sink));
+  auto stream = std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), sink);
+  if (options.json_object) {
+    if (!token_table_) {
+      auto table = std::make_shared<TokenTable>();
+      const int64_t vocab = context_.vocab();
+      table->bytes.resize(size_t(vocab));
+      table->control.assign(size_t(vocab), true);  // ids the tokenizer lacks: never allowed
+      for (int64_t id = 0; id < vocab; ++id)
+        if (tokenizer_.has_token(id)) {
+          table->bytes[size_t(id)] = tokenizer_.decode_token(id);
+          table->control[size_t(id)] = false;
+        }
+      for (int64_t id : tokenizer_.control_ids())
+        if (id < vocab) table->control[size_t(id)] = true;
+      token_table_ = std::move(table);
+    }
+    stream->json.emplace(token_table_, true);
+  }
+  streams_.push_back(std::move(stream));
 }
 
 void Engine::cancel(SeqId seq, FinishReason reason, const std::optional<Error>& error) {
@@ -136,7 +156,8 @@ void Engine::sample_rows() {
       continue;
     }
     const std::span<const float> logits(context_.logits(i), vocab);
-    const int64_t id = s.sampler.sample(logits);
+    const int64_t id = pick(s, logits);
+    if (id < 0) continue;  // the constraint left no token: finished with its error
     ++s.sampled;
     std::string emit;
     const std::string bytes = id >= 0 && id < tokenizer_.vocab_size()
@@ -153,6 +174,8 @@ void Engine::sample_rows() {
       s.finish = Finish{FinishReason::stop_text, {}};
     else if (!go_on)
       s.finish = Finish{FinishReason::callback, {}};
+    else if (s.json && s.json->complete())
+      s.finish = Finish{FinishReason::constraint_complete, {}};
     else if (s.sampled >= s.max_tokens)
       s.finish = Finish{FinishReason::max_tokens, {}};
     else if (context_.sequence_length(s.seq) >= context_.context_length())  // no room to run it
@@ -160,6 +183,22 @@ void Engine::sample_rows() {
     else
       s.next = id;
   }
+}
+
+// The sampler's pick, from the logits the stream's constraint leaves (when it has one).
+int64_t Engine::pick(Stream& s, std::span<const float> logits) {
+  if (!s.json) return s.sampler.sample(logits);
+  s.masked.assign(logits.begin(), logits.end());
+  if (s.json->mask(s.masked) == 0) {
+    s.finish =
+        Finish{FinishReason::error, Error(Errc::bad_tokenizer,
+                                          "json_object: no token of the vocabulary continues "
+                                          "the output as JSON")};
+    return -1;
+  }
+  const int64_t id = s.sampler.sample(s.masked);
+  s.json->accept(id);
+  return id;
 }
 
 bool Engine::step() {

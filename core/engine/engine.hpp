@@ -27,6 +27,7 @@
 
 #include "core/executor/context.hpp"
 #include "core/generation/generation.hpp"
+#include "core/sampling/json_constraint.hpp"
 #include "core/sampling/sampling.hpp"
 
 namespace sy {
@@ -38,6 +39,9 @@ struct SamplingOptions : SamplingParams {
   std::vector<std::string> stop;  // stop texts
   // -1: no log-probabilities; 0 to 20: each token's, and that many most likely alternatives.
   int64_t logprobs = -1;
+  // The output is one JSON object (core/sampling/json_constraint.hpp): tokens that cannot
+  // continue one are masked before sampling, and the stream ends when it is complete.
+  bool json_object = false;
 };
 
 // A sampled token's log-probability under the model's own distribution: the log-softmax of the
@@ -62,6 +66,7 @@ enum class FinishReason {
   callback,      // the sink (or the owner's abort check) asked to stop
   cancelled,     // the owner cancelled it (a client went away, a deadline passed, a shutdown)
   error,         // the step refused the sequence (SY304, SY308): OutputSink::on_finish's error
+  constraint_complete,  // the constrained output (json_object) is whole
 };
 const char* finish_reason_name(FinishReason reason);  // "eos", "stop_text", "max_tokens", ...
 // OpenAI's finish_reason: "length" for max_tokens and context_full, else "stop".
@@ -115,11 +120,13 @@ class Engine {
   void collect_batch();
   void sample_rows();
   void end_finished();
+  int64_t pick(Stream& s, std::span<const float> logits);
 
   Context& context_;
   const Tokenizer& tokenizer_;
   const GenerationSettings& settings_;
-  std::vector<std::unique_ptr<Stream>> streams_;  // in start order
+  std::vector<std::unique_ptr<Stream>> streams_;   // in start order
+  std::shared_ptr<const TokenTable> token_table_;  // made when a stream is first constrained
   // One step's scratch, kept to reuse its storage.
   Batch batch_;
   std::vector<Stream*> rows_;  // whose logits each asked-for row of the step is

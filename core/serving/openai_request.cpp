@@ -127,7 +127,6 @@ void neutral(const std::string& key, const json& v) {
   if (key == "echo" || key == "parallel_tool_calls") ok = ok || (v.is_boolean() && !v.get<bool>());
   if (key == "tools" || key == "functions") ok = ok || (v.is_array() && v.empty());
   if (key == "tool_choice" || key == "function_call") ok = ok || v == "none";
-  if (key == "response_format") ok = ok || (v.is_object() && v.value("type", "") == "text");
   if (key == "suffix") ok = ok || (v.is_string() && v.get<std::string>().empty());
   if (!ok) refuse(key, "is not served at " + shown(v) + " (only its neutral value is accepted)");
 }
@@ -254,6 +253,19 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
           refuse(key + "." + name, "is the request's own, not a template argument");
         r.template_kwargs[name] = nlohmann::ordered_json::parse(value.dump());
       }
+    } else if (key == "response_format") {
+      if (v.is_null()) continue;
+      if (!v.is_object()) refuse(key, "must be an object, is " + kind_of(v));
+      const std::string type = text(v.contains("type") ? v["type"] : json(), key + ".type");
+      if (type == "json_schema")
+        refuse(key + ".type",
+               "json_schema is not served yet (json_object is): a schema is "
+               "refused, never loosened to any JSON");
+      if (type != "text" && type != "json_object")
+        refuse(key + ".type", "must be text or json_object, is \"" + type + "\"");
+      for (const auto& [k2, v2] : v.items())
+        if (k2 != "type") refuse(key + "." + k2, "is not served");
+      r.json_object = type == "json_object";
     } else if (key == "logprobs" && kind == RequestKind::chat) {
       if (!v.is_null()) chat_logprobs = boolean(v, key);
     } else if (key == "top_logprobs" && kind == RequestKind::chat) {
@@ -264,7 +276,7 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       text(v, key);  // an end user's id: accepted, it changes nothing
     } else if (key == "n" || key == "best_of" || key == "echo" || key == "tools" ||
                key == "functions" || key == "tool_choice" || key == "function_call" ||
-               key == "parallel_tool_calls" || key == "response_format" || key == "suffix") {
+               key == "parallel_tool_calls" || key == "suffix") {
       neutral(key, v);
     } else {
       refuse(key, "is not a field this server knows (it is refused, not ignored)");
@@ -287,6 +299,7 @@ SamplingOptions sampling_options(const CompletionRequest& r, int64_t max_tokens,
   o.ignore_eos = r.ignore_eos;
   o.stop = r.stop;
   o.logprobs = r.logprobs;
+  o.json_object = r.json_object;
   return o;
 }
 

@@ -52,6 +52,9 @@ struct CompletionRequest {
   // chat: chat_template_kwargs (vLLM's, llama-server's), the template's extra variables, such
   // as Qwen3's enable_thinking; `messages` and `add_generation_prompt` are the request's own.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // response_format {"type": "json_object"}: the answer is one JSON object (json_constraint.hpp).
+  // {"type": "json_schema"} is refused by name until schemas compile to a grammar.
+  bool json_object = false;
 };
 
 // Reads `body` as a request of `kind`. Throws Error SY501 naming the field.

@@ -1052,6 +1052,17 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text,
   return ids;
 }
 
+std::vector<int64_t> Tokenizer::control_ids() const {
+  std::vector<int64_t> out;
+  for (const AddedToken& a : impl_->added)
+    if (a.special) out.push_back(a.id);
+  return out;
+}
+
+bool Tokenizer::has_token(int64_t id) const {
+  return id >= 0 && id < int64_t(impl_->has_token.size()) && impl_->has_token[size_t(id)];
+}
+
 std::string Tokenizer::decode_token(int64_t id) const {
   if (id < 0 || id >= int64_t(impl_->has_token.size()) || !impl_->has_token[id])
     impl_->unknown_id(id);

@@ -122,6 +122,11 @@ class Tokenizer {
 
   // One more than the largest id of the vocabulary and the added tokens.
   int64_t vocab_size() const;
+  // The ids of the added tokens marked special: control tokens (<|im_end|>, <|channel|>...),
+  // which constrained output must never write as text.
+  std::vector<int64_t> control_ids() const;
+  // Whether `id` is a token of the vocabulary (ids may have gaps).
+  bool has_token(int64_t id) const;
   // The id of a token given as it appears in the file (an added token such as "<|endoftext|>"
   // or a vocabulary entry such as "Ġthe"); nullopt when there is none.
   std::optional<int64_t> token_id(std::string_view token) const;

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/engine/engine.hpp"
 #include "core/runtime/runtime.hpp"
 #include "support/plugin_load_options.hpp"
@@ -296,6 +298,39 @@ TEST_F(EngineTest, LogprobsAreTheLogSoftmaxOfTheStepsLogits) {
   ASSERT_EQ(bare.logprobs.size(), 2u);
   EXPECT_TRUE(bare.logprobs[0].top.empty());
   EXPECT_NEAR(bare.logprobs[1].logprob, double(expected[1][0].second), 1e-6);
+}
+
+// json_object: whatever the model's (noise) logits favour, the output is a prefix of a JSON
+// object nlohmann accepts, and a stream that ends by the constraint is a whole one.
+TEST_F(EngineTest, JsonObjectOutputIsAlwaysValidJson) {
+  open();
+  Engine engine = make_engine();
+  int whole = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    SamplingOptions o = greedy(150);
+    o.temperature = 1.0;
+    o.seed = seed;
+    o.json_object = true;
+    o.ignore_eos = false;
+    Recorder out;
+    engine.start(ctx().add_sequence(), prompt_of(5, int64_t(seed)), o, out);
+    while (engine.step()) {
+    }
+    std::string text;
+    for (int64_t id : out.ids) text += model_->tokenizer.decode_token(id);
+    ASSERT_TRUE(out.reason == FinishReason::constraint_complete ||
+                out.reason == FinishReason::max_tokens)
+        << finish_reason_name(*out.reason) << ": " << (out.error ? out.error->what() : "");
+    if (out.reason == FinishReason::constraint_complete) {
+      ++whole;
+      EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+      EXPECT_TRUE(nlohmann::json::parse(text).is_object()) << text;
+    } else {
+      JsonMachine m(true);
+      for (unsigned char c : text) ASSERT_TRUE(m.feed(c)) << text;
+    }
+  }
+  EXPECT_GT(whole, 0);
 }
 
 }  // namespace

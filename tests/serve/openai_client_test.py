@@ -251,6 +251,32 @@ class SmolLM2(unittest.TestCase):
             cached = int(second.headers["x-switchyard-cached-tokens"])
             self.assertGreaterEqual(cached, r.usage.prompt_tokens // 16 * 16)
             self.assertIn("Rome", second.parse().choices[0].message.content)
+            # response_format json_object: Python's json module reads the answer, whole and
+            # streamed, and it is the object `run --json-object` writes.
+            ask = [{"role": "user", "content":
+                    "Describe a cat as a JSON object with the keys name, age and colour."}]
+            whole = api.chat.completions.create(model=model, messages=ask, max_tokens=120,
+                                                temperature=0,
+                                                response_format={"type": "json_object"})
+            self.assertEqual(whole.choices[0].finish_reason, "stop")
+            cat = json.loads(whole.choices[0].message.content)
+            self.assertIsInstance(cat, dict)
+            self.assertEqual(set(cat), {"name", "age", "colour"})
+            self.assertEqual(whole.choices[0].message.content,
+                             run_ids(SMOLLM2, "--chat", ask[0]["content"], "--max-tokens", "120",
+                                     "--json-object")["text"])
+            stream = api.chat.completions.create(model=model, messages=ask, max_tokens=120,
+                                                 temperature=0, stream=True,
+                                                 response_format={"type": "json_object"})
+            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+            self.assertEqual(json.loads(text), cat)
+            # A schema is refused by name, never loosened to any JSON.
+            with self.assertRaises(openai.BadRequestError) as e:
+                api.chat.completions.create(
+                    model=model, messages=ask, max_tokens=8,
+                    response_format={"type": "json_schema",
+                                     "json_schema": {"name": "cat", "schema": {"type": "object"}}})
+            self.assertEqual(e.exception.param, "response_format.type")
         finally:
             self.assertEqual(server.stop(), 0)
 

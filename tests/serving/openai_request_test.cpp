@@ -82,12 +82,11 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
                        "logit_bias": {}, "user": "u1", "logprobs": false, "tools": [],
                        "tool_choice": "none", "response_format": {"type": "text"}})"),
             "");
-  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
-           {"n", "2"},
-           {"tools", R"([{"type": "function"}])"},
-           {"tool_choice", R"("auto")"},
-           {"response_format", R"({"type": "json_object"})"},
-           {"echo", "true"}})
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, std::string>>{{"n", "2"},
+                                                        {"tools", R"([{"type": "function"}])"},
+                                                        {"tool_choice", R"("auto")"},
+                                                        {"echo", "true"}})
     EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
@@ -117,6 +116,26 @@ TEST(OpenAiRequest, LogprobsTakeEachEndpointsShape) {
   EXPECT_THAT(refusal(R"({"prompt": "x", "top_logprobs": 2})", RequestKind::completion),
               StartsWith("top_logprobs: is not a field"));
   EXPECT_EQ(sampling_options(completion(R"(, "logprobs": 4)"), 8, 100, 1).logprobs, 4);
+}
+
+// response_format: text (the default), json_object served; json_schema refused by name until
+// schemas compile (never loosened to any JSON); anything else named.
+TEST(OpenAiRequest, ResponseFormatJsonObjectIsServedSchemasAreRefused) {
+  EXPECT_FALSE(chat("{" + kHello + "}").json_object);
+  EXPECT_FALSE(chat("{" + kHello + R"(, "response_format": {"type": "text"}})").json_object);
+  const CompletionRequest r =
+      chat("{" + kHello + R"(, "response_format": {"type": "json_object"}})");
+  EXPECT_TRUE(r.json_object);
+  EXPECT_TRUE(sampling_options(r, 8, 100, 1).json_object);
+  EXPECT_THAT(
+      refusal("{" + kHello + R"(, "response_format": {"type": "json_schema", "json_schema": {}}})"),
+      StartsWith("response_format.type: json_schema is not served yet"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "json_schema"}})"),
+              StartsWith("response_format.type: json_schema is not served yet"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "xml"}})"),
+              StartsWith("response_format.type: must be text or json_object"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": "json"})"),
+              StartsWith("response_format: must be an object"));
 }
 
 // chat_template_kwargs reach the template as they were sent; the request's own variables
