@@ -286,9 +286,23 @@ namespace {
 // `rendered` receives a chat's prompt text.
 std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel& m,
                                    std::string& rendered) {
-  if (r.kind == RequestKind::chat)
-    return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr),
-                           r.template_kwargs, &rendered);
+  if (r.kind == RequestKind::chat) {
+    nlohmann::ordered_json kwargs = r.template_kwargs;
+    if (!r.tools.empty()) {
+      // Refused before anything renders: a template that would drop the tools, or a call
+      // format the server cannot read back (it would reach the client as text).
+      if (!template_renders_tools(m.generation))
+        throw Error(Errc::bad_request, "tools: the model's chat template does not render tools (" +
+                                           m.generation.chat_template_origin + ")");
+      if (tool_format(m.generation) == ToolFormat::none)
+        throw Error(Errc::bad_request,
+                    "tools: the model's template writes tool calls in a format this server does "
+                    "not read back yet (Hermes <tool_call> blocks are read)");
+      kwargs["tools"] = r.tools;
+    }
+    return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr), kwargs,
+                           &rendered, &r.message_fields);
+  }
   if (!r.prompt_ids.empty()) return r.prompt_ids;
   return plain_prompt_ids(m.tokenizer, m.generation, r.prompt);
 }
@@ -353,6 +367,8 @@ struct ServeHttp::Call {
   size_t ids_sent = 0;              // generated ids a stream has sent
   int64_t logprobs = -1;            // the request's (CompletionRequest::logprobs)
   bool reasoning = false;           // the chat's text is split (reasoning_content)
+  bool tools = false;               // the chat's content is read for tool calls
+  size_t calls_sent = 0;            // tool calls a stream has sent
   size_t logprobs_sent = 0;         // entries a stream has sent
   int64_t text_offset = 0;          // completion logprobs: bytes of text before the next entry
   const Tokenizer* tokenizer = nullptr;
@@ -414,6 +430,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
     if (kind == RequestKind::chat)
       job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
     call->reasoning = job->reasoning != nullptr;
+    if (!r.tools.empty()) job->tools = std::make_unique<ToolCallReader>(std::random_device{}());
+    call->tools = job->tools != nullptr;
     call->stream = r.stream;
     call->include_usage = r.include_usage;
     call->return_token_ids = r.return_token_ids;
@@ -517,7 +535,21 @@ json logprobs_json(const Tokenizer& tok, RequestKind kind, std::span<const Token
 
 // "stop" and "length" as OpenAI names them; a cancelled or failed job has none of its own.
 std::string finish_of(const Job& job) {
-  return openai_finish_reason(job.finish_reason);
+  const std::string f = openai_finish_reason(job.finish_reason);
+  return f == "stop" && !job.tool_calls.empty() ? "tool_calls" : f;
+}
+
+// OpenAI's tool_calls entries; `from` numbers them (a stream's index).
+json tool_calls_json(const std::vector<ToolCall>& calls, size_t from, bool indexed) {
+  json out = json::array();
+  for (size_t i = from; i < calls.size(); ++i) {
+    json c{{"id", calls[i].id},
+           {"type", "function"},
+           {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = i;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace
@@ -536,6 +568,11 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response
     return;
   }
   json message{{"role", "assistant"}, {"content", job.pending}};
+  if (call->tools && !job.tool_calls.empty()) {
+    // The text around the calls is blank lines, as a rule: OpenAI's content is then null.
+    if (job.pending.find_first_not_of(" \t\r\n") == std::string::npos) message["content"] = nullptr;
+    message["tool_calls"] = tool_calls_json(job.tool_calls, 0, false);
+  }
   if (call->reasoning)
     message["reasoning_content"] =
         job.pending_reasoning.empty() ? json() : json(job.pending_reasoning);
@@ -618,7 +655,8 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
   Job& job = *call->job;
   std::unique_lock<std::mutex> lock(job.mu);
   job.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
-    return job.done || !job.pending.empty() || !job.pending_reasoning.empty();
+    return job.done || !job.pending.empty() || !job.pending_reasoning.empty() ||
+           job.tool_calls.size() > call->calls_sent;
   });
   std::string text, reasoning;
   text.swap(job.pending);
@@ -633,12 +671,19 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
     entries.assign(job.logprobs.begin() + long(call->logprobs_sent), job.logprobs.end());
     call->logprobs_sent = job.logprobs.size();
   }
+  json calls = json::array();
+  if (call->tools && call->calls_sent < job.tool_calls.size()) {
+    calls = tool_calls_json(job.tool_calls, call->calls_sent, true);
+    call->calls_sent = job.tool_calls.size();
+  }
   const bool done = job.done;
   lock.unlock();
-  const bool any = !text.empty() || !reasoning.empty() || !ids.empty() || !entries.empty();
+  const bool any =
+      !text.empty() || !reasoning.empty() || !ids.empty() || !entries.empty() || !calls.empty();
   json delta = json::object();
   if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
-  if (!text.empty() || reasoning.empty()) delta["content"] = text;
+  if (!text.empty() || (reasoning.empty() && calls.empty())) delta["content"] = text;
+  if (!calls.empty()) delta["tool_calls"] = calls;
   const json logprobs =
       call->logprobs >= 0 ? logprobs_json(*call->tokenizer, call->kind, entries, call->text_offset)
                           : json();

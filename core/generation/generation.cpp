@@ -191,15 +191,20 @@ std::string render_chat_prompt(const GenerationSettings& g, const std::string& u
 
 std::string render_chat(const GenerationSettings& g, const ChatMessages& messages,
                         bool add_generation_prompt, std::time_t now,
-                        const nlohmann::ordered_json& template_kwargs) {
+                        const nlohmann::ordered_json& template_kwargs,
+                        const std::vector<nlohmann::ordered_json>* message_fields) {
   if (!g.chat_template)
     throw Error(Errc::chat_template,
                 "the model has no chat template (no chat_template.jinja, chat_template.json or "
                 "chat_template in tokenizer_config.json): use --prompt with the text it expects",
                 "");
   json list = json::array();
-  for (const auto& [role, content] : messages)
-    list.push_back({{"role", role}, {"content", content}});
+  for (size_t i = 0; i < messages.size(); ++i) {
+    json m{{"role", messages[i].first}, {"content", messages[i].second}};
+    if (message_fields && i < message_fields->size())
+      for (const auto& [key, value] : (*message_fields)[i].items()) m[key] = value;
+    list.push_back(std::move(m));
+  }
   return ChatTemplate::parse(*g.chat_template, g.chat_template_origin)
       .render(chat_context(list, add_generation_prompt, g.special_tokens, template_kwargs), now);
 }
@@ -207,9 +212,10 @@ std::string render_chat(const GenerationSettings& g, const ChatMessages& message
 std::vector<int64_t> chat_prompt_ids(const Tokenizer& tok, const GenerationSettings& g,
                                      const ChatMessages& messages, bool add_generation_prompt,
                                      std::time_t now, const nlohmann::ordered_json& template_kwargs,
-                                     std::string* rendered_out) {
+                                     std::string* rendered_out,
+                                     const std::vector<nlohmann::ordered_json>* message_fields) {
   const std::string rendered =
-      render_chat(g, messages, add_generation_prompt, now, template_kwargs);
+      render_chat(g, messages, add_generation_prompt, now, template_kwargs, message_fields);
   if (rendered_out) *rendered_out = rendered;
   std::vector<TextSpan> contents;
   size_t from = 0;
@@ -254,6 +260,13 @@ size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
+size_t tag_prefix_tail(const std::string& s, std::string_view tag) {
+  if (tag.empty()) return 0;
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.compare(s.size() - n, n, tag, 0, n) == 0) return n;
+  return 0;
+}
+
 StopRule::Reason StopRule::feed(int64_t id, const std::string& bytes, std::string& emit) {
   if (std::find(eos_.begin(), eos_.end(), id) != eos_.end()) return Reason::eos;
   pending_ += bytes;
@@ -266,12 +279,7 @@ StopRule::Reason StopRule::feed(int64_t id, const std::string& bytes, std::strin
   }
   // Hold back the longest tail that may still grow into a stop text.
   size_t hold = incomplete_utf8_tail(pending_);
-  for (const std::string& stop : stops_)
-    for (size_t n = std::min(stop.size() - 1, pending_.size()); n > hold; --n)
-      if (pending_.compare(pending_.size() - n, n, stop, 0, n) == 0) {
-        hold = n;
-        break;
-      }
+  for (const std::string& stop : stops_) hold = std::max(hold, tag_prefix_tail(pending_, stop));
   emit += pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return Reason::none;

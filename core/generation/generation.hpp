@@ -69,12 +69,19 @@ using ChatMessages = std::vector<std::pair<std::string, std::string>>;
 // Throws Error SY211 when the template has none, cannot render, or leaves a content not
 // findable in its output (its control tokens could not be kept out of it).
 // `template_kwargs`: variables the template also gets (a request's chat_template_kwargs, such
-// as enable_thinking); `rendered`, when set, receives the rendered text.
+// as enable_thinking, or `tools`); `rendered`, when set, receives the rendered text;
+// `message_fields`, when set, one object per message of the fields it has beyond role and
+// content (an assistant's tool_calls, a tool result's tool_call_id), given to the template.
 std::vector<int64_t> chat_prompt_ids(
     const Tokenizer& tok, const GenerationSettings& g, const ChatMessages& messages,
     bool add_generation_prompt, std::time_t now,
     const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object(),
-    std::string* rendered = nullptr);
+    std::string* rendered = nullptr,
+    const std::vector<nlohmann::ordered_json>* message_fields = nullptr);
+
+// The length of the longest tail of `s` that is a proper prefix of `tag`: what a streaming
+// reader holds back while it may still become the tag (a stop text, </think>, <tool_call>).
+size_t tag_prefix_tail(const std::string& s, std::string_view tag);
 
 // Bytes at the end of `s` that begin a UTF-8 character not yet complete (a streaming
 // detokenizer holds them back until the next token completes the character).
@@ -82,7 +89,8 @@ size_t incomplete_utf8_tail(const std::string& s);
 std::string render_chat(
     const GenerationSettings& g, const ChatMessages& messages, bool add_generation_prompt,
     std::time_t now,
-    const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object());
+    const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object(),
+    const std::vector<nlohmann::ordered_json>* message_fields = nullptr);
 
 class StopRule {
  public:

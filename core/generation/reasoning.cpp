@@ -11,13 +11,6 @@ bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-// The length of the longest tail of `s` that is a proper prefix of `tag` (text held back).
-size_t partial_tag(const std::string& s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.compare(s.size() - n, n, tag, 0, n) == 0) return n;
-  return 0;
-}
-
 class ThinkSplit final : public ReasoningSplit {
  public:
   explicit ThinkSplit(bool inside) : state_(inside ? State::inside : State::leading) {}
@@ -55,7 +48,7 @@ class ThinkSplit final : public ReasoningSplit {
             pending_.erase(0, close + kClose.size());
             state_ = State::closed, again = true;
           } else {
-            const size_t keep = end ? 0 : partial_tag(pending_, kClose);
+            const size_t keep = end ? 0 : tag_prefix_tail(pending_, kClose);
             out.reasoning += pending_.substr(0, pending_.size() - keep);
             pending_.erase(0, pending_.size() - keep);
           }

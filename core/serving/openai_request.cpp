@@ -8,7 +8,9 @@
 namespace sy {
 namespace {
 
-using nlohmann::json;
+// Ordered: tools, message fields and template kwargs reach the template with their keys in the
+// order the client wrote them, as transformers renders them.
+using json = nlohmann::ordered_json;
 
 [[noreturn]] void refuse(const std::string& field, const std::string& detail) {
   throw Error(Errc::bad_request, field + ": " + detail);
@@ -97,36 +99,96 @@ std::string content_of(const json& v, const std::string& field) {
   return out;
 }
 
-ChatMessages messages_of(const json& v) {
+// An assistant message's tool_calls, checked: [{id, type: function, function: {name,
+// arguments}}], passed to the template as sent.
+void check_tool_calls(const json& v, const std::string& field) {
+  if (!v.is_array()) refuse(field, "must be an array of tool calls, is " + kind_of(v));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) refuse(at, "must be an object, is " + kind_of(v[i]));
+    if (v[i].contains("type") && v[i]["type"] != "function")
+      refuse(at + ".type", "must be function");
+    if (!v[i].contains("function") || !v[i]["function"].is_object())
+      refuse(at + ".function", "must be an object with name and arguments");
+    text(v[i]["function"].value("name", json()), at + ".function.name");
+    text(v[i]["function"].value("arguments", json()), at + ".function.arguments");
+  }
+}
+
+ChatMessages messages_of(const json& v, std::vector<nlohmann::ordered_json>& fields) {
   if (!v.is_array() || v.empty()) refuse("messages", "must be a non-empty array of messages");
   ChatMessages out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string field = "messages[" + std::to_string(i) + "]";
     const json& m = v[i];
     if (!m.is_object()) refuse(field, "must be an object, is " + kind_of(m));
-    for (const auto& [key, value] : m.items())
-      if (key != "role" && key != "content" && !(key == "name" && value.is_string()))
-        refuse(field + "." + key,
-               "is not served (tool calls and other message fields are "
-               "refused, not ignored)");
     if (!m.contains("role")) refuse(field + ".role", "is missing");
     const std::string role = text(m["role"], field + ".role");
-    if (role != "system" && role != "user" && role != "assistant" && role != "developer")
-      refuse(field + ".role", "must be system, developer, user or assistant, is \"" + role + "\"");
-    if (!m.contains("content")) refuse(field + ".content", "is missing");
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
+        role != "tool")
+      refuse(field + ".role",
+             "must be system, developer, user, assistant or tool, is \"" + role + "\"");
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role" || key == "content" || (key == "name" && value.is_string())) continue;
+      if (key == "tool_calls" && role == "assistant") {
+        check_tool_calls(value, field + ".tool_calls");
+      } else if (key == "tool_call_id" && role == "tool") {
+        text(value, field + ".tool_call_id");
+      } else {
+        refuse(field + "." + key,
+               "is not served (message fields other than role, content, "
+               "name, an assistant's tool_calls and a tool's tool_call_id "
+               "are refused, not ignored)");
+      }
+      extra[key] = value;
+    }
+    if (m.contains("name") && role == "tool") extra["name"] = m["name"].get<std::string>();
+    const bool calls = extra.contains("tool_calls");
+    if (!m.contains("content") && !calls) refuse(field + ".content", "is missing");
+    const bool no_content = !m.contains("content") || (m["content"].is_null() && calls);
     out.emplace_back(role == "developer" ? "system" : role,
-                     content_of(m["content"], field + ".content"));
+                     no_content ? std::string() : content_of(m["content"], field + ".content"));
+    fields.push_back(std::move(extra));
   }
   return out;
+}
+
+// `tools`: function tools, [{type: function, function: {name, description?, parameters?,
+// strict?}}], passed to the template as sent.
+nlohmann::ordered_json tools_of(const json& v) {
+  if (!v.is_array()) refuse("tools", "must be an array of tools, is " + kind_of(v));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!v[i].is_object() || v[i].value("type", "") != "function")
+      refuse(at + ".type", "must be function (the only kind of tool served)");
+    if (!v[i].contains("function") || !v[i]["function"].is_object())
+      refuse(at + ".function", "must be an object");
+    const json& f = v[i]["function"];
+    text(f.value("name", json()), at + ".function.name");
+    for (const auto& [key, value] : f.items()) {
+      if (key == "name") continue;
+      if (key == "description")
+        text(value, at + ".function.description");
+      else if (key == "parameters") {
+        if (!value.is_object()) refuse(at + ".function.parameters", "must be a JSON schema object");
+      } else if (key == "strict") {
+        boolean(value, at + ".function.strict");
+      } else {
+        refuse(at + ".function." + key, "is not a field of a function tool");
+      }
+    }
+  }
+  return v;
 }
 
 // Fields accepted only at their neutral value: anything else would be ignored, so it is refused.
 void neutral(const std::string& key, const json& v) {
   bool ok = v.is_null();
   if (key == "n" || key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
-  if (key == "echo" || key == "parallel_tool_calls") ok = ok || (v.is_boolean() && !v.get<bool>());
-  if (key == "tools" || key == "functions") ok = ok || (v.is_array() && v.empty());
-  if (key == "tool_choice" || key == "function_call") ok = ok || v == "none";
+  if (key == "echo") ok = ok || (v.is_boolean() && !v.get<bool>());
+  if (key == "functions") ok = ok || (v.is_array() && v.empty());
+  if (key == "function_call") ok = ok || v == "none";
   if (key == "suffix") ok = ok || (v.is_string() && v.get<std::string>().empty());
   if (!ok) refuse(key, "is not served at " + shown(v) + " (only its neutral value is accepted)");
 }
@@ -186,12 +248,26 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
   CompletionRequest r;
   r.kind = kind;
   const char* required = kind == RequestKind::chat ? "messages" : "prompt";
-  bool chat_logprobs = false;
+  bool chat_logprobs = false, tool_choice_none = false;
   std::optional<int64_t> top_logprobs;
   if (!j.contains(required)) refuse(required, "is missing");
   for (const auto& [key, v] : j.items()) {
     if (key == "messages" && kind == RequestKind::chat) {
-      r.messages = messages_of(v);
+      r.messages = messages_of(v, r.message_fields);
+    } else if (key == "tools" && kind == RequestKind::chat) {
+      if (!v.is_null()) r.tools = tools_of(v);
+    } else if (key == "tool_choice" && kind == RequestKind::chat) {
+      if (v.is_null() || v == "auto") continue;
+      if (v == "none") {
+        tool_choice_none = true;
+        continue;
+      }
+      refuse(key, "is not served at " + shown(v) +
+                      " (auto and none are): required and a named function need the arguments "
+                      "held to the function's schema, which is not served yet");
+    } else if (key == "parallel_tool_calls" && kind == RequestKind::chat) {
+      if (!v.is_null() && !boolean(v, key))
+        refuse(key, "false is not served: a model may write several calls in one answer");
     } else if (key == "prompt" && kind == RequestKind::completion) {
       if (v.is_string()) {
         r.prompt = v.get<std::string>();
@@ -251,7 +327,7 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       for (const auto& [name, value] : v.items()) {
         if (name == "messages" || name == "add_generation_prompt")
           refuse(key + "." + name, "is the request's own, not a template argument");
-        r.template_kwargs[name] = nlohmann::ordered_json::parse(value.dump());
+        r.template_kwargs[name] = value;
       }
     } else if (key == "response_format") {
       if (v.is_null()) continue;
@@ -274,9 +350,8 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       if (!v.is_null()) r.logprobs = integer(v, key, 0, 20);
     } else if (key == "user") {
       text(v, key);  // an end user's id: accepted, it changes nothing
-    } else if (key == "n" || key == "best_of" || key == "echo" || key == "tools" ||
-               key == "functions" || key == "tool_choice" || key == "function_call" ||
-               key == "parallel_tool_calls" || key == "suffix") {
+    } else if (key == "n" || key == "best_of" || key == "echo" || key == "functions" ||
+               key == "function_call" || key == "suffix") {
       neutral(key, v);
     } else {
       refuse(key, "is not a field this server knows (it is refused, not ignored)");
@@ -285,6 +360,7 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
   if (r.stream == false && r.include_usage) refuse("stream_options", "is only for stream: true");
   if (top_logprobs && !chat_logprobs) refuse("top_logprobs", "needs logprobs: true");
   if (chat_logprobs) r.logprobs = top_logprobs.value_or(0);
+  if (tool_choice_none) r.tools = nlohmann::ordered_json::array();
   if (auto bad = r.sampling.validate()) refuse(bad->field, bad->message);
   return r;
 }

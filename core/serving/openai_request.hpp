@@ -55,6 +55,12 @@ struct CompletionRequest {
   // response_format {"type": "json_object"}: the answer is one JSON object (json_constraint.hpp).
   // {"type": "json_schema"} is refused by name until schemas compile to a grammar.
   bool json_object = false;
+  // chat: `tools` (function tools, as sent) when tool_choice is auto (the default with tools);
+  // empty with tool_choice none. required and a named function are refused until arguments can
+  // be held to a schema; parallel_tool_calls false likewise.
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  // chat: per message, its fields beyond role and content (tool_calls, tool_call_id, name).
+  std::vector<nlohmann::ordered_json> message_fields;
 };
 
 // Reads `body` as a request of `kind`. Throws Error SY501 naming the field.

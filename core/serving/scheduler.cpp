@@ -5,18 +5,24 @@
 
 namespace sy {
 namespace {
-// Text for the client: through the job's reasoning split when it has one. `last`: the stream
-// ended, so nothing is held back any more. Called with the job's lock held.
+// Text for the client: through the job's reasoning split and its tool-call reader when it has
+// them. `last`: the stream ended, so nothing is held back any more. Called with the job's lock
+// held.
 void publish_text_locked(Job& job, int64_t id, const std::string& text, bool last) {
-  if (!job.reasoning) {
-    job.pending += text;
+  ReasoningSplit::Parts parts;
+  if (job.reasoning) {
+    if (!text.empty() || !last) job.reasoning->feed(id, text, parts);
+    if (last) job.reasoning->finish(parts);
+  } else {
+    parts.content = text;
+  }
+  job.pending_reasoning += parts.reasoning;
+  if (!job.tools) {
+    job.pending += parts.content;
     return;
   }
-  ReasoningSplit::Parts parts;
-  if (!text.empty() || !last) job.reasoning->feed(id, text, parts);
-  if (last) job.reasoning->finish(parts);
-  job.pending += parts.content;
-  job.pending_reasoning += parts.reasoning;
+  job.tools->feed(parts.content, job.pending, job.tool_calls);
+  if (last) job.tools->finish(job.pending);
 }
 }  // namespace
 

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/generation/reasoning.hpp"
+#include "core/generation/tool_calls.hpp"
 #include "core/runtime/runtime.hpp"
 
 namespace sy {
@@ -49,6 +50,9 @@ struct Job {
   // A chat of a model whose template marks reasoning: the split of its text (used by the
   // scheduler thread only); null: all text is `pending`.
   std::unique_ptr<ReasoningSplit> reasoning;
+  // A chat with tools: its content read for tool calls (after the reasoning split), by the
+  // scheduler thread only; null: the content is text only.
+  std::unique_ptr<ToolCallReader> tools;
   Clock::time_point deadline = Clock::time_point::max();
   // ---- set by the client side: stop at the next step boundary ---------------------------
   std::atomic<bool> cancelled{false};
@@ -57,6 +61,7 @@ struct Job {
   std::condition_variable cv;
   std::string pending;  // text not yet taken by the client (stop texts and UTF-8 held back)
   std::string pending_reasoning;        // the same, of the reasoning (when `reasoning` is set)
+  std::vector<ToolCall> tool_calls;     // every call read so far (when `tools` is set)
   std::vector<int64_t> generated;       // every sampled id, in order
   std::vector<TokenLogprobs> logprobs;  // when sampling.logprobs >= 0: per shown token, in order
   int64_t completion_tokens = 0, cached_tokens = 0;

@@ -12,6 +12,7 @@
 
 #include "core/chat_template/chat_template.hpp"
 #include "core/errors/error.hpp"
+#include "support/rendering_time.hpp"
 
 namespace sy {
 namespace {
@@ -28,17 +29,6 @@ std::string read(const fs::path& p) {
   return ss.str();
 }
 
-// 2026-03-14 12:00 local time, as make_renderings.py pins strftime_now().
-std::time_t pinned_now() {
-  std::tm tm{};
-  tm.tm_year = 2026 - 1900;
-  tm.tm_mon = 2;
-  tm.tm_mday = 14;
-  tm.tm_hour = 12;
-  tm.tm_isdst = -1;
-  return std::mktime(&tm);
-}
-
 TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
   const json all = json::parse(read(kDir / "renderings.json"));
   size_t cases = 0, refusals = 0;
@@ -53,12 +43,12 @@ TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
           chat_context(c["messages"], c["add_generation_prompt"], t["special_tokens"], extra);
       ++cases;
       if (c.contains("output")) {
-        EXPECT_EQ(tpl.render(context, pinned_now()), c["output"].get<std::string>());
+        EXPECT_EQ(tpl.render(context, test::rendering_time()), c["output"].get<std::string>());
         continue;
       }
       ++refusals;
       try {
-        std::string got = tpl.render(context, pinned_now());
+        std::string got = tpl.render(context, test::rendering_time());
         ADD_FAILURE() << "rendered what transformers refused: " << got;
       } catch (const Error& e) {
         EXPECT_EQ(e.code, Errc::chat_template);
@@ -73,7 +63,7 @@ TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
 }
 
 std::string render(const std::string& source, const json& context = json::object()) {
-  return ChatTemplate::parse(source, "t.jinja").render(context, pinned_now());
+  return ChatTemplate::parse(source, "t.jinja").render(context, test::rendering_time());
 }
 
 // The Jinja semantics the templates rely on, each against the value jinja2 gives.

@@ -255,6 +255,70 @@ TEST_F(Serve, ThinkingTemplatesGetReasoningContentAndTheirKwargs) {
   EXPECT_FALSE(p.body["choices"][0]["message"].contains("reasoning_content"));
 }
 
+// Tools through a template that renders them (Qwen3's, Hermes <tool_call> blocks): the tools
+// and a tool-using history reach the prompt as the template writes them; a template without
+// tools, or with a call format not read back (Llama 3.1's bare JSON), is refused naming
+// `tools` before anything runs. (The noise model writes no calls: reading them back is
+// ToolCalls.*'s.)
+TEST_F(Serve, ToolsReachTheTemplateOrAreRefusedByName) {
+  TempDir copy;
+  const fs::path qwen3 = copy.path() / "qwen3", llama = copy.path() / "llama";
+  for (const fs::path& to : {qwen3, llama}) fs::copy(model(), to);
+  const fs::path templates = fs::path(SY_TEST_FIXTURES_DIR) / "chat_templates";
+  {
+    std::ifstream in(templates / "qwen3-0.6b.jinja");
+    std::ofstream(qwen3 / "chat_template.jinja") << in.rdbuf();
+  }
+  {
+    std::ifstream in(templates / "llama-3.1-8b-instruct.jinja");
+    std::ofstream(llama / "chat_template.jinja") << in.rdbuf();
+  }
+  // Ordered, as a client writes it: the template gets the keys in this order.
+  const auto tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  auto body = nlohmann::ordered_json::parse(chat_body("Weather in Paris?", 3).dump());
+  body["tools"] = tools;
+  body["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}});
+  body["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21 C"}});
+  {
+    ServeProcess s(qwen3, args());
+    ASSERT_TRUE(s.started());
+    Reply r = post(s.port(), kChat, body.dump());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const std::string prompt =
+        post(s.port(), "/detokenize", json{{"tokens", r.body["prompt_token_ids"]}}.dump())
+            .body["content"];
+    EXPECT_THAT(prompt, HasSubstr("<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+                                  "\"get_weather\""));
+    EXPECT_THAT(prompt, HasSubstr("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                                  "{\"city\": \"Paris\"}}\n</tool_call>"));
+    EXPECT_THAT(prompt, HasSubstr("<tool_response>\n21 C\n</tool_response>"));
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+    EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls"));  // none written
+  }
+  {
+    ServeProcess s(llama, args());
+    ASSERT_TRUE(s.started());
+    Reply r = post(s.port(), kChat, body.dump());
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(r.body["error"]["param"], "tools");
+    EXPECT_THAT(r.body["error"]["message"].get<std::string>(), HasSubstr("not read back yet"));
+  }
+  ServeProcess plain(model(), args());
+  ASSERT_TRUE(plain.started());
+  Reply r = post(plain.port(), kChat, body.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "tools");
+  EXPECT_THAT(r.body["error"]["message"].get<std::string>(), HasSubstr("does not render tools"));
+}
+
 TEST_F(Serve, AStopTextEndsTheAnswerBeforeIt) {
   ServeProcess s(model(), args());
   ASSERT_TRUE(s.started());

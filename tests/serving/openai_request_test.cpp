@@ -83,10 +83,7 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
                        "tool_choice": "none", "response_format": {"type": "text"}})"),
             "");
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, std::string>>{{"n", "2"},
-                                                        {"tools", R"([{"type": "function"}])"},
-                                                        {"tool_choice", R"("auto")"},
-                                                        {"echo", "true"}})
+       std::vector<std::pair<std::string, std::string>>{{"n", "2"}, {"echo", "true"}})
     EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
@@ -219,7 +216,7 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
 TEST(OpenAiRequest, MessagesAreCheckedOneByOne) {
   EXPECT_THAT(refusal("{}"), StartsWith("messages: is missing"));
   EXPECT_THAT(refusal(R"({"messages": {}})"), StartsWith("messages: must be a non-empty array"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "a"}, {"role": "tool",
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "a"}, {"role": "robot",
                                         "content": "b"}]})"),
               StartsWith("messages[1].role: must be"));
   EXPECT_THAT(refusal(R"({"messages": [{"content": "a"}]})"),
@@ -228,9 +225,56 @@ TEST(OpenAiRequest, MessagesAreCheckedOneByOne) {
               StartsWith("messages[0].content: is missing"));
   EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
               StartsWith("messages[0].content[0]: only text parts"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "assistant", "content": "",
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "",
                                         "tool_calls": []}]})"),
               StartsWith("messages[0].tool_calls: is not served"));
+  EXPECT_THAT(refusal(R"({"messages": [{"role": "assistant", "content": null,
+                                        "tool_calls": [{"type": "function", "function": {}}]}]})"),
+              StartsWith("messages[0].tool_calls[0].function.name: must be a string"));
+}
+
+// Tools as OpenAI sends them: function tools given to the template, a tool-using history (an
+// assistant's tool_calls with null content, tool results) carried per message; tool_choice
+// auto and none served, required / named refused until arguments can be held to a schema.
+TEST(OpenAiRequest, ToolsAndAToolHistoryAreServed) {
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+          "strict": true}}])";
+  const std::string history = R"("messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}])";
+  const CompletionRequest r = chat("{" + history + ", " + tools + "}");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1], (std::pair<std::string, std::string>{"assistant", ""}));
+  EXPECT_EQ(r.messages[2], (std::pair<std::string, std::string>{"tool", "21 C"}));
+  ASSERT_EQ(r.message_fields.size(), 3u);
+  EXPECT_TRUE(r.message_fields[0].empty());
+  EXPECT_EQ(r.message_fields[1]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(r.message_fields[2]["tool_call_id"], "call_1");
+  EXPECT_EQ(chat("{" + history + ", " + tools + R"(, "tool_choice": "auto",
+                 "parallel_tool_calls": true})")
+                .tools.size(),
+            1u);
+  EXPECT_TRUE(chat("{" + history + ", " + tools + R"(, "tool_choice": "none"})").tools.empty());
+  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "tool_choice": "required"})"),
+              StartsWith("tool_choice: is not served at \"required\""));
+  EXPECT_THAT(refusal("{" + kHello + ", " + tools +
+                      R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})"),
+              StartsWith("tool_choice: is not served at "));
+  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "parallel_tool_calls": false})"),
+              StartsWith("parallel_tool_calls: false is not served"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "code_interpreter"}]})"),
+              StartsWith("tools[0].type: must be function"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "function", "function":
+                      {"name": "f", "parameters": "x"}}]})"),
+              StartsWith("tools[0].function.parameters: must be a JSON schema object"));
+  EXPECT_THAT(refusal(R"({"prompt": "x", "tools": []})", RequestKind::completion),
+              StartsWith("tools: is not a field"));
 }
 
 TEST(OpenAiRequest, MalformedBodiesAreBadRequestsNotExceptionsOfJson) {

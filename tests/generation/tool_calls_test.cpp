@@ -1,0 +1,137 @@
+// Tool calls (core/generation/tool_calls.hpp): Hermes <tool_call> blocks read back the same
+// whether the text comes whole or a byte at a time; what is not a call stays text; and a
+// conversation with tools, an assistant's tool_calls and a tool result renders through
+// render_chat as transformers renders it (tests/fixtures/chat_templates/renderings.json, made by
+// make_renderings.py) — the path serve takes for a request with tools.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/generation/tool_calls.hpp"
+#include "support/rendering_time.hpp"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+struct Read {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+Read read_in_pieces(const std::string& text, size_t piece) {
+  ToolCallReader reader(42);
+  Read out;
+  for (size_t at = 0; at < text.size(); at += piece)
+    reader.feed(text.substr(at, piece), out.content, out.calls);
+  reader.finish(out.content);
+  return out;
+}
+
+TEST(ToolCalls, HermesBlocksReadTheSameWholeOrByteByByte) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+      "\"{\\\"tz\\\": \\\"CET\\\"}\"}\n</tool_call>";
+  for (size_t piece : {size_t(1), size_t(2), size_t(5), size_t(1000)}) {
+    const Read r = read_in_pieces(text, piece);
+    ASSERT_EQ(r.calls.size(), 2u) << piece;
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
+    EXPECT_EQ(r.calls[1].name, "get_time");
+    EXPECT_EQ(r.calls[1].arguments, "{\"tz\": \"CET\"}");  // a string argument, as written
+    EXPECT_EQ(r.content, "Let me check.\n\n") << piece;
+  }
+  const Read r = read_in_pieces(text, 1000);
+  EXPECT_NE(r.calls[0].id, r.calls[1].id);
+  for (const ToolCall& c : r.calls) {
+    EXPECT_EQ(c.id.rfind("call_", 0), 0u);
+    EXPECT_EQ(c.id.size(), 5u + 24u);
+  }
+}
+
+TEST(ToolCalls, WhatIsNotACallStaysText) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"no calls at all", "no calls at all"},
+      {"<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>"},
+      {"<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>"},
+      {"<tool_call>[1, 2]</tool_call>x", "<tool_call>[1, 2]</tool_call>x"},
+      {"cut <tool_call>{\"name\": \"f\", \"argu", "cut <tool_call>{\"name\": \"f\", \"argu"},
+      {"a <tool_c", "a <tool_c"},
+      {"</tool_call> stray", "</tool_call> stray"},
+  };
+  for (const auto& [text, content] : cases)
+    for (size_t piece : {size_t(1), size_t(3), size_t(1000)}) {
+      const Read r = read_in_pieces(text, piece);
+      EXPECT_TRUE(r.calls.empty()) << text;
+      EXPECT_EQ(r.content, content) << text << " in pieces of " << piece;
+    }
+  const Read bare = read_in_pieces("<tool_call>{\"name\": \"ping\"}</tool_call>", 1);
+  ASSERT_EQ(bare.calls.size(), 1u);
+  EXPECT_EQ(bare.calls[0].arguments, "{}");
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kTemplates = std::string(SY_TEST_FIXTURES_DIR) + "/chat_templates/";
+
+TEST(ToolCalls, FormatsAreKnownByTheTemplate) {
+  GenerationSettings g;
+  for (const auto& [file, format, renders] : std::vector<std::tuple<std::string, ToolFormat, bool>>{
+           {"qwen3-0.6b.jinja", ToolFormat::hermes, true},
+           {"qwen2.5-7b-instruct.jinja", ToolFormat::hermes, true},
+           {"llama-3.1-8b-instruct.jinja", ToolFormat::none, true},  // bare JSON: not read yet
+           {"smollm2-135m-instruct.jinja", ToolFormat::none, false}}) {
+    g.chat_template = file_text(kTemplates + file);
+    ASSERT_FALSE(g.chat_template->empty()) << file;
+    EXPECT_EQ(tool_format(g), format) << file;
+    EXPECT_EQ(template_renders_tools(g), renders) << file;
+  }
+}
+
+TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
+  // Ordered: the tools' keys must reach the template in the order the client wrote them.
+  const nlohmann::ordered_json fixtures =
+      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+  int checked = 0;
+  for (const nlohmann::ordered_json& t : fixtures["templates"]) {
+    const std::string file = t["file"];
+    if (file != "qwen3-0.6b.jinja" && file != "qwen2.5-7b-instruct.jinja") continue;
+    GenerationSettings g;
+    g.chat_template = file_text(kTemplates + file);
+    g.chat_template_origin = file;
+    g.special_tokens = t["special_tokens"];
+    for (const nlohmann::ordered_json& c : t["cases"]) {
+      if (c["name"] != "tool_turn") continue;
+      ChatMessages messages;
+      std::vector<nlohmann::ordered_json> fields;
+      for (const nlohmann::ordered_json& m : c["messages"]) {
+        messages.emplace_back(m["role"], m["content"]);
+        nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+        for (const auto& [key, value] : m.items())
+          if (key != "role" && key != "content") extra[key] = value;
+        fields.push_back(extra);
+      }
+      nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+      kwargs["tools"] = c["tools"];
+      EXPECT_EQ(render_chat(g, messages, c["add_generation_prompt"], test::rendering_time(), kwargs,
+                            &fields),
+                c["output"].get<std::string>())
+          << file;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+}  // namespace
+}  // namespace sy
