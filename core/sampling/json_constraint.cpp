@@ -196,17 +196,23 @@ bool JsonMachine::step(unsigned char c) {
 int64_t JsonConstraint::mask(std::span<float> logits) const {
   const float none = -std::numeric_limits<float>::infinity();
   const TokenTable& t = *table_;
+  // The machine after each first byte, and whether it took it.
+  JsonMachine after[256] = {};
+  bool first_ok[256];
+  for (int c = 0; c < 256; ++c) {
+    after[c] = machine_;
+    first_ok[c] = !machine_.complete() && after[c].step(static_cast<unsigned char>(c));
+  }
   int64_t left = 0;
   for (size_t id = 0; id < logits.size(); ++id) {
     if (logits[id] == none) continue;
-    bool ok = id < t.bytes.size() && !t.control[id] && !t.bytes[id].empty();
-    if (ok) {
-      JsonMachine m = machine_;
-      for (unsigned char c : t.bytes[id])
-        if (m.complete() || !m.feed(c)) {
-          ok = false;
-          break;
-        }
+    const std::string* bytes = id < t.bytes.size() ? &t.bytes[id] : nullptr;
+    bool ok = bytes && !t.control[id] && !bytes->empty() &&
+              first_ok[static_cast<unsigned char>((*bytes)[0])];
+    if (ok && bytes->size() > 1) {
+      JsonMachine m = after[static_cast<unsigned char>((*bytes)[0])];
+      for (size_t i = 1; i < bytes->size() && ok; ++i)
+        ok = !m.complete() && m.step(static_cast<unsigned char>((*bytes)[i]));
     }
     if (ok)
       ++left;

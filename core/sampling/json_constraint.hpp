@@ -9,9 +9,10 @@
 // bytes of whitespace in a row outside strings (llama.cpp's json grammar bounds its
 // whitespace too).
 //
-// The mask is computed over the whole vocabulary each step (each token's bytes fed to a copy of
-// the byte machine, a few dozen bytes of state): about a millisecond for a 49k vocabulary. A
-// tokenizer trie and a per-state cache (XGrammar) are the next step, with JSON schemas.
+// The mask is computed over the whole vocabulary each step: the machine after each of the 256
+// possible first bytes is made once, a token whose first byte is refused costs a table look-up,
+// and the others feed their remaining bytes to a copy (a few dozen bytes of state). A tokenizer
+// trie and a per-state cache (XGrammar) are the next step, with JSON schemas.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ class JsonMachine {
   bool complete() const { return state_ == State::done; }
 
  private:
+  friend class JsonConstraint;  // steps copies it throws away, without feed()'s undo
   enum class State : uint8_t {
     value,        // a value must start (whitespace first)
     array_first,  // after '[': a value or ']'
