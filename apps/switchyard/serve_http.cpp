@@ -155,7 +155,9 @@ ServeHttp::ServeHttp(ServeConfig config)
   routes();
 }
 
-ServeHttp::~ServeHttp() = default;
+ServeHttp::~ServeHttp() {
+  stop();
+}
 
 int ServeHttp::listen(const std::string& host, int port, std::string& why) {
   const int bound =
@@ -169,7 +171,12 @@ int ServeHttp::listen(const std::string& host, int port, std::string& why) {
   // overflows it and their connections fail. Linux takes a second listen() as a new backlog
   // (the kernel caps it at net.core.somaxconn).
   if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
-  std::thread([this] { server_->listen_after_bind(); }).detach();
+  // Joined by stop(), not detached: it reads server_ until listen_after_bind returns, so the
+  // server must outlive it (TSan found a detached one reading the freed server at exit).
+  listener_ = std::thread([this] { server_->listen_after_bind(); });
+  // Until it runs, a stop() would not reach it and the join would wait forever.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return bound;
 }
 
@@ -180,6 +187,7 @@ void ServeHttp::set_model(const ServeModel& model) {
 
 void ServeHttp::stop() {
   server_->stop();
+  if (listener_.joinable()) listener_.join();
 }
 
 void ServeHttp::routes() {

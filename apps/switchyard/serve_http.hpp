@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "core/serving/openai_request.hpp"
 #include "core/serving/scheduler.hpp"
@@ -77,6 +78,7 @@ class ServeHttp {
   ServeModel model_;
   std::atomic<uint64_t> next_id_{1};
   int listen_fd_ = -1;
+  std::thread listener_;  // runs listen_after_bind; joined by stop()
 };
 
 }  // namespace sy::cli
