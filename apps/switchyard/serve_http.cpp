@@ -315,12 +315,16 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
   return plain_prompt_ids(m.tokenizer, m.generation, r.prompt);
 }
 
+// Text as a client reads it once the reply is JSON: bytes that are not valid UTF-8 (a token
+// holding part of a character) become U+FFFD, as dump() writes them.
+std::string as_client_reads(const std::string& bytes) {
+  return json::parse(dump(json(bytes))).get<std::string>();
+}
+
 // A token's piece for /tokenize's with_pieces: a string when its bytes are valid UTF-8, else
 // the bytes (llama-server's shape).
 json piece_of(const std::string& bytes) {
-  if (incomplete_utf8_tail(bytes) == 0 &&
-      json::parse(dump(json(bytes))).get<std::string>() == bytes)
-    return bytes;
+  if (as_client_reads(bytes) == bytes) return bytes;
   json out = json::array();
   for (unsigned char c : bytes) out.push_back(int(c));
   return out;
@@ -528,7 +532,7 @@ json logprobs_json(const Tokenizer& tok, RequestKind kind, std::span<const Token
     // tokens that read alike keep the likeliest one's value.
     json alternatives = json::object();
     for (const auto& [id, lp] : e.top) {
-      const std::string key = json::parse(dump(json(tok.decode_token(id)))).get<std::string>();
+      const std::string key = as_client_reads(tok.decode_token(id));
       if (!alternatives.contains(key)) alternatives[key] = lp;
     }
     top.push_back(std::move(alternatives));

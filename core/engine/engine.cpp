@@ -34,6 +34,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int64_t id, int64_t 
   out.id = id;
   out.logprob = double(logits[size_t(id)]) - log_z;
   const size_t n = std::min(size_t(std::max<int64_t>(top, 0)), logits.size());
+  if (n == 0) return out;  // the sampled token's alone: no ranking of the vocabulary
   std::vector<int64_t> order(logits.size());
   std::iota(order.begin(), order.end(), int64_t(0));
   auto more_likely = [&](int64_t a, int64_t b) {
@@ -160,9 +161,8 @@ void Engine::sample_rows() {
     if (id < 0) continue;  // the constraint left no token: finished with its error
     ++s.sampled;
     std::string emit;
-    const std::string bytes = id >= 0 && id < tokenizer_.vocab_size()
-                                  ? tokenizer_.decode_token(id)
-                                  : "<" + std::to_string(id) + ">";
+    const std::string bytes =
+        tokenizer_.has_token(id) ? tokenizer_.decode_token(id) : "<" + std::to_string(id) + ">";
     const StopRule::Reason why = s.stop.feed(id, bytes, emit);
     std::optional<TokenLogprobs> lp;
     if (s.logprobs >= 0 && why != StopRule::Reason::eos)

@@ -76,7 +76,7 @@ void expect_memory_report(const json& run, bool resident_too) {
   if (resident_too) {
     ASSERT_TRUE(host["measured"]["error"].is_number()) << host.dump();
     // 10 %, or 3 MiB where that is more: the bookkeeping of the prepared kernels and oneDNN's
-    // generated code (about 2.3 MiB, any tier) are not in the plan (docs/memory.md). It weighs
+    // generated code (about 2.2 MiB, any tier) are not in the plan (docs/memory.md). It weighs
     // where the weights are mapped and the rest is small (the amx tier: 20 MiB predicted).
     const double predicted = host["measured"]["predicted_bytes"].get<double>();
     const double measured = host["measured"]["bytes"].get<double>();
