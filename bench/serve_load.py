@@ -4,7 +4,7 @@ token (TTFT) and inter-token latency (ITL), at 1, 4, 8 and 16 concurrent streami
 
     build/test-venv/bin/python bench/serve_load.py MODEL [--clients 1,4,8,16]
         [--requests 4] [--max-tokens 64] [--parallel 16] [--serve-args "--max-batch-tokens 64"]
-        [--url http://127.0.0.1:PORT]
+        [--url http://127.0.0.1:PORT] [--json-schema FILE]
 
 It starts `switchyard serve MODEL --port 0 --parallel P` on 127.0.0.1 (or measures a running
 server of any kind with --url, e.g. llama-server, for a comparison in the same conditions), then
@@ -17,6 +17,9 @@ level generated over the level's wall time. The clients are one asyncio process 
 (the async HTTP client the openai package brings; build/test-venv has it), not a thread per
 stream, because they share the server's cores; the client's own CPU time is reported beside each
 level as a share of the wall time: what the measurement takes from the server.
+--json-schema FILE sends every request with response_format json_schema (the schema in FILE):
+the same load held to a grammar, to compare with the unconstrained run (the answers end when the
+value is whole, so the levels count the tokens actually generated).
 Needs the venv of scripts/setup-test-venv.sh. Not run by the build.
 """
 
@@ -48,10 +51,15 @@ TOPICS = ["a lighthouse", "the moon", "a red bicycle", "winter", "a lost key", "
           "a small robot", "an old library", "a volcano", "a garden", "the desert", "a river"]
 
 
+RESPONSE_FORMAT = None  # --json-schema: the response_format every request sends
+
+
 async def one_request(client, url, model, prompt, max_tokens, out):
     body = {"model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True,
             "stream_options": {"include_usage": True}}
+    if RESPONSE_FORMAT:
+        body["response_format"] = RESPONSE_FORMAT
     start = time.perf_counter()
     last = None
     tokens = 0
@@ -124,6 +132,7 @@ def main():
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--url", help="measure this running server instead of starting one")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-schema", help="a JSON Schema file: every request is held to it")
     ap.add_argument("--serve-args", default="", help="more `switchyard serve` flags, one string")
     a = ap.parse_args()
     proc = None

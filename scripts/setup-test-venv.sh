@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Makes the Python virtual environment the test helpers use, pinned: PyPI's `openai` client
-# (which brings httpx2, its async HTTP client) for the serve tests and bench/serve_load.py, and
+# (which brings httpx2, its async HTTP client) for the serve tests and bench/serve_load.py,
+# pydantic and jsonschema for the structured-output tests (the client's parse(), and the
+# reference validator of every constrained answer), and
 # PyPI `gguf` with numpy for scripts/make-requantized-smollm2.sh. Once, into VENV_DIR
 # (default build/test-venv). Exits 0 when it is (already) there, 1 when it cannot be made (no
 # python3-venv, no registry): the caller says what it skips.
 set -euo pipefail
 
 venv=${1:-build/test-venv}
-want="openai==3.60.0 gguf==0.19.0 numpy==2.4.6"
+want="openai==3.60.0 pydantic==2.14.4 jsonschema==4.26.0 gguf==0.19.0 numpy==2.4.6"
 stamp="$venv/.switchyard-${want// /-}"
 
 [[ -f "$stamp" ]] && exit 0

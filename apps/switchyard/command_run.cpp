@@ -33,6 +33,7 @@
 #include "core/generation/harmony.hpp"
 #include "core/importer/importer.hpp"
 #include "core/runtime/model_source.hpp"
+#include "core/sampling/json_schema.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace sy::cli {
@@ -44,7 +45,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct RunArgs {
-  std::string model, prompt, prompt_file, chat, system;
+  std::string model, prompt, prompt_file, chat, system, json_schema_file, grammar_file;
   std::vector<std::string> stop;
   PlanFlags flags;
   int64_t max_tokens = 32;
@@ -64,6 +65,32 @@ std::optional<std::string> prompt_text(const RunArgs& a, const po::variables_map
   if (a.has_chat) return a.chat == "-" ? read_source("-", why) : a.chat;
   if (a.has_prompt) return a.prompt == "-" ? read_source("-", why) : a.prompt;
   return read_source(a.prompt_file, why);
+}
+
+// The grammar --json-object, --json-schema or --grammar-file asks for (null: none), or `why` not.
+std::shared_ptr<const Grammar> answer_grammar(const RunArgs& a, std::string& why) {
+  const int asked =
+      int(a.json_object) + int(!a.json_schema_file.empty()) + int(!a.grammar_file.empty());
+  if (asked > 1) {
+    why = "give at most one of --json-object, --json-schema and --grammar-file";
+    return nullptr;
+  }
+  if (a.json_object) return json_object_grammar();
+  const std::string& file = a.json_schema_file.empty() ? a.grammar_file : a.json_schema_file;
+  if (file.empty()) return nullptr;
+  const char* flag = a.json_schema_file.empty() ? "--grammar-file" : "--json-schema";
+  const std::optional<std::string> source = read_source(file, why);
+  if (!source) {
+    why = std::string(flag) + ": " + why;
+    return nullptr;
+  }
+  try {
+    if (a.grammar_file.empty()) return json_schema_grammar(nlohmann::ordered_json::parse(*source));
+    return Grammar::from_gbnf(*source);
+  } catch (const std::exception& e) {  // json's parse_error, SchemaError, GrammarError
+    why = std::string(flag) + " " + file + ": " + e.what();
+    return nullptr;
+  }
 }
 
 json profile_json(const StepProfile& p) {
@@ -101,8 +128,13 @@ int run_run(const GlobalOptions& global, const Args& args) {
       "ignore-eos", po::bool_switch(&a.ignore_eos), "generate past the model's EOS tokens")(
       "json-object", po::bool_switch(&a.json_object),
       "constrain the answer to one JSON object (OpenAI's response_format json_object): it ends "
-      "when the object is whole")("max-tokens", po::value(&a.max_tokens)->default_value(32),
-                                  "tokens to generate")(
+      "when the object is whole")(
+      "json-schema", po::value(&a.json_schema_file),
+      "constrain the answer to a JSON Schema read from this file (response_format "
+      "json_schema's subset, docs/serve.md); it ends when the value is whole")(
+      "grammar-file", po::value(&a.grammar_file),
+      "constrain the answer to a GBNF grammar (llama.cpp's syntax, rule root) read from this "
+      "file")("max-tokens", po::value(&a.max_tokens)->default_value(32), "tokens to generate")(
       "temperature", po::value(&a.sampling.temperature)->default_value(0), "0 = greedy")(
       "top-k", po::value(&a.sampling.top_k)->default_value(0),
       "sample from the k most likely (0 = all)")(
@@ -143,6 +175,11 @@ int run_run(const GlobalOptions& global, const Args& args) {
     return kExitUsage;
   }
   std::string why;
+  std::shared_ptr<const Grammar> grammar = answer_grammar(a, why);
+  if (!why.empty()) {
+    std::cerr << "switchyard run: " << why << "\n";
+    return kExitUsage;
+  }
   std::optional<std::string> text = prompt_text(a, vm, why);
   if (!text) {
     std::cerr << "switchyard run: " << why << "\n";
@@ -193,7 +230,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     static_cast<SamplingParams&>(sampling) = a.sampling;
     sampling.max_tokens = a.max_tokens;
     sampling.ignore_eos = a.ignore_eos;
-    sampling.json_object = a.json_object;
+    sampling.grammar = grammar;
     sampling.stop = a.stop;
     Generator generator(context, model.tokenizer, model.generation);
     text_out << prompt.echo << std::flush;

@@ -438,6 +438,9 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const httpli
     job->prompt = std::move(ids);
     job->sampling =
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
+    if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function)
+      job->sampling.grammar = tool_call_grammar(tool_format(m.model->generation), r.tools,
+                                                r.tool_name, r.parallel_tool_calls);
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
     if (kind == RequestKind::chat)
       job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);

@@ -59,7 +59,7 @@ struct Engine::Stream {
   StopRule stop;
   OutputSink* sink;
   std::optional<Finish> finish;
-  std::optional<JsonConstraint> json;
+  std::optional<GrammarConstraint> constraint;
   std::vector<float> masked;  // the step's logits with the constraint's mask
   Stream(SeqId s, std::vector<int64_t> p, const SamplingOptions& o, std::vector<int64_t> eos,
          OutputSink& out)
@@ -95,23 +95,7 @@ void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions
                 "generate: sequence " + std::to_string(seq) + " is already generating");
   std::vector<int64_t> eos = options.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
   auto stream = std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), sink);
-  if (options.json_object) {
-    if (!token_table_) {
-      auto table = std::make_shared<TokenTable>();
-      const int64_t vocab = context_.vocab();
-      table->bytes.resize(size_t(vocab));
-      table->control.assign(size_t(vocab), true);  // ids the tokenizer lacks: never allowed
-      for (int64_t id = 0; id < vocab; ++id)
-        if (tokenizer_.has_token(id)) {
-          table->bytes[size_t(id)] = tokenizer_.decode_token(id);
-          table->control[size_t(id)] = false;
-        }
-      for (int64_t id : tokenizer_.control_ids())
-        if (id < vocab) table->control[size_t(id)] = true;
-      token_table_ = std::move(table);
-    }
-    stream->json.emplace(token_table_, true);
-  }
+  if (options.grammar) stream->constraint.emplace(masks_for(options.grammar));
   streams_.push_back(std::move(stream));
 }
 
@@ -174,7 +158,7 @@ void Engine::sample_rows() {
       s.finish = Finish{FinishReason::stop_text, {}};
     else if (!go_on)
       s.finish = Finish{FinishReason::callback, {}};
-    else if (s.json && s.json->complete())
+    else if (s.constraint && s.constraint->complete())
       s.finish = Finish{FinishReason::constraint_complete, {}};
     else if (s.sampled >= s.max_tokens)
       s.finish = Finish{FinishReason::max_tokens, {}};
@@ -187,18 +171,42 @@ void Engine::sample_rows() {
 
 // The sampler's pick, from the logits the stream's constraint leaves (when it has one).
 int64_t Engine::pick(Stream& s, std::span<const float> logits) {
-  if (!s.json) return s.sampler.sample(logits);
+  if (!s.constraint) return s.sampler.sample(logits);
   s.masked.assign(logits.begin(), logits.end());
-  if (s.json->mask(s.masked) == 0) {
-    s.finish =
-        Finish{FinishReason::error, Error(Errc::bad_tokenizer,
-                                          "json_object: no token of the vocabulary continues "
-                                          "the output as JSON")};
+  if (s.constraint->mask(s.masked, s.stop.eos_ids()) == 0) {
+    s.finish = Finish{FinishReason::error,
+                      Error(Errc::bad_tokenizer,
+                            "constrained output: no token of the vocabulary continues the "
+                            "grammar here (it needs bytes no token has)")};
     return -1;
   }
   const int64_t id = s.sampler.sample(s.masked);
-  s.json->accept(id);
+  s.constraint->accept(id);
   return id;
+}
+
+std::shared_ptr<GrammarMasks> Engine::masks_for(const std::shared_ptr<const Grammar>& grammar) {
+  for (const auto& m : masks_)
+    if (m->grammar() == grammar) return m;
+  if (!token_table_) {
+    const int64_t vocab = context_.vocab();
+    std::vector<std::string> bytes(static_cast<size_t>(vocab), std::string());
+    std::vector<bool> control(size_t(vocab), true);  // ids the tokenizer lacks: never allowed
+    for (int64_t id = 0; id < vocab; ++id)
+      if (tokenizer_.has_token(id)) {
+        bytes[size_t(id)] = tokenizer_.decode_token(id);
+        control[size_t(id)] = false;
+      }
+    for (int64_t id : tokenizer_.control_ids())
+      if (id < vocab) control[size_t(id)] = true;
+    token_table_ = std::make_shared<TokenTable>(std::move(bytes), std::move(control));
+  }
+  if (masks_.size() >= kMaxGrammars)  // drop those only this list still holds
+    masks_.erase(std::remove_if(masks_.begin(), masks_.end(),
+                                [](const auto& m) { return m.use_count() == 1; }),
+                 masks_.end());
+  masks_.push_back(std::make_shared<GrammarMasks>(grammar, token_table_));
+  return masks_.back();
 }
 
 bool Engine::step() {

@@ -27,8 +27,8 @@
 
 #include "core/executor/context.hpp"
 #include "core/generation/generation.hpp"
-#include "core/sampling/json_constraint.hpp"
 #include "core/sampling/sampling.hpp"
+#include "core/sampling/token_mask.hpp"
 
 namespace sy {
 
@@ -39,9 +39,10 @@ struct SamplingOptions : SamplingParams {
   std::vector<std::string> stop;  // stop texts
   // -1: no log-probabilities; 0 to 20: each token's, and that many most likely alternatives.
   int64_t logprobs = -1;
-  // The output is one JSON object (core/sampling/json_constraint.hpp): tokens that cannot
-  // continue one are masked before sampling, and the stream ends when it is complete.
-  bool json_object = false;
+  // The output is a sentence of this grammar (core/sampling/grammar.hpp; a JSON schema's, or
+  // json_object's): tokens that cannot continue one are masked before sampling, and the stream
+  // ends when no byte can follow. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // A sampled token's log-probability under the model's own distribution: the log-softmax of the
@@ -66,7 +67,7 @@ enum class FinishReason {
   callback,      // the sink (or the owner's abort check) asked to stop
   cancelled,     // the owner cancelled it (a client went away, a deadline passed, a shutdown)
   error,         // the step refused the sequence (SY304, SY308): OutputSink::on_finish's error
-  constraint_complete,  // the constrained output (json_object) is whole
+  constraint_complete,  // the constrained output (a grammar's sentence) is whole
 };
 const char* finish_reason_name(FinishReason reason);  // "eos", "stop_text", "max_tokens", ...
 // OpenAI's finish_reason: "length" for max_tokens and context_full, else "stop".
@@ -127,6 +128,12 @@ class Engine {
   const GenerationSettings& settings_;
   std::vector<std::unique_ptr<Stream>> streams_;   // in start order
   std::shared_ptr<const TokenTable> token_table_;  // made when a stream is first constrained
+  // Each grammar's cached masks, shared by the streams with that grammar (a server's requests
+  // with the same schema share one compiled grammar). Kept while the engine lives, up to
+  // kMaxGrammars; beyond, the ones no stream uses are dropped.
+  std::vector<std::shared_ptr<GrammarMasks>> masks_;
+  static constexpr size_t kMaxGrammars = 64;
+  std::shared_ptr<GrammarMasks> masks_for(const std::shared_ptr<const Grammar>& grammar);
   // One step's scratch, kept to reuse its storage.
   Batch batch_;
   std::vector<Stream*> rows_;  // whose logits each asked-for row of the step is

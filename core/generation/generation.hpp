@@ -104,6 +104,8 @@ class StopRule {
   Reason feed(int64_t id, const std::string& bytes, std::string& emit);
   // What is still held back, at the end of generation.
   std::string flush();
+  // The ids that end a stream (none when the request ignores EOS).
+  const std::vector<int64_t>& eos_ids() const { return eos_; }
 
  private:
   std::vector<int64_t> eos_;

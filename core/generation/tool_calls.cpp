@@ -1,6 +1,9 @@
 #include "core/generation/tool_calls.hpp"
 
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/sampling/json_schema.hpp"
 
 namespace sy {
 namespace {
@@ -28,6 +31,37 @@ ToolFormat tool_format(const GenerationSettings& g) {
 
 bool template_renders_tools(const GenerationSettings& g) {
   return g.chat_template && g.chat_template->find("tools") != std::string::npos;
+}
+
+std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
+                                                 const nlohmann::ordered_json& tools,
+                                                 const std::string& only, bool parallel) {
+  if (format != ToolFormat::hermes)
+    throw std::invalid_argument("tool_call_grammar: the template's call format is not read");
+  JsonGrammarBuilder b;
+  std::string functions;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const nlohmann::ordered_json& f = tools[i]["function"];
+    const std::string name = f["name"].get<std::string>();
+    if (!only.empty() && name != only) continue;
+    const nlohmann::ordered_json any = {{"type", "object"}};
+    std::string args;
+    try {
+      args = b.add(f.contains("parameters") ? f["parameters"] : any, "args-" + std::to_string(i));
+    } catch (const SchemaError& e) {
+      throw SchemaError("/" + std::to_string(i) + "/function/parameters" + e.pointer(),
+                        e.message());
+    }
+    // As the Hermes templates write it: {"name": NAME, "arguments": ARGS} (tojson's spacing).
+    const std::string head = "\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ";
+    functions += (functions.empty() ? "" : " | ") + JsonGrammarBuilder::literal(head) + " " + args;
+  }
+  if (functions.empty())
+    throw std::invalid_argument("tool_call_grammar: no tool named `" + only + "`");
+  b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
+                     " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
+  b.rule("root", only.empty() && parallel ? "call ( \"\\n\" call )*" : "call");
+  return Grammar::from_gbnf(b.gbnf());
 }
 
 void ToolCallReader::feed(const std::string& text, std::string& content,

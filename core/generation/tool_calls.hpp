@@ -17,7 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <nlohmann/json.hpp>
+
 #include "core/generation/generation.hpp"
+#include "core/sampling/grammar.hpp"
 
 namespace sy {
 
@@ -26,6 +30,17 @@ enum class ToolFormat { none, hermes };
 ToolFormat tool_format(const GenerationSettings& g);
 // Whether the template renders a `tools` list at all.
 bool template_renders_tools(const GenerationSettings& g);
+
+// The grammar an answer is held to when it must call a tool (tool_choice required, or a named
+// function): `format`'s call blocks and nothing else, each naming one of `tools` (only the
+// function `only` when it is set) with arguments valid under that function's `parameters`
+// schema (core/sampling/json_schema.hpp; none: any object). One call when `only` is set or
+// `parallel` is false; otherwise one or more, and the end of sequence may follow any of them.
+// `tools` as parse_completion_request checked them (their schemas compile). Throws
+// SchemaError (a pointer into `tools`), std::invalid_argument for ToolFormat::none.
+std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
+                                                 const nlohmann::ordered_json& tools,
+                                                 const std::string& only, bool parallel);
 
 struct ToolCall {
   std::string id;  // "call_" + 24 characters, unique within the reader

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors/errors.hpp"
+#include "core/sampling/json_schema.hpp"
 
 namespace sy {
 namespace {
@@ -182,6 +183,82 @@ nlohmann::ordered_json tools_of(const json& v) {
   return v;
 }
 
+// A schema's JSON pointer as a path in the request: /properties/a/items → .properties.a.items.
+std::string schema_path(const std::string& base, const std::string& pointer) {
+  std::string out = base, segment;
+  auto flush = [&] {
+    const bool index =
+        !segment.empty() && segment.find_first_not_of("0123456789") == std::string::npos;
+    out += index ? "[" + segment + "]" : "." + segment;
+    segment.clear();
+  };
+  for (size_t i = 1; i <= pointer.size(); ++i) {
+    if (i == pointer.size() || pointer[i] == '/') {
+      flush();
+    } else if (pointer[i] == '~' && i + 1 < pointer.size()) {
+      segment += pointer[++i] == '1' ? '/' : '~';
+    } else {
+      segment += pointer[i];
+    }
+  }
+  return out;
+}
+
+// tool_choice: "auto", "none", "required", or {"type": "function", "function": {"name": N}}.
+void tool_choice_of(const json& v, CompletionRequest& r) {
+  const std::string key = "tool_choice";
+  if (v.is_null() || v == "auto") {
+    r.tool_choice = ToolChoice::automatic;
+  } else if (v == "none") {
+    r.tool_choice = ToolChoice::none;
+  } else if (v == "required") {
+    r.tool_choice = ToolChoice::required;
+  } else if (v.is_object()) {
+    if (v.value("type", json()) != "function") refuse(key + ".type", "must be function");
+    if (!v.contains("function") || !v["function"].is_object())
+      refuse(key + ".function", "must be an object {name}");
+    for (const auto& [k2, v2] : v.items())
+      if (k2 != "type" && k2 != "function") refuse(key + "." + k2, "is not a field of tool_choice");
+    for (const auto& [k2, v2] : v["function"].items())
+      if (k2 != "name") refuse(key + ".function." + k2, "is not a field of tool_choice.function");
+    r.tool_name = text(v["function"].value("name", json()), key + ".function.name");
+    r.tool_choice = ToolChoice::function;
+  } else {
+    refuse(key,
+           "must be auto, none, required or {\"type\": \"function\", \"function\": "
+           "{\"name\": ...}}, is " +
+               shown(v));
+  }
+}
+
+// After the whole body is read: tool_choice against the tools, and the schemas a forced call
+// is held to compiled now, so a keyword we do not serve is refused naming its place.
+void check_tool_choice(CompletionRequest& r) {
+  if (r.tool_choice == ToolChoice::none) r.tools = nlohmann::ordered_json::array();
+  const bool forced =
+      r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function;
+  if (!r.parallel_tool_calls && !forced && !r.tools.empty())
+    refuse("parallel_tool_calls",
+           "false is served with tool_choice required or a named function (the answer is held "
+           "to one call); with auto nothing holds the model to one");
+  if (!forced) return;
+  if (r.tools.empty()) refuse("tool_choice", "asks for a call, but the request has no tools");
+  bool named = false;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const json& f = r.tools[i]["function"];
+    if (r.tool_choice == ToolChoice::function && f["name"] != r.tool_name) continue;
+    named = true;
+    if (!f.contains("parameters")) continue;
+    try {
+      json_schema_grammar(f["parameters"]);
+    } catch (const SchemaError& e) {
+      refuse(schema_path("tools[" + std::to_string(i) + "].function.parameters", e.pointer()),
+             e.message());
+    }
+  }
+  if (!named) refuse("tool_choice.function.name", "no tool is named \"" + r.tool_name + "\"");
+}
+
 // Fields accepted only at their neutral value: anything else would be ignored, so it is refused.
 void neutral(const std::string& key, const json& v) {
   bool ok = v.is_null();
@@ -191,6 +268,47 @@ void neutral(const std::string& key, const json& v) {
   if (key == "function_call") ok = ok || v == "none";
   if (key == "suffix") ok = ok || (v.is_string() && v.get<std::string>().empty());
   if (!ok) refuse(key, "is not served at " + shown(v) + " (only its neutral value is accepted)");
+}
+
+// response_format: text; json_object; json_schema {name, schema, strict, description}. A schema
+// compiles to the grammar the answer is held to, or the request is refused naming the place.
+void response_format(const json& v, CompletionRequest& r) {
+  const std::string key = "response_format";
+  if (!v.is_object()) refuse(key, "must be an object, is " + kind_of(v));
+  const std::string type = text(v.contains("type") ? v["type"] : json(), key + ".type");
+  if (type != "text" && type != "json_object" && type != "json_schema")
+    refuse(key + ".type", "must be text, json_object or json_schema, is \"" + type + "\"");
+  for (const auto& [k2, v2] : v.items())
+    if (k2 != "type" && !(type == "json_schema" && k2 == "json_schema"))
+      refuse(key + "." + k2, "is not a field of response_format " + type);
+  if (type == "text") return;
+  if (type == "json_object") {
+    r.grammar = json_object_grammar();
+    r.constraint = "json_object";
+    return;
+  }
+  const std::string at = key + ".json_schema";
+  if (!v.contains("json_schema") || !v["json_schema"].is_object())
+    refuse(at, "must be an object {name, schema, strict, description}");
+  const json& js = v["json_schema"];
+  json schema = json::object();
+  for (const auto& [k2, v2] : js.items()) {
+    if (k2 == "name" || k2 == "description")
+      text(v2, at + "." + k2);
+    else if (k2 == "strict")
+      boolean(v2, at + "." + k2);  // the answer is held to the schema either way
+    else if (k2 == "schema")
+      schema = v2;
+    else
+      refuse(at + "." + k2, "is not a field of json_schema (name, schema, strict, description)");
+  }
+  if (!js.contains("name")) refuse(at + ".name", "is missing");
+  try {
+    r.grammar = json_schema_grammar(schema);
+  } catch (const SchemaError& e) {
+    refuse(schema_path(at + ".schema", e.pointer()), e.message());
+  }
+  r.constraint = "json_schema";
 }
 
 json object_body(const std::string& body) {
@@ -248,8 +366,9 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
   CompletionRequest r;
   r.kind = kind;
   const char* required = kind == RequestKind::chat ? "messages" : "prompt";
-  bool chat_logprobs = false, tool_choice_none = false;
+  bool chat_logprobs = false;
   std::optional<int64_t> top_logprobs;
+  std::shared_ptr<const Grammar> gbnf;
   if (!j.contains(required)) refuse(required, "is missing");
   for (const auto& [key, v] : j.items()) {
     if (key == "messages" && kind == RequestKind::chat) {
@@ -257,17 +376,9 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
     } else if (key == "tools" && kind == RequestKind::chat) {
       if (!v.is_null()) r.tools = tools_of(v);
     } else if (key == "tool_choice" && kind == RequestKind::chat) {
-      if (v.is_null() || v == "auto") continue;
-      if (v == "none") {
-        tool_choice_none = true;
-        continue;
-      }
-      refuse(key, "is not served at " + shown(v) +
-                      " (auto and none are): required and a named function need the arguments "
-                      "held to the function's schema, which is not served yet");
+      tool_choice_of(v, r);
     } else if (key == "parallel_tool_calls" && kind == RequestKind::chat) {
-      if (!v.is_null() && !boolean(v, key))
-        refuse(key, "false is not served: a model may write several calls in one answer");
+      if (!v.is_null()) r.parallel_tool_calls = boolean(v, key);
     } else if (key == "prompt" && kind == RequestKind::completion) {
       if (v.is_string()) {
         r.prompt = v.get<std::string>();
@@ -330,18 +441,14 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
         r.template_kwargs[name] = value;
       }
     } else if (key == "response_format") {
+      if (!v.is_null()) response_format(v, r);
+    } else if (key == "grammar") {  // llama-server's extension: GBNF text
       if (v.is_null()) continue;
-      if (!v.is_object()) refuse(key, "must be an object, is " + kind_of(v));
-      const std::string type = text(v.contains("type") ? v["type"] : json(), key + ".type");
-      if (type == "json_schema")
-        refuse(key + ".type",
-               "json_schema is not served yet (json_object is): a schema is "
-               "refused, never loosened to any JSON");
-      if (type != "text" && type != "json_object")
-        refuse(key + ".type", "must be text or json_object, is \"" + type + "\"");
-      for (const auto& [k2, v2] : v.items())
-        if (k2 != "type") refuse(key + "." + k2, "is not served");
-      r.json_object = type == "json_object";
+      try {
+        gbnf = Grammar::from_gbnf(text(v, key));
+      } catch (const GrammarError& e) {
+        refuse(key, e.what());
+      }
     } else if (key == "logprobs" && kind == RequestKind::chat) {
       if (!v.is_null()) chat_logprobs = boolean(v, key);
     } else if (key == "top_logprobs" && kind == RequestKind::chat) {
@@ -360,7 +467,13 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
   if (r.stream == false && r.include_usage) refuse("stream_options", "is only for stream: true");
   if (top_logprobs && !chat_logprobs) refuse("top_logprobs", "needs logprobs: true");
   if (chat_logprobs) r.logprobs = top_logprobs.value_or(0);
-  if (tool_choice_none) r.tools = nlohmann::ordered_json::array();
+  check_tool_choice(r);
+  if (gbnf && r.grammar)
+    refuse("grammar", "and response_format " + r.constraint + " cannot both constrain the answer");
+  if (gbnf) {
+    r.grammar = std::move(gbnf);
+    r.constraint = "grammar";
+  }
   if (auto bad = r.sampling.validate()) refuse(bad->field, bad->message);
   return r;
 }
@@ -375,7 +488,7 @@ SamplingOptions sampling_options(const CompletionRequest& r, int64_t max_tokens,
   o.ignore_eos = r.ignore_eos;
   o.stop = r.stop;
   o.logprobs = r.logprobs;
-  o.json_object = r.json_object;
+  o.grammar = r.grammar;
   return o;
 }
 

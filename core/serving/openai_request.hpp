@@ -17,11 +17,13 @@
 
 #include "core/generation/generation.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/sampling/grammar.hpp"
 #include "core/sampling/sampling.hpp"
 
 namespace sy {
 
 enum class RequestKind { chat, completion };
+enum class ToolChoice { automatic, none, required, function };
 
 struct CompletionRequest {
   RequestKind kind = RequestKind::chat;
@@ -52,13 +54,20 @@ struct CompletionRequest {
   // chat: chat_template_kwargs (vLLM's, llama-server's), the template's extra variables, such
   // as Qwen3's enable_thinking; `messages` and `add_generation_prompt` are the request's own.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
-  // response_format {"type": "json_object"}: the answer is one JSON object (json_constraint.hpp).
-  // {"type": "json_schema"} is refused by name until schemas compile to a grammar.
-  bool json_object = false;
-  // chat: `tools` (function tools, as sent) when tool_choice is auto (the default with tools);
-  // empty with tool_choice none. required and a named function are refused until arguments can
-  // be held to a schema; parallel_tool_calls false likewise.
+  // The grammar the answer is held to (core/sampling/grammar.hpp), null for none:
+  // response_format json_object (one JSON object), json_schema (its schema, compiled by
+  // json_schema.hpp; a keyword it does not serve is refused, naming its place in the schema),
+  // or `grammar` (llama-server's extension: GBNF). `constraint` names which.
+  std::shared_ptr<const Grammar> grammar;
+  std::string constraint;
+  // chat: `tools` (function tools, as sent); empty with tool_choice none. With required or a
+  // named function the answer is held to the calls' grammar (tool_calls.hpp's
+  // tool_call_grammar), every schema it needs checked here; parallel_tool_calls false is served
+  // with those (one call), refused with auto (nothing would hold the model to one).
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  ToolChoice tool_choice = ToolChoice::automatic;
+  std::string tool_name;  // ToolChoice::function: the function's name
+  bool parallel_tool_calls = true;
   // chat: per message, its fields beyond role and content (tool_calls, tool_call_id, name).
   std::vector<nlohmann::ordered_json> message_fields;
 };

@@ -13,6 +13,7 @@
 
 #include "core/engine/engine.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/sampling/json_schema.hpp"
 #include "support/plugin_load_options.hpp"
 #include "support/test_paths.hpp"
 
@@ -310,7 +311,7 @@ TEST_F(EngineTest, JsonObjectOutputIsAlwaysValidJson) {
     SamplingOptions o = greedy(150);
     o.temperature = 1.0;
     o.seed = seed;
-    o.json_object = true;
+    o.grammar = json_object_grammar();
     o.ignore_eos = false;
     Recorder out;
     engine.start(ctx().add_sequence(), prompt_of(5, int64_t(seed)), o, out);
@@ -326,7 +327,7 @@ TEST_F(EngineTest, JsonObjectOutputIsAlwaysValidJson) {
       EXPECT_TRUE(nlohmann::json::accept(text)) << text;
       EXPECT_TRUE(nlohmann::json::parse(text).is_object()) << text;
     } else {
-      JsonMachine m(true);
+      GrammarState m(json_object_grammar());
       for (unsigned char c : text) ASSERT_TRUE(m.feed(c)) << text;
     }
   }

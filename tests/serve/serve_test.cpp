@@ -319,6 +319,102 @@ TEST_F(Serve, ToolsReachTheTemplateOrAreRefusedByName) {
   EXPECT_THAT(r.body["error"]["message"].get<std::string>(), HasSubstr("does not render tools"));
 }
 
+// The arguments `call` holds, checked against the two tools' schemas by hand; "" when they hold.
+std::string bad_arguments(const json& call) {
+  const std::string name = call["function"]["name"];
+  json args;
+  try {
+    args = json::parse(call["function"]["arguments"].get<std::string>());
+  } catch (const json::exception& e) {
+    return std::string("arguments do not parse: ") + e.what();
+  }
+  if (!args.is_object()) return "arguments are not an object";
+  if (name == "get_weather") {
+    if (!args.contains("city") || (args["city"] != "Paris" && args["city"] != "Rome"))
+      return "city is missing or not in its enum";
+    for (const auto& [k, v] : args.items())
+      if (k != "city" && !(k == "days" && v.is_number_integer())) return "stray or bad " + k;
+    return "";
+  }
+  if (name == "add") {
+    if (args.size() != 2 || !args.contains("a") || !args.contains("b") || !args["a"].is_number() ||
+        !args["b"].is_number())
+      return "add needs numbers a and b, and nothing else";
+    return "";
+  }
+  return "no tool is named " + name;
+}
+
+// tool_choice required and a named function: whatever the (noise) model favours at
+// temperature 1, the answer is tool calls whose arguments parse and hold to the function's
+// schema; a named function is the one called, once; streamed deltas reassemble to the whole.
+TEST_F(Serve, ForcedToolCallsHoldToTheFunctionsSchema) {
+  TempDir copy;
+  const fs::path qwen3 = copy.path() / "qwen3";
+  fs::copy(model(), qwen3);
+  {
+    std::ifstream in(fs::path(SY_TEST_FIXTURES_DIR) / "chat_templates" / "qwen3-0.6b.jinja");
+    std::ofstream(qwen3 / "chat_template.jinja") << in.rdbuf();
+  }
+  const auto tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"enum": ["Paris", "Rome"]}, "days": {"type": "integer"}},
+      "required": ["city"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+      "required": ["a", "b"]}}}])");
+  ServeProcess s(qwen3, args());
+  ASSERT_TRUE(s.started());
+  int calls = 0;
+  for (int seed = 1; seed <= 6; ++seed) {
+    const bool named = seed % 2 == 0;
+    json body =
+        chat_body("Weather in Paris?", 250,
+                  {{"temperature", 1}, {"seed", seed}, {"tools", tools}, {"ignore_eos", false}});
+    if (named)
+      body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
+    else
+      body["tool_choice"] = "required";
+    const Reply r = post(s.port(), kChat, body.dump());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const json& choice = r.body["choices"][0];
+    ASSERT_TRUE(choice["message"].contains("tool_calls")) << r.raw;
+    const json& got = choice["message"]["tool_calls"];
+    ASSERT_GE(got.size(), 1u);
+    if (named) {
+      EXPECT_EQ(choice["finish_reason"], "tool_calls");
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0]["function"]["name"], "add");
+    } else {  // calls may follow calls until an end of sequence, or max_tokens
+      EXPECT_TRUE(choice["finish_reason"] == "tool_calls" || choice["finish_reason"] == "length");
+    }
+    for (const json& call : got) EXPECT_EQ(bad_arguments(call), "") << call.dump();
+    calls += int(got.size());
+    body["stream"] = true;
+    const StreamReply st = post_stream(s.port(), kChat, body.dump());
+    ASSERT_EQ(st.status, 200);
+    json streamed = json::array();
+    for (const json& e : st.events) {
+      if (e["choices"].empty() || !e["choices"][0]["delta"].contains("tool_calls")) continue;
+      for (const json& d : e["choices"][0]["delta"]["tool_calls"]) {
+        const size_t i = d["index"];
+        if (i == streamed.size())
+          streamed.push_back(d);
+        else
+          streamed[i]["function"]["arguments"] =
+              streamed[i]["function"]["arguments"].get<std::string>() +
+              d["function"]["arguments"].get<std::string>();
+      }
+    }
+    ASSERT_EQ(streamed.size(), got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(streamed[i]["function"]["name"], got[i]["function"]["name"]);
+      EXPECT_EQ(streamed[i]["function"]["arguments"], got[i]["function"]["arguments"]);
+    }
+  }
+  EXPECT_GE(calls, 6);
+}
+
 TEST_F(Serve, AStopTextEndsTheAnswerBeforeIt) {
   ServeProcess s(model(), args());
   ASSERT_TRUE(s.started());

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/errors/errors.hpp"
+#include "core/sampling/json_schema.hpp"
 #include "core/serving/openai_request.hpp"
 
 namespace sy {
@@ -115,24 +116,52 @@ TEST(OpenAiRequest, LogprobsTakeEachEndpointsShape) {
   EXPECT_EQ(sampling_options(completion(R"(, "logprobs": 4)"), 8, 100, 1).logprobs, 4);
 }
 
-// response_format: text (the default), json_object served; json_schema refused by name until
-// schemas compile (never loosened to any JSON); anything else named.
-TEST(OpenAiRequest, ResponseFormatJsonObjectIsServedSchemasAreRefused) {
-  EXPECT_FALSE(chat("{" + kHello + "}").json_object);
-  EXPECT_FALSE(chat("{" + kHello + R"(, "response_format": {"type": "text"}})").json_object);
+// response_format: text (the default), json_object and json_schema hold the answer to a
+// grammar; a schema keyword that is not served is refused naming its place in the request;
+// llama-server's `grammar` is GBNF, its errors located; both at once are refused.
+TEST(OpenAiRequest, ResponseFormatAndGrammarBecomeTheAnswersGrammar) {
+  EXPECT_EQ(chat("{" + kHello + "}").grammar, nullptr);
+  EXPECT_EQ(chat("{" + kHello + R"(, "response_format": {"type": "text"}})").grammar, nullptr);
   const CompletionRequest r =
       chat("{" + kHello + R"(, "response_format": {"type": "json_object"}})");
-  EXPECT_TRUE(r.json_object);
-  EXPECT_TRUE(sampling_options(r, 8, 100, 1).json_object);
-  EXPECT_THAT(
-      refusal("{" + kHello + R"(, "response_format": {"type": "json_schema", "json_schema": {}}})"),
-      StartsWith("response_format.type: json_schema is not served yet"));
+  EXPECT_EQ(r.grammar, json_object_grammar());
+  EXPECT_EQ(sampling_options(r, 8, 100, 1).grammar, json_object_grammar());
+  const std::string schema =
+      R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+         "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}})";
+  const CompletionRequest s = chat("{" + kHello + schema);
+  ASSERT_NE(s.grammar, nullptr);
+  EXPECT_EQ(s.constraint, "json_schema");
+  EXPECT_EQ(chat("{" + kHello + schema).grammar, s.grammar);  // one grammar per schema text
+  GrammarState state(s.grammar);
+  EXPECT_TRUE(state.feed(R"({"n": 12})") && state.finished());
+  EXPECT_THAT(refusal("{" + kHello +
+                      R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p",
+                 "schema": {"properties": {"a": {"items": [{"oneOf": []}]}}}}}})"),
+              StartsWith("response_format.json_schema.schema.properties.a.items: items as a list"));
+  EXPECT_THAT(refusal("{" + kHello +
+                      R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p",
+                 "schema": {"anyOf": [{"type": "string"}, {"format": "email"}]}}}})"),
+              StartsWith("response_format.json_schema.schema.anyOf[1].format: format `email`"));
   EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "json_schema"}})"),
-              StartsWith("response_format.type: json_schema is not served yet"));
+              StartsWith("response_format.json_schema: must be an object"));
+  EXPECT_THAT(
+      refusal("{" + kHello +
+              R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})"),
+      StartsWith("response_format.json_schema.name: is missing"));
   EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "xml"}})"),
-              StartsWith("response_format.type: must be text or json_object"));
+              StartsWith("response_format.type: must be text, json_object or json_schema"));
   EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": "json"})"),
               StartsWith("response_format: must be an object"));
+  const CompletionRequest g = chat("{" + kHello + R"(, "grammar": "root ::= [0-9]+"})");
+  ASSERT_NE(g.grammar, nullptr);
+  EXPECT_EQ(g.constraint, "grammar");
+  EXPECT_THAT(refusal("{" + kHello + R"(, "grammar": "root ::= x"})"),
+              StartsWith("grammar: line 1, column 10: rule `x` is not defined"));
+  EXPECT_THAT(
+      refusal("{" + kHello +
+              R"(, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})"),
+      StartsWith("grammar: and response_format json_object cannot both"));
 }
 
 // chat_template_kwargs reach the template as they were sent; the request's own variables
@@ -235,7 +264,9 @@ TEST(OpenAiRequest, MessagesAreCheckedOneByOne) {
 
 // Tools as OpenAI sends them: function tools given to the template, a tool-using history (an
 // assistant's tool_calls with null content, tool results) carried per message; tool_choice
-// auto and none served, required / named refused until arguments can be held to a schema.
+// auto, none, required and a named function served, the schemas a forced call needs checked
+// here (a keyword not served refused at its place), parallel_tool_calls false only where the
+// grammar holds the answer to one call.
 TEST(OpenAiRequest, ToolsAndAToolHistoryAreServed) {
   const std::string tools =
       R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
@@ -261,13 +292,29 @@ TEST(OpenAiRequest, ToolsAndAToolHistoryAreServed) {
                 .tools.size(),
             1u);
   EXPECT_TRUE(chat("{" + history + ", " + tools + R"(, "tool_choice": "none"})").tools.empty());
-  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "tool_choice": "required"})"),
-              StartsWith("tool_choice: is not served at \"required\""));
+  const CompletionRequest required =
+      chat("{" + kHello + ", " + tools + R"(, "tool_choice": "required"})");
+  EXPECT_EQ(required.tool_choice, ToolChoice::required);
+  EXPECT_TRUE(required.parallel_tool_calls);
+  const CompletionRequest named =
+      chat("{" + kHello + ", " + tools + R"(, "parallel_tool_calls": false,
+           "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})");
+  EXPECT_EQ(named.tool_choice, ToolChoice::function);
+  EXPECT_EQ(named.tool_name, "get_weather");
+  EXPECT_FALSE(named.parallel_tool_calls);
   EXPECT_THAT(refusal("{" + kHello + ", " + tools +
                       R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})"),
-              StartsWith("tool_choice: is not served at "));
+              StartsWith("tool_choice.function.name: no tool is named \"f\""));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "tool_choice": "required"})"),
+              StartsWith("tool_choice: asks for a call, but the request has no tools"));
+  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "tool_choice": "sometimes"})"),
+              StartsWith("tool_choice: must be auto, none, required or"));
   EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "parallel_tool_calls": false})"),
-              StartsWith("parallel_tool_calls: false is not served"));
+              StartsWith("parallel_tool_calls: false is served with tool_choice required"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "tool_choice": "required", "tools": [{"type":
+                      "function", "function": {"name": "f", "parameters": {"type": "object",
+                      "properties": {"n": {"type": "integer", "maximum": 3}}}}}]})"),
+              StartsWith("tools[0].function.parameters.properties.n.maximum: keyword `maximum`"));
   EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "code_interpreter"}]})"),
               StartsWith("tools[0].type: must be function"));
   EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "function", "function":

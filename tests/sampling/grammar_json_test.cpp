@@ -1,17 +1,17 @@
-// The JSON constraint (core/sampling/json_constraint.hpp) against nlohmann::json's parser, an
-// implementation of RFC 8259 no one here wrote: a text the machine reads whole and calls
-// complete is one nlohmann accepts (and an object); a valid object is read whole, every prefix
-// of it accepted along the way; texts broken at one byte — by hand and at random — are refused
-// no later than nlohmann refuses them. And the token mask: only tokens whose bytes continue a
-// valid text survive, control tokens never.
+// json_object's grammar (core/sampling/json_schema.hpp's json_object_grammar(), walked by
+// grammar.hpp) against nlohmann::json's parser, an implementation of RFC 8259 no one here wrote:
+// a text the grammar reads whole and calls complete is one nlohmann accepts (and an object); a
+// valid object is read whole, every prefix of it accepted along the way; texts broken at one
+// byte — by hand and at random — are refused as nlohmann refuses them.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <regex>
 
-#include "core/sampling/json_constraint.hpp"
+#include "core/sampling/json_schema.hpp"
 
 namespace sy {
 namespace {
@@ -19,21 +19,29 @@ namespace {
 using nlohmann::json;
 
 // How far the machine reads `text`: its length when every byte is taken.
-size_t read_until_refused(const std::string& text, JsonMachine& m) {
+size_t read_until_refused(const std::string& text, GrammarState& m) {
   for (size_t i = 0; i < text.size(); ++i)
     if (!m.feed(static_cast<unsigned char>(text[i]))) return i;
   return text.size();
 }
 
+GrammarState object_state() {
+  return GrammarState(json_object_grammar());
+}
+
 bool machine_accepts(const std::string& text) {
-  JsonMachine m(true);
-  return read_until_refused(text, m) == text.size() && m.complete();
+  GrammarState m = object_state();
+  return read_until_refused(text, m) == text.size() && m.finished();
 }
 
 // nlohmann's verdict: nullopt where it has none on the grammar — a number too large for a
 // double (1e7532) stops it before the rest is read (RFC 8259 section 9 leaves ranges to
 // parsers, and Python reads it as inf).
 std::optional<bool> reference_verdict(const std::string& text) {
+  // Numbers beyond the grammar's documented bounds (json_schema.hpp: 20 digits, exponents of 2)
+  // are outside what it writes by design.
+  static const std::regex beyond(R"([eE][-+]?[0-9]{3}|[0-9]{21})");
+  if (std::regex_search(text, beyond)) return std::nullopt;
   try {
     return json::parse(text).is_object();
   } catch (const json::out_of_range&) {
@@ -75,23 +83,23 @@ json random_value(std::mt19937& rng, int depth) {
   }
 }
 
-TEST(JsonConstraint, ReadsEveryValidObjectWholeAndCallsItComplete) {
+TEST(JsonObjectGrammar, ReadsEveryValidObjectWholeAndCallsItComplete) {
   std::mt19937 rng(11);
   for (int n = 0; n < 400; ++n) {
     json doc = json::object();
     for (int i = int(rng() % 5); i > 0; --i) doc["f" + std::to_string(i)] = random_value(rng, 4);
     const std::string text = n % 2 ? doc.dump() : doc.dump(2);
     ASSERT_TRUE(reference_accepts(text));
-    JsonMachine m(true);
+    GrammarState m = object_state();
     for (size_t i = 0; i < text.size(); ++i) {
-      ASSERT_FALSE(m.complete()) << text << " complete before byte " << i;
+      ASSERT_FALSE(m.finished()) << text << " complete before byte " << i;
       ASSERT_TRUE(m.feed(static_cast<unsigned char>(text[i]))) << text << " refused at " << i;
     }
-    EXPECT_TRUE(m.complete()) << text;
+    EXPECT_TRUE(m.finished()) << text;
   }
 }
 
-TEST(JsonConstraint, BrokenTextsAreRefusedAsTheReferenceRefusesThem) {
+TEST(JsonObjectGrammar, BrokenTextsAreRefusedAsTheReferenceRefusesThem) {
   const std::vector<std::string> texts{R"({"a": 01})",
                                        R"({"a": 1.})",
                                        R"({"a": .5})",
@@ -124,7 +132,7 @@ TEST(JsonConstraint, BrokenTextsAreRefusedAsTheReferenceRefusesThem) {
                                        R"({"a": -0.0e-7})",
                                        R"({"a": [[], {}, "", 0]})",
                                        R"({})",
-                                       R"( { "a" : [ true , false , null ] } )"};
+                                       R"({ "a" : [ true , false , null ] })"};
   for (const std::string& t : texts) EXPECT_EQ(machine_accepts(t), reference_accepts(t)) << t;
   // Random one-byte changes of valid objects: complete only when the reference accepts.
   std::mt19937 rng(5);
@@ -135,7 +143,8 @@ TEST(JsonConstraint, BrokenTextsAreRefusedAsTheReferenceRefusesThem) {
     for (int i = int(rng() % 4) + 1; i > 0; --i)
       doc["f" + std::to_string(i)] = random_value(rng, 3);
     std::string text = doc.dump();
-    text[rng() % text.size()] = alphabet[rng() % alphabet.size()];
+    // Inside the text: the grammar writes no blanks around the object, which RFC 8259 allows.
+    text[1 + rng() % (text.size() - 2)] = alphabet[rng() % alphabet.size()];
     const std::optional<bool> want = reference_verdict(text);
     if (!want) {
       ++unjudged;
@@ -148,42 +157,17 @@ TEST(JsonConstraint, BrokenTextsAreRefusedAsTheReferenceRefusesThem) {
   EXPECT_LT(unjudged, 100);  // and the reference judged nearly all
 }
 
-TEST(JsonConstraint, BoundsNestingAndWhitespace) {
-  JsonMachine deep(true);
-  const std::string nest = "{\"a\":" + std::string(JsonMachine::kMaxDepth - 1, '[');
-  EXPECT_EQ(read_until_refused(nest, deep), nest.size());
-  EXPECT_FALSE(deep.feed('['));  // level 33
-  JsonMachine blanks(true);
-  EXPECT_EQ(read_until_refused("{" + std::string(JsonMachine::kMaxBlanks, ' '), blanks),
-            size_t(1 + JsonMachine::kMaxBlanks));
-  EXPECT_FALSE(blanks.feed(' '));
-  EXPECT_TRUE(blanks.feed('}'));
-}
-
-TEST(JsonConstraint, TheMaskLeavesOnlyTokensThatContinueTheText) {
-  auto table = std::make_shared<TokenTable>();
-  table->bytes = {"{", "}", "\"a\"", ":", " 1", "1}", "}}", "<|end|>", "", "x", " "};
-  table->control.assign(table->bytes.size(), false);
-  table->control[7] = true;
-  JsonConstraint c(table);
-  auto allowed = [&] {
-    std::vector<float> logits(table->bytes.size(), 0.f);
-    c.mask(logits);
-    std::vector<int> ids;
-    for (size_t i = 0; i < logits.size(); ++i)
-      if (!std::isinf(logits[i])) ids.push_back(int(i));
-    return ids;
-  };
-  EXPECT_EQ(allowed(), (std::vector<int>{0, 10}));  // "{" or a blank; never the control token
-  c.accept(0);
-  EXPECT_EQ(allowed(), (std::vector<int>{1, 2, 10}));
-  c.accept(2);
-  c.accept(3);
-  // A value: an object, a string, " 1", or "1}" (a number, then the close); not "}" or ":".
-  EXPECT_EQ(allowed(), (std::vector<int>{0, 2, 4, 5, 10}));
-  c.accept(5);
-  EXPECT_TRUE(c.complete());
-  EXPECT_TRUE(allowed().empty());  // nothing after the object
+// Between tokens, at most one space, or a newline and 20 spaces or tabs (llama.cpp's bound): a
+// model cannot spin in whitespace.
+TEST(JsonObjectGrammar, BoundsWhitespace) {
+  GrammarState m = object_state();
+  EXPECT_EQ(read_until_refused("{  ", m), 2u);
+  GrammarState indented = object_state();
+  const std::string text = "{\n" + std::string(20, ' ');
+  EXPECT_EQ(read_until_refused(text, indented), text.size());
+  EXPECT_FALSE(indented.feed(' '));
+  EXPECT_TRUE(indented.feed('}'));
+  EXPECT_TRUE(indented.finished());
 }
 
 }  // namespace
