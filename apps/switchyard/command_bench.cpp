@@ -319,16 +319,19 @@ int bench_matmul(const GlobalOptions& global, const Args& args) {
 }  // namespace
 
 int run_bench(const GlobalOptions& global, const Args& args) {
-  const bool known = !args.empty() && (args[0] == "attention" || args[0] == "matmul" ||
-                                       args[0] == "decode" || args[0] == "batch");
+  const bool known =
+      !args.empty() && (args[0] == "attention" || args[0] == "matmul" || args[0] == "decode" ||
+                        args[0] == "batch" || args[0] == "grammar");
   if (!known) {
     std::cerr
-        << "Usage: switchyard bench attention|matmul|decode|batch [options] (see --help of each)\n";
+        << "Usage: switchyard bench attention|matmul|decode|batch|grammar [options] (see --help of "
+           "each)\n";
     return args.size() == 1 && (args[0] == "--help" || args[0] == "-h") ? kExitOk : kExitUsage;
   }
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "decode") return bench_decode(global, rest);
   if (args[0] == "batch") return bench_batch(global, rest);
+  if (args[0] == "grammar") return bench_grammar(global, rest);
   return args[0] == "attention" ? bench_attention(global, rest) : bench_matmul(global, rest);
 }
 

@@ -32,6 +32,12 @@ const char* error_type(int status) {
 }
 
 // The OpenAI error object: {"error": {"message", "type", "code", "param"}}.
+// Generated text may hold bytes that are not UTF-8 (a byte-level token of half a character):
+// they go out as U+FFFD, as Tokenizer::decode shows them, never as an exception.
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void error_reply(httplib::Response& res, int status, const Error& e,
                  const std::string& param = "") {
   json body{{"error",
@@ -40,7 +46,8 @@ void error_reply(httplib::Response& res, int status, const Error& e,
               {"code", code_text(e.code)},
               {"param", param.empty() ? json() : json(param)}}}};
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // The message may quote what the client sent, bytes that are not UTF-8 included.
+  res.set_content(dump(body), "application/json");
 }
 
 // The field a SY501 message names ("messages[0].role: ..."), for `param`.
@@ -48,12 +55,6 @@ std::string param_of(const Error& e) {
   const std::string m = e.what();
   const size_t colon = m.find(": ");
   return e.code == Errc::bad_request && colon != std::string::npos ? m.substr(0, colon) : "";
-}
-
-// Generated text may hold bytes that are not UTF-8 (a byte-level token of half a character):
-// they go out as U+FFFD, as Tokenizer::decode shows them, never as an exception.
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // The access log: one line per request on stderr, whatever --log-level says of the rest.

@@ -47,6 +47,19 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int64_t id, int64_t 
   return out;
 }
 
+std::shared_ptr<const TokenTable> vocabulary_table(const Tokenizer& tokenizer, int64_t vocab) {
+  std::vector<std::string> bytes(static_cast<size_t>(vocab), std::string());
+  std::vector<bool> control(size_t(vocab), true);  // ids the tokenizer lacks: never allowed
+  for (int64_t id = 0; id < vocab; ++id)
+    if (tokenizer.has_token(id)) {
+      bytes[size_t(id)] = tokenizer.decode_token(id);
+      control[size_t(id)] = false;
+    }
+  for (int64_t id : tokenizer.control_ids())
+    if (id < vocab) control[size_t(id)] = true;
+  return std::make_shared<TokenTable>(std::move(bytes), std::move(control));
+}
+
 struct Engine::Stream {
   SeqId seq;
   std::vector<int64_t> prompt;
@@ -62,12 +75,12 @@ struct Engine::Stream {
   std::optional<GrammarConstraint> constraint;
   std::vector<float> masked;  // the step's logits with the constraint's mask
   Stream(SeqId s, std::vector<int64_t> p, const SamplingOptions& o, std::vector<int64_t> eos,
-         OutputSink& out)
+         std::span<const int64_t> seen, OutputSink& out)
       : seq(s),
         prompt(std::move(p)),
         max_tokens(o.max_tokens),
         logprobs(o.logprobs),
-        sampler(o, prompt),
+        sampler(o, seen),
         stop(std::move(eos), o.stop),
         sink(&out) {}
   bool decoding() const { return !finish && next >= 0; }
@@ -85,7 +98,7 @@ bool Engine::has(SeqId seq) const {
 }
 
 void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
-                   OutputSink& sink) {
+                   OutputSink& sink, std::span<const int64_t> held) {
   if (prompt.empty()) throw Error(Errc::invalid_argument, "generate: the prompt is empty");
   if (!context_.has_sequence(seq))
     throw Error(Errc::invalid_argument,
@@ -94,7 +107,10 @@ void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions
     throw Error(Errc::invalid_argument,
                 "generate: sequence " + std::to_string(seq) + " is already generating");
   std::vector<int64_t> eos = options.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
-  auto stream = std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), sink);
+  std::vector<int64_t> seen(held.begin(), held.end());
+  seen.insert(seen.end(), prompt.begin(), prompt.end());
+  auto stream =
+      std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), seen, sink);
   if (options.grammar) stream->constraint.emplace(masks_for(options.grammar));
   streams_.push_back(std::move(stream));
 }
@@ -188,19 +204,7 @@ int64_t Engine::pick(Stream& s, std::span<const float> logits) {
 std::shared_ptr<GrammarMasks> Engine::masks_for(const std::shared_ptr<const Grammar>& grammar) {
   for (const auto& m : masks_)
     if (m->grammar() == grammar) return m;
-  if (!token_table_) {
-    const int64_t vocab = context_.vocab();
-    std::vector<std::string> bytes(static_cast<size_t>(vocab), std::string());
-    std::vector<bool> control(size_t(vocab), true);  // ids the tokenizer lacks: never allowed
-    for (int64_t id = 0; id < vocab; ++id)
-      if (tokenizer_.has_token(id)) {
-        bytes[size_t(id)] = tokenizer_.decode_token(id);
-        control[size_t(id)] = false;
-      }
-    for (int64_t id : tokenizer_.control_ids())
-      if (id < vocab) control[size_t(id)] = true;
-    token_table_ = std::make_shared<TokenTable>(std::move(bytes), std::move(control));
-  }
+  if (!token_table_) token_table_ = vocabulary_table(tokenizer_, context_.vocab());
   if (masks_.size() >= kMaxGrammars)  // drop those only this list still holds
     masks_.erase(std::remove_if(masks_.begin(), masks_.end(),
                                 [](const auto& m) { return m.use_count() == 1; }),

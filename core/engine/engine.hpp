@@ -57,6 +57,10 @@ struct TokenLogprobs {
 // The log-softmax of `logits` at `id`, and the `top` most likely entries (in double).
 TokenLogprobs token_logprobs(std::span<const float> logits, int64_t id, int64_t top);
 
+// The vocabulary of `tokenizer` as constraints read it (token_mask.hpp): each id's bytes below
+// `vocab`, ids it lacks and its control tokens marked as never allowed.
+std::shared_ptr<const TokenTable> vocabulary_table(const Tokenizer& tokenizer, int64_t vocab);
+
 // Why a stream ended: the one type of the CLI (`stop_reason`), the host API (SY_STOP_*) and the
 // server (OpenAI's finish_reason).
 enum class FinishReason {
@@ -100,8 +104,11 @@ class Engine {
   // until a FinishReason. The last sampled token is not run: the sequence ends holding the
   // prompt and every sampled token before the last. `sink` outlives the stream. Throws Error
   // (invalid_argument) for an empty prompt, an unknown sequence, or one already streaming.
+  // `held`: the request's tokens the sequence already holds before `prompt` (a cached prefix of
+  // the same request), which repetition_penalty counts as prompt tokens too, so an answer does
+  // not depend on how much of its prompt was cached.
   void start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
-             OutputSink& sink);
+             OutputSink& sink, std::span<const int64_t> held = {});
   // Ends `seq`'s stream now, before its next step; its sink hears `reason` (and `error`).
   // Nothing happens when `seq` has no stream.
   void cancel(SeqId seq, FinishReason reason, const std::optional<Error>& error = {});

@@ -169,9 +169,9 @@ bool Scheduler::admit_locked() {
     r->job->cached_tokens = cached;
     metrics_.prompt_tokens += r->job->prompt.size();
     metrics_.cached_prompt_tokens += uint64_t(cached);
-    engine_.start(r->seq,
-                  std::vector<int64_t>(r->job->prompt.begin() + cached, r->job->prompt.end()),
-                  r->job->sampling, *r);
+    engine_.start(
+        r->seq, std::vector<int64_t>(r->job->prompt.begin() + cached, r->job->prompt.end()),
+        r->job->sampling, *r, std::span<const int64_t>(r->job->prompt.data(), size_t(cached)));
     running_.push_back(std::move(r));
     any = true;
   }

@@ -415,6 +415,57 @@ TEST_F(Serve, ForcedToolCallsHoldToTheFunctionsSchema) {
   EXPECT_GE(calls, 6);
 }
 
+// Batch invariance across samplers: grammar-constrained (a schema, a GBNF), penalised and plain
+// requests, served together in one batch, each give the ids they give served alone (one at a
+// time, on a fresh server), sampled at temperature 1 with seeds. (It found repetition_penalty
+// counting only the uncached part of a prompt: the answer depended on the prefix cache.)
+TEST_F(Serve, ConstrainedPenalisedAndPlainRequestsInOneBatchEachAsAlone) {
+  const json schema = json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3}},
+      "required": ["n", "tags"]})");
+  std::vector<json> bodies;
+  for (int i = 0; i < 8; ++i) {
+    json b =
+        chat_body("request " + std::to_string(i), 40, {{"temperature", 0}, {"ignore_eos", false}});
+    if (i % 4 == 0)
+      b["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "s"}, {"schema", schema}}}};
+    else if (i % 4 == 1)
+      b["grammar"] = "root ::= (\"yes\" | \"no\") (\", \" [a-z]{1,6})*";
+    else if (i % 4 == 2)
+      b.update({{"presence_penalty", 1.5},
+                {"frequency_penalty", 0.7},
+                {"repetition_penalty", 1.3},
+                {"min_p", 0.05}});
+    bodies.push_back(b);
+  }
+  std::vector<Reply> together{bodies.size()};
+  {
+    ServeProcess s(model(), args());
+    ASSERT_TRUE(s.started());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < bodies.size(); ++i)
+      clients.emplace_back([&, i] { together[i] = post(s.port(), kChat, bodies[i].dump()); });
+    for (auto& t : clients) t.join();
+    EXPECT_LT(metric(get(s.port(), "/metrics").raw, "switchyard_steps_total"), 8 * 40 / 2);
+  }
+  ServeProcess alone(model(), args());
+  ASSERT_TRUE(alone.started());
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    ASSERT_EQ(together[i].status, 200) << together[i].raw;
+    const Reply r = post(alone.port(), kChat, bodies[i].dump());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(ids_of(r.body["choices"][0]["token_ids"]),
+              ids_of(together[i].body["choices"][0]["token_ids"]))
+        << "request " << i << " differs served alone";
+    if (i % 4 == 0 && r.body["choices"][0]["finish_reason"] == "stop") {
+      const json answer =
+          json::parse(r.body["choices"][0]["message"]["content"].get<std::string>());
+      EXPECT_TRUE(answer["n"].is_number_integer() && answer["tags"].is_array()) << answer;
+    }
+  }
+}
+
 TEST_F(Serve, AStopTextEndsTheAnswerBeforeIt) {
   ServeProcess s(model(), args());
   ASSERT_TRUE(s.started());
@@ -506,6 +557,9 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   expect_error(post(p, kChat, chat_body("hi", 5000).dump()), 400, "SY304", "",
                "exceed the context");
   expect_error(post(p, "/v1/embeddings", "{}"), 404, "SY501", "path", "not an endpoint");
+  // Content that is not UTF-8: a 400 whose message shows the bytes as U+FFFD, not a 500.
+  expect_error(post(p, kChat, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\xff\"}]}"),
+               400, "SY501", "body", "UTF-8");
   // Over the 4 MiB body limit: refused before any of it is parsed.
   const std::string huge = chat_body(std::string(5 << 20, 'a'), 2).dump();
   expect_error(post(p, kChat, huge), 413, "SY501", "body", "larger than");
@@ -514,7 +568,7 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   EXPECT_EQ(get(p, "/health").status, 200);
   const std::string m = get(p, "/metrics").raw;
   EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="400"})"),
-            6);
+            7);
   EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="200"})"),
             1);
 }
