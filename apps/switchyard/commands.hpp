@@ -20,8 +20,8 @@ int run_devices(const GlobalOptions& global, const Args& args);
 int run_caps(const GlobalOptions& global, const Args& args);
 int run_manifest(const GlobalOptions& global, const Args& args);
 int run_bench(const GlobalOptions& global, const Args& args);
-int bench_decode(const GlobalOptions& global, const Args& args);  // `bench decode`
-int bench_batch(const GlobalOptions& global, const Args& args);   // `bench batch`
+int bench_decode(const GlobalOptions& global, const Args& args);   // `bench decode`
+int bench_batch(const GlobalOptions& global, const Args& args);    // `bench batch`
 int bench_grammar(const GlobalOptions& global, const Args& args);  // `bench grammar`
 int run_plan(const GlobalOptions& global, const Args& args);
 int run_run(const GlobalOptions& global, const Args& args);

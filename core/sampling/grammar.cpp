@@ -34,7 +34,9 @@ struct Item {
 // 80–BF or a single prefix).
 using ByteRanges = std::vector<std::pair<uint8_t, uint8_t>>;
 
-std::string utf8(uint32_t cp) {
+}  // namespace
+
+std::string utf8_bytes(uint32_t cp) {
   std::string s;
   if (cp < 0x80) {
     s += char(cp);
@@ -54,6 +56,8 @@ std::string utf8(uint32_t cp) {
   return s;
 }
 
+namespace {
+
 void utf8_split(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
   if (lo > hi) return;
   if (lo < 0xD800 && hi > 0xDFFF) {  // surrogates are not characters
@@ -71,7 +75,7 @@ void utf8_split(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
       utf8_split(edge + 1, hi, out);
       return;
     }
-  const std::string a = utf8(lo), b = utf8(hi);
+  const std::string a = utf8_bytes(lo), b = utf8_bytes(hi);
   for (size_t i = 1; i < a.size(); ++i) {
     const uint32_t m = (1u << (6 * i)) - 1;
     if ((lo & ~m) != (hi & ~m)) {
@@ -213,7 +217,7 @@ class GbnfCompiler {
         const size_t at = pos_;
         const uint32_t cp = character();
         if (cp > kMaxCodePoint) fail(at, "the character is beyond Unicode");
-        it.text += text_[at] == '\\' ? utf8(cp) : std::string(text_.substr(at, pos_ - at));
+        it.text += text_[at] == '\\' ? utf8_bytes(cp) : std::string(text_.substr(at, pos_ - at));
       }
       ++pos_;
     } else if (c == '[') {

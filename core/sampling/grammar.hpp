@@ -45,6 +45,9 @@ class GrammarError : public std::runtime_error {
   std::string where_;
 };
 
+// The UTF-8 bytes of code point `cp` (at most U+10FFFF; the caller excludes surrogates).
+std::string utf8_bytes(uint32_t cp);
+
 class Grammar {
  public:
   // Compiles GBNF text, starting at rule `root`. Throws GrammarError: a syntax error, a rule

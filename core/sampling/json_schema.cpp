@@ -746,18 +746,7 @@ class PatternCompiler {
         } else if (cp >= 0xD800 && cp <= 0xDFFF) {
           fail("a surrogate is not a character");
         } else {
-          std::string s;
-          if (cp < 0x80)
-            s += char(cp);
-          else if (cp < 0x800)
-            s += {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
-          else if (cp < 0x10000)
-            s += {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)),
-                  char(0x80 | (cp & 0x3F))};
-          else
-            s += {char(0xF0 | (cp >> 18)), char(0x80 | ((cp >> 12) & 0x3F)),
-                  char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
-          bytes = s;
+          bytes = utf8_bytes(cp);
         }
     }
     return gbnf_literal(bytes);
