@@ -117,6 +117,17 @@ void scheduler_metrics_text(std::ostringstream& o, const SchedulerMetrics& m) {
   sample("switchyard_kv_blocks_reserved", "gauge", "KV blocks reserved by the running requests.",
          m.kv_blocks_reserved);
   sample("switchyard_kv_blocks_total", "gauge", "KV blocks of the pool.", m.kv_blocks_total);
+  // The Gateway API Inference Extension's model-server protocol (docs/serve.md, "InferencePool"):
+  // KV-cache utilisation as a fraction, and the cache's shape as vLLM's cache_config_info labels,
+  // which its endpoint picker's prefix-cache scorer reads.
+  o << "# HELP switchyard_kv_cache_usage_ratio KV blocks held by sequences over the pool's "
+       "blocks (0 to 1).\n# TYPE switchyard_kv_cache_usage_ratio gauge\n"
+       "switchyard_kv_cache_usage_ratio "
+    << (m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / double(m.kv_blocks_total) : 0.0)
+    << "\n# HELP switchyard_cache_config_info The KV cache's block size (tokens) and block "
+       "count.\n# TYPE switchyard_cache_config_info gauge\n"
+       "switchyard_cache_config_info{block_size=\""
+    << m.kv_block_tokens << "\",num_gpu_blocks=\"" << m.kv_blocks_total << "\"} 1\n";
   histogram_text(o, "switchyard_time_to_first_token_seconds",
                  "From a request's arrival to its first generated token.", m.ttft);
   histogram_text(o, "switchyard_inter_token_latency_seconds",

@@ -74,6 +74,7 @@ Scheduler::Scheduler(Context& context, const Tokenizer& tokenizer,
                      const GenerationSettings& settings, SchedulerOptions options)
     : context_(context), options_(options), engine_(context, tokenizer, settings) {
   metrics_.kv_blocks_total = context_.kv().total_blocks();
+  metrics_.kv_block_tokens = context_.kv().block_tokens();
 }
 
 Scheduler::~Scheduler() = default;

@@ -89,6 +89,7 @@ struct Histogram {
 struct SchedulerMetrics {
   int64_t queued = 0, running = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0, kv_blocks_reserved = 0;
+  int64_t kv_block_tokens = 0;  // tokens a block holds (what prefix-aware routers hash by)
   uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, steps = 0;
   uint64_t finished = 0, cancelled = 0, failed = 0;
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};

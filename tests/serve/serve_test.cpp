@@ -641,6 +641,77 @@ TEST_F(Serve, APortInUseIsRefusedNotShared) {
   EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
 }
 
+// The first object named `key` anywhere in `j`, or null.
+const json* find_key(const json& j, const std::string& key) {
+  if (j.is_object() && j.contains(key)) return &j[key];
+  if (j.is_structured())
+    for (const auto& v : j)
+      if (const json* f = find_key(v, key)) return f;
+  return nullptr;
+}
+
+// The Gateway API Inference Extension's model-server protocol under load: the queue gauge rises
+// past --parallel and comes back to 0, KV utilisation (0 to 1) is the held blocks over the pool
+// and is 0 when nothing runs, and cache_config_info carries the plan's KV pool shape.
+TEST_F(Serve, GatewayMetricsFollowTheQueueAndTheRunningSequences) {
+  ServeProcess s(model(), args({"--parallel", "2", "--max-queue", "32"}));
+  ASSERT_TRUE(s.started());
+  const Reply plan = get(s.port(), "/v1/plan");
+  const json* pool = find_key(plan.body, "kv_pool");
+  ASSERT_NE(pool, nullptr) << plan.raw;
+  const std::string info = "switchyard_cache_config_info{block_size=\"" +
+                           std::to_string((*pool)["block_tokens"].get<int64_t>()) +
+                           "\",num_gpu_blocks=\"" +
+                           std::to_string((*pool)["blocks"].get<int64_t>()) + "\"}";
+  struct Sample {
+    double queued, running, usage, used, reserved, total;
+  };
+  std::vector<Sample> samples;
+  std::atomic<int> clients_done{0};
+  constexpr int kClients = 12;
+  std::thread poller([&] {
+    while (clients_done < kClients) {
+      const std::string m = get(s.port(), "/metrics").raw;
+      samples.push_back(
+          {metric(m, "switchyard_queue_depth"), metric(m, "switchyard_running_sequences"),
+           metric(m, "switchyard_kv_cache_usage_ratio"), metric(m, "switchyard_kv_blocks_used"),
+           metric(m, "switchyard_kv_blocks_reserved"), metric(m, "switchyard_kv_blocks_total")});
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.emplace_back([&, i] {
+      EXPECT_EQ(post_stream(s.port(), kChat,
+                            chat_body("load " + std::to_string(i), 64, {{"stream", true}}).dump())
+                    .status,
+                200);
+      ++clients_done;
+    });
+  for (auto& t : clients) t.join();
+  poller.join();
+  ASSERT_FALSE(samples.empty());
+  double most_queued = 0, most_usage = 0;
+  for (const Sample& x : samples) {
+    most_queued = std::max(most_queued, x.queued);
+    most_usage = std::max(most_usage, x.usage);
+    EXPECT_LE(x.running, 2);
+    EXPECT_NEAR(x.usage, x.used / x.total, 1e-6);
+    EXPECT_LE(x.used, x.reserved);  // held blocks are within the running requests' promises
+    if (x.running == 0) {
+      EXPECT_EQ(x.usage, 0);
+    }
+  }
+  EXPECT_GT(most_queued, 2) << "the queue never passed --parallel in " << samples.size()
+                            << " samples";
+  EXPECT_GT(most_usage, 0);
+  const std::string end = get(s.port(), "/metrics").raw;
+  EXPECT_EQ(metric(end, "switchyard_queue_depth"), 0);
+  EXPECT_EQ(metric(end, "switchyard_running_sequences"), 0);
+  EXPECT_EQ(metric(end, "switchyard_kv_cache_usage_ratio"), 0);
+  EXPECT_EQ(metric(end, info), 1) << end;
+}
+
 // 64 streams at once over --parallel 8: none lost or doubled, each the same ids as alone.
 void load_and_compare(const fs::path& model, const std::vector<std::string>& args, int streams) {
   ServeProcess s(model, args);
