@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/errors/error.hpp"
 
@@ -18,5 +19,15 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file)
 
 // "line:column" (1-based) of byte `offset` of `text`.
 std::string line_column(const std::string& text, size_t offset);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or npos. JSON text must be UTF-8
+// (RFC 8259, section 8.1).
+size_t first_invalid_utf8(std::string_view text);
+
+// Where byte `offset` of the JSON text `text` lies, as a request field's path:
+// `messages[1].content` for a byte inside that string, `tools[0]` between its members; "" at the
+// top level. Read from the text before `offset` alone, so it works where the rest does not parse.
+std::string json_path_at(const std::string& text, size_t offset);
 
 }  // namespace sy

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors/errors.hpp"
+#include "core/json/json_text.hpp"
 #include "core/sampling/json_schema.hpp"
 
 namespace sy {
@@ -312,6 +313,14 @@ void response_format(const json& v, CompletionRequest& r) {
 }
 
 json object_body(const std::string& body) {
+  // JSON text is UTF-8 (RFC 8259): a byte that is not is refused at the field it is in, before
+  // the parser, whose message would name only a byte offset.
+  if (const size_t bad = first_invalid_utf8(body); bad != std::string::npos) {
+    const std::string at = json_path_at(body, bad);
+    refuse(at.empty() ? "body" : at, "is not valid UTF-8 (byte " + std::to_string(bad) +
+                                         " of the body, line:column " + line_column(body, bad) +
+                                         ")");
+  }
   json j;
   try {
     j = json::parse(body);

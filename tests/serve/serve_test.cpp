@@ -557,9 +557,9 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   expect_error(post(p, kChat, chat_body("hi", 5000).dump()), 400, "SY304", "",
                "exceed the context");
   expect_error(post(p, "/v1/embeddings", "{}"), 404, "SY501", "path", "not an endpoint");
-  // Content that is not UTF-8: a 400 whose message shows the bytes as U+FFFD, not a 500.
+  // Content that is not UTF-8: a 400 naming the field, not a 500.
   expect_error(post(p, kChat, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\xff\"}]}"),
-               400, "SY501", "body", "UTF-8");
+               400, "SY501", "messages[0].content", "not valid UTF-8");
   // Over the 4 MiB body limit: refused before any of it is parsed.
   const std::string huge = chat_body(std::string(5 << 20, 'a'), 2).dump();
   expect_error(post(p, kChat, huge), 413, "SY501", "body", "larger than");

@@ -330,7 +330,12 @@ TEST(OpenAiRequest, MalformedBodiesAreBadRequestsNotExceptionsOfJson) {
   EXPECT_THAT(refusal(""), StartsWith("body: is not valid JSON"));
   // A number beyond a double is json's out_of_range, not its parse_error (found by fuzzing).
   EXPECT_THAT(refusal(R"({"messages": 55e55555})"), StartsWith("body: is not valid JSON"));
-  EXPECT_THAT(refusal(std::string("{\"messages\": \"\xff\"}")), StartsWith("body: "));
+  // Bytes that are not UTF-8 are refused at the field they are in.
+  EXPECT_THAT(refusal(std::string("{\"messages\": \"\xff\"}")),
+              StartsWith("messages: is not valid UTF-8 (byte 14 of the body"));
+  EXPECT_THAT(refusal(std::string("{") + kHello + ", \"stop\": [\"a\", \"\xc0\xaf\"]}"),
+              StartsWith("stop[1]: is not valid UTF-8"));
+  EXPECT_THAT(refusal(std::string("\xef\xbb\xbf{}\xff")), StartsWith("body: is not valid UTF-8"));
 }
 
 }  // namespace
