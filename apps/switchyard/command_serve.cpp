@@ -28,7 +28,7 @@ using nlohmann::json;
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, alias;
   int port = 8080;
-  int64_t parallel = 8, max_queue = 64, timeout = 600;
+  int64_t parallel = 8, max_queue = 64, timeout = 600, http_timeout = 30;
   PlanFlags flags;
 };
 
@@ -77,6 +77,9 @@ int run_serve(const GlobalOptions& global, const Args& args) {
       "require Authorization: Bearer KEY (required when --host is not a loopback address)")(
       "timeout", po::value(&a.timeout)->default_value(600),
       "seconds a request may take, queued and running, before it is cancelled")(
+      "http-timeout", po::value(&a.http_timeout)->default_value(30),
+      "seconds a connection has to send each whole request (headers and body; an idle "
+      "keep-alive connection is closed after it), and for each write of a reply")(
       "alias", po::value(&a.alias), "the model id clients name (default: the model's name)");
   a.flags.add(desc, 8, 4096);
   po::positional_options_description pos;
@@ -94,8 +97,10 @@ int run_serve(const GlobalOptions& global, const Args& args) {
       a.flags.max_sequences != a.parallel)
     return usage("--max-sequences is --parallel for serve: give one of them");
   if (a.parallel < 1 || a.parallel > 4096 || a.max_queue < 0 || a.timeout < 1 || a.port < 0 ||
-      a.port > 65535)
-    return usage("--parallel in [1, 4096], --max-queue >= 0, --timeout >= 1, --port in [0, 65535]");
+      a.port > 65535 || a.http_timeout < 1 || a.http_timeout > 3600)
+    return usage(
+        "--parallel in [1, 4096], --max-queue >= 0, --timeout >= 1, --http-timeout in [1, 3600], "
+        "--port in [0, 65535]");
   if (!loopback(a.host) && a.api_key.empty())
     return usage("--host " + a.host + " is not a loopback address: give --api-key");
   a.flags.max_sequences = a.parallel;
@@ -106,6 +111,7 @@ int run_serve(const GlobalOptions& global, const Args& args) {
 
   const sigset_t stop_signals = block_stop_signals();
   ServeConfig config{alias_of(a), a.api_key, a.timeout, a.parallel, a.max_queue};
+  config.http_timeout_s = a.http_timeout;
   ServeHttp http(config);
   std::string why;
   const int port = http.listen(a.host, a.port, why);

@@ -1,9 +1,7 @@
 #include "apps/switchyard/serve_http.hpp"
 
-#include <httplib.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -38,8 +36,7 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void error_reply(httplib::Response& res, int status, const Error& e,
-                 const std::string& param = "") {
+void error_reply(HttpReply& res, int status, const Error& e, const std::string& param = "") {
   json body{{"error",
              {{"message", e.what()},
               {"type", error_type(status)},
@@ -146,24 +143,16 @@ struct ServeHttp::Counters {
 };
 
 ServeHttp::ServeHttp(ServeConfig config)
-    : config_(std::move(config)),
-      server_(std::make_unique<httplib::Server>()),
-      counters_(std::make_unique<Counters>()) {
+    : config_(std::move(config)), counters_(std::make_unique<Counters>()) {
+  HttpFrontOptions o;
   // Every open stream holds a worker until it ends; the queue's requests wait in theirs. The
-  // rest are for /health, /metrics and the 429 and 503 replies, which must always get one.
-  const size_t workers = size_t(config_.parallel + config_.max_queue + 16);
-  server_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  server_->set_payload_max_length(config_.max_body_bytes);
-  server_->set_read_timeout(30, 0);
-  server_->set_write_timeout(30, 0);
-  server_->set_keep_alive_max_count(100);
-  // Debian's httplib sets SO_REUSEPORT, which lets a second server bind the same port and take
-  // half its connections: SO_REUSEADDR only (a restart may rebind a port in TIME_WAIT).
-  server_->set_socket_options([this](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd_ = sock;
-  });
+  // rest are for the 429 and 503 replies, which must always get one (/health and /metrics run
+  // on the I/O thread and need none).
+  o.workers = size_t(config_.parallel + config_.max_queue + 16);
+  o.max_body_bytes = config_.max_body_bytes;
+  o.request_timeout = std::chrono::seconds(config_.http_timeout_s);
+  o.write_timeout = std::chrono::seconds(config_.http_timeout_s);
+  front_ = std::make_unique<HttpFront>(o);
   routes();
 }
 
@@ -172,24 +161,7 @@ ServeHttp::~ServeHttp() {
 }
 
 int ServeHttp::listen(const std::string& host, int port, std::string& why) {
-  const int bound =
-      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (bound < 0) {
-    why = "cannot listen on " + host + ":" + std::to_string(port) +
-          " (in use, or not an address of this machine)";
-    return -1;
-  }
-  // The compiled library listens with a backlog of 5: a burst of clients connecting at once
-  // overflows it and their connections fail. Linux takes a second listen() as a new backlog
-  // (the kernel caps it at net.core.somaxconn).
-  if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
-  // Joined by stop(), not detached: it reads server_ until listen_after_bind returns, so the
-  // server must outlive it (TSan found a detached one reading the freed server at exit).
-  listener_ = std::thread([this] { server_->listen_after_bind(); });
-  // Until it runs, a stop() would not reach it and the join would wait forever.
-  for (int i = 0; i < 5000 && !server_->is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return bound;
+  return front_->listen(host, port, why);
 }
 
 void ServeHttp::set_model(const ServeModel& model) {
@@ -198,45 +170,56 @@ void ServeHttp::set_model(const ServeModel& model) {
 }
 
 void ServeHttp::stop() {
-  server_->stop();
-  if (listener_.joinable()) listener_.join();
+  front_->stop();
 }
 
 void ServeHttp::routes() {
-  httplib::Server& s = *server_;
-  // Refusals httplib makes itself (an unknown route, a body over the limit) get the same shape.
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413)
+  HttpFront& s = *front_;
+  // Refusals the front makes itself (an unknown route, an unreadable request, a body over the
+  // limit, a connection over the cap) get the same shape.
+  s.set_refusal([this](const HttpRequest& req, HttpReply& res) {
+    const int status = res.status;
+    if (status == 413)
       error_reply(res, 413,
                   Error(Errc::bad_request, "body: is larger than the server's limit of " +
                                                std::to_string(config_.max_body_bytes) + " bytes"),
                   "body");
-    else if (res.status == 404)
+    else if (status == 404)
       error_reply(res, 404, Error(Errc::bad_request, "path: " + req.path + " is not an endpoint"),
                   "path");
-    counters_->count(req.path, res.status);
+    else if (status == 431)
+      error_reply(res, 431, Error(Errc::bad_request, "headers: are larger than 64 KiB"), "headers");
+    else if (status == 400)
+      error_reply(res, 400, Error(Errc::bad_request, "request: is not an HTTP/1.1 request"));
+    else if (status == 503)
+      error_reply(res, 503, Error(Errc::unavailable, "the server holds its most connections"));
+    else
+      error_reply(res, status,
+                  Error(Errc::unavailable, "the server failed this request (its log says why)"));
+    counters_->count(req.path.empty() ? "-" : req.path, status);
   });
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (config_.api_key.empty() || req.path == "/health")
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + config_.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
+  s.set_guard([this](const HttpRequest& req, HttpReply& res) {
+    if (config_.api_key.empty() || req.path == "/health") return false;
+    if (req.header("Authorization") == "Bearer " + config_.api_key) return false;
     error_reply(res, 401, Error(Errc::unauthorized, "a valid API key is required"));
     counters_->count(req.path, 401);
-    return httplib::Server::HandlerResponse::Handled;
+    return true;
   });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const ServeState st = state_;
-    res.status = st == ServeState::ready ? 200 : 503;
-    res.set_content(json{{"status", st == ServeState::ready     ? "ok"
-                                    : st == ServeState::loading ? "loading"
-                                                                : "draining"}}
-                        .dump(),
-                    "application/json");
-    counters_->count("/health", res.status);
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  const bool on_io = true;
+  s.route(
+      "GET", "/health",
+      [this](const HttpRequest&, HttpReply& res) {
+        const ServeState st = state_;
+        res.status = st == ServeState::ready ? 200 : 503;
+        res.set_content(json{{"status", st == ServeState::ready     ? "ok"
+                                        : st == ServeState::loading ? "loading"
+                                                                    : "draining"}}
+                            .dump(),
+                        "application/json");
+        counters_->count("/health", res.status);
+      },
+      on_io);
+  s.route("GET", "/v1/models", [this](const HttpRequest&, HttpReply& res) {
     json model{{"id", config_.alias},
                {"object", "model"},
                {"created", int64_t(std::time(nullptr))},
@@ -249,48 +232,51 @@ void ServeHttp::routes() {
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     counters_->count("/v1/models", 200);
   });
-  auto model_json = [this](const char* which, httplib::Response& res) {
+  auto model_json = [this](const char* which, HttpReply& res) {
     std::lock_guard<std::mutex> lock(model_mu_);
     if (!model_.scheduler) return error_reply(res, 503, Error(Errc::unavailable, "loading"));
     res.set_content((std::string(which) == "plan" ? model_.plan : model_.plugins).dump(2),
                     "application/json");
   };
-  s.Get("/v1/plan", [=, this](const httplib::Request&, httplib::Response& res) {
+  s.route("GET", "/v1/plan", [=, this](const HttpRequest&, HttpReply& res) {
     model_json("plan", res);
     counters_->count("/v1/plan", res.status);
   });
-  s.Get("/v1/plugins", [=, this](const httplib::Request&, httplib::Response& res) {
+  s.route("GET", "/v1/plugins", [=, this](const HttpRequest&, HttpReply& res) {
     model_json("plugins", res);
     counters_->count("/v1/plugins", res.status);
   });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::ostringstream o;
-    {
-      std::lock_guard<std::mutex> lock(counters_->mu);
-      o << "# HELP switchyard_requests_total Requests by endpoint and HTTP status.\n"
-           "# TYPE switchyard_requests_total counter\n";
-      for (const auto& [key, n] : counters_->requests)
-        o << "switchyard_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second
-          << "\"} " << n << "\n";
-    }
-    Scheduler* sched = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(model_mu_);
-      sched = model_.scheduler;
-    }
-    if (sched) {
-      scheduler_metrics_text(o, sched->metrics());
-    }
-    res.set_content(o.str(), "text/plain; version=0.0.4");
-    counters_->count("/metrics", 200);
-  });
-  s.Post("/tokenize",
-         [this](const httplib::Request& req, httplib::Response& res) { tokens(true, req, res); });
-  s.Post("/detokenize",
-         [this](const httplib::Request& req, httplib::Response& res) { tokens(false, req, res); });
+  s.route(
+      "GET", "/metrics",
+      [this](const HttpRequest&, HttpReply& res) {
+        std::ostringstream o;
+        {
+          std::lock_guard<std::mutex> lock(counters_->mu);
+          o << "# HELP switchyard_requests_total Requests by endpoint and HTTP status.\n"
+               "# TYPE switchyard_requests_total counter\n";
+          for (const auto& [key, n] : counters_->requests)
+            o << "switchyard_requests_total{endpoint=\"" << key.first << "\",status=\""
+              << key.second << "\"} " << n << "\n";
+        }
+        Scheduler* sched = nullptr;
+        {
+          std::lock_guard<std::mutex> lock(model_mu_);
+          sched = model_.scheduler;
+        }
+        if (sched) {
+          scheduler_metrics_text(o, sched->metrics());
+        }
+        res.set_content(o.str(), "text/plain; version=0.0.4");
+        counters_->count("/metrics", 200);
+      },
+      on_io);
+  s.route("POST", "/tokenize",
+          [this](const HttpRequest& req, HttpReply& res) { tokens(true, req, res); });
+  s.route("POST", "/detokenize",
+          [this](const HttpRequest& req, HttpReply& res) { tokens(false, req, res); });
   for (RequestKind kind : {RequestKind::chat, RequestKind::completion}) {
     const std::string path = kind == RequestKind::chat ? "/v1/chat/completions" : "/v1/completions";
-    s.Post(path, [this, kind, path](const httplib::Request& req, httplib::Response& res) {
+    s.route("POST", path, [this, kind, path](const HttpRequest& req, HttpReply& res) {
       complete(kind, path, req, res);
     });
   }
@@ -345,7 +331,7 @@ json piece_of(const std::string& bytes) {
 }  // namespace
 
 // POST /tokenize and /detokenize, llama-server's shapes, on the loaded model's tokenizer.
-void ServeHttp::tokens(bool tokenize, const httplib::Request& req, httplib::Response& res) {
+void ServeHttp::tokens(bool tokenize, const HttpRequest& req, HttpReply& res) {
   const std::string path = tokenize ? "/tokenize" : "/detokenize";
   ServeModel m;
   {
@@ -402,8 +388,8 @@ struct ServeHttp::Call {
   Clock::time_point start = Clock::now();
 };
 
-void ServeHttp::complete(RequestKind kind, const std::string& path, const httplib::Request& req,
-                         httplib::Response& res) {
+void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRequest& req,
+                         HttpReply& res) {
   auto refuse = [&](int status, const Error& e) {
     error_reply(res, status, e, param_of(e));
     counters_->count(path, status);
@@ -581,7 +567,7 @@ json tool_calls_json(const std::vector<ToolCall>& calls, size_t from, bool index
 
 }  // namespace
 
-void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response& res) {
+void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, HttpReply& res) {
   Job& job = *call->job;
   std::unique_lock<std::mutex> lock(job.mu);
   job.cv.wait(lock, [&] { return job.done; });
@@ -629,29 +615,28 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, httplib::Response
 
 // Server-Sent Events, one chunk per piece of text as soon as it may be shown; `data: [DONE]`
 // last. A client that goes away cancels its job: its sequence ends at the next step.
-void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, httplib::Response& res) {
+void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, HttpReply& res) {
   counters_->count(call->path, 200);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, call, first = true](size_t offset, httplib::DataSink& sink) mutable {
-        try {
-          return stream_some(call, first, offset, sink);
-        } catch (const std::exception& e) {  // never out of an HTTP worker thread
-          spdlog::error("request id={}: stream failed: {}", call->id, e.what());
-          call->job->cancelled = true;
-          return false;
-        }
-      },
-      [call](bool success) {
-        if (!success) call->job->cancelled = true;  // the connection closed before the end
-      });
+  res.content_type = "text/event-stream";
+  res.stream = [this, call, first = true](ChunkSink& sink) mutable {
+    try {
+      return stream_some(call, first, sink);
+    } catch (const std::exception& e) {  // never out of an HTTP worker thread
+      spdlog::error("request id={}: stream failed: {}", call->id, e.what());
+      call->job->cancelled = true;
+      return false;
+    }
+  };
+  res.stream_end = [call](bool delivered) {
+    if (!delivered) call->job->cancelled = true;  // the connection closed before the end
+  };
 }
 
 // One round of a stream: the role first, then whatever text is ready (waiting up to 200 ms),
-// and at the end the finish chunk, the usage when asked, and [DONE]. False: the client is gone.
-bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size_t,
-                            httplib::DataSink& sink) {
+// and at the end the finish chunk, the usage when asked, and [DONE]. False: the stream is over
+// (its end sent, or the client gone).
+bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, ChunkSink& sink) {
   const bool chat = call->kind == RequestKind::chat;
   // A chunk of text (and, under return_token_ids, the ids generated since the last one).
   auto chunk = [&](const json& delta_or_text, const json& finish,
@@ -670,7 +655,7 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
            {"choices", json::array({choice})}};
     if (ids && !finish.is_null()) c["prompt_token_ids"] = call->prompt_ids;
     const std::string line = "data: " + dump(c) + "\n\n";
-    return sink.write(line.data(), line.size());
+    return sink.write(line);
   };
   if (first) {
     first = false;
@@ -719,7 +704,7 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
     job.cancelled = true;  // the client went away: free its slot at the next step
     return false;
   }
-  if (!sink.is_writable()) {
+  if (!sink.alive()) {
     job.cancelled = true;
     return false;
   }
@@ -738,7 +723,7 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
               {"type", "server_error"},
               {"code", job.error ? code_text(job.error->code) : code_text(Errc::unavailable)}}}}) +
         "\n\n";
-    sink.write(line.data(), line.size());
+    sink.write(line);
   } else {
     const std::vector<int64_t> none;
     chunk(chat ? json::object() : json(""), finish, call->return_token_ids ? &none : nullptr);
@@ -750,14 +735,12 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, size
              {"choices", json::array()},
              {"usage", usage}};
       const std::string line = "data: " + dump(c) + "\n\n";
-      sink.write(line.data(), line.size());
+      sink.write(line);
     }
   }
-  static const std::string kDone = "data: [DONE]\n\n";
-  sink.write(kDone.data(), kDone.size());
-  sink.done();
+  sink.write("data: [DONE]\n\n");
   log_call(*call, 200);
-  return true;
+  return false;
 }
 
 }  // namespace sy::cli

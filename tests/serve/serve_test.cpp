@@ -3,9 +3,15 @@
 // that hangs up, and SIGTERM under load. The references are independent of the server: the
 // CLI's `run` (its own single-sequence path), the same request served alone by a fresh server,
 // and the token counts a client can check itself.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -639,6 +645,146 @@ TEST_F(Serve, APortInUseIsRefusedNotShared) {
       run_switchyard("serve " + model().string() + " --port " + std::to_string(first.port()));
   EXPECT_EQ(second.exit_code, 2);
   EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
+}
+
+// A raw TCP connection to the server, for what no HTTP client does on purpose: half a header,
+// a body that never comes, a byte at a time.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConnection(RawConnection&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  bool connected() const { return fd_ >= 0; }
+  bool send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size());
+  }
+  // Still open from the server's side: nothing to read and no end of stream.
+  bool open_now() const {
+    char c;
+    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  // Reads until the server closes or `wait` passes; `closed` says which.
+  std::string read_until_closed(std::chrono::milliseconds wait, bool& closed) {
+    std::string got;
+    const auto end = std::chrono::steady_clock::now() + wait;
+    closed = false;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return got;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, int(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed = true;
+        return got;
+      }
+      got.append(buf, size_t(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Each connection is a descriptor; Debian's default soft limit is 1024.
+void raise_descriptor_limit() {
+  rlimit r{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
+  r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &r);
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
+  ASSERT_GE(r.rlim_cur, 1200u) << "the test needs 1000 connections";
+}
+
+// Clients that misbehave do not starve the others: a thousand connections, half idle and half
+// stopped in the middle of a header, are held while /health, a whole answer and a stream are
+// served; and they are still open after it (a server with a thread per connection would have
+// served nothing until its read timeout closed them).
+TEST_F(Serve, AThousandIdleOrSlowConnectionsDoNotStarveARealRequest) {
+  raise_descriptor_limit();
+  ServeProcess s(model(), args());
+  ASSERT_TRUE(s.started());
+  std::vector<RawConnection> idle;
+  for (int i = 0; i < 1000; ++i) {
+    idle.emplace_back(s.port());
+    ASSERT_TRUE(idle.back().connected()) << "connection " << i;
+    if (i % 2 == 1)
+      ASSERT_TRUE(
+          idle.back().send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nCont"));
+  }
+  EXPECT_EQ(get(s.port(), "/health").status, 200);
+  const Reply whole = post(s.port(), kChat, chat_body("still served?", 8).dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["choices"][0]["token_ids"].size(), 8u);
+  const StreamReply streamed =
+      post_stream(s.port(), kChat, chat_body("and streamed?", 8, {{"stream", true}}).dump());
+  EXPECT_EQ(streamed.status, 200);
+  EXPECT_TRUE(streamed.done);
+  EXPECT_EQ(streamed.token_ids().size(), 8u);
+  int open = 0;
+  for (const RawConnection& c : idle) open += c.open_now();
+  EXPECT_EQ(open, 1000) << "the server closed some while the real requests were served";
+}
+
+// Each request has --http-timeout to arrive whole, however it trickles: half a header, a body
+// that stops, and a header sent a byte every 200 ms are all closed at the deadline. A client that
+// sends `Expect: 100-continue` (curl, for large bodies) is told to go on.
+TEST_F(Serve, ARequestThatDoesNotArriveInTimeIsClosed) {
+  ServeProcess s(model(), args({"--http-timeout", "1"}));
+  ASSERT_TRUE(s.started());
+  RawConnection half_header(s.port()), half_body(s.port()), trickle(s.port());
+  ASSERT_TRUE(half_header.send("GET /health HTTP/1.1\r\nHost: x\r\n"));
+  ASSERT_TRUE(half_body.send("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  const std::string header = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow\r\n\r\n";
+  bool trickle_closed = false;
+  std::thread dripper([&] {
+    for (char c : header) {
+      if (!trickle.send(std::string(1, c))) {
+        trickle_closed = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  bool closed = false;
+  EXPECT_EQ(half_header.read_until_closed(std::chrono::seconds(20), closed), "");
+  EXPECT_TRUE(closed) << "half a header held its connection";
+  EXPECT_EQ(half_body.read_until_closed(std::chrono::seconds(20), closed), "");
+  EXPECT_TRUE(closed) << "half a body held its connection";
+  dripper.join();
+  const std::string dripped = trickle.read_until_closed(std::chrono::seconds(20), closed);
+  EXPECT_TRUE(trickle_closed || closed);
+  EXPECT_EQ(dripped.find("200 OK"), std::string::npos)
+      << "a header dripped over " << header.size() * 200 << " ms was served";
+
+  RawConnection curl_like(s.port());
+  const std::string body = R"({"content": "hello"})";
+  ASSERT_TRUE(
+      curl_like.send("POST /tokenize HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     "Content-Type: application/json\r\nConnection: close\r\n"
+                     "Content-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(curl_like.send(body));
+  const std::string reply = curl_like.read_until_closed(std::chrono::seconds(20), closed);
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(reply, HasSubstr("\"tokens\""));
+  EXPECT_EQ(get(s.port(), "/health").status, 200);
 }
 
 // The first object named `key` anywhere in `j`, or null.
