@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -368,24 +369,40 @@ void ServeHttp::tokens(bool tokenize, const HttpRequest& req, HttpReply& res) {
   counters_->count(path, res.status);
 }
 
-// One completion request in flight: what the client asked and the job the scheduler runs.
+// One completion request in flight: what the client asked and the jobs the scheduler runs,
+// one per choice (n); choices[0] is the one submitted, the rest its forks (Job::forks).
 struct ServeHttp::Call {
   std::string id, path, model;
   RequestKind kind = RequestKind::chat;
   bool stream = false, include_usage = false, return_token_ids = false;
   std::vector<int64_t> prompt_ids;  // for return_token_ids
-  size_t ids_sent = 0;              // generated ids a stream has sent
   int64_t logprobs = -1;            // the request's (CompletionRequest::logprobs)
   bool reasoning = false;           // the chat's text is split (reasoning_content)
   bool tools = false;               // the chat's content is read for tool calls
-  size_t calls_sent = 0;            // tool calls a stream has sent
-  size_t logprobs_sent = 0;         // entries a stream has sent
-  int64_t text_offset = 0;          // completion logprobs: bytes of text before the next entry
   const Tokenizer* tokenizer = nullptr;
   int64_t prompt_tokens = 0;
   int64_t created = 0;
-  std::shared_ptr<Job> job;
+  std::shared_ptr<Job> job;  // choices[0]
+  std::vector<std::shared_ptr<Job>> choices;
+  // What a stream has sent of each choice.
+  struct Sent {
+    size_t ids = 0, calls = 0, logprobs = 0;
+    int64_t text_offset = 0;  // completion logprobs: bytes of text before the next entry
+    bool finish = false;      // its finish chunk
+  };
+  std::vector<Sent> sent;
   Clock::time_point start = Clock::now();
+  void cancel() {
+    for (auto& c : choices) c->cancelled = true;
+  }
+  bool all_done() const {  // with the jobs' (shared) lock held
+    return std::all_of(choices.begin(), choices.end(), [](const auto& c) { return c->done; });
+  }
+  int64_t completion_tokens() const {  // the same
+    int64_t n = 0;
+    for (const auto& c : choices) n += c->completion_tokens;
+    return n;
+  }
 };
 
 void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRequest& req,
@@ -445,6 +462,24 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
     call->reasoning = job->reasoning != nullptr;
     if (!r.tools.empty()) job->tools = std::make_unique<ToolCallReader>(std::random_device{}());
     call->tools = job->tools != nullptr;
+    if (r.n > config_.parallel)
+      return refuse(400, Error(Errc::bad_request, "n: " + std::to_string(r.n) + " choices run as " +
+                                                      std::to_string(r.n) +
+                                                      " sequences at once, and this server "
+                                                      "runs at most --parallel " +
+                                                      std::to_string(config_.parallel)));
+    call->choices.push_back(job);
+    for (int64_t i = 1; i < r.n; ++i) {
+      auto fork = std::make_shared<Job>(job->signal);
+      fork->sampling = job->sampling;
+      fork->deadline = job->deadline;
+      if (call->reasoning)
+        fork->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
+      if (call->tools) fork->tools = std::make_unique<ToolCallReader>(std::random_device{}());
+      job->forks.push_back(fork);
+      call->choices.push_back(fork);
+    }
+    call->sent.resize(call->choices.size());
     call->stream = r.stream;
     call->include_usage = r.include_usage;
     call->return_token_ids = r.return_token_ids;
@@ -485,18 +520,25 @@ void ServeHttp::log_call(const Call& c, int status) {
                           : 0;
   access_log().info(
       "request id={} {} status={} prompt={} cached={} completion={} finish={} ttft_ms={:.1f} "
-      "total_ms={:.1f}",
-      c.id, c.path, status, c.prompt_tokens, c.job->cached_tokens, c.job->completion_tokens,
-      finish_reason_name(c.job->finish_reason), ttft, seconds_between(c.start, Clock::now()) * 1e3);
+      "total_ms={:.1f}{}",
+      c.id, c.path, status, c.prompt_tokens, c.job->cached_tokens, c.completion_tokens(),
+      finish_reason_name(c.job->finish_reason), ttft, seconds_between(c.start, Clock::now()) * 1e3,
+      c.choices.size() > 1 ? " n=" + std::to_string(c.choices.size()) : "");
 }
 
 namespace {
 
-json usage_of(int64_t prompt, const Job& job) {
+// The prompt counts once, however many choices share it (as OpenAI bills n).
+json usage_of(int64_t prompt, int64_t completion, const Job& job) {
   return {{"prompt_tokens", prompt},
-          {"completion_tokens", job.completion_tokens},
-          {"total_tokens", prompt + job.completion_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
           {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
+}
+
+// A choice that ended without its answer: its error, or the cancellation (a timeout).
+bool failed(const Job& job) {
+  return job.error.has_value() || job.finish_reason == FinishReason::cancelled;
 }
 
 // A token's text in a logprobs entry: `token` (JSON text; where the token holds part of a UTF-8
@@ -568,45 +610,51 @@ json tool_calls_json(const std::vector<ToolCall>& calls, size_t from, bool index
 }  // namespace
 
 void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, HttpReply& res) {
-  Job& job = *call->job;
-  std::unique_lock<std::mutex> lock(job.mu);
-  job.cv.wait(lock, [&] { return job.done; });
-  if (job.error || job.finish_reason == FinishReason::cancelled) {
+  std::unique_lock<std::mutex> lock(call->job->mu);
+  call->job->cv.wait(lock, [&] { return call->all_done(); });
+  for (const auto& c : call->choices) {
+    if (!failed(*c)) continue;
     const Error e =
-        job.error ? *job.error : Error(Errc::unavailable, "the request was cancelled (timeout)");
+        c->error ? *c->error : Error(Errc::unavailable, "the request was cancelled (timeout)");
     lock.unlock();
-    error_reply(res, job.error ? 500 : 503, e);
+    error_reply(res, c->error ? 500 : 503, e);
     counters_->count(call->path, res.status);
     log_call(*call, res.status);
     return;
   }
-  json message{{"role", "assistant"}, {"content", job.pending}};
-  if (call->tools && !job.tool_calls.empty()) {
-    // The text around the calls is blank lines, as a rule: OpenAI's content is then null.
-    if (job.pending.find_first_not_of(" \t\r\n") == std::string::npos) message["content"] = nullptr;
-    message["tool_calls"] = tool_calls_json(job.tool_calls, 0, false);
+  json choices = json::array();
+  for (size_t i = 0; i < call->choices.size(); ++i) {
+    Job& job = *call->choices[i];
+    json message{{"role", "assistant"}, {"content", job.pending}};
+    if (call->tools && !job.tool_calls.empty()) {
+      // The text around the calls is blank lines, as a rule: OpenAI's content is then null.
+      if (job.pending.find_first_not_of(" \t\r\n") == std::string::npos)
+        message["content"] = nullptr;
+      message["tool_calls"] = tool_calls_json(job.tool_calls, 0, false);
+    }
+    if (call->reasoning)
+      message["reasoning_content"] =
+          job.pending_reasoning.empty() ? json() : json(job.pending_reasoning);
+    json choice = call->kind == RequestKind::chat
+                      ? json{{"index", i}, {"message", message}, {"finish_reason", finish_of(job)}}
+                      : json{{"index", i},
+                             {"text", job.pending},
+                             {"logprobs", nullptr},
+                             {"finish_reason", finish_of(job)}};
+    if (call->return_token_ids) choice["token_ids"] = job.generated;
+    if (call->logprobs >= 0)
+      choice["logprobs"] =
+          logprobs_json(*call->tokenizer, call->kind, job.logprobs, call->sent[i].text_offset);
+    choices.push_back(std::move(choice));
   }
-  if (call->reasoning)
-    message["reasoning_content"] =
-        job.pending_reasoning.empty() ? json() : json(job.pending_reasoning);
-  json choice = call->kind == RequestKind::chat
-                    ? json{{"index", 0}, {"message", message}, {"finish_reason", finish_of(job)}}
-                    : json{{"index", 0},
-                           {"text", job.pending},
-                           {"logprobs", nullptr},
-                           {"finish_reason", finish_of(job)}};
-  if (call->return_token_ids) choice["token_ids"] = job.generated;
-  if (call->logprobs >= 0)
-    choice["logprobs"] =
-        logprobs_json(*call->tokenizer, call->kind, job.logprobs, call->text_offset);
   json body{{"id", call->id},
             {"object", call->kind == RequestKind::chat ? "chat.completion" : "text_completion"},
             {"created", call->created},
             {"model", call->model},
-            {"choices", json::array({choice})},
-            {"usage", usage_of(call->prompt_tokens, job)}};
+            {"choices", std::move(choices)},
+            {"usage", usage_of(call->prompt_tokens, call->completion_tokens(), *call->job)}};
   if (call->return_token_ids) body["prompt_token_ids"] = call->prompt_ids;
-  res.set_header("X-Switchyard-Cached-Tokens", std::to_string(job.cached_tokens));
+  res.set_header("X-Switchyard-Cached-Tokens", std::to_string(call->job->cached_tokens));
   lock.unlock();
   res.set_content(dump(body), "application/json");
   counters_->count(call->path, 200);
@@ -614,7 +662,7 @@ void ServeHttp::reply_whole(const std::shared_ptr<Call>& call, HttpReply& res) {
 }
 
 // Server-Sent Events, one chunk per piece of text as soon as it may be shown; `data: [DONE]`
-// last. A client that goes away cancels its job: its sequence ends at the next step.
+// last. A client that goes away cancels its jobs: their sequences end at the next step.
 void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, HttpReply& res) {
   counters_->count(call->path, 200);
   res.set_header("Cache-Control", "no-cache");
@@ -624,25 +672,42 @@ void ServeHttp::reply_stream(const std::shared_ptr<Call>& call, HttpReply& res) 
       return stream_some(call, first, sink);
     } catch (const std::exception& e) {  // never out of an HTTP worker thread
       spdlog::error("request id={}: stream failed: {}", call->id, e.what());
-      call->job->cancelled = true;
+      call->cancel();
       return false;
     }
   };
   res.stream_end = [call](bool delivered) {
-    if (!delivered) call->job->cancelled = true;  // the connection closed before the end
+    if (!delivered) call->cancel();  // the connection closed before the end
   };
 }
 
-// One round of a stream: the role first, then whatever text is ready (waiting up to 200 ms),
-// and at the end the finish chunk, the usage when asked, and [DONE]. False: the stream is over
-// (its end sent, or the client gone).
+namespace {
+
+// What one round of a stream takes from one choice, under the jobs' lock.
+struct ChoiceNews {
+  std::string text, reasoning;
+  std::vector<int64_t> ids;
+  std::vector<TokenLogprobs> entries;
+  json calls = json::array();
+  bool ends = false;  // it is done and its finish chunk is not sent yet
+  bool any() const {
+    return !text.empty() || !reasoning.empty() || !ids.empty() || !entries.empty() ||
+           !calls.empty();
+  }
+};
+
+}  // namespace
+
+// One round of a stream: the role first (per choice), then whatever text is ready (waiting up
+// to 200 ms), each choice's finish chunk when it ends, and after the last the usage when asked
+// and [DONE]. False: the stream is over (its end sent, or the client gone).
 bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, ChunkSink& sink) {
   const bool chat = call->kind == RequestKind::chat;
-  // A chunk of text (and, under return_token_ids, the ids generated since the last one).
-  auto chunk = [&](const json& delta_or_text, const json& finish,
+  // A chunk of choice `index` (and, under return_token_ids, the ids generated since the last).
+  auto chunk = [&](size_t index, const json& delta_or_text, const json& finish,
                    const std::vector<int64_t>* ids = nullptr, const json* logprobs = nullptr) {
-    json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
-                       : json{{"index", 0},
+    json choice = chat ? json{{"index", index}, {"delta", delta_or_text}, {"finish_reason", finish}}
+                       : json{{"index", index},
                               {"text", delta_or_text},
                               {"logprobs", nullptr},
                               {"finish_reason", finish}};
@@ -654,89 +719,113 @@ bool ServeHttp::stream_some(const std::shared_ptr<Call>& call, bool& first, Chun
            {"model", call->model},
            {"choices", json::array({choice})}};
     if (ids && !finish.is_null()) c["prompt_token_ids"] = call->prompt_ids;
-    const std::string line = "data: " + dump(c) + "\n\n";
-    return sink.write(line);
+    return sink.write("data: " + dump(c) + "\n\n");
   };
+  const size_t n = call->choices.size();
   if (first) {
     first = false;
-    if (chat && !chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)) {
-      call->job->cancelled = true;
+    for (size_t i = 0; chat && i < n; ++i)
+      if (!chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr)) {
+        call->cancel();
+        return false;
+      }
+  }
+  std::vector<ChoiceNews> news(n);
+  std::unique_lock<std::mutex> lock(call->job->mu);
+  call->job->cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+    for (size_t i = 0; i < n; ++i) {
+      const Job& job = *call->choices[i];
+      if ((job.done && !call->sent[i].finish) || !job.pending.empty() ||
+          !job.pending_reasoning.empty() || job.tool_calls.size() > call->sent[i].calls)
+        return true;
+    }
+    return false;
+  });
+  for (size_t i = 0; i < n; ++i) {
+    Job& job = *call->choices[i];
+    Call::Sent& sent = call->sent[i];
+    ChoiceNews& out = news[i];
+    out.text.swap(job.pending);
+    out.reasoning.swap(job.pending_reasoning);
+    if (call->return_token_ids && sent.ids < job.generated.size()) {
+      out.ids.assign(job.generated.begin() + long(sent.ids), job.generated.end());
+      sent.ids = job.generated.size();
+    }
+    if (call->logprobs >= 0 && sent.logprobs < job.logprobs.size()) {
+      out.entries.assign(job.logprobs.begin() + long(sent.logprobs), job.logprobs.end());
+      sent.logprobs = job.logprobs.size();
+    }
+    if (call->tools && sent.calls < job.tool_calls.size()) {
+      out.calls = tool_calls_json(job.tool_calls, sent.calls, true);
+      sent.calls = job.tool_calls.size();
+    }
+    out.ends = job.done && !sent.finish;
+  }
+  const bool all_done = call->all_done();
+  const Job* failure = nullptr;
+  for (const auto& c : call->choices)
+    if (c->done && failed(*c) && !failure) failure = c.get();
+  const std::optional<Error> failure_error = failure ? failure->error : std::nullopt;
+  const json usage = usage_of(call->prompt_tokens, call->completion_tokens(), *call->job);
+  std::vector<std::string> finishes(n);
+  for (size_t i = 0; i < n; ++i) finishes[i] = finish_of(*call->choices[i]);
+  lock.unlock();
+
+  for (size_t i = 0; i < n; ++i) {
+    const ChoiceNews& out = news[i];
+    if (!out.any()) continue;
+    json delta = json::object();
+    if (!out.reasoning.empty()) delta["reasoning_content"] = out.reasoning;
+    if (!out.text.empty() || (out.reasoning.empty() && out.calls.empty()))
+      delta["content"] = out.text;
+    if (!out.calls.empty()) delta["tool_calls"] = out.calls;
+    const json logprobs =
+        call->logprobs >= 0
+            ? logprobs_json(*call->tokenizer, call->kind, out.entries, call->sent[i].text_offset)
+            : json();
+    if (!chunk(i, chat ? delta : json(out.text), nullptr,
+               call->return_token_ids ? &out.ids : nullptr,
+               call->logprobs >= 0 ? &logprobs : nullptr)) {
+      call->cancel();  // the client went away: free its slots at the next step
       return false;
     }
   }
-  Job& job = *call->job;
-  std::unique_lock<std::mutex> lock(job.mu);
-  job.cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
-    return job.done || !job.pending.empty() || !job.pending_reasoning.empty() ||
-           job.tool_calls.size() > call->calls_sent;
-  });
-  std::string text, reasoning;
-  text.swap(job.pending);
-  reasoning.swap(job.pending_reasoning);
-  std::vector<int64_t> ids;
-  if (call->return_token_ids && call->ids_sent < job.generated.size()) {
-    ids.assign(job.generated.begin() + long(call->ids_sent), job.generated.end());
-    call->ids_sent = job.generated.size();
-  }
-  std::vector<TokenLogprobs> entries;
-  if (call->logprobs >= 0 && call->logprobs_sent < job.logprobs.size()) {
-    entries.assign(job.logprobs.begin() + long(call->logprobs_sent), job.logprobs.end());
-    call->logprobs_sent = job.logprobs.size();
-  }
-  json calls = json::array();
-  if (call->tools && call->calls_sent < job.tool_calls.size()) {
-    calls = tool_calls_json(job.tool_calls, call->calls_sent, true);
-    call->calls_sent = job.tool_calls.size();
-  }
-  const bool done = job.done;
-  lock.unlock();
-  const bool any =
-      !text.empty() || !reasoning.empty() || !ids.empty() || !entries.empty() || !calls.empty();
-  json delta = json::object();
-  if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
-  if (!text.empty() || (reasoning.empty() && calls.empty())) delta["content"] = text;
-  if (!calls.empty()) delta["tool_calls"] = calls;
-  const json logprobs =
-      call->logprobs >= 0 ? logprobs_json(*call->tokenizer, call->kind, entries, call->text_offset)
-                          : json();
-  if (any && !chunk(chat ? delta : json(text), nullptr, call->return_token_ids ? &ids : nullptr,
-                    call->logprobs >= 0 ? &logprobs : nullptr)) {
-    job.cancelled = true;  // the client went away: free its slot at the next step
-    return false;
-  }
   if (!sink.alive()) {
-    job.cancelled = true;
+    call->cancel();
     return false;
   }
-  if (!done) return true;
-  lock.lock();
-  const bool failed = job.error.has_value() || job.finish_reason == FinishReason::cancelled;
-  const json usage = usage_of(call->prompt_tokens, job);
-  const std::string finish = finish_of(job);
-  lock.unlock();
-  if (failed) {
-    const std::string line =
-        "data: " +
-        dump(json{
-            {"error",
-             {{"message", job.error ? job.error->what() : "the request was cancelled"},
-              {"type", "server_error"},
-              {"code", job.error ? code_text(job.error->code) : code_text(Errc::unavailable)}}}}) +
-        "\n\n";
-    sink.write(line);
-  } else {
-    const std::vector<int64_t> none;
-    chunk(chat ? json::object() : json(""), finish, call->return_token_ids ? &none : nullptr);
-    if (call->include_usage) {
-      json c{{"id", call->id},
-             {"object", chat ? "chat.completion.chunk" : "text_completion"},
-             {"created", call->created},
-             {"model", call->model},
-             {"choices", json::array()},
-             {"usage", usage}};
-      const std::string line = "data: " + dump(c) + "\n\n";
-      sink.write(line);
+  if (failure) {
+    // One choice failed (an error, or the deadline): the stream ends with the error event.
+    call->cancel();
+    sink.write("data: " +
+               dump(json{{"error",
+                          {{"message",
+                            failure_error ? failure_error->what() : "the request was cancelled"},
+                           {"type", "server_error"},
+                           {"code", failure_error ? code_text(failure_error->code)
+                                                  : code_text(Errc::unavailable)}}}}) +
+               "\n\n");
+    sink.write("data: [DONE]\n\n");
+    log_call(*call, 200);
+    return false;
+  }
+  const std::vector<int64_t> none;
+  for (size_t i = 0; i < n; ++i) {
+    if (!news[i].ends) continue;
+    call->sent[i].finish = true;
+    if (!chunk(i, chat ? json::object() : json(""), finishes[i],
+               call->return_token_ids ? &none : nullptr)) {
+      call->cancel();
+      return false;
     }
+  }
+  if (!all_done) return true;
+  if (call->include_usage) {
+    json c{
+        {"id", call->id},           {"object", chat ? "chat.completion.chunk" : "text_completion"},
+        {"created", call->created}, {"model", call->model},
+        {"choices", json::array()}, {"usage", usage}};
+    sink.write("data: " + dump(c) + "\n\n");
   }
   sink.write("data: [DONE]\n\n");
   log_call(*call, 200);

@@ -74,6 +74,11 @@ struct Engine::Stream {
   std::optional<Finish> finish;
   std::optional<GrammarConstraint> constraint;
   std::vector<float> masked;  // the step's logits with the constraint's mask
+  // Choices still to fork from this stream once its prompt has run (Engine::start with several
+  // sinks), with what each fork's sampler starts from.
+  std::vector<OutputSink*> forks;
+  std::optional<SamplingOptions> fork_options;
+  std::vector<int64_t> fork_seen;
   Stream(SeqId s, std::vector<int64_t> p, const SamplingOptions& o, std::vector<int64_t> eos,
          std::span<const int64_t> seen, OutputSink& out)
       : seq(s),
@@ -99,6 +104,13 @@ bool Engine::has(SeqId seq) const {
 
 void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
                    OutputSink& sink, std::span<const int64_t> held) {
+  OutputSink* one[] = {&sink};
+  start(seq, std::move(prompt), options, std::span<OutputSink* const>(one), held);
+}
+
+void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
+                   std::span<OutputSink* const> sinks, std::span<const int64_t> held) {
+  if (sinks.empty()) throw Error(Errc::invalid_argument, "generate: no output sink");
   if (prompt.empty()) throw Error(Errc::invalid_argument, "generate: the prompt is empty");
   if (!context_.has_sequence(seq))
     throw Error(Errc::invalid_argument,
@@ -110,9 +122,37 @@ void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions
   std::vector<int64_t> seen(held.begin(), held.end());
   seen.insert(seen.end(), prompt.begin(), prompt.end());
   auto stream =
-      std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), seen, sink);
+      std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), seen, *sinks[0]);
   if (options.grammar) stream->constraint.emplace(masks_for(options.grammar));
+  if (sinks.size() > 1) {
+    stream->forks.assign(sinks.begin() + 1, sinks.end());
+    stream->fork_options = options;
+    stream->fork_seen = std::move(seen);
+  }
   streams_.push_back(std::move(stream));
+}
+
+// The forks of `parent`, whose prompt has just run: each a sequence sharing its blocks, a
+// stream with the prompt fed and its own sampler (seed + its choice's index).
+std::vector<std::unique_ptr<Engine::Stream>> Engine::spawn_forks(Stream& parent) {
+  std::vector<std::unique_ptr<Stream>> born;
+  const SamplingOptions& base = *parent.fork_options;
+  for (size_t i = 0; i < parent.forks.size(); ++i) {
+    SamplingOptions o = base;
+    o.seed = base.seed + uint64_t(i + 1);
+    const SeqId child = context_.fork_sequence(parent.seq);
+    auto eos = o.ignore_eos ? std::vector<int64_t>{} : settings_.eos_ids;
+    auto s = std::make_unique<Stream>(child, parent.prompt, o, std::move(eos), parent.fork_seen,
+                                      *parent.forks[i]);
+    s->fed = parent.fed;
+    if (o.grammar) s->constraint.emplace(masks_for(o.grammar));
+    parent.forks[i]->on_fork(child);
+    born.push_back(std::move(s));
+  }
+  parent.forks.clear();
+  parent.fork_options.reset();
+  parent.fork_seen.clear();
+  return born;
 }
 
 void Engine::cancel(SeqId seq, FinishReason reason, const std::optional<Error>& error) {
@@ -152,37 +192,45 @@ void Engine::sample_rows() {
   const size_t vocab = size_t(context_.vocab());
   for (size_t i = 0; i < rows_.size(); ++i) {
     Stream& s = *rows_[i];
-    if (s.sampled >= s.max_tokens) {  // max_tokens 0: the prompt only
-      s.finish = Finish{FinishReason::max_tokens, {}};
-      continue;
-    }
     const std::span<const float> logits(context_.logits(i), vocab);
-    const int64_t id = pick(s, logits);
-    if (id < 0) continue;  // the constraint left no token: finished with its error
-    ++s.sampled;
-    std::string emit;
-    const std::string bytes =
-        tokenizer_.has_token(id) ? tokenizer_.decode_token(id) : "<" + std::to_string(id) + ">";
-    const StopRule::Reason why = s.stop.feed(id, bytes, emit);
-    std::optional<TokenLogprobs> lp;
-    if (s.logprobs >= 0 && why != StopRule::Reason::eos)
-      lp = token_logprobs(logits, id, s.logprobs);
-    const bool go_on = s.sink->on_token(id, emit, lp ? &*lp : nullptr);
-    if (why == StopRule::Reason::eos)
-      s.finish = Finish{FinishReason::eos, {}};
-    else if (why == StopRule::Reason::stop_text)
-      s.finish = Finish{FinishReason::stop_text, {}};
-    else if (!go_on)
-      s.finish = Finish{FinishReason::callback, {}};
-    else if (s.constraint && s.constraint->complete())
-      s.finish = Finish{FinishReason::constraint_complete, {}};
-    else if (s.sampled >= s.max_tokens)
-      s.finish = Finish{FinishReason::max_tokens, {}};
-    else if (context_.sequence_length(s.seq) >= context_.context_length())  // no room to run it
-      s.finish = Finish{FinishReason::context_full, {}};
-    else
-      s.next = id;
+    if (!s.forks.empty())  // the prompt's last row: the other choices start from it too
+      for (auto& fork : spawn_forks(s)) {
+        sample_row(*fork, logits);
+        streams_.push_back(std::move(fork));
+      }
+    sample_row(s, logits);
   }
+}
+
+void Engine::sample_row(Stream& s, std::span<const float> logits) {
+  if (s.sampled >= s.max_tokens) {  // max_tokens 0: the prompt only
+    s.finish = Finish{FinishReason::max_tokens, {}};
+    return;
+  }
+  const int64_t id = pick(s, logits);
+  if (id < 0) return;  // the constraint left no token: finished with its error
+  ++s.sampled;
+  std::string emit;
+  const std::string bytes =
+      tokenizer_.has_token(id) ? tokenizer_.decode_token(id) : "<" + std::to_string(id) + ">";
+  const StopRule::Reason why = s.stop.feed(id, bytes, emit);
+  std::optional<TokenLogprobs> lp;
+  if (s.logprobs >= 0 && why != StopRule::Reason::eos) lp = token_logprobs(logits, id, s.logprobs);
+  const bool go_on = s.sink->on_token(id, emit, lp ? &*lp : nullptr);
+  if (why == StopRule::Reason::eos)
+    s.finish = Finish{FinishReason::eos, {}};
+  else if (why == StopRule::Reason::stop_text)
+    s.finish = Finish{FinishReason::stop_text, {}};
+  else if (!go_on)
+    s.finish = Finish{FinishReason::callback, {}};
+  else if (s.constraint && s.constraint->complete())
+    s.finish = Finish{FinishReason::constraint_complete, {}};
+  else if (s.sampled >= s.max_tokens)
+    s.finish = Finish{FinishReason::max_tokens, {}};
+  else if (context_.sequence_length(s.seq) >= context_.context_length())  // no room to run it
+    s.finish = Finish{FinishReason::context_full, {}};
+  else
+    s.next = id;
 }
 
 // The sampler's pick, from the logits the stream's constraint leaves (when it has one).
@@ -242,7 +290,9 @@ void Engine::end_finished() {
   streams_.erase(std::remove(streams_.begin(), streams_.end(), nullptr), streams_.end());
   for (auto& s : done) {
     const std::string tail = s->stop.flush();  // held back for a stop text that never came
-    s->sink->on_finish(s->finish->reason, tail, s->finish->error ? &*s->finish->error : nullptr);
+    const Error* error = s->finish->error ? &*s->finish->error : nullptr;
+    s->sink->on_finish(s->finish->reason, tail, error);
+    for (OutputSink* fork : s->forks) fork->on_finish(s->finish->reason, "", error);
   }
 }
 

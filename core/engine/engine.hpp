@@ -90,6 +90,10 @@ class OutputSink {
   // The end: `tail` is text held back that no stop text claimed (often empty), `error` is set
   // only for FinishReason::error. The stream is gone from the engine when this is called.
   virtual void on_finish(FinishReason reason, const std::string& tail, const Error* error) = 0;
+  // A fork's sequence (Engine::start with several sinks), made by the engine from the first
+  // sink's once the prompt has run, before this sink's first on_token. The owner removes it
+  // when the stream ends, as it does its own.
+  virtual void on_fork(SeqId seq) { (void)seq; }
 };
 
 class Engine {
@@ -109,6 +113,15 @@ class Engine {
   // not depend on how much of its prompt was cached.
   void start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
              OutputSink& sink, std::span<const int64_t> held = {});
+  // Several answers to one prompt (OpenAI's n): the prompt runs once on `seq`, for sinks[0];
+  // when its last row's logits are there, the sequence is forked for each further sink
+  // (copy-on-write KV blocks: the prompt's rows are shared, never recomputed; OutputSink::
+  // on_fork names the new sequence) and every fork samples its own tokens from those logits
+  // on. Choice i samples with seed `options.seed + i`, so a seeded request is reproducible
+  // and its choices differ. A stream that ends before its prompt has run ends its forks with
+  // the same reason.
+  void start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions& options,
+             std::span<OutputSink* const> sinks, std::span<const int64_t> held = {});
   // Ends `seq`'s stream now, before its next step; its sink hears `reason` (and `error`).
   // Nothing happens when `seq` has no stream.
   void cancel(SeqId seq, FinishReason reason, const std::optional<Error>& error = {});
@@ -127,6 +140,8 @@ class Engine {
   };
   void collect_batch();
   void sample_rows();
+  void sample_row(Stream& s, std::span<const float> logits);
+  std::vector<std::unique_ptr<Stream>> spawn_forks(Stream& parent);
   void end_finished();
   int64_t pick(Stream& s, std::span<const float> logits);
 

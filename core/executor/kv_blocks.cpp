@@ -141,7 +141,11 @@ void KvBlocks::reserve(std::span<const Grow> grows, Reservation& r) {
   for (size_t i = 0; i < grows.size(); ++i) {
     Sequence& s = seqs_.at(grows[i].seq);
     Undo undo{grows[i].seq, s.blocks.size(), -1};
-    int64_t n = r.needed[i];
+    // The blocks its length needs, counted again: a copy planned above may no longer be needed
+    // (the other holders of a block shared by several forks copied it first in this loop, and
+    // the last one keeps it), and it must not leave this one an extra block.
+    const int64_t length = s.length + grows[i].count;
+    int64_t n = (length + block_tokens_ - 1) / block_tokens_ - int64_t(s.blocks.size());
     if (grows[i].count > 0 && s.length % block_tokens_ != 0 &&
         blocks_[size_t(s.blocks.back())].refs > 1) {
       const int32_t shared = s.blocks.back(), own = take_block();
@@ -149,7 +153,6 @@ void KvBlocks::reserve(std::span<const Grow> grows, Reservation& r) {
       undo.replaced = shared;
       drop(shared);
       s.blocks.back() = own;
-      --n;
     }
     for (; n > 0; --n) s.blocks.push_back(take_block());
     r.undo.push_back(undo);

@@ -263,7 +263,7 @@ void check_tool_choice(CompletionRequest& r) {
 // Fields accepted only at their neutral value: anything else would be ignored, so it is refused.
 void neutral(const std::string& key, const json& v) {
   bool ok = v.is_null();
-  if (key == "n" || key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
+  if (key == "best_of") ok = ok || (v.is_number_integer() && v.get<int64_t>() == 1);
   if (key == "echo") ok = ok || (v.is_boolean() && !v.get<bool>());
   if (key == "functions") ok = ok || (v.is_array() && v.empty());
   if (key == "function_call") ok = ok || v == "none";
@@ -466,8 +466,10 @@ CompletionRequest parse_completion_request(const std::string& body, RequestKind 
       if (!v.is_null()) r.logprobs = integer(v, key, 0, 20);
     } else if (key == "user") {
       text(v, key);  // an end user's id: accepted, it changes nothing
-    } else if (key == "n" || key == "best_of" || key == "echo" || key == "functions" ||
-               key == "function_call" || key == "suffix") {
+    } else if (key == "n") {
+      if (!v.is_null()) r.n = integer(v, key, 1, 16);
+    } else if (key == "best_of" || key == "echo" || key == "functions" || key == "function_call" ||
+               key == "suffix") {
       neutral(key, v);
     } else {
       refuse(key, "is not a field this server knows (it is refused, not ignored)");

@@ -2,7 +2,7 @@
 // runtime runs (this file), the continuous-batching scheduler (scheduler.hpp) and its metrics.
 //
 // An OpenAI chat or completion request body, checked field by field. Every field is either
-// served, accepted at its neutral value (n: 1, `tools: []`, `user`), or
+// served, accepted at its neutral value (best_of: 1, `tools: []`, `user`), or
 // refused by name: a request is never served with a field silently ignored. Errors are Error
 // SY501 bad_request whose message starts with the field's JSON path ("messages[1].content:
 // ..."). Depends on generation/ (ChatMessages), sampling/ (SamplingParams), runtime/
@@ -42,6 +42,10 @@ struct CompletionRequest {
     return p;
   }();
   std::optional<uint64_t> seed;
+  // Choices (1 to 16): n answers to one prompt, which runs once; the others are forks of its
+  // sequence (copy-on-write KV blocks). Choice i samples with seed + i. best_of is refused
+  // unless 1 (it would rank candidates by log-probability on the server).
+  int64_t n = 1;
   std::vector<std::string> stop;  // up to 4 texts
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage

@@ -61,9 +61,20 @@ class Scheduler::Running final : public OutputSink {
     owner_.ended_.push_back(
         {this, reason, tail, error ? std::optional<Error>(*error) : std::nullopt});
   }
+  // A fork of the leader's sequence: its own promise, taken out of the leader's, so each
+  // choice's blocks stay promised until that choice ends.
+  void on_fork(SeqId s) override {
+    seq = s;
+    const int64_t blocks = owner_.fork_blocks(*job);
+    owner_.context_.promise_blocks(s, blocks);
+    leader->promised -= blocks;
+    owner_.context_.promise_blocks(leader->seq, leader->promised);
+  }
 
   std::shared_ptr<Job> job;
-  SeqId seq = 0;
+  SeqId seq = -1;             // -1: a fork not made yet
+  Running* leader = nullptr;  // a fork's: the choice whose sequence it forks
+  int64_t promised = 0;       // the leader's: blocks promised to its sequence
 
  private:
   Scheduler& owner_;
@@ -87,16 +98,22 @@ void Scheduler::stop() {
   wake_.notify_all();
 }
 
+int64_t Scheduler::fork_blocks(const Job& job) const {
+  const int64_t bs = context_.kv().block_tokens();
+  return (job.sampling.max_tokens + bs - 1) / bs + 1;
+}
+
 int64_t Scheduler::blocks_for(const Job& job) const {
   const int64_t tokens = std::min<int64_t>(int64_t(job.prompt.size()) + job.sampling.max_tokens,
                                            context_.context_length());
   const int64_t bs = context_.kv().block_tokens();
-  return (tokens + bs - 1) / bs;
+  return (tokens + bs - 1) / bs + int64_t(job.forks.size()) * fork_blocks(job);
 }
 
 Scheduler::Admit Scheduler::submit(std::shared_ptr<Job> job) {
   if (int64_t(job->prompt.size()) + job->sampling.max_tokens > context_.context_length() ||
-      blocks_for(*job) > context_.kv().total_blocks() || job->prompt.empty())
+      blocks_for(*job) > context_.kv().total_blocks() || job->prompt.empty() ||
+      int64_t(job->forks.size()) + 1 > options_.parallel)
     return Admit::too_large;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +155,23 @@ void Scheduler::publish_kv_locked() {
   metrics_.kv_blocks_reserved = context_.kv().promised_blocks();
 }
 
+// A queued job that never ran (cancelled, expired, or the scheduler stopped), with its forks.
+// They share one lock and signal.
+void Scheduler::end_queued_locked(Job& job) {
+  {
+    std::lock_guard<std::mutex> jl(job.mu);
+    auto end = [](Job& one) {
+      one.done = true;
+      one.finish_reason = FinishReason::cancelled;
+      one.finished = Job::Clock::now();
+    };
+    end(job);
+    for (auto& f : job.forks) end(*f);
+    job.cv.notify_all();
+  }
+  metrics_.cancelled += 1 + job.forks.size();
+}
+
 // FIFO: the head of the queue is admitted when a slot is free and its promise fits; until
 // then the ones behind it wait too (no overtaking, so a large request is never starved).
 bool Scheduler::admit_locked() {
@@ -145,35 +179,40 @@ bool Scheduler::admit_locked() {
   while (!queue_.empty()) {
     std::shared_ptr<Job>& head = queue_.front();
     if (head->cancelled || Job::Clock::now() > head->deadline) {
-      {
-        std::lock_guard<std::mutex> jl(head->mu);
-        head->done = true;
-        head->finish_reason = FinishReason::cancelled;
-        head->finished = Job::Clock::now();
-        head->cv.notify_all();
-      }
-      ++metrics_.cancelled;
+      end_queued_locked(*head);
       // After the job's lock is released: when the queue held the last reference, pop_front
       // destroys the job and its mutex (TSan found the unlock of a freed mutex here).
       queue_.pop_front();
       continue;
     }
     const int64_t need = blocks_for(*head);
-    if (int64_t(running_.size()) >= options_.parallel ||
+    const int64_t choices = int64_t(head->forks.size()) + 1;
+    if (int64_t(running_.size()) + choices > options_.parallel ||
         context_.kv().promised_blocks() + need > context_.kv().total_blocks())
       break;
     auto r = std::make_unique<Running>(*this, std::move(head));
     queue_.pop_front();
     r->seq = context_.add_sequence();
+    r->promised = need;
     context_.promise_blocks(r->seq, need);
     const int64_t cached = context_.reuse_prefix(r->seq, r->job->prompt);
     r->job->cached_tokens = cached;
     metrics_.prompt_tokens += r->job->prompt.size();
     metrics_.cached_prompt_tokens += uint64_t(cached);
-    engine_.start(
-        r->seq, std::vector<int64_t>(r->job->prompt.begin() + cached, r->job->prompt.end()),
-        r->job->sampling, *r, std::span<const int64_t>(r->job->prompt.data(), size_t(cached)));
+    std::vector<OutputSink*> sinks{r.get()};
+    std::vector<std::unique_ptr<Running>> forks;
+    for (auto& f : r->job->forks) {
+      f->cached_tokens = cached;
+      forks.push_back(std::make_unique<Running>(*this, f));
+      forks.back()->leader = r.get();
+      sinks.push_back(forks.back().get());
+    }
+    engine_.start(r->seq,
+                  std::vector<int64_t>(r->job->prompt.begin() + cached, r->job->prompt.end()),
+                  r->job->sampling, std::span<OutputSink* const>(sinks),
+                  std::span<const int64_t>(r->job->prompt.data(), size_t(cached)));
     running_.push_back(std::move(r));
+    for (auto& f : forks) running_.push_back(std::move(f));
     any = true;
   }
   running_count_ = int64_t(running_.size());
@@ -185,7 +224,7 @@ bool Scheduler::admit_locked() {
 void Scheduler::cancel_expired() {
   const auto now = Job::Clock::now();
   for (auto& r : running_)
-    if (r->job->cancelled || now > r->job->deadline)
+    if (r->seq >= 0 && (r->job->cancelled || now > r->job->deadline))
       engine_.cancel(r->seq, FinishReason::cancelled);
 }
 
@@ -198,7 +237,8 @@ void Scheduler::run() {
       admit_locked();
       publish_kv_locked();
       if (stopping_) {
-        for (auto& r : running_) engine_.cancel(r->seq, FinishReason::cancelled);
+        for (auto& r : running_)
+          if (r->seq >= 0) engine_.cancel(r->seq, FinishReason::cancelled);
         publish_step();
         running_count_ = 0;
         idle_.notify_all();
@@ -214,13 +254,7 @@ void Scheduler::run() {
     if (engine_.step()) ++steps_;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& job : queue_) {
-    std::lock_guard<std::mutex> jl(job->mu);
-    job->done = true;
-    job->finish_reason = FinishReason::cancelled;
-    job->cv.notify_all();
-    ++metrics_.cancelled;
-  }
+  for (auto& job : queue_) end_queued_locked(*job);
   queue_.clear();
   running_count_ = 0;
   idle_.notify_all();
@@ -247,7 +281,7 @@ void Scheduler::publish_step() {
 void Scheduler::finish_locked(Running& r, FinishReason reason, const std::string& tail,
                               std::optional<Error> error) {
   if (r.job->done) return;
-  context_.remove_sequence(r.seq);  // its full blocks stay a reusable prefix; its promise ends
+  if (r.seq >= 0) context_.remove_sequence(r.seq);  // full blocks stay a prefix; promise ends
   // The gauge drops with the job's end, not at the loop's next sweep: a client that reads
   // /metrics right after its last token must not see its own sequence still running.
   --running_count_;

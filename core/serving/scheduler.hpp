@@ -41,9 +41,22 @@
 
 namespace sy {
 
-// One request's generation, shared by the HTTP thread that waits on it and the scheduler.
+// The lock and signal of a request's jobs: one per request, shared by its choices (n > 1), so
+// the thread that streams them waits on one condition for all.
+struct JobSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+// One request's generation (one choice of it), shared by the HTTP thread that waits on it and
+// the scheduler.
 struct Job {
   using Clock = std::chrono::steady_clock;
+  Job() : Job(std::make_shared<JobSignal>()) {}
+  explicit Job(std::shared_ptr<JobSignal> shared)
+      : signal(std::move(shared)), mu(signal->mu), cv(signal->cv) {}
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
   // ---- set before submit ----------------------------------------------------------------
   std::vector<int64_t> prompt;
   SamplingOptions sampling;  // max_tokens resolved (>= 1)
@@ -54,12 +67,18 @@ struct Job {
   // scheduler thread only; null: the content is text only.
   std::unique_ptr<ToolCallReader> tools;
   Clock::time_point deadline = Clock::time_point::max();
+  // n > 1: the request's other choices, each a Job made with this one's signal and the same
+  // prompt, sampling and deadline (their own reasoning split and tool reader). Submitted with
+  // this one, they run as forks of its sequence once the prompt has run (Engine::start with
+  // several sinks); choice i samples with seed + i. Empty for n = 1.
+  std::vector<std::shared_ptr<Job>> forks;
   // ---- set by the client side: stop at the next step boundary ---------------------------
   std::atomic<bool> cancelled{false};
   // ---- written by the scheduler under `mu`, signalled on `cv` ----------------------------
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string pending;  // text not yet taken by the client (stop texts and UTF-8 held back)
+  std::shared_ptr<JobSignal> signal;
+  std::mutex& mu;               // signal's
+  std::condition_variable& cv;  // signal's
+  std::string pending;          // text not yet taken by the client (stop texts and UTF-8 held back)
   std::string pending_reasoning;        // the same, of the reasoning (when `reasoning` is set)
   std::vector<ToolCall> tool_calls;     // every call read so far (when `tools` is set)
   std::vector<int64_t> generated;       // every sampled id, in order
@@ -105,8 +124,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   enum class Admit { queued, queue_full, draining, too_large };
-  // Queues `job`. too_large: its prompt and max_tokens could not fit the pool (or the context)
-  // even alone; queue_full: --max-queue requests already wait; draining: drain() was called.
+  // Queues `job` (and its forks). too_large: its prompt and max_tokens (for every choice) could
+  // not fit the pool (or the context) even alone, or it has more choices than --parallel;
+  // queue_full: --max-queue requests already wait; draining: drain() was called.
   Admit submit(std::shared_ptr<Job> job);
   // The scheduler loop; returns after stop(), with what was left cancelled.
   void run();
@@ -130,7 +150,9 @@ class Scheduler {
   void finish_locked(Running& r, FinishReason reason, const std::string& tail,
                      std::optional<Error> error);
   void publish_kv_locked();
-  int64_t blocks_for(const Job& job) const;
+  void end_queued_locked(Job& job);
+  int64_t blocks_for(const Job& job) const;   // its choices' promise, all together
+  int64_t fork_blocks(const Job& job) const;  // one fork's: its tokens and a copied block
 
   Context& context_;
   SchedulerOptions options_;

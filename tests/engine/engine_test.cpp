@@ -39,6 +39,8 @@ struct Recorder final : OutputSink {
     tail = t;
     if (e) error = *e;
   }
+  std::optional<SeqId> forked;
+  void on_fork(SeqId s) override { forked = s; }
 };
 
 class EngineTest : public ::testing::Test {
@@ -141,6 +143,54 @@ TEST_F(EngineTest, StreamsSteppedTogetherGiveEachItsOwnGreedyTokens) {
     // The last sampled token is not run: the sequence holds the prompt and 8 of the 9.
     EXPECT_EQ(ctx().sequence_length(seqs[size_t(i)]), int64_t(prompts[size_t(i)].size()) + 8);
   }
+}
+
+// n choices of one prompt: the prompt runs once (two prefill steps, then one decode step per
+// token, as for one stream), the forks share its blocks and copy only the partial last one,
+// and each choice's greedy tokens are the prompt's decoded alone.
+TEST_F(EngineTest, ForksShareThePromptAndEachDecodesItsOwnTokens) {
+  open(/*step_tokens=*/24);
+  const std::vector<int64_t> prompt = prompt_of(40, 5);  // 3 blocks of 16, the last partial
+  const std::vector<int64_t> expected = greedy_alone(prompt, 9);
+  ASSERT_EQ(ctx().kv().used_blocks(), 0);
+  Engine engine = make_engine();
+  Recorder out[3];
+  OutputSink* sinks[] = {&out[0], &out[1], &out[2]};
+  const SeqId seq = ctx().add_sequence();
+  engine.start(seq, prompt, greedy(9), std::span<OutputSink* const>(sinks));
+  int steps = 0;
+  while (engine.step()) ASSERT_LT(++steps, 100);
+  EXPECT_EQ(steps, 2 + 8);  // the prefill once; the 9th token is not run
+  EXPECT_FALSE(out[0].forked.has_value());
+  ASSERT_TRUE(out[1].forked && out[2].forked);
+  EXPECT_NE(*out[1].forked, *out[2].forked);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].ids, expected) << "choice " << i;
+    EXPECT_EQ(out[i].reason, FinishReason::max_tokens);
+    const SeqId s = i == 0 ? seq : *out[i].forked;
+    EXPECT_EQ(ctx().sequence_length(s), 48);
+    EXPECT_EQ(ctx().sequence_tokens(s), ctx().sequence_tokens(seq));
+  }
+  // 48 tokens each: the two full prompt blocks shared, the third (partial when forked) one each.
+  EXPECT_EQ(ctx().kv().used_blocks(), 2 + 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ctx().kv().blocks(i == 0 ? seq : *out[i].forked).size(), 3u);
+}
+
+// A stream cancelled before its prompt has run takes its forks with it, each told why.
+TEST_F(EngineTest, ForksOfAStreamCancelledInItsPrefillEndWithIt) {
+  open(/*step_tokens=*/24);
+  Engine engine = make_engine();
+  Recorder out[2];
+  OutputSink* sinks[] = {&out[0], &out[1]};
+  const SeqId seq = ctx().add_sequence();
+  engine.start(seq, prompt_of(40, 6), greedy(4), std::span<OutputSink* const>(sinks));
+  ASSERT_TRUE(engine.step());  // the first 24 tokens of the prompt
+  engine.cancel(seq, FinishReason::cancelled);
+  EXPECT_EQ(out[0].reason, FinishReason::cancelled);
+  EXPECT_EQ(out[1].reason, FinishReason::cancelled);
+  EXPECT_FALSE(out[1].forked.has_value());
+  EXPECT_TRUE(out[1].ids.empty());
+  EXPECT_FALSE(engine.step());
 }
 
 TEST_F(EngineTest, HeldBackTextIsReleasedWhenTheStreamEndsAtEos) {

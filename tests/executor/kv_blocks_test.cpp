@@ -98,6 +98,28 @@ TEST(KvBlocks, AForkSharesBlocksAndCopiesTheLastOnWrite) {
   EXPECT_EQ(kv.used_blocks(), 0);
 }
 
+// Three holders of one partial block write in the same step (n choices after their fork):
+// the first two copy it, the last keeps it, and none is given a block its length does not need
+// (the copy planned for the last was once left it as an extra block).
+TEST(KvBlocks, HoldersOfASharedBlockWritingInOneStepCopyItOnceEachButTheLast) {
+  KvBlocks kv(16, 4, 32);
+  const auto a = kv.add();
+  feed(kv, a, iota(6));
+  const auto f1 = kv.fork(a), f2 = kv.fork(a);
+  const int32_t shared = kv.blocks(a)[1];
+  KvBlocks::Reservation r;
+  const Grow grows[] = {{a, 1}, {f1, 1}, {f2, 1}};
+  kv.reserve(grows, r);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.copies.size(), 2u);
+  for (auto s : {a, f1, f2}) EXPECT_EQ(kv.blocks(s).size(), 2u) << s;
+  EXPECT_EQ(kv.blocks(f2)[1], shared);
+  EXPECT_EQ(kv.used_blocks(), 1 + 3);
+  kv.release(r);  // undone: all three share it again
+  for (auto s : {a, f1, f2}) EXPECT_EQ(kv.blocks(s)[1], shared) << s;
+  EXPECT_EQ(kv.used_blocks(), 2);
+}
+
 TEST(KvBlocks, FinishedSequencesLeaveTheirFullBlocksAsAPrefix) {
   KvBlocks kv(8, 4, 32);
   const auto a = kv.add();

@@ -195,7 +195,7 @@ class TestModel(unittest.TestCase):
     def test_refusals_are_openai_errors_with_sy_codes(self):
         msgs = [{"role": "user", "content": "hi"}]
         with self.assertRaises(openai.BadRequestError) as e:
-            self.api.chat.completions.create(model="tiny", messages=msgs, n=2)
+            self.api.chat.completions.create(model="tiny", messages=msgs, n=17)
         self.assertEqual(e.exception.code, "SY501")
         self.assertEqual(e.exception.param, "n")
         with self.assertRaises(openai.BadRequestError) as e:

@@ -554,8 +554,10 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   expect_error(post(p, kChat, chat_body("hi", 2, {{"max_tokens", "2"}}).dump()), 400, "SY501",
                "max_tokens", "must be an integer");
   expect_error(post(p, kChat, R"({"model": "model"})"), 400, "SY501", "messages", "is missing");
-  expect_error(post(p, kChat, chat_body("hi", 2, {{"n", 2}}).dump()), 400, "SY501", "n",
-               "is not served");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"n", 17}}).dump()), 400, "SY501", "n",
+               "must be in [1, 16]");
+  expect_error(post(p, kChat, chat_body("hi", 2, {{"n", 9}}).dump()), 400, "SY501", "n",
+               "--parallel 8");
   expect_error(post(p, kChat, chat_body("hi", 2, {{"frequency_penalty", 5}}).dump()), 400, "SY501",
                "frequency_penalty", "must be in [-2, 2]");
   expect_error(post(p, kChat, chat_body("hi", 2, {{"model", "gpt-4o"}}).dump()), 404, "SY502", "",
@@ -574,7 +576,7 @@ TEST_F(Serve, BadInputGetsAnOpenAiErrorAndTheServerKeepsServing) {
   EXPECT_EQ(get(p, "/health").status, 200);
   const std::string m = get(p, "/metrics").raw;
   EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="400"})"),
-            7);
+            8);
   EXPECT_EQ(metric(m, R"(switchyard_requests_total{endpoint="/v1/chat/completions",status="200"})"),
             1);
 }
@@ -645,6 +647,72 @@ TEST_F(Serve, APortInUseIsRefusedNotShared) {
       run_switchyard("serve " + model().string() + " --port " + std::to_string(first.port()));
   EXPECT_EQ(second.exit_code, 2);
   EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
+}
+
+// n choices of one prompt: the prompt runs once (the prompt-token counter counts it once) and
+// the choices are forks of its sequence. At temperature 0 the three are `run --chat`'s greedy
+// ids; with a seed, choice i is the same request with n = 1 and seed + i (the path with no
+// fork), so a seeded request is reproducible; streamed, each choice's deltas reassemble to
+// the whole answer's choice.
+TEST_F(Serve, NChoicesAreForksOfOnePrompt) {
+  ServeProcess s(model(), args({"--parallel", "4"}));
+  ASSERT_TRUE(s.started());
+  const std::vector<int64_t> greedy = run_chat_ids(model(), "three answers", 12, "--context 1024");
+  const Reply three = post(s.port(), kChat, chat_body("three answers", 12, {{"n", 3}}).dump());
+  ASSERT_EQ(three.status, 200) << three.raw;
+  ASSERT_EQ(three.body["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(three.body["choices"][i]["index"], i);
+    EXPECT_EQ(ids_of(three.body["choices"][i]["token_ids"]), greedy) << "choice " << i;
+  }
+  EXPECT_EQ(three.body["usage"]["completion_tokens"], 36);
+  const int64_t prompt = three.body["usage"]["prompt_tokens"].get<int64_t>();
+  EXPECT_EQ(metric(get(s.port(), "/metrics").raw, "switchyard_prompt_tokens_total"), prompt);
+
+  const json seeded = chat_body("three answers", 16, {{"n", 3}, {"temperature", 1}, {"seed", 40}});
+  const Reply a = post(s.port(), kChat, seeded.dump());
+  const Reply b = post(s.port(), kChat, seeded.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_EQ(b.status, 200) << b.raw;
+  std::set<std::vector<int64_t>> distinct;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int64_t> ids = ids_of(a.body["choices"][i]["token_ids"]);
+    EXPECT_EQ(ids, ids_of(b.body["choices"][i]["token_ids"])) << "choice " << i;
+    json alone = seeded;
+    alone["n"] = 1;
+    alone["seed"] = 40 + i;
+    const Reply one = post(s.port(), kChat, alone.dump());
+    ASSERT_EQ(one.status, 200);
+    EXPECT_EQ(ids_of(one.body["choices"][0]["token_ids"]), ids) << "choice " << i;
+    distinct.insert(ids);
+  }
+  EXPECT_EQ(distinct.size(), 3u) << "three seeds gave the same answer";
+
+  json streamed = seeded;
+  streamed["stream"] = true;
+  const StreamReply st = post_stream(s.port(), kChat, streamed.dump());
+  ASSERT_EQ(st.status, 200);
+  EXPECT_TRUE(st.done);
+  std::vector<std::vector<int64_t>> ids(3);
+  std::vector<std::string> texts(3), finishes(3);
+  for (const json& e : st.events)
+    for (const json& c : e["choices"]) {
+      const size_t i = c["index"].get<size_t>();
+      ASSERT_LT(i, 3u);
+      if (c.contains("token_ids"))
+        for (const json& id : c["token_ids"]) ids[i].push_back(id.get<int64_t>());
+      if (c["delta"].contains("content")) texts[i] += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finishes[i] = c["finish_reason"];
+    }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ids[size_t(i)], ids_of(a.body["choices"][i]["token_ids"])) << "choice " << i;
+    EXPECT_EQ(texts[size_t(i)], a.body["choices"][i]["message"]["content"]) << "choice " << i;
+    EXPECT_EQ(finishes[size_t(i)], "length");
+  }
+  const std::string m = get(s.port(), "/metrics").raw;
+  EXPECT_EQ(metric(m, "switchyard_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "switchyard_kv_blocks_reserved"), 0);
+  EXPECT_EQ(metric(m, "switchyard_kv_cache_usage_ratio"), 0);
 }
 
 // A raw TCP connection to the server, for what no HTTP client does on purpose: half a header,

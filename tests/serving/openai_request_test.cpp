@@ -84,10 +84,20 @@ TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
                        "tool_choice": "none", "response_format": {"type": "text"}})"),
             "");
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, std::string>>{{"n", "2"}, {"echo", "true"}})
+       std::vector<std::pair<std::string, std::string>>{{"best_of", "2"}, {"echo", "true"}})
     EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
+}
+
+TEST(OpenAiRequest, NChoicesAreServedUpToSixteen) {
+  const std::string body = "{" + kHello + R"(, "n": 3})";
+  EXPECT_EQ(parse_completion_request(body, RequestKind::chat).n, 3);
+  EXPECT_EQ(parse_completion_request("{" + kHello + "}", RequestKind::chat).n, 1);
+  EXPECT_THAT(refusal("{" + kHello + R"(, "n": 17})"), StartsWith("n: must be in [1, 16], is 17"));
+  EXPECT_THAT(refusal("{" + kHello + R"(, "n": 0})"), StartsWith("n: must be in [1, 16]"));
+  EXPECT_THAT(refusal(R"({"prompt": "x", "best_of": 3})", RequestKind::completion),
+              StartsWith("best_of: is not served at 3"));
 }
 
 // OpenAI's shapes: chat's `logprobs: true` with `top_logprobs` in [0, 20], which needs it;
