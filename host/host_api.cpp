@@ -25,9 +25,13 @@
 #include <spdlog/spdlog.h>
 
 #include "core/capability/vocabulary.hpp"
+#include "core/engine/engine.hpp"
 #include "core/errors/errors.hpp"
 #include "core/generation/generation.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/sampling/grammar.hpp"
+#include "core/sampling/json_schema.hpp"
+#include "core/sampling/token_mask.hpp"
 
 namespace {
 
@@ -72,8 +76,20 @@ struct SessionState {
   std::shared_ptr<ContextState> context;
   sy::SeqId seq = 0;
 };
+// A sampler: the chain of core/sampling/ for one sequence, and its grammar's place.
+struct SamplerState {
+  std::shared_ptr<ModelState> model;
+  sy::SamplingParams params;
+  std::shared_ptr<const sy::Grammar> grammar;
+  std::vector<int64_t> prompt;  // of the last reset
+  std::optional<sy::Sampler> sampler;
+  int64_t vocab = 0;  // the logits' length, fixed by the first sample (0: not yet)
+  std::shared_ptr<sy::GrammarMasks> masks;
+  std::optional<sy::GrammarConstraint> constraint;
+  std::vector<float> masked;
+};
 
-enum class Kind { runtime, model, plan, context, session };
+enum class Kind { runtime, model, plan, context, session, sampler };
 
 std::mutex g_handles_mu;
 std::map<const void*, Kind> g_handles;
@@ -261,6 +277,7 @@ int stop_code(sy::FinishReason r) {
     case sy::FinishReason::stop_text: return SY_STOP_TEXT;
     case sy::FinishReason::callback:
     case sy::FinishReason::cancelled: return SY_STOP_CALLBACK;
+    case sy::FinishReason::constraint_complete: return SY_STOP_GRAMMAR;
     default: return SY_STOP_MAX_TOKENS;
   }
 }
@@ -308,19 +325,85 @@ std::shared_ptr<ContextState> make_context(const std::shared_ptr<PlanState>& p,
   return state;
 }
 
+// The chain's parameters and grammar from sy_sampler_params (its zeros the defaults, as host.h
+// says), checked by SamplingParams::validate against `vocab`; `name` is how errors name it.
+struct Chain {
+  sy::SamplingParams params;
+  std::shared_ptr<const sy::Grammar> grammar;
+};
+Chain chain_of(const sy_sampler_params* p, int64_t vocab, const char* fn, const std::string& name) {
+  require_size(p, SY_MIN_SIZE(sy_sampler_params, json_schema), fn, name.c_str());
+  Chain c;
+  c.params.temperature = p->temperature;
+  c.params.top_k = p->top_k;
+  c.params.top_p = p->top_p == 0 ? 1.0 : p->top_p;
+  c.params.min_p = p->min_p;
+  c.params.presence_penalty = p->presence_penalty;
+  c.params.frequency_penalty = p->frequency_penalty;
+  c.params.repetition_penalty = p->repetition_penalty == 0 ? 1.0 : p->repetition_penalty;
+  c.params.seed = p->seed;
+  if (p->num_logit_bias > 0 && (!p->logit_bias_ids || !p->logit_bias))
+    throw invalid_argument(
+        fn, name + "->logit_bias",
+        "NULL ids or biases with num_logit_bias " + std::to_string(p->num_logit_bias));
+  for (size_t i = 0; i < p->num_logit_bias; ++i)
+    c.params.logit_bias.emplace_back(p->logit_bias_ids[i], double(p->logit_bias[i]));
+  if (auto bad = c.params.validate(vocab))
+    throw invalid_argument(fn, name + "->" + bad->field, bad->message);
+  if (p->grammar && p->json_schema)
+    throw invalid_argument(fn, name + "->grammar", "is set together with json_schema: give one");
+  if (p->grammar) {
+    try {
+      c.grammar = sy::Grammar::from_gbnf(p->grammar);
+    } catch (const sy::GrammarError& e) {
+      throw invalid_argument(fn, name + "->grammar", e.what());
+    }
+  }
+  if (p->json_schema) {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(p->json_schema);
+    } catch (const nlohmann::json::exception& e) {
+      throw invalid_argument(fn, name + "->json_schema", std::string("is not JSON: ") + e.what());
+    }
+    try {
+      c.grammar = sy::json_schema_grammar(schema);
+    } catch (const sy::SchemaError& e) {
+      throw invalid_argument(fn, name + "->json_schema at \"" + e.pointer() + "\"", e.message());
+    }
+  }
+  return c;
+}
+
 // Sampling options from the C struct (NULL: every default), checked by SamplingParams::validate
 // (top_p 0 means the default, 1, as host.h says).
-sy::SamplingOptions sampling_of(const sy_generate_options* options, const char* fn) {
+sy::SamplingOptions sampling_of(const sy_generate_options* options, int64_t vocab, const char* fn) {
   sy::SamplingOptions o;
   if (!options) return o;
   if (options->max_tokens < 0)
     throw invalid_argument(fn, "options->max_tokens", "must be at least 0 (0: the default, 32)");
   o.max_tokens = options->max_tokens > 0 ? options->max_tokens : 32;
-  o.temperature = options->temperature;
-  o.top_k = options->top_k;
-  o.top_p = options->top_p == 0 ? 1.0 : options->top_p;
-  o.seed = options->seed;
-  if (auto bad = o.validate()) throw invalid_argument(fn, "options->" + bad->field, bad->message);
+  const sy_sampler_params* chain =
+      options->struct_size >= SY_MIN_SIZE(sy_generate_options, sampling) ? options->sampling
+                                                                         : nullptr;
+  if (chain) {
+    for (const auto& [field, set] :
+         {std::pair{"temperature", options->temperature != 0},
+          std::pair{"top_k", options->top_k != 0}, std::pair{"top_p", options->top_p != 0},
+          std::pair{"seed", options->seed != 0}})
+      if (set)
+        throw invalid_argument(fn, std::string("options->") + field,
+                               "is set together with options->sampling, which has its own");
+    Chain c = chain_of(chain, vocab, fn, "options->sampling");
+    static_cast<sy::SamplingParams&>(o) = c.params;
+    o.grammar = c.grammar;
+  } else {
+    o.temperature = options->temperature;
+    o.top_k = options->top_k;
+    o.top_p = options->top_p == 0 ? 1.0 : options->top_p;
+    o.seed = options->seed;
+    if (auto bad = o.validate()) throw invalid_argument(fn, "options->" + bad->field, bad->message);
+  }
   o.ignore_eos = options->ignore_eos != 0;
   for (size_t i = 0; i < options->num_stop; ++i)
     if (options->stop && options->stop[i]) o.stop.emplace_back(options->stop[i]);
@@ -426,6 +509,9 @@ struct sy_context {
 };
 struct sy_session {
   std::shared_ptr<SessionState> state;
+};
+struct sy_sampler {
+  std::shared_ptr<SamplerState> state;
 };
 
 namespace {
@@ -772,7 +858,8 @@ int sy_context_generate(sy_context* context, sy_seq_id seq, const int64_t* promp
                  "result");
     if (capacity > 0 && !out_ids) throw invalid_argument("sy_context_generate", "out_ids", "NULL");
     require_vocab(*c->plan->planned, prompt, prompt_count, "sy_context_generate");
-    const sy::SamplingOptions o = sampling_of(options, "sy_context_generate");
+    const sy::SamplingOptions o =
+        sampling_of(options, vocab_of(*c->plan->planned), "sy_context_generate");
     sy::Generation g =
         c->generator->continue_sequence(seq, std::vector<int64_t>(prompt, prompt + prompt_count), o,
                                         callback_of(options), abort_of(options));
@@ -861,7 +948,8 @@ int sy_session_generate(sy_session* session, const int64_t* prompt, size_t promp
                  "result");
     if (capacity > 0 && !out_ids) throw invalid_argument("sy_session_generate", "out_ids", "NULL");
     require_vocab(*s->context->plan->planned, prompt, prompt_count, "sy_session_generate");
-    const sy::SamplingOptions o = sampling_of(options, "sy_session_generate");
+    const sy::SamplingOptions o =
+        sampling_of(options, vocab_of(*s->context->plan->planned), "sy_session_generate");
     // The session's sequence starts over: what it shares with the prompt from the start stays.
     sy::Generation g = s->context->generator->continue_sequence(
         s->seq, std::vector<int64_t>(prompt, prompt + prompt_count), o, callback_of(options),
@@ -882,3 +970,121 @@ int sy_session_memory_json(sy_session* session, char** json, sy_host_error* erro
 }
 
 }  // extern "C"
+
+// ---- sampler --------------------------------------------------------------------------------
+
+namespace {
+
+void reset_sampler(SamplerState& s) {
+  s.sampler.emplace(s.params, s.prompt);
+  if (s.masks) s.constraint.emplace(s.masks);
+}
+
+}  // namespace
+
+int sy_sampler_create(sy_model* model, const sy_sampler_params* params, sy_sampler** sampler,
+                      sy_host_error* error) {
+  return guarded("sy_sampler_create", error, [&] {
+    auto m = state_of(model, Kind::model, "sy_sampler_create", "model");
+    if (!params) throw invalid_argument("sy_sampler_create", "params", "NULL");
+    if (!sampler) throw invalid_argument("sy_sampler_create", "sampler", "NULL");
+    Chain c = chain_of(params, m->model.tokenizer.vocab_size(), "sy_sampler_create", "params");
+    auto state = std::make_shared<SamplerState>();
+    state->model = m;
+    state->params = std::move(c.params);
+    state->grammar = std::move(c.grammar);
+    reset_sampler(*state);
+    auto* h = new sy_sampler{std::move(state)};
+    add_handle(h, Kind::sampler);
+    *sampler = h;
+  });
+}
+
+int sy_sampler_destroy(sy_sampler* sampler) {
+  return destroy(sampler, Kind::sampler);
+}
+
+int sy_sampler_reset(sy_sampler* sampler, const int64_t* prompt, size_t count,
+                     sy_host_error* error) {
+  return guarded("sy_sampler_reset", error, [&] {
+    auto s = state_of(sampler, Kind::sampler, "sy_sampler_reset", "sampler");
+    if (count > 0 && !prompt) throw invalid_argument("sy_sampler_reset", "prompt", "NULL");
+    s->prompt.assign(prompt, prompt + count);
+    reset_sampler(*s);
+  });
+}
+
+int sy_sampler_sample(sy_sampler* sampler, const float* logits, size_t n_vocab, int64_t* token,
+                      sy_host_error* error) {
+  return guarded("sy_sampler_sample", error, [&] {
+    const char* fn = "sy_sampler_sample";
+    auto s = state_of(sampler, Kind::sampler, fn, "sampler");
+    if (!logits || n_vocab == 0) throw invalid_argument(fn, "logits", "NULL or empty");
+    if (!token) throw invalid_argument(fn, "token", "NULL");
+    if (s->vocab != 0 && int64_t(n_vocab) != s->vocab)
+      throw invalid_argument(
+          fn, "n_vocab",
+          std::to_string(n_vocab) + ", the sampler's first was " + std::to_string(s->vocab));
+    for (const auto& [id, bias] : s->params.logit_bias)
+      if (id >= int64_t(n_vocab))
+        throw invalid_argument(
+            fn, "n_vocab",
+            std::to_string(n_vocab) + " leaves out logit_bias id " + std::to_string(id));
+    s->vocab = int64_t(n_vocab);
+    const std::span<const float> row(logits, n_vocab);
+    if (!s->grammar) {
+      *token = s->sampler->sample(row);
+      return;
+    }
+    if (!s->masks) {  // the vocabulary's table, at the logits' length, once
+      const sy::OpenedModel& m = s->model->model;
+      s->masks = std::make_shared<sy::GrammarMasks>(
+          s->grammar, sy::vocabulary_table(m.tokenizer, int64_t(n_vocab)));
+      s->constraint.emplace(s->masks);
+    }
+    s->masked.assign(row.begin(), row.end());
+    if (s->constraint->mask(s->masked, s->model->model.generation.eos_ids) == 0)
+      throw Error(Errc::bad_tokenizer, std::string(fn) +
+                                           ": no token of the vocabulary continues the grammar "
+                                           "here (it needs bytes no token has)");
+    *token = s->sampler->sample(s->masked);
+    s->constraint->accept(*token);
+  });
+}
+
+int sy_sampler_accept(sy_sampler* sampler, int64_t token, sy_host_error* error) {
+  return guarded("sy_sampler_accept", error, [&] {
+    const char* fn = "sy_sampler_accept";
+    auto s = state_of(sampler, Kind::sampler, fn, "sampler");
+    const sy::Tokenizer& tok = s->model->model.tokenizer;
+    if (token < 0 || (s->vocab > 0 ? token >= s->vocab : token >= tok.vocab_size()))
+      throw invalid_argument(fn, "token", std::to_string(token) + " is outside the vocabulary");
+    if (s->grammar) {
+      if (!s->masks) {  // accepted before any sample: the vocabulary is the tokenizer's
+        if (s->vocab == 0) s->vocab = tok.vocab_size();
+        s->masks =
+            std::make_shared<sy::GrammarMasks>(s->grammar, sy::vocabulary_table(tok, s->vocab));
+        s->constraint.emplace(s->masks);
+      }
+      const auto& eos = s->model->model.generation.eos_ids;
+      const bool is_eos = std::find(eos.begin(), eos.end(), token) != eos.end();
+      const sy::TokenTable& table = *s->masks->table();
+      sy::GrammarState probe = s->constraint->state();
+      const bool fits =
+          is_eos ? probe.accepting() : !table.control(token) && probe.feed(table.bytes(token));
+      if (!fits)
+        throw invalid_argument(
+            fn, "token", std::to_string(token) + " cannot continue the grammar's output here");
+      s->constraint->accept(token);
+    }
+    s->sampler->accept(token);
+  });
+}
+
+int sy_sampler_complete(sy_sampler* sampler, int32_t* complete, sy_host_error* error) {
+  return guarded("sy_sampler_complete", error, [&] {
+    auto s = state_of(sampler, Kind::sampler, "sy_sampler_complete", "sampler");
+    if (!complete) throw invalid_argument("sy_sampler_complete", "complete", "NULL");
+    *complete = s->constraint && s->constraint->complete() ? 1 : 0;
+  });
+}

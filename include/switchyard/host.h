@@ -68,7 +68,7 @@ extern "C" {
 
 /* Major changes only on incompatible change; minor grows with additive change. */
 #define SY_HOST_API_VERSION_MAJOR 1
-#define SY_HOST_API_VERSION_MINOR 2
+#define SY_HOST_API_VERSION_MINOR 3
 
 /* The library's (major << 16) | minor. A program built against major M should refuse a
  * library whose major differs. */
@@ -382,6 +382,32 @@ SY_HOST_API int sy_session_decode(sy_session* session, int64_t token, float* log
  * still held back when generation ended otherwise. Return 0 to go on, non-zero to stop. */
 typedef int (*sy_token_callback)(void* user_data, int64_t token, const char* text, size_t length);
 
+/* Since 1.3. The whole sampler chain (core/sampling/, the one `run` and `serve` use):
+ *   logit bias → repetition, frequency and presence penalties → grammar mask → temperature →
+ *   min-p → top-k → top-p → a pick from the seeded generator.
+ * Zero fields are the defaults (no bias, no penalty, no grammar, greedy). Ranges are checked
+ * when it is used: a value outside is SY402 naming the field. Strings and arrays are read during
+ * the call that takes the struct only. */
+typedef struct sy_sampler_params {
+  size_t struct_size;
+  double temperature;        /* [0, 2]; 0: the most likely token (after bias and penalties) */
+  int64_t top_k;             /* >= 0; 0: every token */
+  double top_p;              /* (0, 1]; 0: 1 */
+  double min_p;              /* [0, 1]: drop tokens below min_p x the likeliest (vLLM's) */
+  double presence_penalty;   /* [-2, 2], OpenAI's: over the tokens generated so far */
+  double frequency_penalty;  /* [-2, 2], OpenAI's */
+  double repetition_penalty; /* (0, 100], transformers': over the prompt and the generated
+                                tokens; 0: 1, none */
+  const int64_t* logit_bias_ids; /* num_logit_bias token ids, each in the vocabulary */
+  const float* logit_bias;       /* their biases, each in [-100, 100], added to the logits */
+  size_t num_logit_bias;
+  uint64_t seed;           /* the generator's seed (std::mt19937 of its low 32 bits) */
+  const char* grammar;     /* GBNF (llama.cpp's syntax) the output is held to; NULL: none */
+  const char* json_schema; /* JSON Schema text the output is a JSON value of (docs/serve.md's
+                              subset; a keyword outside it is SY402 naming its place); NULL:
+                              none. Not together with grammar. */
+} sy_sampler_params;
+
 typedef struct sy_generate_options {
   size_t struct_size;
   int64_t max_tokens; /* 0: 32 */
@@ -397,13 +423,18 @@ typedef struct sy_generate_options {
   /* Since 1.1. Checked between steps (prompt chunks and decode tokens): non-zero stops the
    * generation there (stop_reason SY_STOP_CALLBACK). NULL: none. Gets user_data. */
   int (*abort_callback)(void* user_data);
+  /* Since 1.3. The whole sampler chain; NULL: temperature, top_k, top_p and seed above. When
+   * set, those four must be 0 (SY402 otherwise: one of the two would be ignored). With a
+   * grammar, generation also ends when the output is whole (stop_reason SY_STOP_GRAMMAR). */
+  const sy_sampler_params* sampling;
 } sy_generate_options;
 
 typedef enum sy_stop_reason {
   SY_STOP_EOS = 1,
   SY_STOP_TEXT = 2,
   SY_STOP_MAX_TOKENS = 3,
-  SY_STOP_CALLBACK = 4
+  SY_STOP_CALLBACK = 4,
+  SY_STOP_GRAMMAR = 5 /* since 1.3: the constrained output is whole (no byte can follow) */
 } sy_stop_reason;
 
 typedef struct sy_generate_result {
@@ -434,6 +465,48 @@ SY_HOST_API int sy_context_generate(sy_context* context, sy_seq_id seq, const in
                                     size_t prompt_count, const sy_generate_options* options,
                                     int64_t* out_ids, size_t capacity, sy_generate_result* result,
                                     sy_host_error* error);
+
+/* ------------------------------------------------------------------------ */
+/* Sampler (since 1.3): the engine's chain for a program's own decode loop   */
+/* ------------------------------------------------------------------------ */
+
+/* One sequence's sampler: its parameters, its generator, the counts of its tokens (penalties)
+ * and, with a grammar, where the output stands in it. A program that runs its own loop
+ * (sy_session_decode, sy_context_decode) picks with it exactly as generate would. One thread at
+ * a time per sampler. */
+typedef struct sy_sampler sy_sampler;
+
+/* A sampler over `model`'s vocabulary (the grammar's token masks come from its tokenizer),
+ * keeping the model alive. Errors: SY401 model; SY402 a parameter out of range, a logit_bias
+ * id outside the vocabulary, a GBNF syntax error (with its line and column), a JSON Schema
+ * keyword not served (naming its place), or grammar and json_schema both set. */
+SY_HOST_API int sy_sampler_create(sy_model* model, const sy_sampler_params* params,
+                                  sy_sampler** sampler, sy_host_error* error);
+SY_HOST_API int sy_sampler_destroy(sy_sampler* sampler);
+
+/* Starts a new sequence: the counts start over from `prompt` (count ids; repetition_penalty
+ * sees them, the others count generated tokens only), the grammar from its start and the
+ * generator from the seed. A new sampler is already reset with an empty prompt. */
+SY_HOST_API int sy_sampler_reset(sy_sampler* sampler, const int64_t* prompt, size_t count,
+                                 sy_host_error* error);
+
+/* Picks the next token from `logits` (n_vocab floats: a row of sy_context_logits or the
+ * logits of sy_session_decode) and counts it as generated. With a grammar, tokens that cannot
+ * continue the output are never picked, and the model's EOS ids only where the output is whole.
+ * The first call fixes the vocabulary's length (with a grammar, a sy_sampler_accept before any
+ * sample fixes it at the tokenizer's).
+ * Errors: SY402 n_vocab is not the vocabulary the sampler first saw, or smaller than a
+ * logit_bias id; SY303 the grammar needs bytes no token of the vocabulary has. */
+SY_HOST_API int sy_sampler_sample(sy_sampler* sampler, const float* logits, size_t n_vocab,
+                                  int64_t* token, sy_host_error* error);
+
+/* Counts a token the program chose itself (a forced or replayed one), as sample would have.
+ * With a grammar, a token that cannot continue the output is SY402 and changes nothing. */
+SY_HOST_API int sy_sampler_accept(sy_sampler* sampler, int64_t token, sy_host_error* error);
+
+/* *complete: 1 when the sampler has a grammar and no byte can follow its output (the output is
+ * whole: stop there), else 0. */
+SY_HOST_API int sy_sampler_complete(sy_sampler* sampler, int32_t* complete, sy_host_error* error);
 
 /* The plan's memory prediction per location beside what this session took, as `run --json`
  * reports it under "memory". Caller frees *json with sy_host_string_free. */

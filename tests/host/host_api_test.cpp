@@ -187,6 +187,227 @@ TEST_F(HostApi, EmbedCAndTheApiGiveTheTokensOfSwitchyardRun) {
   sy_plan_destroy(plan);
 }
 
+sy_sampler_params sampler_params() {
+  sy_sampler_params p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  return p;
+}
+
+// The whole chain through the C structs: sy_session_generate with options.sampling gives
+// `switchyard run`'s ids for the same parameters (the CLI maps its flags by itself), and a
+// program's own loop (prefill, then sy_sampler_sample and sy_session_decode) gives them too.
+TEST_F(HostApi, TheSamplerChainGivesTheIdsOfSwitchyardRun) {
+  const std::vector<int64_t> cli = cli_run_ids(
+      model_path_, "the cat",
+      "--seed 9 --temperature 0.9 --min-p 0.05 --repetition-penalty 1.3 --presence-penalty 0.5 "
+      "--frequency-penalty 0.4 --top-k 50");
+  ASSERT_EQ(cli.size(), 16u);
+  const std::vector<int64_t> prompt = tokenize("the cat");
+  sy_plan* plan = nullptr;
+  sy_plan_options po = plan_options(int64_t(prompt.size()), int64_t(prompt.size()) + 16);
+  ASSERT_EQ(sy_plan_create(model_, &po, &plan, nullptr), kOk);
+  sy_session* s = nullptr;
+  ASSERT_EQ(sy_session_create(plan, &s, nullptr), kOk);
+  sy_sampler_params p = sampler_params();
+  p.seed = 9, p.temperature = 0.9, p.min_p = 0.05, p.repetition_penalty = 1.3;
+  p.presence_penalty = 0.5, p.frequency_penalty = 0.4, p.top_k = 50;
+  sy_generate_options o = greedy(16);
+  o.sampling = &p;
+  EXPECT_EQ(generate(s, prompt, o), cli);
+
+  sy_sampler* sampler = nullptr;
+  sy_host_error e = fresh_error();
+  ASSERT_EQ(sy_sampler_create(model_, &p, &sampler, &e), kOk) << e.message;
+  ASSERT_EQ(sy_sampler_reset(sampler, prompt.data(), prompt.size(), &e), kOk) << e.message;
+  sy_session_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ASSERT_EQ(sy_session_info_get(s, &info, nullptr), kOk);
+  std::vector<float> logits(size_t(info.vocab_size));
+  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
+            kOk)
+      << e.message;
+  std::vector<int64_t> own;
+  for (int i = 0; i < 16; ++i) {
+    int64_t token = -1;
+    ASSERT_EQ(sy_sampler_sample(sampler, logits.data(), logits.size(), &token, &e), kOk)
+        << e.message;
+    own.push_back(token);
+    if (i < 15)
+      ASSERT_EQ(sy_session_decode(s, token, logits.data(), logits.size(), &e), kOk) << e.message;
+  }
+  EXPECT_EQ(own, cli);
+  // The same again after a reset: the generator starts from its seed.
+  ASSERT_EQ(sy_sampler_reset(sampler, prompt.data(), prompt.size(), &e), kOk);
+  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
+            kOk);
+  int64_t first = -1;
+  ASSERT_EQ(sy_sampler_sample(sampler, logits.data(), logits.size(), &first, &e), kOk);
+  EXPECT_EQ(first, cli[0]);
+  EXPECT_EQ(sy_sampler_destroy(sampler), kOk);
+  EXPECT_EQ(sy_sampler_destroy(sampler), kInvalidHandle);
+  sy_session_destroy(s);
+  sy_plan_destroy(plan);
+}
+
+// Penalties and bias worked by hand on logits the test writes: frequency (OpenAI's
+// logit - frequency x count), presence, repetition over the prompt (transformers': a positive
+// logit divided, a negative one multiplied) and logit_bias.
+TEST_F(HostApi, SamplerPenaltiesAreTheHandComputation) {
+  int64_t vocab = 0;
+  ASSERT_EQ(sy_model_vocab_size(model_, &vocab, nullptr), kOk);
+  std::vector<float> logits(size_t(vocab), 0.0f);
+  logits[5] = 2.0f, logits[6] = 0.5f;
+  auto picks = [&](const sy_sampler_params& p, const std::vector<int64_t>& prompt, int n) {
+    sy_sampler* sm = nullptr;
+    sy_host_error e = fresh_error();
+    EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kOk) << e.message;
+    EXPECT_EQ(sy_sampler_reset(sm, prompt.data(), prompt.size(), &e), kOk) << e.message;
+    std::vector<int64_t> out;
+    for (int i = 0; i < n; ++i) {
+      int64_t t = -1;
+      EXPECT_EQ(sy_sampler_sample(sm, logits.data(), logits.size(), &t, &e), kOk) << e.message;
+      out.push_back(t);
+    }
+    sy_sampler_destroy(sm);
+    return out;
+  };
+  sy_sampler_params p = sampler_params();
+  p.frequency_penalty = 1.0;  // 5: 2.0, then 1.0 (> 0.5), then 0.0 (< 0.5): 6
+  EXPECT_EQ(picks(p, {}, 3), (std::vector<int64_t>{5, 5, 6}));
+  p = sampler_params();
+  p.presence_penalty = 1.6;  // 5 once: 0.4 < 0.5, then 6 once: -1.1; 5 again
+  EXPECT_EQ(picks(p, {}, 3), (std::vector<int64_t>{5, 6, 5}));
+  p = sampler_params();
+  p.repetition_penalty = 5.0;  // 5 is in the prompt: 2.0 / 5 = 0.4 < 0.5
+  EXPECT_EQ(picks(p, {5}, 1), (std::vector<int64_t>{6}));
+  logits[5] = -0.2f, logits[6] = -0.5f;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (i != 5 && i != 6) logits[i] = -10.0f;
+  EXPECT_EQ(picks(p, {5}, 1), (std::vector<int64_t>{6}));  // -0.2 x 5 = -1.0 < -0.5
+  const int64_t bias_id[] = {11};
+  const float bias[] = {20.0f};  // -10 + 20 = 10: above every other
+  p = sampler_params();
+  p.logit_bias_ids = bias_id, p.logit_bias = bias, p.num_logit_bias = 1;
+  EXPECT_EQ(picks(p, {}, 1), (std::vector<int64_t>{11}));
+}
+
+// A JSON Schema through options.sampling and through a program's own loop: the same ids, an
+// answer that parses and holds to the schema, generation ending when it is whole
+// (SY_STOP_GRAMMAR); a token the grammar cannot take is refused and changes nothing.
+TEST_F(HostApi, ASchemaHoldsTheOutputInGenerateAndInAnOwnLoop) {
+  const std::vector<int64_t> prompt = tokenize("the cat");
+  sy_plan* plan = nullptr;
+  sy_plan_options po = plan_options(int64_t(prompt.size()), 160);
+  ASSERT_EQ(sy_plan_create(model_, &po, &plan, nullptr), kOk);
+  sy_session* s = nullptr;
+  ASSERT_EQ(sy_session_create(plan, &s, nullptr), kOk);
+  sy_sampler_params p = sampler_params();
+  p.temperature = 1.0, p.seed = 3;
+  p.json_schema = R"({"type": "object", "properties": {"ok": {"type": "boolean"},
+      "n": {"type": "integer"}}, "required": ["ok", "n"], "additionalProperties": false})";
+  sy_generate_options o = greedy(120);
+  o.ignore_eos = 0;
+  o.sampling = &p;
+  std::vector<int64_t> ids(120);
+  sy_generate_result r;
+  std::memset(&r, 0, sizeof r);
+  r.struct_size = sizeof r;
+  sy_host_error e = fresh_error();
+  ASSERT_EQ(
+      sy_session_generate(s, prompt.data(), prompt.size(), &o, ids.data(), ids.size(), &r, &e), kOk)
+      << e.message;
+  ASSERT_EQ(r.stop_reason, SY_STOP_GRAMMAR);
+  ids.resize(size_t(r.generated_tokens));
+  std::vector<char> text(4096);
+  size_t length = 0, complete = 0;
+  ASSERT_EQ(sy_model_detokenize(model_, ids.data(), ids.size(), text.data(), text.size(), &length,
+                                &complete, nullptr),
+            kOk);
+  const json answer = json::parse(std::string(text.data(), length));
+  EXPECT_TRUE(answer["ok"].is_boolean()) << answer;
+  EXPECT_TRUE(answer["n"].is_number_integer()) << answer;
+  EXPECT_EQ(answer.size(), 2u);
+
+  sy_sampler* sm = nullptr;
+  ASSERT_EQ(sy_sampler_create(model_, &p, &sm, &e), kOk) << e.message;
+  ASSERT_EQ(sy_sampler_reset(sm, prompt.data(), prompt.size(), &e), kOk);
+  sy_session_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ASSERT_EQ(sy_session_info_get(s, &info, nullptr), kOk);
+  std::vector<float> logits(size_t(info.vocab_size));
+  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
+            kOk);
+  std::vector<int64_t> own;
+  int32_t whole = 0;
+  while (!whole && own.size() < 120) {
+    int64_t t = -1;
+    ASSERT_EQ(sy_sampler_sample(sm, logits.data(), logits.size(), &t, &e), kOk) << e.message;
+    own.push_back(t);
+    ASSERT_EQ(sy_sampler_complete(sm, &whole, &e), kOk);
+    if (!whole) ASSERT_EQ(sy_session_decode(s, t, logits.data(), logits.size(), &e), kOk);
+  }
+  EXPECT_EQ(own, ids);
+  // Whole: only an end of sequence may follow, no token with bytes.
+  const std::vector<int64_t> brace = tokenize("}");
+  ASSERT_FALSE(brace.empty());
+  EXPECT_EQ(sy_sampler_accept(sm, brace.back(), &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("cannot continue the grammar"));
+  EXPECT_EQ(sy_sampler_complete(sm, &whole, &e), kOk);
+  EXPECT_EQ(whole, 1);
+  sy_sampler_destroy(sm);
+  sy_session_destroy(s);
+  sy_plan_destroy(plan);
+}
+
+TEST_F(HostApi, SamplerParametersOutOfRangeAreSY402NamingThem) {
+  sy_sampler* sm = nullptr;
+  sy_host_error e = fresh_error();
+  sy_sampler_params p = sampler_params();
+  p.min_p = 2;
+  EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("params->min_p"));
+  p = sampler_params();
+  p.grammar = "root ::= \"a\" | ";
+  p.json_schema = "{}";
+  EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("together with json_schema"));
+  p.json_schema = nullptr;
+  p.grammar = "root ::= \"a\" (";
+  EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("params->grammar"));
+  p.grammar = nullptr;
+  p.json_schema = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})";
+  EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("/properties/n/minimum"));
+  const int64_t far[] = {1 << 30};
+  const float bias[] = {1};
+  p = sampler_params();
+  p.logit_bias_ids = far, p.logit_bias = bias, p.num_logit_bias = 1;
+  EXPECT_EQ(sy_sampler_create(model_, &p, &sm, &e), kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("logit_bias"));
+  EXPECT_EQ(sm, nullptr);
+  // options->sampling beside the 1.0 fields: one of the two would be ignored.
+  const std::vector<int64_t> prompt = tokenize("the cat");
+  sy_plan* plan = nullptr;
+  sy_plan_options po = plan_options(int64_t(prompt.size()), 64);
+  ASSERT_EQ(sy_plan_create(model_, &po, &plan, nullptr), kOk);
+  sy_session* s = nullptr;
+  ASSERT_EQ(sy_session_create(plan, &s, nullptr), kOk);
+  p = sampler_params();
+  sy_generate_options o = greedy(4);
+  o.sampling = &p;
+  o.temperature = 0.5;
+  int64_t ids[4];
+  EXPECT_EQ(sy_session_generate(s, prompt.data(), prompt.size(), &o, ids, 4, nullptr, &e),
+            kInvalidArgument);
+  EXPECT_THAT(e.message, HasSubstr("options->temperature"));
+  sy_session_destroy(s);
+  sy_plan_destroy(plan);
+}
+
 // The concurrency rule: one thread per session at a time, sessions of one plan in parallel.
 TEST_F(HostApi, TwoSessionsOfOneRuntimeRunOnTwoThreads) {
   const std::vector<int64_t> a = tokenize("the cat"), b = tokenize("a dog sat");
