@@ -304,11 +304,13 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
       if (tool_format(m.generation) == ToolFormat::none)
         throw Error(Errc::bad_request,
                     "tools: the model's template writes tool calls in a format this server does "
-                    "not read back yet (Hermes <tool_call> blocks are read)");
+                    "not read back yet (Hermes <tool_call> blocks and Llama 3.x JSON are read)");
       kwargs["tools"] = r.tools;
     }
+    std::vector<nlohmann::ordered_json> fields = r.message_fields;
+    prepare_tool_history(tool_format(m.generation), fields);
     return chat_prompt_ids(m.tokenizer, m.generation, r.messages, true, std::time(nullptr), kwargs,
-                           &rendered, &r.message_fields);
+                           &rendered, &fields);
   }
   if (!r.prompt_ids.empty()) return r.prompt_ids;
   return plain_prompt_ids(m.tokenizer, m.generation, r.prompt);
@@ -460,7 +462,9 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
     if (kind == RequestKind::chat)
       job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
     call->reasoning = job->reasoning != nullptr;
-    if (!r.tools.empty()) job->tools = std::make_unique<ToolCallReader>(std::random_device{}());
+    const ToolFormat format = tool_format(m.model->generation);
+    if (!r.tools.empty())
+      job->tools = std::make_unique<ToolCallReader>(format, std::random_device{}());
     call->tools = job->tools != nullptr;
     if (r.n > config_.parallel)
       return refuse(400, Error(Errc::bad_request, "n: " + std::to_string(r.n) + " choices run as " +
@@ -475,7 +479,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
       fork->deadline = job->deadline;
       if (call->reasoning)
         fork->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
-      if (call->tools) fork->tools = std::make_unique<ToolCallReader>(std::random_device{}());
+      if (call->tools)
+        fork->tools = std::make_unique<ToolCallReader>(format, std::random_device{}());
       job->forks.push_back(fork);
       call->choices.push_back(fork);
     }

@@ -9,6 +9,7 @@ namespace sy {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 std::string call_id(uint64_t seed, int64_t n) {
   static const char kDigits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -24,9 +25,27 @@ std::string call_id(uint64_t seed, int64_t n) {
 }  // namespace
 
 ToolFormat tool_format(const GenerationSettings& g) {
-  if (g.chat_template && g.chat_template->find(kOpen) != std::string::npos)
-    return ToolFormat::hermes;
+  if (!g.chat_template) return ToolFormat::none;
+  const std::string& t = *g.chat_template;
+  if (t.find(kOpen) != std::string::npos) return ToolFormat::hermes;
+  if (t.find("\"parameters\": ") != std::string::npos &&
+      t.find("tool_call.name") != std::string::npos)
+    return ToolFormat::llama3_json;
   return ToolFormat::none;
+}
+
+void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>& fields) {
+  if (format != ToolFormat::llama3_json) return;
+  for (nlohmann::ordered_json& m : fields) {
+    if (!m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (nlohmann::ordered_json& call : m["tool_calls"]) {
+      if (!call.contains("function") || !call["function"].contains("arguments")) continue;
+      nlohmann::ordered_json& args = call["function"]["arguments"];
+      if (!args.is_string()) continue;
+      auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      if (parsed.is_object()) args = std::move(parsed);
+    }
+  }
 }
 
 bool template_renders_tools(const GenerationSettings& g) {
@@ -36,7 +55,7 @@ bool template_renders_tools(const GenerationSettings& g) {
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
                                                  const std::string& only, bool parallel) {
-  if (format != ToolFormat::hermes)
+  if (format == ToolFormat::none)
     throw std::invalid_argument("tool_call_grammar: the template's call format is not read");
   JsonGrammarBuilder b;
   std::string functions;
@@ -52,21 +71,63 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
       throw SchemaError("/" + std::to_string(i) + "/function/parameters" + e.pointer(),
                         e.message());
     }
-    // As the Hermes templates write it: {"name": NAME, "arguments": ARGS} (tojson's spacing).
-    const std::string head = "\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ";
+    // As the templates write it (tojson's spacing): Hermes {"name": NAME, "arguments": ARGS},
+    // Llama 3.x {"name": NAME, "parameters": ARGS}.
+    const std::string head =
+        "\"name\": " + nlohmann::json(name).dump() +
+        (format == ToolFormat::hermes ? ", \"arguments\": " : ", \"parameters\": ");
     functions += (functions.empty() ? "" : " | ") + JsonGrammarBuilder::literal(head) + " " + args;
   }
   if (functions.empty())
     throw std::invalid_argument("tool_call_grammar: no tool named `" + only + "`");
+  if (format == ToolFormat::llama3_json) {  // the whole answer, one call
+    b.rule("root", "\"{\" ( " + functions + " ) \"}\"");
+    return Grammar::from_gbnf(b.gbnf());
+  }
   b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
                      " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
   b.rule("root", only.empty() && parallel ? "call ( \"\\n\" call )*" : "call");
   return Grammar::from_gbnf(b.gbnf());
 }
 
+ToolCall ToolCallReader::make_call(const nlohmann::json& j, const char* arguments_key) {
+  std::string arguments = "{}";
+  if (j.contains(arguments_key))
+    arguments = j[arguments_key].is_string() ? j[arguments_key].get<std::string>()
+                                             : j[arguments_key].dump();
+  return {call_id(seed_, made_++), j["name"].get<std::string>(), arguments};
+}
+
 void ToolCallReader::feed(const std::string& text, std::string& content,
                           std::vector<ToolCall>& calls) {
   pending_ += text;
+  if (format_ == ToolFormat::llama3_json)
+    feed_llama3(content);
+  else
+    feed_hermes(content, calls);
+}
+
+// Decides at the answer's first non-blank text: "{" or the python tag (or the start of it)
+// holds everything for finish(); anything else streams.
+void ToolCallReader::feed_llama3(std::string& content) {
+  if (lead_ == Lead::undecided) {
+    const size_t first = pending_.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return;
+    const std::string_view rest = std::string_view(pending_).substr(first);
+    if (rest[0] == '{' || rest.starts_with(kPythonTag))
+      lead_ = Lead::call;
+    else if (kPythonTag.starts_with(rest))
+      return;  // maybe the tag: not known yet
+    else
+      lead_ = Lead::text;
+  }
+  if (lead_ == Lead::text) {
+    content += pending_;
+    pending_.clear();
+  }
+}
+
+void ToolCallReader::feed_hermes(std::string& content, std::vector<ToolCall>& calls) {
   for (;;) {
     if (!inside_) {
       const size_t open = pending_.find(kOpen);
@@ -93,19 +154,29 @@ void ToolCallReader::feed(const std::string& text, std::string& content,
       content += std::string(kOpen) + body + std::string(kClose);
       continue;
     }
-    std::string arguments = "{}";
-    if (j.contains("arguments"))
-      arguments =
-          j["arguments"].is_string() ? j["arguments"].get<std::string>() : j["arguments"].dump();
-    calls.push_back({call_id(seed_, made_++), j["name"].get<std::string>(), arguments});
+    calls.push_back(make_call(j, "arguments"));
   }
 }
 
-void ToolCallReader::finish(std::string& content) {
+void ToolCallReader::finish(std::string& content, std::vector<ToolCall>& calls) {
+  if (format_ == ToolFormat::llama3_json && lead_ == Lead::call) {
+    std::string_view body = pending_;
+    body.remove_prefix(std::min(body.size(), body.find_first_not_of(" \t\r\n")));
+    if (body.substr(0, kPythonTag.size()) == kPythonTag) body.remove_prefix(kPythonTag.size());
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    const char* key = j.is_object() && j.contains("parameters") ? "parameters" : "arguments";
+    const bool call = j.is_object() && j.contains("name") && j["name"].is_string() &&
+                      (!j.contains(key) || j[key].is_object() || j[key].is_string());
+    if (call) {
+      calls.push_back(make_call(j, key));
+      pending_.clear();
+    }
+  }
   if (inside_) content += std::string(kOpen);
   content += pending_;
   pending_.clear();
   inside_ = false;
+  lead_ = Lead::undecided;
 }
 
 }  // namespace sy

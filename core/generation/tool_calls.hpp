@@ -1,16 +1,21 @@
 // A model's tool calls read back out of the text it generates, in the format its chat template
 // writes them:
-//   hermes  <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>, any number of them
-//           (Qwen2.5, Qwen3, Hermes and the templates like them: the source writes
-//           "<tool_call>").
-// Other families (Llama 3.x's bare JSON, Mistral's [TOOL_CALLS], harmony's to=functions.NAME)
-// are not read yet: a request with tools for them is refused by name, never answered with the
-// call left in the text.
-//
-// The reader streams: text outside the blocks is content as soon as it cannot be the start of
-// a tag; a block becomes a call when its closing tag arrives. A block whose body is not a JSON
-// object with a string "name" (and "arguments", an object or a string) is not a call: it stays
-// in the content, as written. A block never closed (max_tokens) is content too.
+//   hermes       <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>, any number of
+//                them (Qwen2.5, Qwen3, Hermes and the templates like them: the source writes
+//                "<tool_call>"). The reader streams: text outside the blocks is content as soon
+//                as it cannot be the start of a tag; a block becomes a call when its closing tag
+//                arrives. A block whose body is not a JSON object with a string "name" (and
+//                "arguments", an object or a string) stays in the content, as written; so does
+//                a block never closed (max_tokens).
+//   llama3_json  the whole answer is one {"name": NAME, "parameters": {...}} (Llama 3.1, 3.2,
+//                3.3: the template writes '"parameters": ' after tool_call.name; one call a
+//                turn, it refuses more), optionally after <|python_tag|>. An answer whose first
+//                non-blank text is "{" (or the tag) is held until it ends, then read: one
+//                object with a string "name" and "parameters" (or "arguments") is the call,
+//                anything else the content, as written. Other answers stream as text.
+// Other families (Mistral's [TOOL_CALLS], harmony's to=functions.NAME) are not read yet: a
+// request with tools for them is refused by name, never answered with the call left in the
+// text.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +30,7 @@
 
 namespace sy {
 
-enum class ToolFormat { none, hermes };
+enum class ToolFormat { none, hermes, llama3_json };
 // The format the model's chat template writes calls in; none when it writes none we read.
 ToolFormat tool_format(const GenerationSettings& g);
 // Whether the template renders a `tools` list at all.
@@ -36,11 +41,19 @@ bool template_renders_tools(const GenerationSettings& g);
 // function `only` when it is set) with arguments valid under that function's `parameters`
 // schema (core/sampling/json_schema.hpp; none: any object). One call when `only` is set or
 // `parallel` is false; otherwise one or more, and the end of sequence may follow any of them.
-// `tools` as parse_completion_request checked them (their schemas compile). Throws
-// SchemaError (a pointer into `tools`), std::invalid_argument for ToolFormat::none.
+// `tools` as parse_completion_request checked them (their schemas compile). llama3_json
+// templates take one call a turn, so its grammar is always one. Throws SchemaError (a pointer
+// into `tools`), std::invalid_argument for ToolFormat::none.
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
                                                  const std::string& only, bool parallel);
+
+// An earlier assistant turn's tool_calls as `format`'s template renders them best: Llama 3.x
+// writes `arguments | tojson`, which would quote the JSON text OpenAI clients send, so for it an
+// `arguments` string that parses as an object becomes that object (vLLM's convention; the
+// transformers renderings the tests compare with take objects). Hermes templates print a
+// string as it is: left alone. `fields`: per message, as parse_completion_request gives them.
+void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>& fields);
 
 struct ToolCall {
   std::string id;  // "call_" + 24 characters, unique within the reader
@@ -50,16 +63,23 @@ struct ToolCall {
 
 class ToolCallReader {
  public:
-  // `id_seed`: makes the calls' ids (a request's own random number).
-  explicit ToolCallReader(uint64_t id_seed) : seed_(id_seed) {}
+  // `format`: hermes or llama3_json; `id_seed`: makes the calls' ids (a request's own random
+  // number).
+  ToolCallReader(ToolFormat format, uint64_t id_seed) : format_(format), seed_(id_seed) {}
   // Appends to `content` the text that is not a call, to `calls` each call completed.
   void feed(const std::string& text, std::string& content, std::vector<ToolCall>& calls);
-  // After the last token: what was held back is content.
-  void finish(std::string& content);
+  // After the last token: a held llama3_json answer is read; what else was held back is
+  // content.
+  void finish(std::string& content, std::vector<ToolCall>& calls);
 
  private:
+  void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
+  void feed_llama3(std::string& content);
+  ToolCall make_call(const nlohmann::json& j, const char* arguments_key);
+  ToolFormat format_;
   std::string pending_;
-  bool inside_ = false;
+  bool inside_ = false;                                               // hermes: within a block
+  enum class Lead { undecided, text, call } lead_ = Lead::undecided;  // llama3_json
   uint64_t seed_;
   int64_t made_ = 0;
 };

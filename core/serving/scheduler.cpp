@@ -22,7 +22,7 @@ void publish_text_locked(Job& job, int64_t id, const std::string& text, bool las
     return;
   }
   job.tools->feed(parts.content, job.pending, job.tool_calls);
-  if (last) job.tools->finish(job.pending);
+  if (last) job.tools->finish(job.pending, job.tool_calls);
 }
 }  // namespace
 

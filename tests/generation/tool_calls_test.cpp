@@ -23,12 +23,12 @@ struct Read {
   std::vector<ToolCall> calls;
 };
 
-Read read_in_pieces(const std::string& text, size_t piece) {
-  ToolCallReader reader(42);
+Read read_in_pieces(const std::string& text, size_t piece, ToolFormat format = ToolFormat::hermes) {
+  ToolCallReader reader(format, 42);
   Read out;
   for (size_t at = 0; at < text.size(); at += piece)
     reader.feed(text.substr(at, piece), out.content, out.calls);
-  reader.finish(out.content);
+  reader.finish(out.content, out.calls);
   return out;
 }
 
@@ -75,6 +75,38 @@ TEST(ToolCalls, WhatIsNotACallStaysText) {
   EXPECT_EQ(bare.calls[0].arguments, "{}");
 }
 
+// Llama 3.x: the whole answer is one {"name", "parameters"} object (after <|python_tag|> or
+// not), read when it ends; any other answer streams as text from its first piece.
+TEST(ToolCalls, Llama3JsonAnswersReadTheSameWholeOrByteByByte) {
+  const std::string call = R"({"name": "get_weather", "parameters": {"city": "Paris"}})";
+  for (const std::string& text :
+       {call, " \n" + call, "<|python_tag|>" + call,
+        std::string(R"({"name": "get_weather", "arguments": {"city": "Paris"}})")})
+    for (size_t piece : {size_t(1), size_t(2), size_t(7), size_t(1000)}) {
+      const Read r = read_in_pieces(text, piece, ToolFormat::llama3_json);
+      ASSERT_EQ(r.calls.size(), 1u) << text << " in pieces of " << piece;
+      EXPECT_EQ(r.calls[0].name, "get_weather");
+      EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
+      EXPECT_EQ(r.content, "") << text;
+    }
+  for (const std::string& text :
+       {std::string("The weather is fine."), std::string(R"({"answer": 42})"), call + "; " + call,
+        std::string(R"({"name": "f", "parameters": )"), std::string("<|pyt")})
+    for (size_t piece : {size_t(1), size_t(3), size_t(1000)}) {
+      const Read r = read_in_pieces(text, piece, ToolFormat::llama3_json);
+      EXPECT_TRUE(r.calls.empty()) << text;
+      EXPECT_EQ(r.content, text) << text << " in pieces of " << piece;
+    }
+  // Text streams at once: the first piece that is not blank decides.
+  ToolCallReader reader(ToolFormat::llama3_json, 1);
+  std::string content;
+  std::vector<ToolCall> calls;
+  reader.feed(" The", content, calls);
+  EXPECT_EQ(content, " The");
+  reader.feed("{", content, calls);
+  EXPECT_EQ(content, " The{");
+}
+
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -89,7 +121,9 @@ TEST(ToolCalls, FormatsAreKnownByTheTemplate) {
   for (const auto& [file, format, renders] : std::vector<std::tuple<std::string, ToolFormat, bool>>{
            {"qwen3-0.6b.jinja", ToolFormat::hermes, true},
            {"qwen2.5-7b-instruct.jinja", ToolFormat::hermes, true},
-           {"llama-3.1-8b-instruct.jinja", ToolFormat::none, true},  // bare JSON: not read yet
+           {"llama-3.1-8b-instruct.jinja", ToolFormat::llama3_json, true},
+           {"llama-3.2-3b-instruct.jinja", ToolFormat::llama3_json, true},
+           {"gpt-oss-120b.jinja", ToolFormat::none, true},  // harmony recipients: not read yet
            {"smollm2-135m-instruct.jinja", ToolFormat::none, false}}) {
     g.chat_template = file_text(kTemplates + file);
     ASSERT_FALSE(g.chat_template->empty()) << file;
@@ -105,7 +139,9 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
   int checked = 0;
   for (const nlohmann::ordered_json& t : fixtures["templates"]) {
     const std::string file = t["file"];
-    if (file != "qwen3-0.6b.jinja" && file != "qwen2.5-7b-instruct.jinja") continue;
+    if (file != "qwen3-0.6b.jinja" && file != "qwen2.5-7b-instruct.jinja" &&
+        file != "llama-3.1-8b-instruct.jinja" && file != "llama-3.2-3b-instruct.jinja")
+      continue;
     GenerationSettings g;
     g.chat_template = file_text(kTemplates + file);
     g.chat_template_origin = file;
@@ -119,8 +155,14 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
         nlohmann::ordered_json extra = nlohmann::ordered_json::object();
         for (const auto& [key, value] : m.items())
           if (key != "role" && key != "content") extra[key] = value;
+        // As an OpenAI client sends them: arguments as JSON text. The Hermes templates print
+        // text as it is; for Llama's, prepare_tool_history makes the object back.
+        if (file.starts_with("llama") && extra.contains("tool_calls"))
+          for (auto& call : extra["tool_calls"])
+            call["function"]["arguments"] = call["function"]["arguments"].dump();
         fields.push_back(extra);
       }
+      prepare_tool_history(tool_format(g), fields);
       nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
       kwargs["tools"] = c["tools"];
       EXPECT_EQ(render_chat(g, messages, c["add_generation_prompt"], test::rendering_time(), kwargs,
@@ -130,7 +172,43 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 4);
+}
+
+// A forced call's grammar takes the call exactly as the template writes it (the assistant turn
+// of transformers' rendering), and nothing but one call.
+TEST(ToolCalls, TheForcedCallGrammarTakesTheCallTheTemplateWrites) {
+  const nlohmann::ordered_json fixtures =
+      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+  int checked = 0;
+  for (const nlohmann::ordered_json& t : fixtures["templates"]) {
+    const std::string file = t["file"];
+    GenerationSettings g;
+    g.chat_template = file_text(kTemplates + file);
+    const ToolFormat format = tool_format(g);
+    if (format == ToolFormat::none) continue;
+    for (const nlohmann::ordered_json& c : t["cases"]) {
+      if (c["name"] != "tool_turn") continue;
+      const std::string out = c["output"];
+      // The assistant's call (the system prompt describes the format too): from its opening,
+      // naming the fixture's function, to the end of its block.
+      const bool hermes = format == ToolFormat::hermes;
+      const std::string head = R"({"name": "get_weather")";
+      const size_t from = out.find(hermes ? "<tool_call>\n" + head : head);
+      const size_t to = hermes ? out.find("</tool_call>", from) + std::string("</tool_call>").size()
+                               : out.find("<|eot_id|>", from);
+      ASSERT_NE(from, std::string::npos) << file;
+      const std::string written = out.substr(from, to - from);
+      auto grammar = tool_call_grammar(format, c["tools"], "", true);
+      GrammarState state(grammar);
+      EXPECT_TRUE(state.feed(written) && state.accepting()) << file << ": " << written;
+      GrammarState twice(grammar);
+      const bool second = twice.feed(written + "\n" + written) && twice.accepting();
+      EXPECT_EQ(second, hermes) << file;  // Llama's templates take one call a turn
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4);
 }
 
 }  // namespace
