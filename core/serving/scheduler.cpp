@@ -196,13 +196,17 @@ bool Scheduler::admit_locked() {
     r->promised = need;
     context_.promise_blocks(r->seq, need);
     const int64_t cached = context_.reuse_prefix(r->seq, r->job->prompt);
-    r->job->cached_tokens = cached;
+    {
+      // The HTTP thread reads it (usage) under the job's lock, while the job runs.
+      std::lock_guard<std::mutex> jl(r->job->mu);
+      r->job->cached_tokens = cached;
+      for (auto& f : r->job->forks) f->cached_tokens = cached;
+    }
     metrics_.prompt_tokens += r->job->prompt.size();
     metrics_.cached_prompt_tokens += uint64_t(cached);
     std::vector<OutputSink*> sinks{r.get()};
     std::vector<std::unique_ptr<Running>> forks;
     for (auto& f : r->job->forks) {
-      f->cached_tokens = cached;
       forks.push_back(std::make_unique<Running>(*this, f));
       forks.back()->leader = r.get();
       sinks.push_back(forks.back().get());
