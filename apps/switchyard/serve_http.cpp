@@ -304,7 +304,8 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
       if (tool_format(m.generation) == ToolFormat::none)
         throw Error(Errc::bad_request,
                     "tools: the model's template writes tool calls in a format this server does "
-                    "not read back yet (Hermes <tool_call> blocks and Llama 3.x JSON are read)");
+                    "not read back yet (Hermes <tool_call> blocks, Llama 3.x JSON and Mistral's "
+                    "[TOOL_CALLS] are read)");
       kwargs["tools"] = r.tools;
     }
     std::vector<nlohmann::ordered_json> fields = r.message_fields;
@@ -455,9 +456,12 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
     job->prompt = std::move(ids);
     job->sampling =
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
-    if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function)
-      job->sampling.grammar = tool_call_grammar(tool_format(m.model->generation), r.tools,
-                                                r.tool_name, r.parallel_tool_calls);
+    if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function) {
+      const ToolFormat format = tool_format(m.model->generation);
+      job->sampling.grammar =
+          tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls);
+      job->sampling.grammar_specials = tool_call_markers(format, m.model->tokenizer);
+    }
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);
     if (kind == RequestKind::chat)
       job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);

@@ -123,7 +123,8 @@ void Engine::start(SeqId seq, std::vector<int64_t> prompt, const SamplingOptions
   seen.insert(seen.end(), prompt.begin(), prompt.end());
   auto stream =
       std::make_unique<Stream>(seq, std::move(prompt), options, std::move(eos), seen, *sinks[0]);
-  if (options.grammar) stream->constraint.emplace(masks_for(options.grammar));
+  if (options.grammar)
+    stream->constraint.emplace(masks_for(options.grammar, options.grammar_specials));
   if (sinks.size() > 1) {
     stream->forks.assign(sinks.begin() + 1, sinks.end());
     stream->fork_options = options;
@@ -145,7 +146,7 @@ std::vector<std::unique_ptr<Engine::Stream>> Engine::spawn_forks(Stream& parent)
     auto s = std::make_unique<Stream>(child, parent.prompt, o, std::move(eos), parent.fork_seen,
                                       *parent.forks[i]);
     s->fed = parent.fed;
-    if (o.grammar) s->constraint.emplace(masks_for(o.grammar));
+    if (o.grammar) s->constraint.emplace(masks_for(o.grammar, o.grammar_specials));
     parent.forks[i]->on_fork(child);
     born.push_back(std::move(s));
   }
@@ -249,15 +250,35 @@ int64_t Engine::pick(Stream& s, std::span<const float> logits) {
   return id;
 }
 
-std::shared_ptr<GrammarMasks> Engine::masks_for(const std::shared_ptr<const Grammar>& grammar) {
-  for (const auto& m : masks_)
-    if (m->grammar() == grammar) return m;
+std::shared_ptr<const TokenTable> Engine::table_with(const std::vector<int64_t>& specials) {
   if (!token_table_) token_table_ = vocabulary_table(tokenizer_, context_.vocab());
+  if (specials.empty()) return token_table_;
+  for (const auto& [ids, table] : special_tables_)
+    if (ids == specials) return table;
+  const TokenTable& base = *token_table_;
+  std::vector<std::string> bytes(size_t(base.size()));
+  std::vector<bool> control(size_t(base.size()));
+  for (int64_t id = 0; id < base.size(); ++id) {
+    bytes[size_t(id)] = base.bytes(id);
+    control[size_t(id)] = base.control(id);
+  }
+  for (int64_t id : specials)
+    if (id >= 0 && id < base.size()) control[size_t(id)] = false;
+  special_tables_.emplace_back(specials,
+                               std::make_shared<TokenTable>(std::move(bytes), std::move(control)));
+  return special_tables_.back().second;
+}
+
+std::shared_ptr<GrammarMasks> Engine::masks_for(const std::shared_ptr<const Grammar>& grammar,
+                                                const std::vector<int64_t>& specials) {
+  const std::shared_ptr<const TokenTable> table = table_with(specials);
+  for (const auto& m : masks_)
+    if (m->grammar() == grammar && m->table() == table) return m;
   if (masks_.size() >= kMaxGrammars)  // drop those only this list still holds
     masks_.erase(std::remove_if(masks_.begin(), masks_.end(),
                                 [](const auto& m) { return m.use_count() == 1; }),
                  masks_.end());
-  masks_.push_back(std::make_shared<GrammarMasks>(grammar, token_table_));
+  masks_.push_back(std::make_shared<GrammarMasks>(grammar, table));
   return masks_.back();
 }
 

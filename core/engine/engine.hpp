@@ -43,6 +43,10 @@ struct SamplingOptions : SamplingParams {
   // json_object's): tokens that cannot continue one are masked before sampling, and the stream
   // ends when no byte can follow. Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  // Control tokens the grammar may take as their text (a template's call markers that the
+  // tokenizer keeps as special tokens, such as Mistral's [TOOL_CALLS] and [ARGS]): without
+  // them the grammar would have the model spell the marker out of ordinary tokens.
+  std::vector<int64_t> grammar_specials;
 };
 
 // A sampled token's log-probability under the model's own distribution: the log-softmax of the
@@ -155,7 +159,11 @@ class Engine {
   // kMaxGrammars; beyond, the ones no stream uses are dropped.
   std::vector<std::shared_ptr<GrammarMasks>> masks_;
   static constexpr size_t kMaxGrammars = 64;
-  std::shared_ptr<GrammarMasks> masks_for(const std::shared_ptr<const Grammar>& grammar);
+  std::shared_ptr<GrammarMasks> masks_for(const std::shared_ptr<const Grammar>& grammar,
+                                          const std::vector<int64_t>& specials);
+  // The vocabulary's table with `specials` read as text (a few per engine: one per tool format).
+  std::shared_ptr<const TokenTable> table_with(const std::vector<int64_t>& specials);
+  std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const TokenTable>>> special_tables_;
   // One step's scratch, kept to reuse its storage.
   Batch batch_;
   std::vector<Stream*> rows_;  // whose logits each asked-for row of the step is

@@ -1,5 +1,6 @@
 #include "core/generation/tool_calls.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -10,16 +11,35 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kToolCalls = "[TOOL_CALLS]", kArgs = "[ARGS]", kCallId = "[CALL_ID]";
 
-std::string call_id(uint64_t seed, int64_t n) {
+bool mistral(ToolFormat f) {
+  return f == ToolFormat::mistral_json || f == ToolFormat::mistral_args;
+}
+
+// OpenAI's "call_" and 24 alphanumerics; Mistral's templates take 9 alphanumerics only.
+std::string call_id(uint64_t seed, int64_t n, bool nine) {
   static const char kDigits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   uint64_t x = seed ^ (0x9E3779B97F4A7C15ull * uint64_t(n + 1));
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) {
+  std::string id = nine ? "" : "call_";
+  for (int i = 0; i < (nine ? 9 : 24); ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
     id += kDigits[x % 62];
   }
   return id;
+}
+
+std::string_view trimmed(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// A call object as the JSON forms write it: a string "name", and `key` an object, a string or
+// absent.
+bool is_call(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains("name") && j["name"].is_string() &&
+         (!j.contains(key) || j[key].is_object() || j[key].is_string());
 }
 
 }  // namespace
@@ -27,6 +47,9 @@ std::string call_id(uint64_t seed, int64_t n) {
 ToolFormat tool_format(const GenerationSettings& g) {
   if (!g.chat_template) return ToolFormat::none;
   const std::string& t = *g.chat_template;
+  if (t.find(kToolCalls) != std::string::npos && t.find(kArgs) != std::string::npos)
+    return ToolFormat::mistral_args;
+  if (t.find(std::string(kToolCalls) + "[") != std::string::npos) return ToolFormat::mistral_json;
   if (t.find(kOpen) != std::string::npos) return ToolFormat::hermes;
   if (t.find("\"parameters\": ") != std::string::npos &&
       t.find("tool_call.name") != std::string::npos)
@@ -35,7 +58,7 @@ ToolFormat tool_format(const GenerationSettings& g) {
 }
 
 void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>& fields) {
-  if (format != ToolFormat::llama3_json) return;
+  if (format != ToolFormat::llama3_json && !mistral(format)) return;
   for (nlohmann::ordered_json& m : fields) {
     if (!m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
     for (nlohmann::ordered_json& call : m["tool_calls"]) {
@@ -50,6 +73,20 @@ void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>
 
 bool template_renders_tools(const GenerationSettings& g) {
   return g.chat_template && g.chat_template->find("tools") != std::string::npos;
+}
+
+std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& tokenizer) {
+  std::vector<std::string_view> markers;
+  if (format == ToolFormat::hermes) markers = {kOpen, kClose};
+  if (format == ToolFormat::llama3_json) markers = {kPythonTag};
+  if (mistral(format)) markers = {kToolCalls, kArgs, kCallId};
+  const std::vector<int64_t> control = tokenizer.control_ids();
+  std::vector<int64_t> out;
+  for (std::string_view m : markers)
+    if (auto id = tokenizer.token_id(m);
+        id && std::find(control.begin(), control.end(), *id) != control.end())
+      out.push_back(*id);
+  return out;
 }
 
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
@@ -71,22 +108,42 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
       throw SchemaError("/" + std::to_string(i) + "/function/parameters" + e.pointer(),
                         e.message());
     }
-    // As the templates write it (tojson's spacing): Hermes {"name": NAME, "arguments": ARGS},
-    // Llama 3.x {"name": NAME, "parameters": ARGS}.
-    const std::string head =
-        "\"name\": " + nlohmann::json(name).dump() +
-        (format == ToolFormat::hermes ? ", \"arguments\": " : ", \"parameters\": ");
-    functions += (functions.empty() ? "" : " | ") + JsonGrammarBuilder::literal(head) + " " + args;
+    // As the templates write it (tojson's spacing): Hermes and Mistral's JSON {"name": NAME,
+    // "arguments": ARGS}, Llama 3.x {"name": NAME, "parameters": ARGS}, Mistral's v11
+    // NAME[ARGS]ARGS.
+    std::string head;
+    if (format == ToolFormat::mistral_args)  // the history's [CALL_ID] may come too
+      head = JsonGrammarBuilder::literal(name) + " ( " +
+             JsonGrammarBuilder::literal(std::string(kCallId)) + " [a-zA-Z0-9]{9} )? " +
+             JsonGrammarBuilder::literal(std::string(kArgs));
+    else
+      head = JsonGrammarBuilder::literal(
+          "\"name\": " + nlohmann::json(name).dump() +
+          (format == ToolFormat::llama3_json ? ", \"parameters\": " : ", \"arguments\": "));
+    functions += (functions.empty() ? "" : " | ") + head + " " + args;
   }
   if (functions.empty())
     throw std::invalid_argument("tool_call_grammar: no tool named `" + only + "`");
+  const bool many = only.empty() && parallel;
   if (format == ToolFormat::llama3_json) {  // the whole answer, one call
     b.rule("root", "\"{\" ( " + functions + " ) \"}\"");
     return Grammar::from_gbnf(b.gbnf());
   }
+  if (format == ToolFormat::mistral_args) {  // [TOOL_CALLS]NAME[ARGS]{...}, once per call
+    b.rule("call", JsonGrammarBuilder::literal(std::string(kToolCalls)) + " ( " + functions + " )");
+    b.rule("root", many ? "call+" : "call");
+    return Grammar::from_gbnf(b.gbnf());
+  }
+  if (format == ToolFormat::mistral_json) {  // [TOOL_CALLS][{..., "id": 9 alphanumerics}, ...]
+    b.rule("call", "\"{\" ( " + functions + " ) " + JsonGrammarBuilder::literal(", \"id\": \"") +
+                       " [a-zA-Z0-9]{9} " + JsonGrammarBuilder::literal("\"}"));
+    b.rule("root", JsonGrammarBuilder::literal(std::string(kToolCalls) + "[") +
+                       (many ? " call ( \", \" call )* " : " call ") + "\"]\"");
+    return Grammar::from_gbnf(b.gbnf());
+  }
   b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
                      " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
-  b.rule("root", only.empty() && parallel ? "call ( \"\\n\" call )*" : "call");
+  b.rule("root", many ? "call ( \"\\n\" call )*" : "call");
   return Grammar::from_gbnf(b.gbnf());
 }
 
@@ -95,7 +152,7 @@ ToolCall ToolCallReader::make_call(const nlohmann::json& j, const char* argument
   if (j.contains(arguments_key))
     arguments = j[arguments_key].is_string() ? j[arguments_key].get<std::string>()
                                              : j[arguments_key].dump();
-  return {call_id(seed_, made_++), j["name"].get<std::string>(), arguments};
+  return {call_id(seed_, made_++, mistral(format_)), j["name"].get<std::string>(), arguments};
 }
 
 void ToolCallReader::feed(const std::string& text, std::string& content,
@@ -103,8 +160,59 @@ void ToolCallReader::feed(const std::string& text, std::string& content,
   pending_ += text;
   if (format_ == ToolFormat::llama3_json)
     feed_llama3(content);
+  else if (mistral(format_))
+    feed_mistral(content);
   else
     feed_hermes(content, calls);
+}
+
+// Text streams until the first [TOOL_CALLS] (what may be its start is held); from it on, all is
+// held for finish().
+void ToolCallReader::feed_mistral(std::string& content) {
+  if (inside_) return;
+  const size_t at = pending_.find(kToolCalls);
+  if (at == std::string::npos) {
+    const size_t keep = tag_prefix_tail(pending_, kToolCalls);
+    content += pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return;
+  }
+  content += pending_.substr(0, at);
+  pending_.erase(0, at);
+  inside_ = true;
+}
+
+// `held` from its first [TOOL_CALLS] to the end. The JSON form is read whole (one array: every
+// call well formed, or none); v11's calls one after another, up to the first that is not well
+// formed (the one max_tokens cut, say). Returns the bytes read as calls; the rest is content.
+size_t ToolCallReader::read_mistral(std::string_view held, std::vector<ToolCall>& calls) {
+  if (format_ == ToolFormat::mistral_json) {
+    const nlohmann::json j = nlohmann::json::parse(held.substr(kToolCalls.size()), nullptr, false);
+    const nlohmann::json list = j.is_array() ? j : nlohmann::json::array({j});
+    if (list.empty()) return 0;
+    for (const nlohmann::json& c : list)
+      if (!is_call(c, "arguments")) return 0;
+    for (const nlohmann::json& c : list) calls.push_back(make_call(c, "arguments"));
+    return held.size();
+  }
+  size_t read = 0;
+  while (read < held.size()) {
+    std::string_view one = held.substr(read);
+    if (!one.starts_with(kToolCalls)) break;
+    const size_t next = one.find(kToolCalls, kToolCalls.size());
+    one = one.substr(0, next);
+    const size_t args = one.find(kArgs);
+    if (args == std::string_view::npos) break;
+    std::string_view name = one.substr(kToolCalls.size(), args - kToolCalls.size());
+    if (const size_t id = name.find(kCallId); id != std::string_view::npos)
+      name = name.substr(0, id);
+    const nlohmann::json a =
+        nlohmann::json::parse(trimmed(one.substr(args + kArgs.size())), nullptr, false);
+    if (name.empty() || name.find('[') != std::string_view::npos || !a.is_object()) break;
+    calls.push_back(make_call({{"name", std::string(name)}, {"arguments", a}}, "arguments"));
+    read += one.size();
+  }
+  return read;
 }
 
 // Decides at the answer's first non-blank text: "{" or the python tag (or the start of it)
@@ -172,7 +280,8 @@ void ToolCallReader::finish(std::string& content, std::vector<ToolCall>& calls) 
       pending_.clear();
     }
   }
-  if (inside_) content += std::string(kOpen);
+  if (mistral(format_) && inside_) pending_.erase(0, read_mistral(pending_, calls));
+  if (inside_ && format_ == ToolFormat::hermes) content += std::string(kOpen);
   content += pending_;
   pending_.clear();
   inside_ = false;

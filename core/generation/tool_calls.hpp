@@ -13,9 +13,18 @@
 //                non-blank text is "{" (or the tag) is held until it ends, then read: one
 //                object with a string "name" and "parameters" (or "arguments") is the call,
 //                anything else the content, as written. Other answers stream as text.
-// Other families (Mistral's [TOOL_CALLS], harmony's to=functions.NAME) are not read yet: a
-// request with tools for them is refused by name, never answered with the call left in the
-// text.
+//   mistral_json [TOOL_CALLS][{"name": NAME, "arguments": {...}, "id": ID}, ...] (Mistral Nemo
+//                and the v3 templates: the source writes "[TOOL_CALLS][").
+//   mistral_args [TOOL_CALLS]NAME[ARGS]{...}, once per call, [CALL_ID]ID before [ARGS] in the
+//                history (Mistral Small 3.2, Devstral, Magistral: the source writes "[ARGS]").
+//                For both Mistral forms, text before the first [TOOL_CALLS] streams; from it on
+//                the answer is held until it ends, then read: the JSON array whole (every call
+//                well formed, or all of it is content, as written), v11's calls up to the first
+//                that is not well formed (one max_tokens cut), which is content from there on.
+//                Their templates refuse ids that are not 9 alphanumerics, so the calls' ids
+//                here are such.
+// Other families (harmony's to=functions.NAME) are not read yet: a request with tools for them
+// is refused by name, never answered with the call left in the text.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +36,11 @@
 
 #include "core/generation/generation.hpp"
 #include "core/sampling/grammar.hpp"
+#include "core/tokenizer/tokenizer.hpp"
 
 namespace sy {
 
-enum class ToolFormat { none, hermes, llama3_json };
+enum class ToolFormat { none, hermes, llama3_json, mistral_json, mistral_args };
 // The format the model's chat template writes calls in; none when it writes none we read.
 ToolFormat tool_format(const GenerationSettings& g);
 // Whether the template renders a `tools` list at all.
@@ -48,15 +58,21 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
                                                  const std::string& only, bool parallel);
 
-// An earlier assistant turn's tool_calls as `format`'s template renders them best: Llama 3.x
-// writes `arguments | tojson`, which would quote the JSON text OpenAI clients send, so for it an
-// `arguments` string that parses as an object becomes that object (vLLM's convention; the
-// transformers renderings the tests compare with take objects). Hermes templates print a
-// string as it is: left alone. `fields`: per message, as parse_completion_request gives them.
+// An earlier assistant turn's tool_calls as `format`'s template renders them best: Llama 3.x's
+// and Mistral's write `arguments | tojson`, which would quote the JSON text OpenAI clients send,
+// so for them an `arguments` string that parses as an object becomes that object (vLLM's
+// convention; the transformers renderings the tests compare with take objects). Hermes
+// templates print a string as it is: left alone. `fields`: per message, as
+// parse_completion_request gives them.
 void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>& fields);
 
+// The format's call markers that `tokenizer` keeps as control tokens (Mistral's [TOOL_CALLS]
+// and [ARGS], a Hermes tokenizer's <tool_call> when special): the ids a forced call's grammar
+// must be allowed to take as their text (SamplingOptions::grammar_specials).
+std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& tokenizer);
+
 struct ToolCall {
-  std::string id;  // "call_" + 24 characters, unique within the reader
+  std::string id;  // "call_" + 24 characters (Mistral's: 9 alphanumerics), unique in the reader
   std::string name;
   std::string arguments;  // JSON text, as OpenAI's function.arguments
 };
@@ -75,10 +91,12 @@ class ToolCallReader {
  private:
   void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
   void feed_llama3(std::string& content);
+  void feed_mistral(std::string& content);
+  size_t read_mistral(std::string_view held, std::vector<ToolCall>& calls);
   ToolCall make_call(const nlohmann::json& j, const char* arguments_key);
   ToolFormat format_;
   std::string pending_;
-  bool inside_ = false;                                               // hermes: within a block
+  bool inside_ = false;  // hermes: within a block; mistral: past the first [TOOL_CALLS]
   enum class Lead { undecided, text, call } lead_ = Lead::undecided;  // llama3_json
   uint64_t seed_;
   int64_t made_ = 0;

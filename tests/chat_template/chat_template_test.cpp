@@ -57,7 +57,7 @@ TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
       }
     }
   }
-  EXPECT_EQ(all["templates"].size(), 9u);
+  EXPECT_EQ(all["templates"].size(), 11u);
   EXPECT_GE(cases, 80u);
   EXPECT_GE(refusals, 4u);
 }

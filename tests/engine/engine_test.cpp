@@ -13,6 +13,7 @@
 
 #include "core/engine/engine.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/sampling/grammar.hpp"
 #include "core/sampling/json_schema.hpp"
 #include "support/plugin_load_options.hpp"
 #include "support/test_paths.hpp"
@@ -173,7 +174,8 @@ TEST_F(EngineTest, ForksShareThePromptAndEachDecodesItsOwnTokens) {
   }
   // 48 tokens each: the two full prompt blocks shared, the third (partial when forked) one each.
   EXPECT_EQ(ctx().kv().used_blocks(), 2 + 3);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(ctx().kv().blocks(i == 0 ? seq : *out[i].forked).size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(ctx().kv().blocks(i == 0 ? seq : *out[i].forked).size(), 3u);
 }
 
 // A stream cancelled before its prompt has run takes its forks with it, each told why.
@@ -353,6 +355,35 @@ TEST_F(EngineTest, LogprobsAreTheLogSoftmaxOfTheStepsLogits) {
 
 // json_object: whatever the model's (noise) logits favour, the output is a prefix of a JSON
 // object nlohmann accepts, and a stream that ends by the constraint is a whole one.
+// A grammar's special tokens: a control token is never taken under a grammar, unless the
+// options name it (a template's call marker kept as a special token): then it is taken as its
+// text. With a +100 bias on it, it is the pick where it is allowed; elsewhere the text is spelled
+// with ordinary tokens. Either way the output is the grammar's sentence.
+TEST_F(EngineTest, AGrammarTakesTheControlTokensItIsGivenAsTheirText) {
+  open();
+  const auto marker = model_->tokenizer.token_id("<|im_start|>");
+  ASSERT_TRUE(marker.has_value());
+  auto grammar = Grammar::from_gbnf("root ::= \"<|im_start|>\" [a-z] [a-z] [a-z]");
+  for (bool allowed : {false, true}) {
+    Engine engine = make_engine();
+    SamplingOptions o = greedy(40);
+    o.grammar = grammar;
+    o.logit_bias = {{*marker, 100.0}};
+    if (allowed) o.grammar_specials = {*marker};
+    Recorder out;
+    engine.start(ctx().add_sequence(), prompt_of(5, 9), o, out);
+    while (engine.step()) {
+    }
+    ASSERT_EQ(out.reason, FinishReason::constraint_complete) << allowed;
+    std::string text;
+    for (int64_t id : out.ids) text += model_->tokenizer.decode_token(id);
+    EXPECT_TRUE(text.starts_with("<|im_start|>")) << text;
+    EXPECT_EQ(text.size(), std::string("<|im_start|>").size() + 3) << text;
+    EXPECT_EQ(out.ids[0] == *marker, allowed) << text;
+    EXPECT_EQ(std::count(out.ids.begin(), out.ids.end(), *marker), allowed ? 1 : 0);
+  }
+}
+
 TEST_F(EngineTest, JsonObjectOutputIsAlwaysValidJson) {
   open();
   Engine engine = make_engine();

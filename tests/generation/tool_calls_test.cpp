@@ -107,6 +107,50 @@ TEST(ToolCalls, Llama3JsonAnswersReadTheSameWholeOrByteByByte) {
   EXPECT_EQ(content, " The{");
 }
 
+// Mistral's two forms: text before [TOOL_CALLS] streams, the calls are read when the answer
+// ends (every one well formed, or all of it is content), and their ids are 9 alphanumerics.
+TEST(ToolCalls, MistralCallsReadTheSameWholeOrByteByByte) {
+  const std::string nemo =
+      R"(Checking. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": )"
+      R"("a1B2c3D4e"}, {"name": "add", "arguments": {"a": 1, "b": 2}}])";
+  const std::string v11 =
+      R"(Checking. [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]add[CALL_ID]x1y2z3w4v)"
+      R"([ARGS]{"a": 1, "b": 2})";
+  for (const auto& [text, format] :
+       {std::pair{nemo, ToolFormat::mistral_json}, std::pair{v11, ToolFormat::mistral_args}})
+    for (size_t piece : {size_t(1), size_t(4), size_t(1000)}) {
+      const Read r = read_in_pieces(text, piece, format);
+      ASSERT_EQ(r.calls.size(), 2u) << text << " in pieces of " << piece;
+      EXPECT_EQ(r.calls[0].name, "get_weather");
+      EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
+      EXPECT_EQ(r.calls[1].name, "add");
+      EXPECT_EQ(json::parse(r.calls[1].arguments), json({{"a", 1}, {"b", 2}}));
+      EXPECT_EQ(r.content, "Checking. ");
+      for (const ToolCall& c : r.calls) {
+        EXPECT_EQ(c.id.size(), 9u);
+        EXPECT_EQ(c.id.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+                  std::string::npos);
+      }
+    }
+  for (const auto& [text, format] :
+       {std::pair{std::string("[TOOL_CALLS][{\"name\": 3}]"), ToolFormat::mistral_json},
+        std::pair{std::string("[TOOL_CALLS][{\"name\": \"f\""), ToolFormat::mistral_json},
+        std::pair{std::string("[TOOL_CALLS]f[ARGS]not json"), ToolFormat::mistral_args},
+        std::pair{std::string("plain [TOOL_CA"), ToolFormat::mistral_args}})
+    for (size_t piece : {size_t(1), size_t(1000)}) {
+      const Read r = read_in_pieces(text, piece, format);
+      EXPECT_TRUE(r.calls.empty()) << text;
+      EXPECT_EQ(r.content, text) << text;
+    }
+  // v11's calls are read up to the one that is not well formed (max_tokens cut it).
+  const Read cut = read_in_pieces(R"([TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{"b": )", 1,
+                                  ToolFormat::mistral_args);
+  ASSERT_EQ(cut.calls.size(), 1u);
+  EXPECT_EQ(cut.calls[0].name, "f");
+  EXPECT_EQ(cut.content, R"([TOOL_CALLS]g[ARGS]{"b": )");
+}
+
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -123,6 +167,8 @@ TEST(ToolCalls, FormatsAreKnownByTheTemplate) {
            {"qwen2.5-7b-instruct.jinja", ToolFormat::hermes, true},
            {"llama-3.1-8b-instruct.jinja", ToolFormat::llama3_json, true},
            {"llama-3.2-3b-instruct.jinja", ToolFormat::llama3_json, true},
+           {"mistral-nemo-instruct-2407.jinja", ToolFormat::mistral_json, true},
+           {"mistral-small-3.2-24b-instruct-2506.jinja", ToolFormat::mistral_args, true},
            {"gpt-oss-120b.jinja", ToolFormat::none, true},  // harmony recipients: not read yet
            {"smollm2-135m-instruct.jinja", ToolFormat::none, false}}) {
     g.chat_template = file_text(kTemplates + file);
@@ -139,11 +185,9 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
   int checked = 0;
   for (const nlohmann::ordered_json& t : fixtures["templates"]) {
     const std::string file = t["file"];
-    if (file != "qwen3-0.6b.jinja" && file != "qwen2.5-7b-instruct.jinja" &&
-        file != "llama-3.1-8b-instruct.jinja" && file != "llama-3.2-3b-instruct.jinja")
-      continue;
     GenerationSettings g;
     g.chat_template = file_text(kTemplates + file);
+    if (tool_format(g) == ToolFormat::none) continue;
     g.chat_template_origin = file;
     g.special_tokens = t["special_tokens"];
     for (const nlohmann::ordered_json& c : t["cases"]) {
@@ -157,7 +201,7 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
           if (key != "role" && key != "content") extra[key] = value;
         // As an OpenAI client sends them: arguments as JSON text. The Hermes templates print
         // text as it is; for Llama's, prepare_tool_history makes the object back.
-        if (file.starts_with("llama") && extra.contains("tool_calls"))
+        if (!file.starts_with("qwen") && extra.contains("tool_calls"))
           for (auto& call : extra["tool_calls"])
             call["function"]["arguments"] = call["function"]["arguments"].dump();
         fields.push_back(extra);
@@ -172,7 +216,7 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 6);
 }
 
 // A forced call's grammar takes the call exactly as the template writes it (the assistant turn
@@ -191,24 +235,33 @@ TEST(ToolCalls, TheForcedCallGrammarTakesTheCallTheTemplateWrites) {
       if (c["name"] != "tool_turn") continue;
       const std::string out = c["output"];
       // The assistant's call (the system prompt describes the format too): from its opening,
-      // naming the fixture's function, to the end of its block.
-      const bool hermes = format == ToolFormat::hermes;
+      // naming the fixture's function, to the end of its block (the turn's end token).
       const std::string head = R"({"name": "get_weather")";
-      const size_t from = out.find(hermes ? "<tool_call>\n" + head : head);
-      const size_t to = hermes ? out.find("</tool_call>", from) + std::string("</tool_call>").size()
-                               : out.find("<|eot_id|>", from);
+      std::string open = head, close = "<|eot_id|>";
+      if (format == ToolFormat::hermes) open = "<tool_call>\n" + head, close = "</tool_call>";
+      if (format == ToolFormat::mistral_json) open = "[TOOL_CALLS][" + head, close = "</s>";
+      if (format == ToolFormat::mistral_args) open = "[TOOL_CALLS]get_weather", close = "</s>";
+      const size_t from = out.find(open);
       ASSERT_NE(from, std::string::npos) << file;
+      size_t to = out.find(close, from);
+      if (format == ToolFormat::hermes) to += close.size();
       const std::string written = out.substr(from, to - from);
       auto grammar = tool_call_grammar(format, c["tools"], "", true);
       GrammarState state(grammar);
       EXPECT_TRUE(state.feed(written) && state.accepting()) << file << ": " << written;
-      GrammarState twice(grammar);
-      const bool second = twice.feed(written + "\n" + written) && twice.accepting();
-      EXPECT_EQ(second, hermes) << file;  // Llama's templates take one call a turn
+      // Several calls where the template writes several: Hermes blocks on their own lines,
+      // v11's one after another; Llama's templates take one a turn.
+      if (format != ToolFormat::mistral_json) {
+        const std::string two = written + (format == ToolFormat::hermes ? "\n" : "") + written;
+        GrammarState twice(grammar);
+        EXPECT_EQ(twice.feed(two) && twice.accepting(), format != ToolFormat::llama3_json) << file;
+      }
+      GrammarState one_only(tool_call_grammar(format, c["tools"], "get_weather", true));
+      EXPECT_TRUE(one_only.feed(written) && one_only.accepting()) << file;
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 6);
 }
 
 }  // namespace
