@@ -304,8 +304,8 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
       if (tool_format(m.generation) == ToolFormat::none)
         throw Error(Errc::bad_request,
                     "tools: the model's template writes tool calls in a format this server does "
-                    "not read back yet (Hermes <tool_call> blocks, Llama 3.x JSON and Mistral's "
-                    "[TOOL_CALLS] are read)");
+                    "not read back yet (Hermes <tool_call> blocks, Llama 3.x JSON, Mistral's "
+                    "[TOOL_CALLS] and harmony's recipients are read)");
       kwargs["tools"] = r.tools;
     }
     std::vector<nlohmann::ordered_json> fields = r.message_fields;
@@ -458,6 +458,11 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
     if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function) {
       const ToolFormat format = tool_format(m.model->generation);
+      if (format == ToolFormat::harmony)
+        return refuse(400, Error(Errc::bad_request,
+                                 "tool_choice: a forced call is not served for harmony (gpt-oss) "
+                                 "templates yet: the call comes after an analysis message in "
+                                 "control tokens no grammar here holds; use \"auto\""));
       job->sampling.grammar =
           tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls);
       job->sampling.grammar_specials = tool_call_markers(format, m.model->tokenizer);

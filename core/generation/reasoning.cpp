@@ -77,20 +77,39 @@ class HarmonySplit final : public ReasoningSplit {
  public:
   explicit HarmonySplit(HarmonyMarkers m)
       : reader_(m, [this](const std::string& channel, const std::string& text) {
+          if (to_function(reader_.messages().back())) return;  // a call: taken whole, below
           (channel == "analysis" ? out_->reasoning : out_->content) += text;
         }) {}
   void feed(int64_t id, const std::string& text, Parts& out) override {
     out_ = &out;
     reader_.feed(id, text);
+    take_calls(false);
   }
   void finish(Parts& out) override {
     out_ = &out;
     reader_.finish();
+    take_calls(true);
   }
 
  private:
+  static bool to_function(const HarmonyMessage& m) { return m.recipient.starts_with("functions."); }
+  // Messages to a function, each once it is complete. At the end, one never completed (cut by
+  // max_tokens) is content: its text is shown, not dropped.
+  void take_calls(bool last) {
+    const auto& messages = reader_.messages();
+    for (; next_ < messages.size(); ++next_) {
+      const HarmonyMessage& m = messages[next_];
+      if (!m.complete && !last) return;
+      if (!to_function(m)) continue;
+      if (m.complete)
+        out_->calls.emplace_back(m.recipient.substr(std::string("functions.").size()), m.content);
+      else
+        out_->content += m.content;
+    }
+  }
   HarmonyReader reader_;
   Parts* out_ = nullptr;
+  size_t next_ = 0;  // messages before it are taken
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // A chat answer split, as it streams, into what the user is shown (`content`) and the model's
 // reasoning (`reasoning`), where the model's own chat template marks them:
 //   - harmony (gpt-oss, harmony.hpp): the `analysis` channel is reasoning; `final` and
-//     `commentary` (tool preambles) are content;
+//     `commentary` (tool preambles) are content; a message to `functions.NAME` is a tool call,
+//     given whole (`calls`) when its <|call|> (or <|end|>) comes, never as content;
 //   - <think>…</think> (Qwen3, SmolLM3, DeepSeek-R1 and the templates like them: the template's
 //     source writes "</think>"): the text between the tags is reasoning, what follows the
 //     closing tag (after its blank lines) is content. When the rendered prompt already ends
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/generation/generation.hpp"
 #include "core/tokenizer/tokenizer.hpp"
@@ -25,6 +28,8 @@ class ReasoningSplit {
  public:
   struct Parts {
     std::string content, reasoning;
+    // Tool calls the format marks by itself (harmony's recipients): function name, arguments.
+    std::vector<std::pair<std::string, std::string>> calls;
   };
   virtual ~ReasoningSplit() = default;
   // One generated token and the text the stop rule emitted with it; id -1 for text flushed at

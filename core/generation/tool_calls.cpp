@@ -47,6 +47,8 @@ bool is_call(const nlohmann::json& j, const char* key) {
 ToolFormat tool_format(const GenerationSettings& g) {
   if (!g.chat_template) return ToolFormat::none;
   const std::string& t = *g.chat_template;
+  if (t.find("<|channel|>") != std::string::npos && t.find("\"functions.\"") != std::string::npos)
+    return ToolFormat::harmony;
   if (t.find(kToolCalls) != std::string::npos && t.find(kArgs) != std::string::npos)
     return ToolFormat::mistral_args;
   if (t.find(std::string(kToolCalls) + "[") != std::string::npos) return ToolFormat::mistral_json;
@@ -58,7 +60,7 @@ ToolFormat tool_format(const GenerationSettings& g) {
 }
 
 void prepare_tool_history(ToolFormat format, std::vector<nlohmann::ordered_json>& fields) {
-  if (format != ToolFormat::llama3_json && !mistral(format)) return;
+  if (format == ToolFormat::none || format == ToolFormat::hermes) return;
   for (nlohmann::ordered_json& m : fields) {
     if (!m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
     for (nlohmann::ordered_json& call : m["tool_calls"]) {
@@ -92,8 +94,8 @@ std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& token
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
                                                  const std::string& only, bool parallel) {
-  if (format == ToolFormat::none)
-    throw std::invalid_argument("tool_call_grammar: the template's call format is not read");
+  if (format == ToolFormat::none || format == ToolFormat::harmony)
+    throw std::invalid_argument("tool_call_grammar: no grammar for the template's call format");
   JsonGrammarBuilder b;
   std::string functions;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -158,6 +160,11 @@ ToolCall ToolCallReader::make_call(const nlohmann::json& j, const char* argument
 void ToolCallReader::feed(const std::string& text, std::string& content,
                           std::vector<ToolCall>& calls) {
   pending_ += text;
+  if (format_ == ToolFormat::harmony) {  // calls come through add(); the rest is text
+    content += pending_;
+    pending_.clear();
+    return;
+  }
   if (format_ == ToolFormat::llama3_json)
     feed_llama3(content);
   else if (mistral(format_))
@@ -264,6 +271,11 @@ void ToolCallReader::feed_hermes(std::string& content, std::vector<ToolCall>& ca
     }
     calls.push_back(make_call(j, "arguments"));
   }
+}
+
+void ToolCallReader::add(const std::string& name, const std::string& arguments,
+                         std::vector<ToolCall>& calls) {
+  calls.push_back({call_id(seed_, made_++, false), name, arguments.empty() ? "{}" : arguments});
 }
 
 void ToolCallReader::finish(std::string& content, std::vector<ToolCall>& calls) {

@@ -23,8 +23,11 @@
 //                that is not well formed (one max_tokens cut), which is content from there on.
 //                Their templates refuse ids that are not 9 alphanumerics, so the calls' ids
 //                here are such.
-// Other families (harmony's to=functions.NAME) are not read yet: a request with tools for them
-// is refused by name, never answered with the call left in the text.
+//   harmony      gpt-oss: a message to functions.NAME is the call, its content the arguments
+//                (reasoning.hpp's split finds them; the reader only gives them ids). Forcing a
+//                call (tool_choice required or a named function) is not served for it.
+// A template that writes calls in another form is refused by name when a request has tools,
+// never answered with the call left in the text.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,7 @@
 
 namespace sy {
 
-enum class ToolFormat { none, hermes, llama3_json, mistral_json, mistral_args };
+enum class ToolFormat { none, hermes, llama3_json, mistral_json, mistral_args, harmony };
 // The format the model's chat template writes calls in; none when it writes none we read.
 ToolFormat tool_format(const GenerationSettings& g);
 // Whether the template renders a `tools` list at all.
@@ -87,6 +90,8 @@ class ToolCallReader {
   // After the last token: a held llama3_json answer is read; what else was held back is
   // content.
   void finish(std::string& content, std::vector<ToolCall>& calls);
+  // A call the format marks by itself (harmony's recipients), given its id.
+  void add(const std::string& name, const std::string& arguments, std::vector<ToolCall>& calls);
 
  private:
   void feed_hermes(std::string& content, std::vector<ToolCall>& calls);

@@ -19,8 +19,10 @@ void publish_text_locked(Job& job, int64_t id, const std::string& text, bool las
   job.pending_reasoning += parts.reasoning;
   if (!job.tools) {
     job.pending += parts.content;
+    for (const auto& [name, arguments] : parts.calls) job.pending += arguments;  // not dropped
     return;
   }
+  for (const auto& [name, arguments] : parts.calls) job.tools->add(name, arguments, job.tool_calls);
   job.tools->feed(parts.content, job.pending, job.tool_calls);
   if (last) job.tools->finish(job.pending, job.tool_calls);
 }

@@ -4,6 +4,9 @@
 // gpt-oss's harmony control tokens added, the template gpt-oss-120b's own.
 #include "core/generation/harmony.hpp"
 
+#include "core/generation/reasoning.hpp"
+#include "core/generation/tool_calls.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -149,6 +152,47 @@ TEST(Harmony, PlainTextWithoutTheFormatIsTheAnswer) {
   EXPECT_EQ(cut.answer, "");
   EXPECT_EQ(cut.reasoning, "Thinking about");
   EXPECT_FALSE(cut.messages.back().complete);
+}
+
+// The split a served chat of gpt-oss takes: a message to functions.NAME is a tool call, given
+// whole when its <|call|> comes, never content; analysis is reasoning; a call cut before its
+// end is content (shown, not dropped). The format is harmony's for tools too.
+TEST(Harmony, MessagesToAFunctionAreToolCallsNotContent) {
+  const Tokenizer tok = harmony_tokenizer();
+  const GenerationSettings g = gpt_oss_settings(tok);
+  EXPECT_EQ(tool_format(g), ToolFormat::harmony);
+  auto split_of = [&](const std::string& generated) {
+    auto split = reasoning_split_for(tok, g, "<|start|>assistant");
+    EXPECT_NE(split, nullptr);
+    ReasoningSplit::Parts parts;
+    for (int64_t id : tok.encode(generated)) split->feed(id, tok.decode_token(id), parts);
+    split->finish(parts);
+    return parts;
+  };
+  const ReasoningSplit::Parts called = split_of(
+      "<|channel|>analysis<|message|>Need weather.<|end|>"
+      "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+      "<|message|>{\"city\": \"Paris\"}<|call|>");
+  EXPECT_EQ(called.reasoning, "Need weather.");
+  EXPECT_EQ(called.content, "");
+  ASSERT_EQ(called.calls.size(), 1u);
+  EXPECT_EQ(called.calls[0].first, "get_weather");
+  EXPECT_EQ(called.calls[0].second, "{\"city\": \"Paris\"}");
+  const ReasoningSplit::Parts cut =
+      split_of("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"ci");
+  EXPECT_TRUE(cut.calls.empty());
+  EXPECT_EQ(cut.content, "{\"ci");
+  // The reader gives harmony's calls their ids, and passes text through.
+  ToolCallReader reader(ToolFormat::harmony, 3);
+  std::string content;
+  std::vector<ToolCall> calls;
+  reader.feed("plain", content, calls);
+  reader.add("get_weather", "{}", calls);
+  reader.finish(content, calls);
+  EXPECT_EQ(content, "plain");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_TRUE(calls[0].id.starts_with("call_"));
 }
 
 }  // namespace
