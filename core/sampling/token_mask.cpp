@@ -141,13 +141,26 @@ int64_t GrammarConstraint::mask(std::span<float> logits, std::span<const int64_t
   if (state_.accepting())
     for (int64_t id : eos)
       if (id >= 0 && size_t(id) < logits.size()) kept_eos.emplace_back(id, logits[size_t(id)]);
+  // A word of 64 ids at a time: all refused (structure: most words) is one fill, all allowed
+  // (inside a string: most words) one count; only mixed words go id by id, without branches.
   int64_t left = 0;
-  for (size_t id = 0; id < logits.size(); ++id) {
-    const bool ok = (id >> 6) < bits.size() && ((bits[id >> 6] >> (id & 63)) & 1);
-    if (ok && logits[id] != none)
-      ++left;
-    else
-      logits[id] = none;
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t word = w < bits.size() ? bits[w] : 0;
+    float* row = logits.data() + w * 64;
+    const size_t len = std::min<size_t>(64, n - w * 64);
+    if (word == 0) {
+      std::fill(row, row + len, none);
+      continue;
+    }
+    int64_t kept = 0;
+    for (size_t j = 0; j < len; ++j) {
+      const bool ok = (word >> j) & 1;
+      const float v = ok ? row[j] : none;
+      row[j] = v;
+      kept += v != none;
+    }
+    left += kept;
   }
   for (const auto& [id, value] : kept_eos)
     if (logits[size_t(id)] == none && value != none) {
