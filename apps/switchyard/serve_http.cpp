@@ -463,8 +463,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
                                  "tool_choice: a forced call is not served for harmony (gpt-oss) "
                                  "templates yet: the call comes after an analysis message in "
                                  "control tokens no grammar here holds; use \"auto\""));
-      job->sampling.grammar =
-          tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls);
+      job->sampling.grammar = tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls,
+                                                think_lead_for(m.model->generation, rendered));
       job->sampling.grammar_specials = tool_call_markers(format, m.model->tokenizer);
     }
     job->deadline = Clock::now() + std::chrono::seconds(config_.timeout_s);

@@ -118,6 +118,20 @@ std::unique_ptr<ReasoningSplit> think_split(bool inside) {
   return std::make_unique<ThinkSplit>(inside);
 }
 
+ThinkLead think_lead_for(const GenerationSettings& g, const std::string& rendered_prompt) {
+  if (!g.chat_template || g.chat_template->find(kClose) == std::string::npos)
+    return ThinkLead::none;
+  if (g.chat_template->find("<|channel|>") != std::string::npos) return ThinkLead::none;
+  const size_t open = rendered_prompt.rfind(kOpen), close = rendered_prompt.rfind(kClose);
+  if (open != std::string::npos && (close == std::string::npos || close < open))
+    return ThinkLead::inside;
+  // A block closed at the very end of the prompt (Qwen3's enable_thinking false): no thought.
+  if (close != std::string::npos &&
+      rendered_prompt.find_first_not_of(" \t\r\n", close + kClose.size()) == std::string::npos)
+    return ThinkLead::none;
+  return ThinkLead::optional;
+}
+
 std::unique_ptr<ReasoningSplit> reasoning_split_for(const Tokenizer& tok,
                                                     const GenerationSettings& g,
                                                     const std::string& rendered_prompt) {

@@ -48,4 +48,11 @@ std::unique_ptr<ReasoningSplit> reasoning_split_for(const Tokenizer& tok,
 // The <think> split alone; `inside`: the prompt left a <think> open.
 std::unique_ptr<ReasoningSplit> think_split(bool inside);
 
+// How an answer of a <think> template may begin, for a grammar that must let the model think
+// before what it holds (a forced tool call): none (no <think> template, harmony, or the prompt
+// closed an empty block: thinking is off), optional (the answer may open a block), inside (the
+// prompt opened one: the answer starts in the thought).
+enum class ThinkLead { none, optional, inside };
+ThinkLead think_lead_for(const GenerationSettings& g, const std::string& rendered_prompt);
+
 }  // namespace sy

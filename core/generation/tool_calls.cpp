@@ -93,7 +93,8 @@ std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& token
 
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
-                                                 const std::string& only, bool parallel) {
+                                                 const std::string& only, bool parallel,
+                                                 ThinkLead think) {
   if (format == ToolFormat::none || format == ToolFormat::harmony)
     throw std::invalid_argument("tool_call_grammar: no grammar for the template's call format");
   JsonGrammarBuilder b;
@@ -128,24 +129,29 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
     throw std::invalid_argument("tool_call_grammar: no tool named `" + only + "`");
   const bool many = only.empty() && parallel;
   if (format == ToolFormat::llama3_json) {  // the whole answer, one call
-    b.rule("root", "\"{\" ( " + functions + " ) \"}\"");
-    return Grammar::from_gbnf(b.gbnf());
-  }
-  if (format == ToolFormat::mistral_args) {  // [TOOL_CALLS]NAME[ARGS]{...}, once per call
+    b.rule("calls", "\"{\" ( " + functions + " ) \"}\"");
+  } else if (format == ToolFormat::mistral_args) {  // [TOOL_CALLS]NAME[ARGS]{...}, per call
     b.rule("call", JsonGrammarBuilder::literal(std::string(kToolCalls)) + " ( " + functions + " )");
-    b.rule("root", many ? "call+" : "call");
-    return Grammar::from_gbnf(b.gbnf());
-  }
-  if (format == ToolFormat::mistral_json) {  // [TOOL_CALLS][{..., "id": 9 alphanumerics}, ...]
+    b.rule("calls", many ? "call+" : "call");
+  } else if (format == ToolFormat::mistral_json) {  // [TOOL_CALLS][{..., "id": ID}, ...]
     b.rule("call", "\"{\" ( " + functions + " ) " + JsonGrammarBuilder::literal(", \"id\": \"") +
                        " [a-zA-Z0-9]{9} " + JsonGrammarBuilder::literal("\"}"));
-    b.rule("root", JsonGrammarBuilder::literal(std::string(kToolCalls) + "[") +
-                       (many ? " call ( \", \" call )* " : " call ") + "\"]\"");
-    return Grammar::from_gbnf(b.gbnf());
+    b.rule("calls", JsonGrammarBuilder::literal(std::string(kToolCalls) + "[") +
+                        (many ? " call ( \", \" call )* " : " call ") + "\"]\"");
+  } else {
+    b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
+                       " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
+    b.rule("calls", many ? "call ( \"\\n\" call )*" : "call");
   }
-  b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
-                     " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
-  b.rule("root", many ? "call ( \"\\n\" call )*" : "call");
+  // The thought is any text; the grammar's state is a set of stacks, so "</think>" both ends it
+  // and, as far as the grammar goes, may be thought text: the reasoning split takes the first.
+  b.rule("thought", "( [^<] | \"<\" )*");
+  if (think == ThinkLead::inside)
+    b.rule("root", "thought \"</think>\" [ \\n]* calls");
+  else if (think == ThinkLead::optional)
+    b.rule("root", "( \"<think>\" thought \"</think>\" [ \\n]* )? calls");
+  else
+    b.rule("root", "calls");
   return Grammar::from_gbnf(b.gbnf());
 }
 

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/generation/generation.hpp"
+#include "core/generation/reasoning.hpp"
 #include "core/sampling/grammar.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -55,11 +56,14 @@ bool template_renders_tools(const GenerationSettings& g);
 // schema (core/sampling/json_schema.hpp; none: any object). One call when `only` is set or
 // `parallel` is false; otherwise one or more, and the end of sequence may follow any of them.
 // `tools` as parse_completion_request checked them (their schemas compile). llama3_json
-// templates take one call a turn, so its grammar is always one. Throws SchemaError (a pointer
-// into `tools`), std::invalid_argument for ToolFormat::none.
+// templates take one call a turn, so its grammar is always one. `think`: a <think> template's
+// thought may come first (reasoning.hpp's ThinkLead): `<think>…</think>` and blank lines, or,
+// inside a block the prompt opened, the thought's rest and `</think>`; the thought is any text.
+// Throws SchemaError (a pointer into `tools`), std::invalid_argument for ToolFormat::none.
 std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
-                                                 const std::string& only, bool parallel);
+                                                 const std::string& only, bool parallel,
+                                                 ThinkLead think = ThinkLead::none);
 
 // An earlier assistant turn's tool_calls as `format`'s template renders them best: Llama 3.x's
 // and Mistral's write `arguments | tojson`, which would quote the JSON text OpenAI clients send,

@@ -264,5 +264,46 @@ TEST(ToolCalls, TheForcedCallGrammarTakesTheCallTheTemplateWrites) {
   EXPECT_EQ(checked, 6);
 }
 
+// A forced call on a <think> template: the thought may come first where the prompt lets the
+// model think (optional), must be closed first where the prompt opened it (inside), and is not
+// there where the prompt closed an empty block (none) — read from Qwen3's own renderings.
+TEST(ToolCalls, AForcedCallMayFollowAThought) {
+  GenerationSettings g;
+  g.chat_template = file_text(kTemplates + "qwen3-0.6b.jinja");
+  const nlohmann::ordered_json fixtures =
+      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+  nlohmann::ordered_json tools;
+  std::string thinking_prompt, no_thinking_prompt;
+  for (const auto& t : fixtures["templates"])
+    if (t["file"] == "qwen3-0.6b.jinja")
+      for (const auto& c : t["cases"]) {
+        if (c["name"] == "tool_turn") tools = c["tools"];
+        if (c["name"] == "user") thinking_prompt = c["output"];
+        if (c["name"] == "no_thinking") no_thinking_prompt = c["output"];
+      }
+  ASSERT_FALSE(thinking_prompt.empty() || no_thinking_prompt.empty() || tools.is_null());
+  EXPECT_EQ(think_lead_for(g, thinking_prompt), ThinkLead::optional);
+  EXPECT_EQ(think_lead_for(g, no_thinking_prompt), ThinkLead::none);
+  EXPECT_EQ(think_lead_for(g, thinking_prompt + "<think>\n"), ThinkLead::inside);
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>";
+  const std::string thought = "<think>\nThe user wants the weather: <b>call</b> it.\n</think>\n\n";
+  auto takes = [&](ThinkLead lead, const std::string& text) {
+    GrammarState state(tool_call_grammar(ToolFormat::hermes, tools, "", true, lead));
+    return state.feed(text) && state.accepting();
+  };
+  EXPECT_TRUE(takes(ThinkLead::optional, thought + call));
+  EXPECT_TRUE(takes(ThinkLead::optional, call));
+  EXPECT_FALSE(takes(ThinkLead::optional, thought));  // a thought alone is not a call
+  EXPECT_TRUE(takes(ThinkLead::inside, thought.substr(std::string("<think>").size()) + call));
+  EXPECT_FALSE(takes(ThinkLead::inside, call));
+  EXPECT_FALSE(takes(ThinkLead::none, thought + call));
+  EXPECT_TRUE(takes(ThinkLead::none, call));
+  GenerationSettings plain;
+  plain.chat_template = file_text(kTemplates + "smollm2-135m-instruct.jinja");
+  EXPECT_EQ(think_lead_for(plain, thinking_prompt), ThinkLead::none);
+}
+
 }  // namespace
 }  // namespace sy
