@@ -168,6 +168,24 @@ class TestModel(unittest.TestCase):
                                         logit_bias={"99999999": 1})
         self.assertEqual(e.exception.param, "logit_bias")
 
+    def test_n_choices_through_the_client(self):
+        # Greedy: every choice is run's answer; seeded at temperature 1: choice i is n=1 with
+        # seed + i (the path with no fork), whole through the client's own types.
+        want = run_ids(self.model, "--prompt", "the cat sat", "--max-tokens", "8", "--ignore-eos")
+        r = self.api.completions.create(model="tiny", prompt="the cat sat", max_tokens=8, n=3,
+                                        **GREEDY)
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        for c in r.choices:
+            self.assertEqual(extra(c, "token_ids"), want["generated_ids"])
+        self.assertEqual(r.usage.completion_tokens, 24)
+        seeded = dict(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=8,
+                      temperature=1, seed=11,
+                      extra_body={"ignore_eos": True, "return_token_ids": True})
+        many = self.api.chat.completions.create(n=2, **seeded)
+        for i, c in enumerate(many.choices):
+            one = self.api.chat.completions.create(**{**seeded, "seed": 11 + i})
+            self.assertEqual(c.message.content, one.choices[0].message.content)
+
     def test_logprobs_read_into_the_clients_own_types(self):
         msgs = [{"role": "user", "content": "Name a colour."}]
         r = self.api.chat.completions.create(model="tiny", messages=msgs, max_tokens=4,
