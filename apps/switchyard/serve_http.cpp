@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/errors/errors.hpp"
+#include "core/generation/harmony.hpp"
 #include "core/generation/reasoning.hpp"
 
 namespace sy::cli {
@@ -301,6 +302,11 @@ std::vector<int64_t> prompt_ids_of(const CompletionRequest& r, const OpenedModel
       if (!template_renders_tools(m.generation))
         throw Error(Errc::bad_request, "tools: the model's chat template does not render tools (" +
                                            m.generation.chat_template_origin + ")");
+      if (tool_format(m.generation) == ToolFormat::harmony &&
+          !harmony_markers(m.tokenizer, m.generation))
+        throw Error(Errc::bad_request,
+                    "tools: the template writes harmony calls, and the tokenizer lacks harmony's "
+                    "control tokens (<|channel|>, <|message|>, <|call|>) to mark them");
       if (tool_format(m.generation) == ToolFormat::none)
         throw Error(Errc::bad_request,
                     "tools: the model's template writes tool calls in a format this server does "
@@ -458,11 +464,6 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
     if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function) {
       const ToolFormat format = tool_format(m.model->generation);
-      if (format == ToolFormat::harmony)
-        return refuse(400, Error(Errc::bad_request,
-                                 "tool_choice: a forced call is not served for harmony (gpt-oss) "
-                                 "templates yet: the call comes after an analysis message in "
-                                 "control tokens no grammar here holds; use \"auto\""));
       job->sampling.grammar = tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls,
                                                 think_lead_for(m.model->generation, rendered));
       job->sampling.grammar_specials = tool_call_markers(format, m.model->tokenizer);

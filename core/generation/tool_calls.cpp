@@ -80,6 +80,8 @@ bool template_renders_tools(const GenerationSettings& g) {
 std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& tokenizer) {
   std::vector<std::string_view> markers;
   if (format == ToolFormat::hermes) markers = {kOpen, kClose};
+  if (format == ToolFormat::harmony)
+    markers = {"<|start|>", "<|end|>", "<|channel|>", "<|message|>", "<|constrain|>"};
   if (format == ToolFormat::llama3_json) markers = {kPythonTag};
   if (mistral(format)) markers = {kToolCalls, kArgs, kCallId};
   const std::vector<int64_t> control = tokenizer.control_ids();
@@ -95,7 +97,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
                                                  const nlohmann::ordered_json& tools,
                                                  const std::string& only, bool parallel,
                                                  ThinkLead think) {
-  if (format == ToolFormat::none || format == ToolFormat::harmony)
+  if (format == ToolFormat::none)
     throw std::invalid_argument("tool_call_grammar: no grammar for the template's call format");
   JsonGrammarBuilder b;
   std::string functions;
@@ -115,7 +117,10 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
     // "arguments": ARGS}, Llama 3.x {"name": NAME, "parameters": ARGS}, Mistral's v11
     // NAME[ARGS]ARGS.
     std::string head;
-    if (format == ToolFormat::mistral_args)  // the history's [CALL_ID] may come too
+    if (format == ToolFormat::harmony)  // harmony's documented form: the recipient on the channel
+      head = JsonGrammarBuilder::literal("<|channel|>commentary to=functions." + name +
+                                         " <|constrain|>json<|message|>");
+    else if (format == ToolFormat::mistral_args)  // the history's [CALL_ID] may come too
       head = JsonGrammarBuilder::literal(name) + " ( " +
              JsonGrammarBuilder::literal(std::string(kCallId)) + " [a-zA-Z0-9]{9} )? " +
              JsonGrammarBuilder::literal(std::string(kArgs));
@@ -128,7 +133,12 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
   if (functions.empty())
     throw std::invalid_argument("tool_call_grammar: no tool named `" + only + "`");
   const bool many = only.empty() && parallel;
-  if (format == ToolFormat::llama3_json) {  // the whole answer, one call
+  if (format == ToolFormat::harmony) {  // one call (its <|call|> is an end of sequence);
+    // the analysis may come first, as gpt-oss writes it
+    b.rule("calls", "( " + JsonGrammarBuilder::literal("<|channel|>analysis<|message|>") +
+                        " thought " + JsonGrammarBuilder::literal("<|end|><|start|>assistant") +
+                        " )? ( " + functions + " )");
+  } else if (format == ToolFormat::llama3_json) {  // the whole answer, one call
     b.rule("calls", "\"{\" ( " + functions + " ) \"}\"");
   } else if (format == ToolFormat::mistral_args) {  // [TOOL_CALLS]NAME[ARGS]{...}, per call
     b.rule("call", JsonGrammarBuilder::literal(std::string(kToolCalls)) + " ( " + functions + " )");

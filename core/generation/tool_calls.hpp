@@ -24,8 +24,9 @@
 //                Their templates refuse ids that are not 9 alphanumerics, so the calls' ids
 //                here are such.
 //   harmony      gpt-oss: a message to functions.NAME is the call, its content the arguments
-//                (reasoning.hpp's split finds them; the reader only gives them ids). Forcing a
-//                call (tool_choice required or a named function) is not served for it.
+//                (reasoning.hpp's split finds them; the reader only gives them ids). A forced
+//                call is harmony's documented form (the recipient on the commentary channel,
+//                after an optional analysis), one call, ended by <|call|>.
 // A template that writes calls in another form is refused by name when a request has tools,
 // never answered with the call left in the text.
 #pragma once

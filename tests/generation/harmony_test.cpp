@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -193,6 +194,38 @@ TEST(Harmony, MessagesToAFunctionAreToolCallsNotContent) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].name, "get_weather");
   EXPECT_TRUE(calls[0].id.starts_with("call_"));
+}
+
+// A forced call on gpt-oss: harmony's documented form (the recipient on the commentary channel),
+// after an analysis or not, is a sentence of the call grammar; a final answer is not. The
+// markers the grammar may take as tokens are harmony's control tokens.
+TEST(Harmony, AForcedCallIsHarmonysDocumentedForm) {
+  const Tokenizer tok = harmony_tokenizer();
+  const GenerationSettings g = gpt_oss_settings(tok);
+  const auto tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "parameters": {"type": "object", "properties": {"city":
+      {"type": "string"}}, "required": ["city"]}}}])");
+  auto grammar = tool_call_grammar(ToolFormat::harmony, tools, "", true,
+                                   think_lead_for(g, "<|start|>assistant"));
+  auto takes = [&](const std::string& text) {
+    GrammarState state(grammar);
+    return state.feed(text) && state.accepting();
+  };
+  const std::string call =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+      "{\"city\": \"Paris\"}";
+  EXPECT_TRUE(takes(call));
+  EXPECT_TRUE(takes("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call));
+  EXPECT_FALSE(takes("<|channel|>final<|message|>It is sunny."));
+  EXPECT_FALSE(takes(call + "<|end|>"));  // its end is <|call|>, an end of sequence
+  // The same text through the reader is the call.
+  Read r = run("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call +
+               "<|call|>");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].recipient, "functions.get_weather");
+  const std::vector<int64_t> markers = tool_call_markers(ToolFormat::harmony, tok);
+  for (const char* m : {"<|channel|>", "<|message|>", "<|constrain|>"})
+    EXPECT_NE(std::find(markers.begin(), markers.end(), *tok.token_id(m)), markers.end()) << m;
 }
 
 }  // namespace
