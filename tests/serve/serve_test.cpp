@@ -848,14 +848,15 @@ class RawConnection {
   int fd_ = -1;
 };
 
-// Each connection is a descriptor; Debian's default soft limit is 1024.
-void raise_descriptor_limit() {
+// Each connection is a descriptor (here and in the server); Debian's default soft limit is 1024,
+// the hard one far above. Returns how many connections the limit allows, up to 1000.
+int raise_descriptor_limit() {
   rlimit r{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
   r.rlim_cur = r.rlim_max;
   setrlimit(RLIMIT_NOFILE, &r);
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
-  ASSERT_GE(r.rlim_cur, 1200u) << "the test needs 1000 connections";
+  getrlimit(RLIMIT_NOFILE, &r);
+  return int(std::min<rlim_t>(1000, r.rlim_cur > 200 ? r.rlim_cur - 150 : 0));
 }
 
 // Clients that misbehave do not starve the others: a thousand connections, half idle and half
@@ -863,11 +864,14 @@ void raise_descriptor_limit() {
 // served; and they are still open after it (a server with a thread per connection would have
 // served nothing until its read timeout closed them).
 TEST_F(Serve, AThousandIdleOrSlowConnectionsDoNotStarveARealRequest) {
-  raise_descriptor_limit();
+  // 1000, unless the hard descriptor limit is lower; 500 are still six times the worker threads
+  // (--parallel 8 + --max-queue 64 + 16) a thread per connection would have.
+  const int count = raise_descriptor_limit();
+  ASSERT_GE(count, 500) << "RLIMIT_NOFILE's hard limit leaves too few descriptors";
   ServeProcess s(model(), args());
   ASSERT_TRUE(s.started());
   std::vector<RawConnection> idle;
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < count; ++i) {
     idle.emplace_back(s.port());
     ASSERT_TRUE(idle.back().connected()) << "connection " << i;
     if (i % 2 == 1)
@@ -885,7 +889,7 @@ TEST_F(Serve, AThousandIdleOrSlowConnectionsDoNotStarveARealRequest) {
   EXPECT_EQ(streamed.token_ids().size(), 8u);
   int open = 0;
   for (const RawConnection& c : idle) open += c.open_now();
-  EXPECT_EQ(open, 1000) << "the server closed some while the real requests were served";
+  EXPECT_EQ(open, count) << "the server closed some while the real requests were served";
 }
 
 // Each request has --http-timeout to arrive whole, however it trickles: half a header, a body
