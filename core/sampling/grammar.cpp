@@ -115,6 +115,7 @@ class GbnfCompiler {
     g->root_ = root->second;
     flatten(*g);
     refuse_left_recursion(*g);
+    g->chains_ = std::move(chains_);
     return g;
   }
 
@@ -387,11 +388,14 @@ class GbnfCompiler {
       } else if (it.max > it.min) {  // opt_k ::= one opt_{k−1} | ε
         uint32_t inner = new_rule();
         rule_alts(inner) = {{one}, {}};
+        std::vector<uint32_t> chain{inner};
         for (int k = 1; k < it.max - it.min; ++k) {
           const uint32_t outer = new_rule();
           rule_alts(outer) = {{one, rule_ref(inner)}, {}};
           inner = outer;
+          chain.push_back(outer);
         }
+        if (chain.size() > 1) chains_.push_back(std::move(chain));
         out.push_back(rule_ref(inner));
       }
     }
@@ -567,6 +571,7 @@ class GbnfCompiler {
   size_t pos_ = 0;
   std::map<std::string, uint32_t> names_;
   std::vector<std::pair<std::string, size_t>> order_;  // named rules: name, offset
+  std::vector<std::vector<uint32_t>> chains_;          // Grammar::bounded_chains()
   std::vector<Alternatives> parsed_;
   std::vector<std::vector<Elements>> named_, lowered_;
   std::vector<Grammar::ByteSet> sets_;

@@ -71,6 +71,10 @@ class Grammar {
   // Each rule's alternatives, as the position of their first element.
   const std::vector<std::vector<Position>>& alternatives() const { return alternatives_; }
   uint32_t root() const { return root_; }
+  // The optional tails of bounded repetitions x{m,n} (n − m > 1), each as its rules by count:
+  // chain[k − 1] is opt_k ::= x opt_{k−1} | ε (opt_1 ::= x | ε), so a position in opt_k has k
+  // more x to go at most. Token masks use them to treat counts beyond any token's reach alike.
+  const std::vector<std::vector<uint32_t>>& bounded_chains() const { return chains_; }
 
   static bool has(const ByteSet& set, unsigned char b) { return (set[b >> 6] >> (b & 63)) & 1; }
 
@@ -80,6 +84,7 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<ByteSet> byte_sets_;
   std::vector<std::vector<Position>> alternatives_;
+  std::vector<std::vector<uint32_t>> chains_;
   uint32_t root_ = 0;
 };
 

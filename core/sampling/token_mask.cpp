@@ -118,20 +118,79 @@ void GrammarMasks::walk(uint32_t node, size_t depth, std::vector<uint64_t>& bits
   }
 }
 
+GrammarMasks::GrammarMasks(std::shared_ptr<const Grammar> grammar,
+                           std::shared_ptr<const TokenTable> table)
+    : grammar_(std::move(grammar)), table_(std::move(table)) {
+  const Grammar& g = *grammar_;
+  canonical_.resize(g.elements().size());
+  for (size_t p = 0; p < canonical_.size(); ++p) canonical_[p] = Grammar::Position(p);
+  size_t longest = 0;
+  for (int64_t id = 0; id < table_->size(); ++id)
+    if (!table_->control(id)) longest = std::max(longest, table_->bytes(id).size());
+  const size_t reach = longest + 1;  // opt_reach: reach more to go, one past any token
+  // Rules that can match the empty text: the repeated item must take a byte, or a token could
+  // pass any number of counts.
+  std::vector<bool> nullable(g.alternatives().size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nullable.size(); ++r) {
+      if (nullable[r]) continue;
+      for (Grammar::Position p : g.alternatives()[r]) {
+        Grammar::Position q = p;
+        while (g.elements()[q].kind == Grammar::Element::Kind::rule &&
+               nullable[g.elements()[q].index])
+          ++q;
+        if (g.elements()[q].kind == Grammar::Element::Kind::end) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  for (const std::vector<uint32_t>& chain : g.bounded_chains()) {
+    if (chain.size() <= reach) continue;
+    const Grammar::Element one = g.elements()[g.alternatives()[chain[0]][0]];
+    if (one.kind == Grammar::Element::Kind::end ||
+        (one.kind == Grammar::Element::Kind::rule && nullable[one.index]))
+      continue;
+    const std::vector<Grammar::Position>& to = g.alternatives()[chain[reach - 1]];
+    for (size_t k = reach + 1; k <= chain.size(); ++k) {
+      const std::vector<Grammar::Position>& from = g.alternatives()[chain[k - 1]];
+      for (size_t a = 0; a < from.size() && a < to.size(); ++a)
+        for (Grammar::Position o = 0;; ++o) {
+          canonical_[from[a] + o] = to[a] + o;
+          if (g.elements()[from[a] + o].kind == Grammar::Element::Kind::end) break;
+        }
+    }
+    merges_ = true;
+  }
+}
+
+std::vector<GrammarState::Stack> GrammarMasks::canonical_stacks(const GrammarState& state) const {
+  std::vector<GrammarState::Stack> stacks = state.stacks();
+  if (!merges_) return stacks;
+  for (GrammarState::Stack& s : stacks)
+    for (Grammar::Position& p : s) p = canonical_[p];
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  return stacks;
+}
+
 const std::vector<uint64_t>& GrammarMasks::allowed(const GrammarState& state) {
-  if (const auto hit = cache_.find(state.stacks()); hit != cache_.end()) return hit->second;
+  std::vector<GrammarState::Stack> key = canonical_stacks(state);
+  if (const auto hit = cache_.find(key); hit != cache_.end()) return hit->second;
   if (cache_.size() >= kMaxCached) cache_.clear();
   std::vector<uint64_t> bits((size_t(table_->size()) + 63) / 64, 0);
   arena_.clear();
   alive_.resize(2);
   alive_[0].clear();
-  for (const GrammarState::Stack& s : state.stacks()) {
+  for (const GrammarState::Stack& s : key) {
     int32_t h = -1;
     for (Grammar::Position p : s) h = link(p, h);
     alive_[0].push_back(h);
   }
   walk(0, 0, bits);
-  return cache_.emplace(state.stacks(), std::move(bits)).first->second;
+  return cache_.emplace(std::move(key), std::move(bits)).first->second;
 }
 
 int64_t GrammarConstraint::mask(std::span<float> logits, std::span<const int64_t> eos) {

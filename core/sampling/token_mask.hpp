@@ -55,13 +55,15 @@ class TokenTable {
 // engine that samples (one thread); sequences with the same grammar share it.
 class GrammarMasks {
  public:
-  GrammarMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTable> table)
-      : grammar_(std::move(grammar)), table_(std::move(table)) {}
+  GrammarMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTable> table);
 
   // The tokens that may follow `state` (bit id set), without the end-of-sequence rule.
   const std::vector<uint64_t>& allowed(const GrammarState& state);
 
   const std::shared_ptr<const Grammar>& grammar() const { return grammar_; }
+  // Whether some bounded repetition is longer than any token reaches, so that its counts
+  // beyond that share one mask (the constructor's canonical positions).
+  bool merges_counts() const { return merges_; }
   const std::shared_ptr<const TokenTable>& table() const { return table_; }
   size_t cached() const { return cache_.size(); }
 
@@ -77,6 +79,13 @@ class GrammarMasks {
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenTable> table_;
+  // Each position's stand-in for masks: itself, or, inside a bounded repetition's tail with
+  // more to go than the longest token has bytes (+1), the same place at that count. A token
+  // takes at most one byte per repetition, so it cannot tell those counts apart: the states
+  // that differ only there (a long string's count-down) share one walk and one cache entry.
+  std::vector<Grammar::Position> canonical_;
+  bool merges_ = false;
+  std::vector<GrammarState::Stack> canonical_stacks(const GrammarState& state) const;
   std::unordered_map<std::vector<GrammarState::Stack>, std::vector<uint64_t>, StateHash> cache_;
   // The walk's stacks, as links of an arena (position, the link below; −1: none), shared between
   // the trie's branches; per depth, the stacks alive there (−1: the empty, accepting stack).
