@@ -107,9 +107,11 @@ struct HttpFront::Impl {
   bool running = false;
 
   void accept();
+  // HEAD is GET without the body (RFC 9110): a load balancer's probe gets /health's status.
   const Route* find(const HttpRequest& req) const {
+    const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
     for (const Route& r : routes)
-      if (r.method == req.method && r.path == req.path) return &r;
+      if (r.method == method && r.path == req.path) return &r;
     return nullptr;
   }
 };
@@ -298,6 +300,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Chunk
                                                                        11, std::move(reply.body));
     head_fields(*message, reply);
     message->prepare_payload();
+    if (request_.method == "HEAD") message->body().clear();  // the length stays the GET's
     net::dispatch(front_.io, [self = shared_from_this(), message] {
       if (self->closed_) return;
       self->arm(self->front_.options.write_timeout);

@@ -84,7 +84,7 @@ class HttpFront {
   HttpFront& operator=(const HttpFront&) = delete;
 
   // Routes, before listen(). `inline_io`: the handler runs on the I/O thread, so it must not
-  // block (no waiting on a job).
+  // block (no waiting on a job). A GET route answers HEAD too, without the body.
   void route(std::string method, std::string path, HttpHandler handler, bool inline_io = false);
   // Called before routing (on the thread the route runs on); true: it answered.
   void set_guard(std::function<bool(const HttpRequest&, HttpReply&)> guard);

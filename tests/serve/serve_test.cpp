@@ -936,6 +936,13 @@ TEST_F(Serve, ARequestThatDoesNotArriveInTimeIsClosed) {
   EXPECT_THAT(reply, StartsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(reply, HasSubstr("\"tokens\""));
   EXPECT_EQ(get(s.port(), "/health").status, 200);
+  // HEAD is GET without the body (a load balancer's probe).
+  RawConnection head(s.port());
+  ASSERT_TRUE(head.send("HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string head_reply = head.read_until_closed(std::chrono::seconds(20), closed);
+  EXPECT_THAT(head_reply, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(head_reply, HasSubstr("Content-Length: 15\r\n"));
+  EXPECT_EQ(head_reply.substr(head_reply.size() - 4), "\r\n\r\n");  // no body
 }
 
 // The first object named `key` anywhere in `j`, or null.
