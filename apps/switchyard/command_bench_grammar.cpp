@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "apps/switchyard/commands.hpp"
 #include "apps/switchyard/exit_codes.hpp"
@@ -76,8 +77,22 @@ int bench_grammar(const GlobalOptions&, const Args& args) {
     GrammarMasks cold(grammar, table), warm(grammar, table);
     auto masks = std::make_shared<GrammarMasks>(grammar, table);
     GrammarState state(grammar);
-    std::vector<double> cold_us, warm_us, apply_us;
+    std::vector<double> cold_us, warm_us, apply_us, sample_us, sample_top_us;
     std::vector<float> logits(static_cast<size_t>(vocab), 0.f);
+    // Logits shaped like a model's (normal, sd 2.5; fixed seed): the sampler's cost depends on
+    // the distribution. Two samplers: OpenAI's defaults (temperature 1, top_p 1) and a common
+    // truncation (temperature 0.7, top_k 40, top_p 0.9).
+    std::vector<float> shaped(logits.size());
+    {
+      std::mt19937 rng(7);
+      std::normal_distribution<float> normal(0.f, 2.5f);
+      for (float& l : shaped) l = normal(rng);
+    }
+    SamplingParams plain_params;
+    plain_params.temperature = 1.0;
+    SamplingParams top_params;
+    top_params.temperature = 0.7, top_params.top_k = 40, top_params.top_p = 0.9;
+    Sampler plain(plain_params), top(top_params);
     std::string text = *document;  // a file's last newline is not part of the answer
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     const std::vector<int64_t> ids = m.tokenizer.encode(text);
@@ -90,10 +105,16 @@ int bench_grammar(const GlobalOptions&, const Args& args) {
       warm.allowed(state);
       warm_us.push_back(us_since(t0));
       GrammarConstraint c(masks);
-      std::fill(logits.begin(), logits.end(), 0.f);
+      std::copy(shaped.begin(), shaped.end(), logits.begin());
       t0 = std::chrono::steady_clock::now();
       c.mask(logits, {});
       apply_us.push_back(us_since(t0));
+      t0 = std::chrono::steady_clock::now();
+      plain.sample(logits);
+      sample_us.push_back(us_since(t0));
+      t0 = std::chrono::steady_clock::now();
+      top.sample(logits);
+      sample_top_us.push_back(us_since(t0));
       if (!state.feed(m.tokenizer.decode_token(id)))
         throw Error(Errc::invalid_argument,
                     "--document: the text leaves the schema's grammar at token " +
@@ -102,7 +123,9 @@ int bench_grammar(const GlobalOptions&, const Args& args) {
     if (!state.finished())
       throw Error(Errc::invalid_argument, "--document: the text is not a whole answer");
     const double cold_med = quantile(cold_us, 0.5), cold_p90 = quantile(cold_us, 0.9),
-                 warm_med = quantile(warm_us, 0.5), apply_med = quantile(apply_us, 0.5);
+                 warm_med = quantile(warm_us, 0.5), apply_med = quantile(apply_us, 0.5),
+                 sample_med = quantile(sample_us, 0.5),
+                 sample_top_med = quantile(sample_top_us, 0.5);
     // What the document's first request pays for its cold states, all together.
     double cold_total = 0;
     for (double us : cold_us) cold_total += us;
@@ -117,7 +140,9 @@ int bench_grammar(const GlobalOptions&, const Args& args) {
                                   {"cold_p90_us", cold_p90},
                                   {"cold_total_us", cold_total},
                                   {"warm_median_us", warm_med},
-                                  {"apply_median_us", apply_med}}
+                                  {"apply_median_us", apply_med},
+                                  {"sample_median_us", sample_med},
+                                  {"sample_top_median_us", sample_top_med}}
                        .dump(2)
                 << "\n";
       return kExitOk;
@@ -126,9 +151,11 @@ int bench_grammar(const GlobalOptions&, const Args& args) {
         "grammar of %s over a vocabulary of %lld: %zu tokens of the document, %zu distinct "
         "states; the vocabulary's trie in %.1f ms\n  mask per token: cold (first visit of a "
         "state) median %.1f us, p90 %.1f us, %.1f ms for the whole document; warm (cached) "
-        "median %.2f us; applied to the logits median %.1f us\n",
+        "median %.2f us; applied to the logits median %.1f us\n  then the sampler on the masked "
+        "logits: temperature 1 median %.1f us; temperature 0.7, top_k 40, top_p 0.9 median %.1f "
+        "us\n",
         schema_file.c_str(), (long long)vocab, ids.size(), cold.cached(), table_us / 1e3, cold_med,
-        cold_p90, cold_total / 1e3, warm_med, apply_med);
+        cold_p90, cold_total / 1e3, warm_med, apply_med, sample_med, sample_top_med);
     return kExitOk;
   } catch (const Error& e) {
     return fail("bench grammar", e, as_json);

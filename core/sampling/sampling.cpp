@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace sy {
 namespace {
@@ -78,18 +79,28 @@ int64_t Sampler::pick() {
   const auto top = std::max_element(scores_.begin(), scores_.end());
   if (params_.greedy()) return int64_t(top - scores_.begin());
   const double mx = *top, t = params_.temperature;
-  // The largest weight is 1, so min-p's cut is min_p itself.
+  // Cuts on the scores, before any exp: the weight exp((s − mx) / t) is monotonic in s, so
+  // min-p's cut (the largest weight is 1, so the cut is min_p itself) is a score floor, and
+  // top-k the k best scores. Masked tokens (−inf) are never candidates. Only what is left
+  // gets its weight.
+  const double floor = params_.min_p > 0 ? mx + t * std::log(params_.min_p)
+                                         : -std::numeric_limits<double>::infinity();
   candidates_.clear();
-  for (size_t i = 0; i < scores_.size(); ++i) {
-    const double w = std::exp((scores_[i] - mx) / t);
-    if (w >= params_.min_p && w > 0) candidates_.push_back({w, int64_t(i)});
-  }
+  for (size_t i = 0; i < scores_.size(); ++i)
+    if (scores_[i] >= floor && scores_[i] > -std::numeric_limits<double>::infinity())
+      candidates_.push_back({scores_[i], int64_t(i)});  // the score, for now
   auto first = candidates_.begin();
-  size_t n = candidates_.size();
-  if (params_.top_k > 0 && size_t(params_.top_k) < n) {
+  if (params_.top_k > 0 && size_t(params_.top_k) < candidates_.size()) {
     std::nth_element(first, first + params_.top_k, candidates_.end(), std::greater<>());
-    n = size_t(params_.top_k);
+    candidates_.resize(size_t(params_.top_k));
   }
+  size_t n = 0;
+  for (const Candidate& c : candidates_) {
+    const double w = std::exp((c.weight - mx) / t);
+    if (w > 0) candidates_[n++] = {w, c.id};  // an underflow to 0 is no candidate
+  }
+  candidates_.resize(n);
+  first = candidates_.begin();
   size_t kept_n = n;
   double kept = 0;
   if (params_.top_p < 1) {
