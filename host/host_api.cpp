@@ -980,6 +980,16 @@ void reset_sampler(SamplerState& s) {
   if (s.masks) s.constraint.emplace(s.masks);
 }
 
+// The grammar's masks over the vocabulary, made once the sampler's vocabulary is fixed (the
+// first sample's logits, or the tokenizer's when a token is accepted first).
+void ensure_masks(SamplerState& s) {
+  if (s.masks) return;
+  const sy::Tokenizer& tok = s.model->model.tokenizer;
+  if (s.vocab == 0) s.vocab = tok.vocab_size();
+  s.masks = std::make_shared<sy::GrammarMasks>(s.grammar, sy::vocabulary_table(tok, s.vocab));
+  s.constraint.emplace(s.masks);
+}
+
 }  // namespace
 
 int sy_sampler_create(sy_model* model, const sy_sampler_params* params, sy_sampler** sampler,
@@ -1036,12 +1046,7 @@ int sy_sampler_sample(sy_sampler* sampler, const float* logits, size_t n_vocab, 
       *token = s->sampler->sample(row);
       return;
     }
-    if (!s->masks) {  // the vocabulary's table, at the logits' length, once
-      const sy::OpenedModel& m = s->model->model;
-      s->masks = std::make_shared<sy::GrammarMasks>(
-          s->grammar, sy::vocabulary_table(m.tokenizer, int64_t(n_vocab)));
-      s->constraint.emplace(s->masks);
-    }
+    ensure_masks(*s);
     s->masked.assign(row.begin(), row.end());
     if (s->constraint->mask(s->masked, s->model->model.generation.eos_ids) == 0)
       throw Error(Errc::bad_tokenizer, std::string(fn) +
@@ -1060,12 +1065,7 @@ int sy_sampler_accept(sy_sampler* sampler, int64_t token, sy_host_error* error) 
     if (token < 0 || (s->vocab > 0 ? token >= s->vocab : token >= tok.vocab_size()))
       throw invalid_argument(fn, "token", std::to_string(token) + " is outside the vocabulary");
     if (s->grammar) {
-      if (!s->masks) {  // accepted before any sample: the vocabulary is the tokenizer's
-        if (s->vocab == 0) s->vocab = tok.vocab_size();
-        s->masks =
-            std::make_shared<sy::GrammarMasks>(s->grammar, sy::vocabulary_table(tok, s->vocab));
-        s->constraint.emplace(s->masks);
-      }
+      ensure_masks(*s);
       const auto& eos = s->model->model.generation.eos_ids;
       const bool is_eos = std::find(eos.begin(), eos.end(), token) != eos.end();
       const sy::TokenTable& table = *s->masks->table();

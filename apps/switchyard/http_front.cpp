@@ -442,10 +442,6 @@ void HttpFront::set_refusal(std::function<void(const HttpRequest&, HttpReply&)> 
   impl_->refusal = std::move(refusal);
 }
 
-size_t HttpFront::max_connections() const {
-  return impl_->options.max_connections;
-}
-
 int HttpFront::listen(const std::string& host, int port, std::string& why) {
   Impl& f = *impl_;
   error_code ec;

@@ -99,7 +99,6 @@ class HttpFront {
   // Closes the listener and every connection, and joins the threads. Handlers still running
   // finish first (the server drains its jobs before it stops).
   void stop();
-  size_t max_connections() const;
 
   struct Impl;  // opaque: the sockets, the I/O thread and the workers (http_front.cpp)
 

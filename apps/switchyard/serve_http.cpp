@@ -443,6 +443,12 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
       return refuse(404, Error(Errc::model_not_found, "the model " + *r.model +
                                                           " does not exist; this server serves " +
                                                           config_.alias));
+    if (r.n > config_.parallel)
+      return refuse(400, Error(Errc::bad_request, "n: " + std::to_string(r.n) + " choices run as " +
+                                                      std::to_string(r.n) +
+                                                      " sequences at once, and this server "
+                                                      "runs at most --parallel " +
+                                                      std::to_string(config_.parallel)));
     std::string rendered;
     std::vector<int64_t> ids = prompt_ids_of(r, *m.model, rendered);
     for (size_t i = 0; i < ids.size(); ++i)
@@ -462,8 +468,8 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
     job->prompt = std::move(ids);
     job->sampling =
         sampling_options(r, r.max_tokens.value_or(room), m.vocab, std::random_device{}());
+    const ToolFormat format = tool_format(m.model->generation);
     if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::function) {
-      const ToolFormat format = tool_format(m.model->generation);
       job->sampling.grammar = tool_call_grammar(format, r.tools, r.tool_name, r.parallel_tool_calls,
                                                 think_lead_for(m.model->generation, rendered));
       job->sampling.grammar_specials = tool_call_markers(format, m.model->tokenizer);
@@ -472,16 +478,9 @@ void ServeHttp::complete(RequestKind kind, const std::string& path, const HttpRe
     if (kind == RequestKind::chat)
       job->reasoning = reasoning_split_for(m.model->tokenizer, m.model->generation, rendered);
     call->reasoning = job->reasoning != nullptr;
-    const ToolFormat format = tool_format(m.model->generation);
     if (!r.tools.empty())
       job->tools = std::make_unique<ToolCallReader>(format, std::random_device{}());
     call->tools = job->tools != nullptr;
-    if (r.n > config_.parallel)
-      return refuse(400, Error(Errc::bad_request, "n: " + std::to_string(r.n) + " choices run as " +
-                                                      std::to_string(r.n) +
-                                                      " sequences at once, and this server "
-                                                      "runs at most --parallel " +
-                                                      std::to_string(config_.parallel)));
     call->choices.push_back(job);
     for (int64_t i = 1; i < r.n; ++i) {
       auto fork = std::make_shared<Job>(job->signal);

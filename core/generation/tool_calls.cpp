@@ -192,17 +192,18 @@ void ToolCallReader::feed(const std::string& text, std::string& content,
 // Text streams until the first [TOOL_CALLS] (what may be its start is held); from it on, all is
 // held for finish().
 void ToolCallReader::feed_mistral(std::string& content) {
-  if (inside_) return;
-  const size_t at = pending_.find(kToolCalls);
-  if (at == std::string::npos) {
-    const size_t keep = tag_prefix_tail(pending_, kToolCalls);
-    content += pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return;
-  }
-  content += pending_.substr(0, at);
-  pending_.erase(0, at);
-  inside_ = true;
+  if (!inside_) inside_ = text_until(kToolCalls, content);
+}
+
+// The pending text before `tag` to `content`; true when the tag is there (pending_ now starts
+// with it). Without it, all but what may be its start goes.
+bool ToolCallReader::text_until(std::string_view tag, std::string& content) {
+  const size_t at = pending_.find(tag);
+  const size_t take =
+      at != std::string::npos ? at : pending_.size() - tag_prefix_tail(pending_, tag);
+  content += pending_.substr(0, take);
+  pending_.erase(0, take);
+  return at != std::string::npos;
 }
 
 // `held` from its first [TOOL_CALLS] to the end. The JSON form is read whole (one array: every
@@ -261,15 +262,8 @@ void ToolCallReader::feed_llama3(std::string& content) {
 void ToolCallReader::feed_hermes(std::string& content, std::vector<ToolCall>& calls) {
   for (;;) {
     if (!inside_) {
-      const size_t open = pending_.find(kOpen);
-      if (open == std::string::npos) {
-        const size_t keep = tag_prefix_tail(pending_, kOpen);
-        content += pending_.substr(0, pending_.size() - keep);
-        pending_.erase(0, pending_.size() - keep);
-        return;
-      }
-      content += pending_.substr(0, open);
-      pending_.erase(0, open + kOpen.size());
+      if (!text_until(kOpen, content)) return;
+      pending_.erase(0, kOpen.size());
       inside_ = true;
     }
     const size_t close = pending_.find(kClose);
@@ -278,10 +272,7 @@ void ToolCallReader::feed_hermes(std::string& content, std::vector<ToolCall>& ca
     pending_.erase(0, close + kClose.size());
     inside_ = false;
     const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    const bool call =
-        j.is_object() && j.contains("name") && j["name"].is_string() &&
-        (!j.contains("arguments") || j["arguments"].is_object() || j["arguments"].is_string());
-    if (!call) {  // not a call after all: the text stays as the model wrote it
+    if (!is_call(j, "arguments")) {  // not a call after all: the text stays as the model wrote it
       content += std::string(kOpen) + body + std::string(kClose);
       continue;
     }
@@ -296,14 +287,11 @@ void ToolCallReader::add(const std::string& name, const std::string& arguments,
 
 void ToolCallReader::finish(std::string& content, std::vector<ToolCall>& calls) {
   if (format_ == ToolFormat::llama3_json && lead_ == Lead::call) {
-    std::string_view body = pending_;
-    body.remove_prefix(std::min(body.size(), body.find_first_not_of(" \t\r\n")));
-    if (body.substr(0, kPythonTag.size()) == kPythonTag) body.remove_prefix(kPythonTag.size());
+    std::string_view body = trimmed(pending_);
+    if (body.starts_with(kPythonTag)) body.remove_prefix(kPythonTag.size());
     const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
     const char* key = j.is_object() && j.contains("parameters") ? "parameters" : "arguments";
-    const bool call = j.is_object() && j.contains("name") && j["name"].is_string() &&
-                      (!j.contains(key) || j[key].is_object() || j[key].is_string());
-    if (call) {
+    if (is_call(j, key)) {
       calls.push_back(make_call(j, key));
       pending_.clear();
     }

@@ -102,6 +102,7 @@ class ToolCallReader {
   void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
   void feed_llama3(std::string& content);
   void feed_mistral(std::string& content);
+  bool text_until(std::string_view tag, std::string& content);
   size_t read_mistral(std::string_view held, std::vector<ToolCall>& calls);
   ToolCall make_call(const nlohmann::json& j, const char* arguments_key);
   ToolFormat format_;

@@ -390,14 +390,14 @@ typedef int (*sy_token_callback)(void* user_data, int64_t token, const char* tex
  * the call that takes the struct only. */
 typedef struct sy_sampler_params {
   size_t struct_size;
-  double temperature;        /* [0, 2]; 0: the most likely token (after bias and penalties) */
-  int64_t top_k;             /* >= 0; 0: every token */
-  double top_p;              /* (0, 1]; 0: 1 */
-  double min_p;              /* [0, 1]: drop tokens below min_p x the likeliest (vLLM's) */
-  double presence_penalty;   /* [-2, 2], OpenAI's: over the tokens generated so far */
-  double frequency_penalty;  /* [-2, 2], OpenAI's */
-  double repetition_penalty; /* (0, 100], transformers': over the prompt and the generated
-                                tokens; 0: 1, none */
+  double temperature;            /* [0, 2]; 0: the most likely token (after bias and penalties) */
+  int64_t top_k;                 /* >= 0; 0: every token */
+  double top_p;                  /* (0, 1]; 0: 1 */
+  double min_p;                  /* [0, 1]: drop tokens below min_p x the likeliest (vLLM's) */
+  double presence_penalty;       /* [-2, 2], OpenAI's: over the tokens generated so far */
+  double frequency_penalty;      /* [-2, 2], OpenAI's */
+  double repetition_penalty;     /* (0, 100], transformers': over the prompt and the generated
+                                    tokens; 0: 1, none */
   const int64_t* logit_bias_ids; /* num_logit_bias token ids, each in the vocabulary */
   const float* logit_bias;       /* their biases, each in [-100, 100], added to the logits */
   size_t num_logit_bias;

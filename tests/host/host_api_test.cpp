@@ -103,6 +103,20 @@ class HostApi : public ::testing::Test {
     return ids;
   }
 
+  // The session's sequence started over with `prompt`: the logits of its last token.
+  static std::vector<float> prefill_logits(sy_session* s, const std::vector<int64_t>& prompt) {
+    sy_session_info info;
+    std::memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    EXPECT_EQ(sy_session_info_get(s, &info, nullptr), kOk);
+    std::vector<float> logits(size_t(info.vocab_size));
+    sy_host_error e = fresh_error();
+    EXPECT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
+              kOk)
+        << e.message;
+    return logits;
+  }
+
   static sy::test::TempDir* dir_;
   static std::string model_path_;
   static sy_runtime* runtime_;
@@ -220,14 +234,7 @@ TEST_F(HostApi, TheSamplerChainGivesTheIdsOfSwitchyardRun) {
   sy_host_error e = fresh_error();
   ASSERT_EQ(sy_sampler_create(model_, &p, &sampler, &e), kOk) << e.message;
   ASSERT_EQ(sy_sampler_reset(sampler, prompt.data(), prompt.size(), &e), kOk) << e.message;
-  sy_session_info info;
-  std::memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  ASSERT_EQ(sy_session_info_get(s, &info, nullptr), kOk);
-  std::vector<float> logits(size_t(info.vocab_size));
-  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
-            kOk)
-      << e.message;
+  std::vector<float> logits = prefill_logits(s, prompt);
   std::vector<int64_t> own;
   for (int i = 0; i < 16; ++i) {
     int64_t token = -1;
@@ -240,8 +247,7 @@ TEST_F(HostApi, TheSamplerChainGivesTheIdsOfSwitchyardRun) {
   EXPECT_EQ(own, cli);
   // The same again after a reset: the generator starts from its seed.
   ASSERT_EQ(sy_sampler_reset(sampler, prompt.data(), prompt.size(), &e), kOk);
-  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
-            kOk);
+  logits = prefill_logits(s, prompt);
   int64_t first = -1;
   ASSERT_EQ(sy_sampler_sample(sampler, logits.data(), logits.size(), &first, &e), kOk);
   EXPECT_EQ(first, cli[0]);
@@ -333,13 +339,7 @@ TEST_F(HostApi, ASchemaHoldsTheOutputInGenerateAndInAnOwnLoop) {
   sy_sampler* sm = nullptr;
   ASSERT_EQ(sy_sampler_create(model_, &p, &sm, &e), kOk) << e.message;
   ASSERT_EQ(sy_sampler_reset(sm, prompt.data(), prompt.size(), &e), kOk);
-  sy_session_info info;
-  std::memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  ASSERT_EQ(sy_session_info_get(s, &info, nullptr), kOk);
-  std::vector<float> logits(size_t(info.vocab_size));
-  ASSERT_EQ(sy_session_prefill(s, prompt.data(), prompt.size(), logits.data(), logits.size(), &e),
-            kOk);
+  std::vector<float> logits = prefill_logits(s, prompt);
   std::vector<int64_t> own;
   int32_t whole = 0;
   while (!whole && own.size() < 120) {

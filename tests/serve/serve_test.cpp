@@ -728,8 +728,9 @@ TEST_F(Serve, APortInUseIsRefusedNotShared) {
   EXPECT_THAT(second.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
 }
 
-// n choices of one prompt: the prompt runs once (the prompt-token counter counts it once) and
-// the choices are forks of its sequence. At temperature 0 the three are `run --chat`'s greedy
+// n choices of one prompt, served (that the prompt runs once and the forks share its blocks is
+// EngineTest.ForksShareThePromptAndEachDecodesItsOwnTokens'): usage and the prompt-token counter
+// count the prompt once. At temperature 0 the three are `run --chat`'s greedy
 // ids; with a seed, choice i is the same request with n = 1 and seed + i (the path with no
 // fork), so a seeded request is reproducible; streamed, each choice's deltas reassemble to
 // the whole answer's choice.
