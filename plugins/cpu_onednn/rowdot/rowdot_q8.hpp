@@ -53,6 +53,15 @@ struct Q16Block {
 inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3,
                           kLayoutIq4_NLRows8 = 4, kLayoutQ5_0Rows8 = 5, kLayoutQ5_1Rows8 = 6;
 
+// (Defined in weight_layout.cpp, a file of the base flags, so a tier file may call them.)
+// The bytes of one stored block of a type packed in `layout` (0 when it names none).
+int64_t rows8_stored_block_bytes(uint32_t layout);
+
+// Block b of a group of 8 packed rows (`packed`: the group's block, 8 stored blocks' bytes) back
+// into the 8 rows' stored blocks at `stored`, rows8_stored_block_bytes(layout) apart: for a
+// reader of the stored layout (the amx tier's tiles) on weights packed for its other forms.
+void unpack_rows8_block(uint32_t layout, const uint8_t* packed, uint8_t* stored);
+
 struct RowdotQ8Args {
   sy_dtype wtype;
   const void* w;       // [N, K] in blocks of wtype

@@ -51,19 +51,44 @@ void tile_x(const RowdotQ8Args& a, int64_t t0, int64_t t1, void* out) {
     }
 }
 
+// Stored block `from` of `row` (nullptr past N: zeros) as row r's block b of bytes, scale and
+// coeff ([16][K], [16][blocks]).
+template <class D>
+void decode_block(const RowdotQ8Args& a, const uint8_t* row, int64_t from, int64_t b, int r,
+                  uint8_t* bytes, float* scale, float* coeff) {
+  const int64_t blocks = a.K / 32;
+  float s0 = 0.f, s1 = 0.f, c = 0.f;
+  __m256i v = _mm256_setzero_si256();
+  if (row) D::at(row, from, v, s0, s1, c);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + r * a.K + 32 * b), v);
+  scale[r * blocks + b] = s0;
+  coeff[r * blocks + b] = c;
+}
+
 // 16 weight rows from n (zeros past N), decoded: bytes [16][K], scales and offsets [16][blocks].
+// Weights packed 8 rows interleaved (the other forms' layout) are unpacked a block at a time
+// into their stored bytes first: the same bytes, so the same integers.
 template <class D>
 void decode_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
                  uint8_t* bytes, float* scale, float* coeff) {
   const int64_t blocks = a.K / 32;
-  for (int r = 0; r < kTile; ++r)
+  if (a.layout == 0) {
+    for (int r = 0; r < kTile; ++r)
+      for (int64_t b = 0; b < blocks; ++b)
+        decode_block<D>(a, n + r < a.N ? w + (n + r) * row_bytes : nullptr, b, b, r, bytes, scale,
+                        coeff);
+    return;
+  }
+  // Packed: N is a multiple of 8, and n of 16 (the split's unit).
+  const int64_t block = rows8_stored_block_bytes(a.layout);
+  alignas(32) uint8_t stored[8 * 64];  // 8 stored blocks; the largest, q8_0's, is 34 bytes
+  for (int g = 0; g < 2; ++g)
     for (int64_t b = 0; b < blocks; ++b) {
-      float s0 = 0.f, s1 = 0.f, c = 0.f;
-      __m256i v = _mm256_setzero_si256();
-      if (n + r < a.N) D::at(w + (n + r) * row_bytes, b, v, s0, s1, c);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + r * a.K + 32 * b), v);
-      scale[r * blocks + b] = s0;
-      coeff[r * blocks + b] = c;
+      const bool here = n + 8 * g < a.N;
+      if (here) unpack_rows8_block(a.layout, w + ((n / 8 + g) * blocks + b) * 8 * block, stored);
+      for (int r = 0; r < 8; ++r)
+        decode_block<D>(a, here ? stored + r * block : nullptr, 0, b, 8 * g + r, bytes, scale,
+                        coeff);
     }
 }
 
@@ -150,7 +175,7 @@ void columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   if (!tiled) q16_columns<VnniQ8, VnniMac>(a, n0, n1);
 }
 
-const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile};
+const RowdotQ8Tier kTier = {"q8_amx", q8_quantize<VnniQ8>, columns, tile_x, kTile, true};
 
 }  // namespace
 

@@ -25,30 +25,29 @@ namespace {
 
 // 8 weight rows of K/32 blocks, interleaved: per block 16 vectors, vector j holding the 16-bit
 // elements 2j and 2j + 1 of each row (lane r: row r), then the rows' scales (s1: q6_k's second
-// half-block's) and offsets.
+// half-block's) and offsets. A thread's two panels (Q16Panels) interleave vector by vector, so
+// that vector j of both, and their scales, are each one 64-byte run: a 512-bit form reads 16
+// weight rows as one register (rowdot_q8_vnni.hpp).
 struct Q16Panel {
-  __m256i* w;               // [blocks][16]
-  __m256 *s0, *s1, *coeff;  // [blocks], lane r: row r
-  // This thread's panel for rows of `blocks` blocks (tier_scratch: a tier file keeps no
-  // container of its own).
-  Q16Panel() = default;
-  Q16Panel(__m256i* p, int64_t blocks) {
-    w = p;
-    s0 = reinterpret_cast<__m256*>(p + 16 * blocks);
-    s1 = s0 + blocks;
-    coeff = s1 + blocks;
-  }
+  __m256i* w_;
+  __m256* s_;
+  int64_t blocks_;
+  __m256i* w(int64_t b, int j) const { return w_ + 2 * (16 * b + j); }
+  __m256& s0(int64_t b) const { return s_[2 * b]; }
+  __m256& s1(int64_t b) const { return s_[2 * (blocks_ + b)]; }
+  __m256& coeff(int64_t b) const { return s_[2 * (2 * blocks_ + b)]; }
 };
 
 // This thread's two panels (16 weight rows) for rows of `blocks` blocks (tier_scratch: a tier
-// file keeps no container of its own).
+// file keeps no container of its own; 64-byte aligned).
 struct Q16Panels {
   Q16Panel p[2];
   explicit Q16Panels(int64_t blocks) {
     auto* w = static_cast<__m256i*>(
         tier_scratch(ScratchSlot::q16_panel, sizeof(__m256i) * size_t(2 * 19 * blocks)));
-    p[0] = Q16Panel(w, blocks);
-    p[1] = Q16Panel(w + 19 * blocks, blocks);
+    auto* s = reinterpret_cast<__m256*>(w + 2 * 16 * blocks);
+    p[0] = {w, s, blocks};
+    p[1] = {w + 1, s + 1, blocks};
   }
 };
 
@@ -86,10 +85,9 @@ void q16_panel_fill(const uint8_t* w, int64_t row_bytes, int64_t blocks, Q16Pane
     }
     transpose8x32(lo);
     transpose8x32(hi);
-    __m256i* out = p.w + 16 * b;
     for (int j = 0; j < 8; ++j)
-      _mm256_store_si256(out + j, lo[j]), _mm256_store_si256(out + 8 + j, hi[j]);
-    scales.at(b, p.s0[b], p.s1[b], p.coeff[b]);
+      _mm256_store_si256(p.w(b, j), lo[j]), _mm256_store_si256(p.w(b, 8 + j), hi[j]);
+    scales.at(b, p.s0(b), p.s1(b), p.coeff(b));
   }
 }
 
@@ -103,7 +101,7 @@ inline void q16_panel_sums(const Q16Panel* p, int64_t b, const Q16Block* const (
     for (int m = 0; m < RX; ++m) sum[k][m] = _mm256_setzero_si256();
   for (int j = j0; j < j1; ++j) {
     __m256i w[NP];
-    for (int k = 0; k < NP; ++k) w[k] = _mm256_load_si256(p[k].w + 16 * b + j);
+    for (int k = 0; k < NP; ++k) w[k] = _mm256_load_si256(p[k].w(b, j));
     for (int m = 0; m < RX; ++m) {
       int32_t pair;
       std::memcpy(&pair, xb[m]->q + 2 * j, sizeof pair);
@@ -144,19 +142,19 @@ void q16_panel_rows(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, int64_t
     for (int k = 0; k < NP; ++k)
       for (int i = 0; i < RX; ++i)
         acc[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k][i]),
-                                    _mm256_mul_ps(p[k].s0[b], _mm256_set1_ps(xb[i]->d)), acc[k][i]);
+                                    _mm256_mul_ps(p[k].s0(b), _mm256_set1_ps(xb[i]->d)), acc[k][i]);
     if constexpr (D::kHalves) {
       q16_panel_sums<Mac, NP, RX>(p, b, xb, 8, 16, sum);
       for (int k = 0; k < NP; ++k)
         for (int i = 0; i < RX; ++i)
           acc[k][i] =
               _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k][i]),
-                              _mm256_mul_ps(p[k].s1[b], _mm256_set1_ps(xb[i]->d)), acc[k][i]);
+                              _mm256_mul_ps(p[k].s1(b), _mm256_set1_ps(xb[i]->d)), acc[k][i]);
     }
     if constexpr (D::kOffset)
       for (int k = 0; k < NP; ++k)
         for (int i = 0; i < RX; ++i)
-          off[k][i] = _mm256_fmadd_ps(p[k].coeff[b], _mm256_set1_ps(xb[i]->s), off[k][i]);
+          off[k][i] = _mm256_fmadd_ps(p[k].coeff(b), _mm256_set1_ps(xb[i]->s), off[k][i]);
   }
   for (int k = 0; k < NP; ++k)
     for (int i = 0; i < RX; ++i) {
@@ -168,9 +166,16 @@ void q16_panel_rows(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, int64_t
 
 // Every row of x against NP filled panels of weight rows [n, n + 8·NP): 4 rows of x at a time,
 // then one by one; the first pass fetches `ahead`.
+// A Mac with a 512-bit form of two panels (Mac::kTwoPanelsWide) takes NP = 2 there.
 template <class D, class Mac, int NP>
 void q16_panels_against_x(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, PanelAhead ahead) {
   int64_t m = 0;
+  if constexpr (NP == 2 && requires { Mac::kTwoPanelsWide; }) {
+    for (; m + 8 <= a.M; m += 8, ahead = {}) Mac::template two_panels<D, 8>(a, p, n, m, ahead);
+    for (; m + 4 <= a.M; m += 4, ahead = {}) Mac::template two_panels<D, 4>(a, p, n, m, ahead);
+    for (; m < a.M; ++m, ahead = {}) Mac::template two_panels<D, 1>(a, p, n, m, ahead);
+    return;
+  }
   for (; m + 4 <= a.M; m += 4, ahead = {}) q16_panel_rows<D, Mac, NP, 4>(a, p, n, m, ahead);
   for (; m < a.M; ++m, ahead = {}) q16_panel_rows<D, Mac, NP, 1>(a, p, n, m, ahead);
 }
@@ -366,12 +371,11 @@ void q16_panel_fill_rows8(const uint8_t* group, int64_t blocks, Q16Panel& p) {
   const __m256i bias = _mm256_set1_epi16(P::kBias);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * P::kBytes;
-    __m256i* out = p.w + 16 * b;
     P::pairs(blk, [&](int j, __m256i w) {
-      _mm256_store_si256(out + j, P::kBias ? _mm256_sub_epi16(w, bias) : w);
+      _mm256_store_si256(p.w(b, j), P::kBias ? _mm256_sub_epi16(w, bias) : w);
     });
-    p.s0[b] = rows8_halves(blk);
-    if constexpr (D::kOffset) p.coeff[b] = rows8_halves(blk + 16);
+    p.s0(b) = rows8_halves(blk);
+    if constexpr (D::kOffset) p.coeff(b) = rows8_halves(blk + 16);
   }
 }
 

@@ -32,10 +32,80 @@ struct VnniQ8 : Avx2Q8 {
   }
 };
 
-// The 16-bit forms' multiply-accumulate in one instruction.
+// The 16-bit forms' multiply-accumulate in one instruction, and two panels (16 weight rows)
+// against rows of x on 512-bit vectors (q16_panels_against_x takes it for NP = 2).
 struct VnniMac {
   static __m256i mac(__m256i sum, __m256i w, __m256i q) { return _mm256_dpwssd_epi32(sum, w, q); }
-  static __m256i accumulate(__m256i sum, __m256i w, __m256i q) { return mac(sum, w, q); }
+  // mac into a loop's running sum, written as an instruction whose destination is the sum:
+  // GCC 12 otherwise copies the sum into a fresh register before each vpdpwssd and back after
+  // it, two vmovdqa per multiply-accumulate (Avx2Mac::accumulate has the same reason).
+  static __m256i accumulate(__m256i sum, __m256i w, __m256i q) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(w), "v"(q));
+    return sum;
+  }
+  static __m512i accumulate(__m512i sum, __m512i w, __m512i q) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(w), "v"(q));
+    return sum;
+  }
+
+  static constexpr bool kTwoPanelsWide = true;
+
+  // Σ over activation pairs [j0, j1) of block b of RX rows of x against both panels, lane r
+  // of sum[m] weight row r of the 16.
+  template <int RX>
+  static void two_panel_sums(const Q16Panel* p, int64_t b, const Q16Block* const (&xb)[RX], int j0,
+                             int j1, __m512i (&sum)[RX]) {
+    for (int m = 0; m < RX; ++m) sum[m] = _mm512_setzero_si512();
+    for (int j = j0; j < j1; ++j) {
+      const __m512i w = _mm512_load_si512(p[0].w(b, j));  // p[1]'s vector j follows p[0]'s
+      for (int m = 0; m < RX; ++m) {
+        int32_t pair;
+        std::memcpy(&pair, xb[m]->q + 2 * j, sizeof pair);
+        sum[m] = accumulate(sum[m], w, _mm512_set1_epi32(pair));
+      }
+    }
+  }
+
+  // Rows [m, m + RX) of x against the two filled panels of weight rows [n, n + 16): the 256-bit
+  // q16_panel_rows' arithmetic lane for lane (the same integer sums, then per output
+  // acc = fma(float(Σ), scale · d, acc), off = fma(offset, s, off), the result acc + off), on
+  // half the instructions.
+  template <class D, int RX>
+  static void two_panels(const RowdotQ8Args& a, const Q16Panel* p, int64_t n, int64_t m,
+                         PanelAhead ahead) {
+    const int64_t blocks = a.K / 32;
+    __m512 acc[RX], off[RX];
+    for (int i = 0; i < RX; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const Q16Block* xb[RX];
+      for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
+      ahead.fetch(b);
+      __m512i sum[RX];
+      two_panel_sums<RX>(p, b, xb, 0, D::kHalves ? 8 : 16, sum);
+      const __m512 s0 = _mm512_load_ps(&p[0].s0(b));
+      for (int i = 0; i < RX; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i]),
+                                 _mm512_mul_ps(s0, _mm512_set1_ps(xb[i]->d)), acc[i]);
+      if constexpr (D::kHalves) {
+        two_panel_sums<RX>(p, b, xb, 8, 16, sum);
+        const __m512 s1 = _mm512_load_ps(&p[0].s1(b));
+        for (int i = 0; i < RX; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i]),
+                                   _mm512_mul_ps(s1, _mm512_set1_ps(xb[i]->d)), acc[i]);
+      }
+      if constexpr (D::kOffset) {
+        const __m512 coeff = _mm512_load_ps(&p[0].coeff(b));
+        for (int i = 0; i < RX; ++i)
+          off[i] = _mm512_fmadd_ps(coeff, _mm512_set1_ps(xb[i]->s), off[i]);
+      }
+    }
+    for (int i = 0; i < RX; ++i) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, _mm512_add_ps(acc[i], off[i]));
+      q8_store8(a, m + i, n, reinterpret_cast<const float(&)[8]>(out[0]));
+      q8_store8(a, m + i, n + 8, reinterpret_cast<const float(&)[8]>(out[8]));
+    }
+  }
 };
 
 }  // namespace

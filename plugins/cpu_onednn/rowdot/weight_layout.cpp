@@ -1,5 +1,7 @@
 #include "rowdot/weight_layout.hpp"
 
+#include <emmintrin.h>
+
 #include <cstring>
 
 #include "tier/cpu_tier.hpp"
@@ -74,7 +76,75 @@ void pack_rows8(const Rows8Type& t, const uint8_t* src, uint8_t* dst, int64_t N,
     }
 }
 
+// The type packed in `layout`, or nullptr.
+const Rows8Type* rows8_type_of(uint32_t layout) {
+  for (sy_dtype d :
+       {SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q8_0, SY_DTYPE_IQ4_NL, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1})
+    if (rows8_type(d)->layout == layout) return rows8_type(d);
+  return nullptr;
+}
+
+// fifth_bits_by_parity's inverse: bit i of the result is element i's.
+uint32_t fifth_bits_in_order(uint32_t by_parity) {
+  uint32_t out = 0;
+  for (int j = 0; j < 16; ++j) {
+    out |= ((by_parity >> j) & 1u) << (2 * j);
+    out |= ((by_parity >> (16 + j)) & 1u) << (2 * j + 1);
+  }
+  return out;
+}
+
 }  // namespace
+
+int64_t rows8_stored_block_bytes(uint32_t layout) {
+  const Rows8Type* t = rows8_type_of(layout);
+  return t ? block_bytes(*t) : 0;
+}
+
+void unpack_rows8_block(uint32_t layout, const uint8_t* packed, uint8_t* stored) {
+  const Rows8Type* t = rows8_type_of(layout);
+  if (!t) return;
+  const int64_t block = block_bytes(*t);
+  for (int r = 0; r < 8; ++r) {
+    uint8_t* out = stored + r * block;
+    for (int64_t f = 0; f < t->header_fields; ++f)
+      std::memcpy(out + 2 * f, packed + 16 * f + 2 * r, 2);
+    if (t->fifth_bits) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, packed + 16 * t->header_fields + 4 * r, 4);
+      bits = fifth_bits_in_order(bits);
+      std::memcpy(out + 2 * t->header_fields, &bits, 4);
+    }
+  }
+  // The quants: per 8 chunks, an 8 × 8 transpose of 16-bit words (chunk j's word r is row r's
+  // word j). SSE2 is every x86-64's, so this base-flags file may use it.
+  const uint8_t* chunks = packed + 16 * t->header_fields + (t->fifth_bits ? 32 : 0);
+  const int64_t at = 2 * t->header_fields + (t->fifth_bits ? 4 : 0);
+  for (int64_t half = 0; half < t->quant_bytes / 16; ++half) {
+    __m128i v[8], u[8];
+    for (int j = 0; j < 8; ++j)
+      v[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunks + 16 * (8 * half + j)));
+    for (int i = 0; i < 4; ++i) {
+      u[2 * i] = _mm_unpacklo_epi16(v[2 * i], v[2 * i + 1]);
+      u[2 * i + 1] = _mm_unpackhi_epi16(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 2; ++k) {
+        v[4 * i + 2 * k] = _mm_unpacklo_epi32(u[4 * i + k], u[4 * i + k + 2]);
+        v[4 * i + 2 * k + 1] = _mm_unpackhi_epi32(u[4 * i + k], u[4 * i + k + 2]);
+      }
+    // v[4i + 2k + h] holds rows 4k + 2h and 4k + 2h + 1's words 4i..4i+3.
+    for (int k = 0; k < 2; ++k)
+      for (int h = 0; h < 2; ++h) {
+        const __m128i a = v[2 * k + h], b = v[4 + 2 * k + h];
+        const int r = 4 * k + 2 * h;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(stored + r * block + at + 16 * half),
+                         _mm_unpacklo_epi64(a, b));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(stored + (r + 1) * block + at + 16 * half),
+                         _mm_unpackhi_epi64(a, b));
+      }
+  }
+}
 
 sy::edge::WeightLayout q16_weight_layout(sy_dtype wtype, int64_t N, int64_t K) {
   const Rows8Type* t = rows8_type(wtype);
