@@ -106,12 +106,18 @@ int64_t Sampler::pick() {
   if (params_.top_p < 1) {
     double total = 0;
     for (size_t i = 0; i < n; ++i) total += candidates_[i].weight;
-    // Sort a head of the candidates, twice as long each time its mass is short.
+    // Sort a head of the candidates, twice as long each time its mass is short. Each longer
+    // head selects only its new part from the rest (nth_element, linear) and sorts that part:
+    // a partial_sort of the whole rest per doubling took ~5 ms a token on a flat 20000-token
+    // vocabulary whose top-p set is thousands long. The order is the comparator's either way
+    // (a total one: the lowest id first among equal weights).
     size_t sorted = 0, head = std::min<size_t>(n, 64);
     kept_n = 0;
     for (;;) {
-      std::partial_sort(first + long(sorted), first + long(head), first + long(n),
-                        std::greater<>());
+      if (head < n)
+        std::nth_element(first + long(sorted), first + long(head), first + long(n),
+                         std::greater<>());
+      std::sort(first + long(sorted), first + long(head), std::greater<>());
       while (kept_n < head && (kept_n == 0 || kept / total < params_.top_p))
         kept += candidates_[kept_n++].weight;
       if (kept_n < head || head == n) break;
