@@ -12,12 +12,35 @@ namespace {
 // A type packed 8 rows interleaved: its stored block's f16 header fields, whether a 32-bit
 // mask of fifth bits follows them (q5_0, q5_1), and its quant bytes.
 struct Rows8Type {
+  sy_dtype dtype;
   uint32_t layout;
   int64_t header_fields;
   bool fifth_bits;
   int64_t quant_bytes;
   const char* name;
 };
+
+constexpr Rows8Type kRows8Types[] = {
+    {SY_DTYPE_Q4_0, kLayoutQ4_0Rows8, 1, false, 16, "q4_0, 8 rows interleaved"},
+    {SY_DTYPE_Q4_1, kLayoutQ4_1Rows8, 2, false, 16, "q4_1, 8 rows interleaved"},
+    {SY_DTYPE_Q8_0, kLayoutQ8_0Rows8, 1, false, 32, "q8_0, 8 rows interleaved"},
+    {SY_DTYPE_IQ4_NL, kLayoutIq4_NLRows8, 1, false, 16, "iq4_nl, 8 rows interleaved"},
+    {SY_DTYPE_Q5_0, kLayoutQ5_0Rows8, 1, true, 16, "q5_0, 8 rows interleaved"},
+    {SY_DTYPE_Q5_1, kLayoutQ5_1Rows8, 2, true, 16, "q5_1, 8 rows interleaved"}};
+
+// The packed type of dtype t, or nullptr.
+const Rows8Type* rows8_type(sy_dtype t) {
+  for (const Rows8Type& r : kRows8Types)
+    if (r.dtype == t) return &r;
+  return nullptr;
+}
+
+// The type packed in `layout`, or nullptr.
+const Rows8Type* rows8_type_of(uint32_t layout) {
+  for (const Rows8Type& r : kRows8Types)
+    if (r.layout == layout) return &r;
+  return nullptr;
+}
 
 // A q5 block's fifth bits (bit i: element i's) as the packed form reads them: the even
 // elements' bits in the low 16 (bit j: element 2j's), the odd elements' in the high 16.
@@ -29,24 +52,6 @@ uint32_t fifth_bits_by_parity(const uint8_t* qh) {
     out |= ((bits >> (2 * j + 1)) & 1u) << (16 + j);
   }
   return out;
-}
-
-const Rows8Type* rows8_type(sy_dtype t) {
-  static constexpr Rows8Type kQ4_0{kLayoutQ4_0Rows8, 1, false, 16, "q4_0, 8 rows interleaved"},
-      kQ4_1{kLayoutQ4_1Rows8, 2, false, 16, "q4_1, 8 rows interleaved"},
-      kQ8_0{kLayoutQ8_0Rows8, 1, false, 32, "q8_0, 8 rows interleaved"},
-      kIq4_NL{kLayoutIq4_NLRows8, 1, false, 16, "iq4_nl, 8 rows interleaved"},
-      kQ5_0{kLayoutQ5_0Rows8, 1, true, 16, "q5_0, 8 rows interleaved"},
-      kQ5_1{kLayoutQ5_1Rows8, 2, true, 16, "q5_1, 8 rows interleaved"};
-  switch (t) {
-    case SY_DTYPE_Q4_0: return &kQ4_0;
-    case SY_DTYPE_Q4_1: return &kQ4_1;
-    case SY_DTYPE_Q8_0: return &kQ8_0;
-    case SY_DTYPE_IQ4_NL: return &kIq4_NL;
-    case SY_DTYPE_Q5_0: return &kQ5_0;
-    case SY_DTYPE_Q5_1: return &kQ5_1;
-    default: return nullptr;
-  }
 }
 
 int64_t block_bytes(const Rows8Type& t) {
@@ -74,14 +79,6 @@ void pack_rows8(const Rows8Type& t, const uint8_t* src, uint8_t* dst, int64_t N,
           std::memcpy(chunks + 16 * j + 2 * r, quants + 2 * j, 2);
       }
     }
-}
-
-// The type packed in `layout`, or nullptr.
-const Rows8Type* rows8_type_of(uint32_t layout) {
-  for (sy_dtype d :
-       {SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q8_0, SY_DTYPE_IQ4_NL, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1})
-    if (rows8_type(d)->layout == layout) return rows8_type(d);
-  return nullptr;
 }
 
 // fifth_bits_by_parity's inverse: bit i of the result is element i's.
