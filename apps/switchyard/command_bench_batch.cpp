@@ -92,9 +92,9 @@ void step(Context& c, const Batch& b) {
 std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t prompt_len) {
   std::vector<std::pair<SeqId, int64_t>> seqs;
   for (int64_t s = 0; s < n; ++s) seqs.emplace_back(c.add_sequence(), 0);
-  auto token = [&](int64_t s, int64_t i) {  // distinct prompts: no prefix is shared
-    return 1 + (s * 7919 + i * 31) % 1000;
-  };
+  // Distinct prompts (no prefix is shared) of ids in [1, 1000], or the vocabulary's if smaller.
+  const int64_t ids = std::min<int64_t>(1000, c.vocab() - 1);
+  auto token = [&](int64_t s, int64_t i) { return 1 + (s * 7919 + i * 31) % ids; };
   const int64_t per_step = c.bounds().max_batch_tokens, max_seqs = c.bounds().max_sequences;
   int64_t s = 0, i = 0;  // the next prompt token to run: sequence s, position i
   while (s < n) {

@@ -63,6 +63,14 @@ GenerationSettings gguf_generation_settings(const GgufFile& file, const Tokenize
 std::optional<std::string> gguf_tensor_name(const std::string& architecture,
                                             const std::string& value_name);
 
+// Whether llama.cpp's converter permutes the rows of this weight value (attn_q and attn_k of
+// llama and smollm3, `rank` 2), and that permutation: Hugging Face's rows of each of `heads`
+// heads into GGUF's order (row h·D + 2i + t of the result is row h·D + t·D/2 + i), in place.
+// The loader undoes it; a tool writing a GGUF file (make-test-model --format gguf) applies it.
+bool gguf_rows_permuted(const std::string& architecture, const std::string& value_name,
+                        size_t rank);
+void gguf_permute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads);
+
 // A WeightLoader over `file`'s tensors (which must outlive it): shapes checked against the
 // graph, quantized tensors copied as they are, float tensors converted to the graph's dtype,
 // llama's attn_q / attn_k rows put back in Hugging Face's order.

@@ -48,19 +48,25 @@ bool convert_floats(const GgmlType& t, const void* src, int64_t count, sy_dtype 
   return true;
 }
 
-// The rows of a llama attn_q / attn_k back in Hugging Face's order: HF row h·D + t·D/2 + i is
-// GGUF row h·D + 2i + t (llama.cpp's permute()), for the `heads` heads of D rows each.
-void unpermute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) {
-  const int64_t d = rows / heads, half = d / 2;
+// Moves the rows of each of `heads` heads of D rows: row from(r) of a head's rows becomes row r.
+template <class From>
+void move_head_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads, From from) {
+  const int64_t d = rows / heads;
   std::vector<uint8_t> head(size_t(d * row_bytes));
   for (int64_t h = 0; h < heads; ++h) {
     uint8_t* base = data + h * d * row_bytes;
     std::memcpy(head.data(), base, head.size());
-    for (int64_t t = 0; t < 2; ++t)
-      for (int64_t i = 0; i < half; ++i)
-        std::memcpy(base + (t * half + i) * row_bytes, head.data() + (2 * i + t) * row_bytes,
-                    size_t(row_bytes));
+    for (int64_t r = 0; r < d; ++r)
+      std::memcpy(base + r * row_bytes, head.data() + from(r, d / 2) * row_bytes,
+                  size_t(row_bytes));
   }
+}
+
+// The rows of a llama attn_q / attn_k back in Hugging Face's order: HF row h·D + t·D/2 + i is
+// GGUF row h·D + 2i + t (llama.cpp's permute()), for the `heads` heads of D rows each.
+void unpermute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) {
+  move_head_rows(data, rows, row_bytes, heads,
+                 [](int64_t r, int64_t half) { return 2 * (r % half) + r / half; });
 }
 
 }  // namespace
@@ -185,8 +191,7 @@ std::optional<uint64_t> nan_scale(const uint8_t* data, uint64_t blocks) {
 // llama.cpp's converter permutes the rows of attn_q and attn_k of llama and of the models it
 // converts as llama (SmolLM3) (unpermute_rows).
 bool rows_permuted(const std::string& arch, const Value& v) {
-  return (arch == "llama" || arch == "smollm3") && v.shape.size() == 2 &&
-         (v.name.ends_with(".q_proj") || v.name.ends_with(".k_proj"));
+  return gguf_rows_permuted(arch, v.name, v.shape.size());
 }
 
 // Gemma's rms_norm weights, stored as w + 1 by the converter (read_gemma_common in
@@ -198,6 +203,16 @@ bool norm_plus_one(const std::string& arch, const Value& v) {
 }
 
 }  // namespace
+
+bool gguf_rows_permuted(const std::string& arch, const std::string& value_name, size_t rank) {
+  return (arch == "llama" || arch == "smollm3") && rank == 2 &&
+         (value_name.ends_with(".q_proj") || value_name.ends_with(".k_proj"));
+}
+
+void gguf_permute_rows(uint8_t* data, int64_t rows, int64_t row_bytes, int64_t heads) {
+  move_head_rows(data, rows, row_bytes, heads,
+                 [](int64_t r, int64_t half) { return (r % 2) * half + r / 2; });
+}
 
 WeightLoader gguf_weight_loader(const GgufFile& file, const GgufModel& model) {
   const int64_t heads = model.config["num_attention_heads"];

@@ -127,4 +127,26 @@ class GgufFile {
   std::unordered_map<std::string, size_t> index_;
 };
 
+// A tensor for write_gguf: `dims` in GGUF order (dims[0] is the row length), `type` a GGML type
+// number ggml_type() knows, `data` the tensor's `bytes`, read during the call only.
+struct GgufTensorData {
+  std::string name;
+  uint32_t type = 0;
+  std::vector<int64_t> dims;
+  const void* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// Writes a version-3 GGUF file at `path`, atomically (AtomicFile): the metadata in the order
+// given (each value as GgufValue holds it: its type picks the field it is written from), then the
+// tensor infos, then the tensors, each at a multiple of 32 bytes (GGUF's default alignment; a
+// "general.alignment" entry is refused rather than honoured). std::invalid_argument naming the
+// key or tensor for what the reader would refuse: a duplicate key or tensor name, a nested array
+// or unknown value type, an unknown GGML type, 1 to 4 dims not all positive, a row that is not
+// whole blocks, bytes that are not the dims' size; std::runtime_error when the file cannot be
+// written.
+void write_gguf(const std::string& path,
+                const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                const std::vector<GgufTensorData>& tensors);
+
 }  // namespace sy

@@ -1,16 +1,12 @@
 // Safetensors reading (mmap, every header field checked before use) and atomic writing.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "core/weights/atomic_file.hpp"
 #include "core/weights/mapped_file.hpp"
 #include "core/weights/weights.hpp"
 
@@ -123,30 +119,6 @@ TensorInfo read_entry(const std::string& path, const std::string& name, const js
 
 [[noreturn]] void invalid_argument(const std::string& path, const std::string& what) {
   throw std::invalid_argument("write_safetensors " + path + ": " + what);
-}
-
-[[noreturn]] void io_failure(const std::string& path, int& fd, const std::string& tmp,
-                             const char* what) {
-  int e = errno;
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-  ::unlink(tmp.c_str());
-  throw std::runtime_error(path + ": " + what + ": " + std::strerror(e));
-}
-
-// Writes all of [p, p + n) to fd; false with errno set on failure.
-bool write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -335,24 +307,14 @@ void write_safetensors(const std::string& path,
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  std::string tmp = path + ".tmp-XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    throw std::runtime_error(path +
-                             ": cannot create a temporary file beside it: " + std::strerror(errno));
-  if (::fchmod(fd, 0644) != 0) io_failure(path, fd, tmp, "cannot set permissions");
-  if (!write_all(fd, len, sizeof len) || !write_all(fd, text.data(), text.size()))
-    io_failure(path, fd, tmp, "cannot write the header");
+  AtomicFile out(path);
+  out.write(len, sizeof len, "cannot write the header");
+  out.write(text.data(), text.size(), "cannot write the header");
   for (size_t i : order)
-    if (tensors[i].first.bytes > 0 &&
-        !write_all(fd, tensors[i].second, static_cast<size_t>(tensors[i].first.bytes)))
-      io_failure(path, fd, tmp, "cannot write tensor data");
-  if (::fsync(fd) != 0) io_failure(path, fd, tmp, "cannot flush");
-  int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0) io_failure(path, fd, tmp, "cannot close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    io_failure(path, fd, tmp, "cannot rename the temporary file over it");
+    if (tensors[i].first.bytes > 0)
+      out.write(tensors[i].second, static_cast<size_t>(tensors[i].first.bytes),
+                "cannot write tensor data");
+  out.commit();
 }
 
 }  // namespace sy

@@ -2,8 +2,9 @@
 // written for tools and tests, plus the mapping from the importer's weight value names
 // (docs/graph-format.md, "Imported graphs") to the tensor names of Hugging Face checkpoints.
 //
-// Also offers GGUF files (gguf.hpp: GgufFile, the GGML type table) and the read-only mapping both
-// readers share (mapped_file.hpp).
+// Also offers GGUF files (gguf.hpp: GgufFile, the GGML type table, write_gguf), the read-only
+// mapping both readers share (mapped_file.hpp) and the all-or-nothing file both writers write
+// through (atomic_file.hpp).
 //
 // Offers: SafetensorsFile::open() (mmap PROT_READ/MAP_PRIVATE; the header is checked in full
 // before any tensor is handed out, so no later access can read past the end of the file),

@@ -106,6 +106,29 @@ TEST_F(RunCli, BenchDecodeReportsEveryDepthAgainstTheCeilings) {
   EXPECT_THAT(bad.err, HasSubstr("--depths"));
 }
 
+// bench batch on the tiny model, whose vocabulary of 271 its prompts' ids must stay inside (they
+// ran to 1000 and the first row failed with SY403): a row per count, and a step takes one host
+// call per op of its one segment (op by op on cpu_onednn), with no blocking wait.
+TEST_F(RunCli, BenchBatchReportsARowPerSequenceCount) {
+  auto r = test::run_switchyard("bench batch " + model_.string() +
+                                " --sequences 1,3 --prompt-len 20 --steps 4 --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  ASSERT_EQ(j["segments"].size(), 1u);
+  EXPECT_EQ(j["segments"][0]["form"], "per_op");
+  for (size_t k = 0; k < 2; ++k) {
+    const json& row = j["rows"][k];
+    EXPECT_EQ(row["sequences"], k == 0 ? 1 : 3);
+    EXPECT_GT(row["aggregate_tokens_per_s"].get<double>(), 0) << row;
+    EXPECT_EQ(row["host_calls_per_step"], j["segments"][0]["ops"].get<double>()) << row;
+    EXPECT_EQ(row["blocking_waits_per_step"].get<double>(), 0.0);
+  }
+  auto bad = test::run_switchyard("bench batch " + model_.string() + " --sequences 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--sequences"));
+}
+
 TEST_F(RunCli, PromptLongerThanTheContextIsExitFour) {
   auto r = run("--prompt 'a long prompt here' --max-tokens 4 --context 8");
   EXPECT_EQ(r.exit_code, 4);
@@ -368,6 +391,39 @@ TEST(RunSinks, SinksViaLseGiveTheTokensOfNativeSinks) {
         ++adapted;
       }
   EXPECT_EQ(adapted, 4);
+}
+
+// make-test-model --format gguf holds the folder form's model (same seed): run on either, the
+// greedy ids are the same. bf16: the GGUF run computes in f32 on the bf16 weights (a GGUF file's
+// floats take the run's dtype, f32 by default), so it is compared with the folder run in f32.
+// The PyPI gguf reader's view of the file is tests/cli/make_test_model_gguf_test.py's.
+TEST(MakeTestModelGguf, RunsTheModelOfTheFolderForm) {
+  test::TempDir dir;
+  const std::string args = " --prompt 'the cat sat' --max-tokens 16 --ignore-eos --json";
+  for (const std::string dtype : {"f32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string folder = (dir.path() / ("folder-" + dtype)).string();
+    const std::string gguf_dir = (dir.path() / ("gguf-" + dtype)).string();
+    const std::string made = " --shape tiny --seed 5 --dtype " + dtype;
+    ASSERT_EQ(test::run_switchyard("make-test-model " + folder + made).exit_code, 0);
+    auto g = test::run_switchyard("make-test-model " + gguf_dir + made + " --format gguf");
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_THAT(g.out, HasSubstr("model.gguf"));
+    EXPECT_FALSE(fs::exists(fs::path(gguf_dir) / "config.json"));
+    auto a = test::run_switchyard("run " + folder + args + " --dtype f32");
+    auto b = test::run_switchyard("run " + gguf_dir + "/model.gguf" + args);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const json ja = json::parse(a.out), jb = json::parse(b.out);
+    EXPECT_EQ(ja["generated_ids"].size(), 16u);
+    EXPECT_EQ(ja["generated_ids"], jb["generated_ids"]);
+    EXPECT_EQ(ja["prompt_tokens"], jb["prompt_tokens"]);
+  }
+  auto sinks = test::run_switchyard("make-test-model " + (dir.path() / "s").string() +
+                                    " --shape tiny-sinks --format gguf");
+  EXPECT_EQ(sinks.exit_code, 2);
+  EXPECT_THAT(sinks.err, HasSubstr("tiny-sinks"));
+  EXPECT_FALSE(fs::exists(dir.path() / "s" / "model.gguf"));
 }
 
 }  // namespace

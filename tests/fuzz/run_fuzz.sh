@@ -18,7 +18,8 @@ chat=($(cd "$src" && ls core/chat_template/*.cpp) core/errors/errors.cpp)
 gguf=(core/weights/gguf.cpp core/weights/mapped_file.cpp core/errors/errors.cpp)
 request=(core/serving/openai_request.cpp core/sampling/sampling.cpp core/sampling/grammar.cpp
          core/sampling/json_schema.cpp core/json/json_text.cpp core/errors/errors.cpp)
-safetensors=(core/weights/safetensors.cpp core/weights/mapped_file.cpp core/errors/errors.cpp)
+safetensors=(core/weights/safetensors.cpp core/weights/atomic_file.cpp core/weights/mapped_file.cpp
+  core/errors/errors.cpp)
 tokenizer=(core/tokenizer/tokenizer.cpp core/tokenizer/split_regex.cpp core/generation/generation.cpp core/json/json_text.cpp
            "${chat[@]}")
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined

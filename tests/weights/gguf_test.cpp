@@ -2,9 +2,12 @@
 // tests/fixtures/gguf/make_fixtures.py) reads back exactly, every metadata value and tensor byte;
 // files of our own test builder, versions 2 and 3, every GGML type the reader knows, a custom
 // alignment, round-trip; and every broken field is an Error SY302 naming the field or tensor,
-// never a crash or a read past the end (every truncation of a real file included).
+// never a crash or a read past the end (every truncation of a real file included). write_gguf:
+// the reference writer's file, read and written again, is its bytes exactly; what the reader
+// would refuse is refused by name, and no file is left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -247,6 +250,81 @@ TEST(Gguf, MissingFileIsRefusedWithItsPath) {
     EXPECT_EQ(e.where, "/nonexistent/model.gguf");
     EXPECT_NE(std::string(e.what()).find("cannot open it"), std::string::npos) << e.what();
   }
+}
+
+// The keys of tiny.gguf in the order make_fixtures.py adds them (GGUFWriter keeps that order).
+const std::vector<std::string> kFixtureKeyOrder = {"general.architecture",
+                                                   "test.u8",
+                                                   "test.i8",
+                                                   "test.u16",
+                                                   "test.i16",
+                                                   "test.u32",
+                                                   "test.i32",
+                                                   "test.f32",
+                                                   "test.bool",
+                                                   "test.string",
+                                                   "test.u64",
+                                                   "test.i64",
+                                                   "test.f64",
+                                                   "test.strings",
+                                                   "test.ints",
+                                                   "test.floats"};
+
+TEST(GgufWrite, TheReferenceWritersFileWrittenAgainIsItsBytes) {
+  const fs::path fixture = kGgufFixtures / "tiny.gguf";
+  GgufFile f = GgufFile::open(fixture.string());
+  ASSERT_EQ(f.metadata().size(), kFixtureKeyOrder.size());
+  std::vector<std::pair<std::string, GgufValue>> metadata;
+  for (const std::string& key : kFixtureKeyOrder) {
+    ASSERT_NE(f.value(key), nullptr) << key;
+    metadata.emplace_back(key, *f.value(key));
+  }
+  std::vector<GgufTensorData> tensors;
+  for (const GgufTensor& t : f.tensors())
+    tensors.push_back({t.name, t.type->id, t.dims, f.data(t), t.bytes});
+  test::TempDir dir;
+  const fs::path out = dir.path() / "again.gguf";
+  write_gguf(out.string(), metadata, tensors);
+  const std::string want = read_bytes(fixture), got = read_bytes(out);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "first difference at byte "
+                           << std::mismatch(got.begin(), got.end(), want.begin()).first -
+                                  got.begin();
+}
+
+TEST(GgufWrite, WhatTheReaderWouldRefuseIsRefusedByNameAndNoFileIsLeft) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "bad.gguf").string();
+  GgufValue text;
+  text.type = GgufType::string, text.s = "llama";
+  const std::vector<float> row(32, 1.f);
+  const GgufTensorData ok{"w", 0, {32}, row.data(), 128};
+  const auto expect_refused = [&](const std::vector<std::pair<std::string, GgufValue>>& meta,
+                                  const std::vector<GgufTensorData>& tensors,
+                                  const std::string& needle) {
+    try {
+      write_gguf(path, meta, tensors);
+      ADD_FAILURE() << "written; expected a refusal with '" << needle << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::is_empty(dir.path())) << "a file was left behind for: " << needle;
+  };
+  expect_refused({{"a", text}, {"a", text}}, {ok}, "metadata 'a' appears twice");
+  expect_refused({{"general.alignment", text}}, {ok}, "'general.alignment' is not written");
+  GgufValue nested = text;
+  nested.type = GgufType::array, nested.element_type = GgufType::array, nested.uints = {1};
+  expect_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
+  expect_refused({}, {ok, ok}, "tensor 'w' appears twice");
+  expect_refused({}, {{"t", 99, {32}, row.data(), 128}}, "tensor 't' has GGML type 99");
+  expect_refused({}, {{"t", 0, {}, row.data(), 0}}, "tensor 't' has no or more than 4 dims");
+  expect_refused({}, {{"t", 0, {32, 0}, row.data(), 0}}, "a dimension that is not positive");
+  expect_refused({}, {{"t", 8, {16}, row.data(), 17}}, "rows are not whole Q8_0 blocks");
+  expect_refused({}, {{"t", 0, {32}, row.data(), 64}}, "holds 64 bytes, its dims make 128");
+  write_gguf(path, {{"general.architecture", text}}, {ok});
+  GgufFile back = GgufFile::open(path);
+  ASSERT_EQ(back.tensors().size(), 1u);
+  EXPECT_EQ(hex(back.data(back.tensors()[0]), 128), hex(row.data(), 128));
 }
 
 }  // namespace
