@@ -4,8 +4,8 @@
 # (prompt 512, decode at cache depth 0) beside `llama-bench -p 512 -n 64`, and the ratios.
 #
 #   --llama-bin DIR   llama.cpp's binaries (llama-bench) are in DIR
-#   --build-llama DIR build them into DIR first, from the llama.cpp that PyPI's
-#                     llama-cpp-python sdist vendors (pip download, pinned below; CPU only)
+#   --build-llama DIR build them into DIR first (bench/build_llama_cpp.sh: the llama.cpp that
+#                     PyPI's llama-cpp-python sdist vendors, pinned there)
 #   --isa avx2|native avx2: Switchyard on its avx2 tier (SWITCHYARD_CPU_ISA) and llama.cpp built
 #                     with AVX2 and without AVX-512, as on a CPU without AVX-512; native: each
 #                     as the CPU allows (default)
@@ -17,7 +17,6 @@
 # build/llama-compare). Figures name the CPU (/proc/cpuinfo's family and model).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-LLAMA_PY_VERSION=0.3.36  # llama-cpp-python whose vendored llama.cpp is built
 llama_bin="" build_dir="" isa=native threads=$(nproc) numerics="" out="$here/build/llama-compare"
 sy="$here/build/bin/switchyard"
 models=()
@@ -37,30 +36,12 @@ done
 [ ${#models[@]} -gt 0 ] || { echo "usage: $0 [options] MODEL.gguf..." >&2; exit 2; }
 case "$isa" in avx2 | native) ;; *) echo "--isa avx2|native, not $isa" >&2; exit 2 ;; esac
 
-build_llama() {  # build_llama DIR: llama-bench and llama-batched-bench of the pinned sdist
-  local dir=$1 src
-  mkdir -p "$dir"
-  if [ ! -d "$dir/src" ]; then
-    python3 -m pip download --quiet --no-deps --no-binary :all: \
-      "llama-cpp-python==$LLAMA_PY_VERSION" -d "$dir/sdist"
-    mkdir -p "$dir/src"
-    tar -xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/src" --strip-components=1
-  fi
-  src="$dir/src/vendor/llama.cpp"
-  local flags=(-DGGML_NATIVE=ON)
-  [ "$isa" = avx2 ] && flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
-    -DGGML_F16C=ON -DGGML_AVX512=OFF)
-  cmake -S "$src" -B "$dir/build-$isa" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF "${flags[@]}" >/dev/null
-  ninja -C "$dir/build-$isa" llama-bench llama-batched-bench >/dev/null
-  llama_bin="$dir/build-$isa/bin"
-}
-[ -n "$build_dir" ] && build_llama "$build_dir"
+[ -n "$build_dir" ] && llama_bin=$("$here/bench/build_llama_cpp.sh" "$build_dir" "$isa")
 [ -x "$llama_bin/llama-bench" ] || { echo "no llama-bench in '$llama_bin' (--llama-bin or --build-llama)" >&2; exit 2; }
 
 mkdir -p "$out"
 cpu=$(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m " (family " f ", model " n ")"}' /proc/cpuinfo)
-echo "CPU: $cpu; $threads threads; isa $isa; llama.cpp of llama-cpp-python $LLAMA_PY_VERSION"
+echo "CPU: $cpu; $threads threads; isa $isa; llama.cpp in $llama_bin"
 printf '%-28s %22s %22s\n' file "prefill tok/s (ratio)" "decode tok/s (ratio)"
 sy_env=()
 [ "$isa" = avx2 ] && sy_env=(SWITCHYARD_CPU_ISA=avx2)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# build_llama_cpp.sh DIR avx2|native|cuda — builds llama.cpp's llama-bench and
+# llama-batched-bench into DIR/build-<kind> from the llama.cpp that PyPI's llama-cpp-python sdist
+# vendors (pip download once into DIR/sdist, pinned below), and prints the folder of the
+# binaries. The peer of bench/llama_cpp_compare.sh (avx2, native) and of the GPU device check
+# (cuda: sm_90 only, static ggml so the programs need only the CUDA runtime and cuBLAS of the
+# machine they run on; tests/gpu/pack_prebuilt.sh carries them).
+#   avx2    AVX2 + FMA + F16C, no AVX-512: a CPU without AVX-512
+#   native  as this CPU allows
+#   cuda    CUDA for sm_90 (H100, H200), the CPU part at the baseline
+set -euo pipefail
+LLAMA_PY_VERSION=0.3.36  # llama-cpp-python whose vendored llama.cpp is built
+dir=${1:?usage: build_llama_cpp.sh DIR avx2|native|cuda}
+kind=${2:?usage: build_llama_cpp.sh DIR avx2|native|cuda}
+case "$kind" in
+  native) flags=(-DGGML_NATIVE=ON -DGGML_CUDA=OFF) ;;
+  avx2) flags=(-DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+    -DGGML_F16C=ON -DGGML_AVX512=OFF) ;;
+  cuda) flags=(-DGGML_NATIVE=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+    -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF) ;;
+  *) echo "build_llama_cpp.sh: the kind is avx2, native or cuda, not '$kind'" >&2; exit 2 ;;
+esac
+mkdir -p "$dir"
+if [ ! -d "$dir/src" ]; then
+  python3 -m pip download --quiet --no-deps --no-binary :all: \
+    "llama-cpp-python==$LLAMA_PY_VERSION" -d "$dir/sdist" >&2
+  mkdir -p "$dir/src"
+  tar -xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/src" --strip-components=1
+fi
+cmake -S "$dir/src/vendor/llama.cpp" -B "$dir/build-$kind" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF "${flags[@]}" >&2
+ninja -C "$dir/build-$kind" llama-bench llama-batched-bench >&2
+echo "$dir/build-$kind/bin"
