@@ -331,36 +331,55 @@ inline __m256 rows8_halves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Rows [n, n + 8) packed at `group` against row m of x: y[m][n..n+8).
-template <class D, class Mac>
+// Rows [m, m + RX) of x against rows [n, n + 8) packed at `group`: y[m..m+RX)[n..n+8). Each
+// pair vector is widened once for the RX rows, read as stored: no panel is filled for a few rows
+// of x (on AVX2 a filled panel's stores and reloads cost about half of 8 rows' products). One
+// row keeps two chains of sums (a pmaddwd's latency); several rows are chains enough.
+template <class D, class Mac, int RX = 1>
 void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_t m) {
   using P = Rows8Packed<D>;
+  constexpr int kChains = RX == 1 ? 2 : 1;
   const int64_t blocks = a.K / 32;
-  const Q16Block* x = a.xq + m * blocks;
-  __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  __m256 acc[RX], off[RX];
+  for (int i = 0; i < RX; ++i) acc[i] = off[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * P::kBytes;
     // The group is one sequential run; 8 blocks ahead covers the line-fill latency at the
     // rate this loop consumes lines.
     for (int64_t o = 0; o < P::kBytes; o += 64) _mm_prefetch(blk + 8 * P::kBytes + o, _MM_HINT_T0);
-    int32_t q[16];  // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes
-    std::memcpy(q, x[b].q, sizeof q);
-    __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // two chains
+    const Q16Block* xb[RX];
+    for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
+    __m256i s[RX][kChains];
+    for (auto& row : s)
+      for (__m256i& chain : row) chain = _mm256_setzero_si256();
+    // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes.
     P::pairs(blk, [&](int j, __m256i w) {
-      s[j & 1] = Mac::accumulate(s[j & 1], w, _mm256_set1_epi32(q[j]));
+      for (int i = 0; i < RX; ++i) {
+        int32_t q;
+        std::memcpy(&q, xb[i]->q + 2 * j, sizeof q);
+        s[i][j % kChains] = Mac::accumulate(s[i][j % kChains], w, _mm256_set1_epi32(q));
+      }
     });
-    __m256i sums = _mm256_add_epi32(s[0], s[1]);
-    if constexpr (P::kBias != 0)
-      sums = _mm256_sub_epi32(sums,
-                              _mm256_set1_epi32(P::kBias * (x[b].sum_half[0] + x[b].sum_half[1])));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
-                          _mm256_mul_ps(rows8_halves(blk), _mm256_set1_ps(x[b].d)), acc);
-    if constexpr (D::kOffset)
-      off = _mm256_fmadd_ps(rows8_halves(blk + 16), _mm256_set1_ps(x[b].s), off);
+    const __m256 scale = rows8_halves(blk);
+    for (int i = 0; i < RX; ++i) {
+      __m256i sums = kChains == 2 ? _mm256_add_epi32(s[i][0], s[i][kChains - 1]) : s[i][0];
+      if constexpr (P::kBias != 0)
+        sums = _mm256_sub_epi32(
+            sums, _mm256_set1_epi32(P::kBias * (xb[i]->sum_half[0] + xb[i]->sum_half[1])));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                               _mm256_mul_ps(scale, _mm256_set1_ps(xb[i]->d)), acc[i]);
+    }
+    if constexpr (D::kOffset) {
+      const __m256 coeff = rows8_halves(blk + 16);
+      for (int i = 0; i < RX; ++i)
+        off[i] = _mm256_fmadd_ps(coeff, _mm256_set1_ps(xb[i]->s), off[i]);
+    }
   }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, _mm256_add_ps(acc, off));
-  q8_store8(a, m, n, out);
+  for (int i = 0; i < RX; ++i) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, _mm256_add_ps(acc[i], off[i]));
+    q8_store8(a, m + i, n, out);
+  }
 }
 
 // The panel of rows [n, n + 8) from their packed group: the pair vectors as they are (less the
@@ -379,20 +398,40 @@ void q16_panel_fill_rows8(const uint8_t* group, int64_t blocks, Q16Panel& p) {
   }
 }
 
+// Up to this many rows of x, packed groups are read as they are stored (rows8_packed, or a Mac's
+// 512-bit two_groups) rather than through panels filled for them.
+inline constexpr int64_t kRows8DirectMaxM = 8;
+
 // Weight rows [n0, n1) (whole groups of 8: the split's unit is 16) packed against every row of
-// x: decode-sized M row by row, more through the panel, 4 rows of x at a time.
+// x: up to kRows8DirectMaxM rows as stored, several rows of x per pass; more through panels.
 template <class D, class Mac>
 void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   const int64_t blocks = a.K / 32, group_bytes = blocks * Rows8Packed<D>::kBytes;
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
-  if (a.M < 4) {
-    for (int64_t n = n0; n < n1; n += 8)
-      for (int64_t m = 0; m < a.M; ++m) rows8_packed<D, Mac>(a, w + (n / 8) * group_bytes, n, m);
+  if (a.M > kRows8DirectMaxM) {
+    q16_panels_over<D, Mac>(a, w, group_bytes, n0, n1, [&](const uint8_t* src, Q16Panel& p) {
+      q16_panel_fill_rows8<D>(src, blocks, p);
+    });
     return;
   }
-  q16_panels_over<D, Mac>(a, w, group_bytes, n0, n1, [&](const uint8_t* src, Q16Panel& p) {
-    q16_panel_fill_rows8<D>(src, blocks, p);
-  });
+  int64_t n = n0;
+  if constexpr (requires { Mac::kTwoPanelsWide; }) {
+    for (; a.M >= 4 && n + 16 <= n1; n += 16) {
+      const uint8_t *ga = w + (n / 8) * group_bytes, *gb = ga + group_bytes;
+      int64_t m = 0;
+      for (; m + 8 <= a.M; m += 8) Mac::template two_groups<D, 8>(a, ga, gb, n, m);
+      for (; m + 4 <= a.M; m += 4) Mac::template two_groups<D, 4>(a, ga, gb, n, m);
+      for (; m < a.M; ++m) Mac::template two_groups<D, 1>(a, ga, gb, n, m);
+    }
+  }
+  for (; n < n1; n += 8) {
+    const uint8_t* group = w + (n / 8) * group_bytes;
+    int64_t m = 0;
+    for (; m + 8 <= a.M; m += 8) rows8_packed<D, Mac, 8>(a, group, n, m);
+    for (; m + 4 <= a.M; m += 4) rows8_packed<D, Mac, 4>(a, group, n, m);
+    for (; m + 2 <= a.M; m += 2) rows8_packed<D, Mac, 2>(a, group, n, m);
+    for (; m < a.M; ++m) rows8_packed<D, Mac>(a, group, n, m);
+  }
 }
 
 // A tier's columns on the 16-bit forms with its multiply-accumulate: fewer than 4 rows of x

@@ -99,12 +99,77 @@ struct VnniMac {
           off[i] = _mm512_fmadd_ps(coeff, _mm512_set1_ps(xb[i]->s), off[i]);
       }
     }
+    store16(a, n, m, acc, off);
+  }
+
+  template <int RX>
+  static void store16(const RowdotQ8Args& a, int64_t n, int64_t m, const __m512 (&acc)[RX],
+                      const __m512 (&off)[RX]) {
     for (int i = 0; i < RX; ++i) {
       alignas(64) float out[16];
       _mm512_store_ps(out, _mm512_add_ps(acc[i], off[i]));
       q8_store8(a, m + i, n, reinterpret_cast<const float(&)[8]>(out[0]));
       q8_store8(a, m + i, n + 8, reinterpret_cast<const float(&)[8]>(out[8]));
     }
+  }
+
+  // 8 halves of group a's block and 8 of group b's (lanes 8-15) as one vector of floats.
+  static __m512 halves16(const uint8_t* pa, const uint8_t* pb) {
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(rows8_halves(pa))),
+                           _mm256_castps_pd(rows8_halves(pb)), 1));
+  }
+
+  // Rows [m, m + RX) of x against the packed groups of weight rows [n, n + 8) at ga and
+  // [n + 8, n + 16) at gb, read as they are stored: the pair vectors are widened here, block by
+  // block, instead of into panels first (a panel filled for a few rows of x cost about half of
+  // their products: its stores and reloads). The integers and float steps are two_panels': the
+  // bias comes off the sums as kBias·ΣQ (rows8_packed's way; the panels take it off the widened
+  // weights: the same integers), then acc = fma(float(Σ), scale · d, acc), off = fma(offset,
+  // s, off), the result acc + off.
+  template <class D, int RX>
+  static void two_groups(const RowdotQ8Args& a, const uint8_t* ga, const uint8_t* gb, int64_t n,
+                         int64_t m) {
+    using P = Rows8Packed<D>;
+    static_assert(!D::kHalves);
+    const int64_t blocks = a.K / 32;
+    __m512 acc[RX], off[RX];
+    for (int i = 0; i < RX; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t *ba = ga + b * P::kBytes, *bb = gb + b * P::kBytes;
+      for (int64_t o = 0; o < P::kBytes; o += 64) {
+        _mm_prefetch(ba + 8 * P::kBytes + o, _MM_HINT_T0);
+        _mm_prefetch(bb + 8 * P::kBytes + o, _MM_HINT_T0);
+      }
+      const Q16Block* xb[RX];
+      for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
+      __m256i wa[16];
+      P::pairs(ba, [&](int j, __m256i v) { wa[j] = v; });
+      __m512i sum[RX];
+      for (int i = 0; i < RX; ++i) sum[i] = _mm512_setzero_si512();
+      P::pairs(bb, [&](int j, __m256i v) {
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(wa[j]), v, 1);
+        for (int i = 0; i < RX; ++i) {
+          int32_t pair;
+          std::memcpy(&pair, xb[i]->q + 2 * j, sizeof pair);
+          sum[i] = accumulate(sum[i], w, _mm512_set1_epi32(pair));
+        }
+      });
+      const __m512 s0 = halves16(ba, bb);
+      for (int i = 0; i < RX; ++i) {
+        if constexpr (P::kBias != 0)
+          sum[i] = _mm512_sub_epi32(
+              sum[i], _mm512_set1_epi32(P::kBias * (xb[i]->sum_half[0] + xb[i]->sum_half[1])));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i]),
+                                 _mm512_mul_ps(s0, _mm512_set1_ps(xb[i]->d)), acc[i]);
+      }
+      if constexpr (D::kOffset) {
+        const __m512 coeff = halves16(ba + 16, bb + 16);
+        for (int i = 0; i < RX; ++i)
+          off[i] = _mm512_fmadd_ps(coeff, _mm512_set1_ps(xb[i]->s), off[i]);
+      }
+    }
+    store16(a, n, m, acc, off);
   }
 };
 
