@@ -38,17 +38,18 @@ struct Row {
   int64_t sequences = 0;
   double step_ms = 0, aggregate = 0, per_sequence = 0;
   // Per timed step, from the context's profile (context.hpp StepProfile): the host's kernel
-  // calls (one per segment), what the segments' plugins launched, replayed and waited for.
-  double calls = 0, launches = 0, graph_launches = 0, blocking_waits = 0;
+  // calls (one per segment), what the segments' plugins launched, replayed and waited for, and
+  // the bytes of the step's outputs the host read (greedy ids: 8 a sequence).
+  double calls = 0, launches = 0, graph_launches = 0, blocking_waits = 0, readback = 0;
 };
 
 // The profile's counters, summed: a step's share is the difference around it.
 struct Counters {
-  int64_t calls = 0, launches = 0, graphs = 0, waits = 0;
+  int64_t calls = 0, launches = 0, graphs = 0, waits = 0, readback = 0;
 };
 Counters counters(const Context& c) {
   const StepProfile& p = c.profile(c.layout() == KvLayout::paged ? "step" : "decode");
-  return {p.kernel_calls, p.launches, p.graph_launches, p.blocking_waits};
+  return {p.kernel_calls, p.launches, p.graph_launches, p.blocking_waits, p.readback_bytes};
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -76,10 +77,6 @@ std::vector<int64_t> parse_counts(const std::string& text) {
   return out;
 }
 
-int64_t argmax(const float* row, int64_t vocab) {
-  return int64_t(std::max_element(row, row + vocab) - row);
-}
-
 // Steps a batch and throws the first refusal (a bench sized its pool for every sequence).
 void step(Context& c, const Batch& b) {
   StepResult r = c.decode(b);
@@ -88,7 +85,7 @@ void step(Context& c, const Batch& b) {
 
 // `n` sequences, each with its own prompt, prefilled in steps of up to the plan's tokens (a
 // prompt longer than a step runs in chunks); returns them with each one's next token (the
-// argmax of its prompt's last logits).
+// greedy id of its prompt's last row, Context::greedy_token: what a greedy server stream takes).
 std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t prompt_len) {
   std::vector<std::pair<SeqId, int64_t>> seqs;
   for (int64_t s = 0; s < n; ++s) seqs.emplace_back(c.add_sequence(), 0);
@@ -109,8 +106,7 @@ std::vector<std::pair<SeqId, int64_t>> prefill(Context& c, int64_t n, int64_t pr
       if (i == prompt_len) done.push_back(s), ++s, i = 0;
     }
     step(c, b);
-    for (size_t k = 0; k < done.size(); ++k)
-      seqs[size_t(done[k])].second = argmax(c.logits(k), c.vocab());
+    for (size_t k = 0; k < done.size(); ++k) seqs[size_t(done[k])].second = c.greedy_token(k);
   }
   return seqs;
 }
@@ -125,14 +121,15 @@ Row time_row(Context& c, int64_t n, const BatchArgs& a) {
       for (const auto& [id, token] : seqs) b.add(token, c.sequence_length(id), id, true);
       const Counters before = counters(c);
       auto t0 = std::chrono::steady_clock::now();
-      step(c, b);
+      step(c, b);  // a step's time includes reading what the next one needs: the greedy ids
+      for (size_t k = 0; k < seqs.size(); ++k) seqs[k].second = c.greedy_token(k);
       step_ms.push_back(ms_since(t0));
       const Counters after = counters(c);
       sum.calls += after.calls - before.calls;
       sum.launches += after.launches - before.launches;
       sum.graphs += after.graphs - before.graphs;
       sum.waits += after.waits - before.waits;
-      for (size_t k = 0; k < seqs.size(); ++k) seqs[k].second = argmax(c.logits(k), c.vocab());
+      sum.readback += after.readback - before.readback;
     }
     for (const auto& [id, token] : seqs) c.remove_sequence(id);
   }
@@ -146,6 +143,7 @@ Row time_row(Context& c, int64_t n, const BatchArgs& a) {
   row.launches = double(sum.launches) / steps;
   row.graph_launches = double(sum.graphs) / steps;
   row.blocking_waits = double(sum.waits) / steps;
+  row.readback = double(sum.readback) / steps;
   return row;
 }
 
@@ -214,7 +212,8 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
                       {"host_calls_per_step", r.calls},
                       {"launches_per_step", r.launches},
                       {"graph_launches_per_step", r.graph_launches},
-                      {"blocking_waits_per_step", r.blocking_waits}});
+                      {"blocking_waits_per_step", r.blocking_waits},
+                      {"readback_bytes_per_step", r.readback}});
       json segments = json::array();
       for (const auto& f : context.segment_forms())
         segments.push_back({{"phase", f.phase},
@@ -249,8 +248,9 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
     for (const auto& r : rows)
       std::printf(
           "%lld sequences, per step: %.0f host calls, %.0f launches (%.0f graphs), "
-          "%.0f blocking waits\n",
-          (long long)r.sequences, r.calls, r.launches, r.graph_launches, r.blocking_waits);
+          "%.0f blocking waits, %.0f bytes read back\n",
+          (long long)r.sequences, r.calls, r.launches, r.graph_launches, r.blocking_waits,
+          r.readback);
     for (const auto& f : context.segment_forms())
       std::printf("segment %s on %s, %zu ops: %s\n", f.plugin.c_str(), f.device.c_str(), f.ops,
                   f.form.c_str());

@@ -189,10 +189,21 @@ void Engine::collect_batch() {
   }
 }
 
+// Whether a stream's pick needs its row's logits on the host: not when it is the raw arg max with
+// no constraint, no log-probabilities and no forks to seed, which the step's greedy id gives.
+bool Engine::needs_logits(const Stream& s) const {
+  return !s.forks.empty() || s.constraint || s.logprobs >= 0 ||
+         !s.sampler.params().picks_raw_argmax();
+}
+
 void Engine::sample_rows() {
   const size_t vocab = size_t(context_.vocab());
   for (size_t i = 0; i < rows_.size(); ++i) {
     Stream& s = *rows_[i];
+    if (!needs_logits(s)) {  // R ids come back, not R rows of the vocabulary
+      sample_row(s, {}, context_.greedy_token(i));
+      continue;
+    }
     const std::span<const float> logits(context_.logits(i), vocab);
     if (!s.forks.empty())  // the prompt's last row: the other choices start from it too
       for (auto& fork : spawn_forks(s)) {
@@ -203,12 +214,14 @@ void Engine::sample_rows() {
   }
 }
 
-void Engine::sample_row(Stream& s, std::span<const float> logits) {
+// `greedy` >= 0: the row's greedy id, taken instead of a pick from `logits` (needs_logits false).
+void Engine::sample_row(Stream& s, std::span<const float> logits, int64_t greedy) {
   if (s.sampled >= s.max_tokens) {  // max_tokens 0: the prompt only
     s.finish = Finish{FinishReason::max_tokens, {}};
     return;
   }
-  const int64_t id = pick(s, logits);
+  if (greedy >= 0) s.sampler.accept(greedy);
+  const int64_t id = greedy >= 0 ? greedy : pick(s, logits);
   if (id < 0) return;  // the constraint left no token: finished with its error
   ++s.sampled;
   std::string emit;

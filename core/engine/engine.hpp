@@ -144,7 +144,8 @@ class Engine {
   };
   void collect_batch();
   void sample_rows();
-  void sample_row(Stream& s, std::span<const float> logits);
+  bool needs_logits(const Stream& s) const;
+  void sample_row(Stream& s, std::span<const float> logits, int64_t greedy = -1);
   std::vector<std::unique_ptr<Stream>> spawn_forks(Stream& parent);
   void end_finished();
   int64_t pick(Stream& s, std::span<const float> logits);

@@ -1,6 +1,7 @@
 #include "core/executor/context.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/executor/context_impl.hpp"
 
@@ -67,15 +68,16 @@ Context::Context(const Model& model, const ContextOptions& options)
     const Phase& phase = graph.phases[i];
     Impl::PhaseRun& run = impl_->phases[phase.name];
     run.phase = &phase;
-    std::string logits_location;
+    std::map<ValueRole, std::string> output_locations;  // the logits' and greedy ids'
     impl_->prepare_phase(phase, plan.phases[i], run);
     for (const auto& planned : plan.phases[i].ops) {
       if (const Node* n = planned_node(phase, planned.id))
         for (size_t o = 0; o < n->outputs.size() && o < planned.output_locations.size(); ++o)
-          if (const Value* v = phase.value(n->outputs[o]); v && v->role == ValueRole::logits)
-            logits_location = planned.output_locations[o];
+          if (const Value* v = phase.value(n->outputs[o]);
+              v && (v->role == ValueRole::logits || v->role == ValueRole::greedy_ids))
+            output_locations[v->role] = planned.output_locations[o];
     }
-    impl_->bind_io(run, logits_location);
+    impl_->bind_io(run, output_locations);
   }
   for (const auto& [loc, after] : device_free_memory(model.memory()))
     if (auto it = free_before.find(loc); it != free_before.end())
@@ -139,7 +141,18 @@ const std::vector<int64_t>& Context::sequence_tokens(SeqId id) const {
 
 const float* Context::logits(size_t i) const {
   if (i >= logits_rows_) return nullptr;
+  impl_->read_pending_logits();
   return impl_->logits_out.data() + i * size_t(vocab());
+}
+
+int64_t Context::greedy_token(size_t i) const {
+  if (i >= logits_rows_) return -1;
+  if (impl_->read_pending_ids()) return impl_->greedy_out[i];
+  const float* row = logits(i);
+  int64_t best = 0;  // op argmax's rule: the first maximum, a NaN above every number
+  for (int64_t k = 1; k < vocab(); ++k)
+    if (!std::isnan(row[best]) && (std::isnan(row[k]) || row[k] > row[best])) best = k;
+  return best;
 }
 
 const StepProfile& Context::profile(const std::string& phase) const {

@@ -72,10 +72,13 @@ struct OpTiming {
 // kernel call op by op and one per segment; launches, graph_launches and blocking_waits are what
 // the segments' plugins reported (plugin_api.h sy_execute_segment_args): device work enqueued,
 // captured graphs replayed, and the times a plugin waited for its device inside a step.
+// readback_bytes: what the host read of the steps' outputs, logits or greedy ids, as it asked
+// for them (Context::logits, Context::greedy_token).
 struct StepProfile {
   double total_ms = 0, kernels_ms = 0, copies_ms = 0;
   int64_t steps = 0;
   int64_t kernel_calls = 0, launches = 0, graph_launches = 0, blocking_waits = 0;
+  int64_t readback_bytes = 0;
   std::vector<OpTiming> per_kind;
 };
 
@@ -128,8 +131,15 @@ class Context {
   // the vocabulary. Returns refusals (nothing ran) when a sequence cannot get KV memory.
   StepResult decode(const Batch& batch);
   // The logits of the i-th token of the last step that asked for them (vocab floats; valid
-  // until the next step).
+  // until the next step). Read from where the step computed them on the first call after the
+  // step (all of its rows at once), not before: a step whose rows are all picked greedily
+  // (greedy_token) reads none.
   const float* logits(size_t i) const;
+  // The id of the first maximum of logits(i) (a NaN counts as larger than any number, the first
+  // NaN winning; op argmax). A paged step computes these where its logits are (the graph's
+  // greedy_ids) and this reads the step's R ids, not R rows of the vocabulary; a contiguous one
+  // takes the arg max of logits(i) here. -1 when i is not a row of the last step.
+  int64_t greedy_token(size_t i) const;
   size_t logits_rows() const { return logits_rows_; }
   int64_t vocab() const { return model_.vocab(); }
 

@@ -84,6 +84,8 @@ struct Context::Impl {
     std::map<ValueRole, Buffer*> inputs;  // the host buffers a step writes, by role
     const Value* logits = nullptr;
     Buffer* logits_buffer = nullptr;
+    const Value* greedy = nullptr;  // paged: the greedy_ids beside the logits
+    Buffer* greedy_buffer = nullptr;
     StepProfile profile;
     std::map<std::string, std::pair<double, int64_t>> per_kind;
   };
@@ -109,7 +111,14 @@ struct Context::Impl {
   std::set<std::pair<const Plugin*, uint32_t>> devices;
   std::map<std::string, int64_t> reserved;  // what this context took from the model's memory
   std::vector<float> logits_out;            // [rows, vocab] of the last step
+  std::vector<int64_t> greedy_out;          // [rows] of the last step
   std::vector<char> staging;
+  // The last paged step's outputs, read when first asked for: its logits rows and greedy ids.
+  struct PendingOutputs {
+    PhaseRun* run = nullptr;
+    int64_t rows = 0;
+    bool logits_read = false, ids_read = false;
+  } pending;
 
   Impl(const Model& m, int64_t pool_blocks) : model(m), memory(m.memory()), blocks(pool_blocks) {}
 
@@ -417,19 +426,47 @@ struct Context::Impl {
   void run_contiguous(const Batch& batch, int64_t length, size_t& logits_rows);
   void copy_blocks(const std::vector<KvBlocks::BlockCopy>& copies, int64_t block_tokens);
 
-  // Finds, once, the buffers a step writes its inputs into and reads its logits from.
-  void bind_io(PhaseRun& run, const std::string& logits_location) {
+  // Finds, once, the buffers a step writes its inputs into and reads its logits (and greedy ids)
+  // from: each output at the location the plan computes it (`locations` by role; host if none).
+  void bind_io(PhaseRun& run, const std::map<ValueRole, std::string>& locations) {
+    const auto at = [&](ValueRole role) {
+      auto it = locations.find(role);
+      return it == locations.end() || it->second.empty() ? std::string(kHostLocation) : it->second;
+    };
     for (const auto& v : run.phase->values) {
       if (v.kind != ValueKind::input || v.role == ValueRole::none) continue;
       const std::string key = buffer_key(run.phase->name, v.name, kHostLocation);
       if (auto it = views.find(key); it != views.end()) run.inputs[v.role] = &it->second;
     }
-    for (const auto& v : run.phase->values)
+    for (const auto& v : run.phase->values) {
       if (v.role == ValueRole::logits) run.logits = &v;
+      if (v.role == ValueRole::greedy_ids) run.greedy = &v;
+    }
     if (!run.logits)
       throw plan_bug("runs a graph whose phase " + run.phase->name + " has no logits");
-    run.logits_buffer = &buffer(run.phase->name, *run.logits,
-                                logits_location.empty() ? kHostLocation : logits_location);
+    run.logits_buffer = &buffer(run.phase->name, *run.logits, at(ValueRole::logits));
+    if (run.greedy)
+      run.greedy_buffer = &buffer(run.phase->name, *run.greedy, at(ValueRole::greedy_ids));
+  }
+
+  // The pending step's logits rows into logits_out, once.
+  void read_pending_logits() {
+    if (!pending.run || pending.logits_read) return;
+    read_logits(*pending.run, 0, pending.rows, logits_out, 0);
+    pending.logits_read = true;
+  }
+
+  // The pending step's greedy ids into greedy_out, once; false when its graph has none.
+  bool read_pending_ids() {
+    if (!pending.run || !pending.run->greedy) return false;
+    if (pending.ids_read) return true;
+    greedy_out.resize(size_t(pending.rows));
+    const int64_t bytes = pending.rows * int64_t(sizeof(int64_t));
+    Buffer host{greedy_out.data(), bytes, kHostLocation};
+    memory.copy(*pending.run->greedy_buffer, host, bytes);
+    pending.run->profile.readback_bytes += bytes;
+    pending.ids_read = true;
+    return true;
   }
 
   // Writes input `role` of the step: `data` (int64 values, written as the input's dtype).
@@ -454,6 +491,7 @@ struct Context::Impl {
     staging.resize(size_t(bytes));
     Buffer host{staging.data(), bytes, kHostLocation};
     memory.copy(*run.logits_buffer, host, bytes);
+    run.profile.readback_bytes += bytes;
     out.resize(std::max(out.size(), (at + size_t(rows)) * size_t(vocab)));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < vocab; ++i)

@@ -63,7 +63,8 @@ std::unique_ptr<Context::Impl::SegmentRun> Context::Impl::prepare_segment_run(
       uint32_t flags = 0;
       if (v.is_parameter() || v.kind == ValueKind::kv_cache) flags |= SY_SEGMENT_TENSOR_PERSISTENT;
       if (v.kind == ValueKind::input) flags |= SY_SEGMENT_TENSOR_STEP_INPUT;
-      if (v.role == ValueRole::logits) flags |= SY_SEGMENT_TENSOR_LIVE_OUT;
+      if (v.role == ValueRole::logits || v.role == ValueRole::greedy_ids)
+        flags |= SY_SEGMENT_TENSOR_LIVE_OUT;
       tensors.push_back({d, flags});
       out->tensors.push_back(tensor(phase, name, loc, tag));
     }

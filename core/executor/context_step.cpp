@@ -93,6 +93,7 @@ StepResult Context::decode(const Batch& batch) {
     return out;
   }
   logits_rows_ = 0;
+  impl_->pending = {};
   try {
     if (layout() == KvLayout::paged)
       impl_->run_paged(batch, r, kv_, logits_rows_);
@@ -201,7 +202,7 @@ void Context::Impl::run_paged(const Batch& batch, const KvBlocks::Reservation& r
   set_input(run, ValueRole::block_table, blocks_of);
   set_input(run, ValueRole::output_rows, rows);
   run_phase(run, step);
-  if (logits_rows > 0) read_logits(run, 0, int64_t(logits_rows), logits_out, 0);
+  pending = {&run, int64_t(logits_rows)};  // read when asked for (Context::logits, greedy_token)
 }
 
 // One sequence in a contiguous cache: a prompt of exactly the prefill phase's length from

@@ -26,6 +26,7 @@ constexpr std::pair<ValueRole, const char*> kRoles[] = {
     {ValueRole::block_table, "block_table"},
     {ValueRole::output_rows, "output_rows"},
     {ValueRole::logits, "logits"},
+    {ValueRole::greedy_ids, "greedy_ids"},
     {ValueRole::token_embedding, "token_embedding"},
 };
 constexpr std::pair<StepExtent, const char*> kExtents[] = {

@@ -41,6 +41,7 @@ enum class ValueRole {
   block_table,     // input i32 [S, MB] (paged): each sequence's pool blocks, in order
   output_rows,     // input i64 [R] (paged): the tokens whose logits the step computes
   logits,          // output: the logits the step computes
+  greedy_ids,      // output i64 [R] (paged): each logits row's first maximum, where the logits are
   token_embedding  // weight [V, H]: the token embedding table (its rows: the vocabulary)
 };
 const char* value_role_name(ValueRole r);

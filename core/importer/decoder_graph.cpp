@@ -476,6 +476,12 @@ Phase build_phase(const ModelSpec& m, const ImportOptions& o, const std::string&
   if (!b.paged)  // the contiguous graphs keep their device-side greedy pick
     b.op("argmax", SY_OP_ARGMAX, {logits},
          {b.value("next_token", {b.B, rows}, ValueKind::activation, SY_DTYPE_I64)}, -1);
+  else  // each row's first maximum where the logits are: a greedy stream reads R ids, not R rows
+    b.op("argmax", SY_OP_ARGMAX, {logits},
+         {b.role(b.dyn(b.value("greedy_ids", {rows}, ValueKind::activation, SY_DTYPE_I64), 0,
+                       StepExtent::outputs),
+                 ValueRole::greedy_ids)},
+         -1);
   Phase p = b.take();
   validate(p, file + ":" + name);
   return p;

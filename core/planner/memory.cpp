@@ -309,7 +309,8 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
       const Value& v = *u.value;
       if (!u.scope.empty()) {
         if (v.kind == ValueKind::input) u.first = 0;  // written before the step's first call
-        if (v.name == "logits") u.last = end;         // read after its last
+        if (v.role == ValueRole::logits || v.role == ValueRole::greedy_ids)
+          u.last = end;  // read after its last
         by_location[u.location].push_back({key, &u});
         continue;
       }

@@ -58,6 +58,12 @@ struct SamplingParams {
   std::optional<SamplingParamError> validate(int64_t vocab = 0) const;
   // Whether the pick is the arg max of the biased, penalised logits.
   bool greedy() const { return temperature <= 0; }
+  // Whether the pick is the arg max of the logits as they are (greedy, no bias, no penalty):
+  // the first maximum, which the step's graph computes where the logits are.
+  bool picks_raw_argmax() const {
+    return greedy() && logit_bias.empty() && presence_penalty == 0 && frequency_penalty == 0 &&
+           repetition_penalty == 1;
+  }
 };
 
 // One sequence's sampler: the parameters, its generator, and the counts of its tokens.

@@ -146,6 +146,37 @@ TEST_F(EngineTest, StreamsSteppedTogetherGiveEachItsOwnGreedyTokens) {
   }
 }
 
+// A greedy stream with no logprobs, bias or penalty takes its step's greedy id (computed where
+// the logits are) and reads no logits back: two of them read 8 bytes a sampled token; a stream
+// that asks for log-probabilities reads its rows of the vocabulary too. The tokens are those of
+// StreamsSteppedTogether...: the arg max of each logits row, decoded alone by hand.
+TEST_F(EngineTest, GreedyStreamsReadBackTheirIdsNotTheLogits) {
+  open(/*step_tokens=*/24);
+  const std::vector<int64_t> a = prompt_of(5, 1), b = prompt_of(17, 3);
+  const std::vector<int64_t> want_a = greedy_alone(a, 9), want_b = greedy_alone(b, 9);
+  const int64_t vocab = ctx().vocab();
+  Engine engine = make_engine();
+  Recorder out[3];
+  const int64_t before = ctx().profile("step").readback_bytes;
+  engine.start(ctx().add_sequence(), a, greedy(9), out[0]);
+  engine.start(ctx().add_sequence(), b, greedy(9), out[1]);
+  int guard = 0;
+  while (engine.step()) ASSERT_LT(++guard, 100);
+  EXPECT_EQ(out[0].ids, want_a);
+  EXPECT_EQ(out[1].ids, want_b);
+  const int64_t greedy_bytes = ctx().profile("step").readback_bytes - before;
+  EXPECT_EQ(greedy_bytes, 18 * int64_t(sizeof(int64_t))) << "18 tokens sampled, an id each";
+
+  SamplingOptions with_logprobs = greedy(9);
+  with_logprobs.logprobs = 2;
+  engine.start(ctx().add_sequence(), a, with_logprobs, out[2]);
+  while (engine.step()) ASSERT_LT(++guard, 200);
+  EXPECT_EQ(out[2].ids, want_a);
+  EXPECT_EQ(ctx().profile("step").readback_bytes - before - greedy_bytes,
+            9 * vocab * int64_t(sizeof(float)))
+      << "9 rows of f32 logits";
+}
+
 // n choices of one prompt: the prompt runs once (two prefill steps, then one decode step per
 // token, as for one stream), the forks share its blocks and copy only the partial last one,
 // and each choice's greedy tokens are the prompt's decoded alone.

@@ -4,6 +4,7 @@
 // say of each segment. A plugin without the extension is driven op by op, and the plan says so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/importer/importer.hpp"
@@ -93,6 +94,46 @@ TEST(Segments, TheWholeStepIsOneSegmentAndMatchesTheDoubleReference) {
   EXPECT_EQ(prof.blocking_waits, 0);
   const int64_t uploads = int64_t(step.copies.size());
   EXPECT_EQ(prof.launches, prof.steps * (int64_t(step.ops.size()) + uploads));
+}
+
+// The step's greedy ids are computed on the device beside its logits (greedy_ids, op argmax),
+// and the host reads what it asks for, when it asks: nothing when a step has run; R ids (8 bytes
+// each) for greedy_token; the R rows of the vocabulary only for logits. The ids are the first
+// maxima of the double reference's logits, and of the logits the host then reads.
+TEST(Segments, AGreedyStepReadsBackItsIdsAndTheLogitsOnlyWhenAsked) {
+  Registry reg = discover({kSegmentsDir});
+  Policy policy;
+  policy.prefer = {kDLExtDev};
+  Planned p = plan_tiny(reg, policy);
+  ASSERT_TRUE(p.plan.ok()) << p.plan.error->message;
+  test::SequenceRunner run(p.graph, p.plan, reg, p.inventory, load);
+  Context& c = run.context();
+  test::LlamaReference ref;
+  const size_t vocab = size_t(c.vocab());
+  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
+  Batch b;
+  std::vector<std::vector<double>> want;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    b.add(prompt[i], int64_t(i), run.sequence(), true);
+    want.push_back(ref.step(prompt[i]));
+  }
+  const int64_t before = c.profile("step").readback_bytes;
+  ASSERT_TRUE(c.decode(b).ran);
+  EXPECT_EQ(c.profile("step").readback_bytes, before) << "nothing is read before it is asked";
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const auto first_max = std::max_element(want[i].begin(), want[i].end()) - want[i].begin();
+    EXPECT_EQ(c.greedy_token(i), first_max) << "row " << i;
+  }
+  EXPECT_EQ(c.greedy_token(prompt.size()), -1);
+  const int64_t ids = c.profile("step").readback_bytes - before;
+  EXPECT_EQ(ids, int64_t(prompt.size() * sizeof(int64_t))) << "the R ids, read once";
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const float* row = c.logits(i);
+    EXPECT_EQ(std::max_element(row, row + vocab) - row, c.greedy_token(i)) << "row " << i;
+  }
+  EXPECT_EQ(c.profile("step").readback_bytes - before - ids,
+            int64_t(prompt.size() * vocab * sizeof(float)))
+      << "the logits rows, read once, after the ids";
 }
 
 // With the attention pinned to a family only cpu_onednn has, the step is cut: runs of the
