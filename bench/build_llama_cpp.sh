@@ -7,7 +7,8 @@
 # machine they run on; tests/gpu/pack_prebuilt.sh carries them).
 #   avx2    AVX2 + FMA + F16C, no AVX-512: a CPU without AVX-512
 #   native  as this CPU allows
-#   cuda    CUDA for sm_90 (H100, H200), the CPU part at the baseline
+#   cuda    CUDA for sm_90 (H100, H200), the CPU part at the baseline; no NCCL (one GPU; with it
+#           the programs need the 218 MB libnccl, which the device may not have)
 set -euo pipefail
 LLAMA_PY_VERSION=0.3.36  # llama-cpp-python whose vendored llama.cpp is built
 dir=${1:?usage: build_llama_cpp.sh DIR avx2|native|cuda}
@@ -17,7 +18,7 @@ case "$kind" in
   avx2) flags=(-DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
     -DGGML_F16C=ON -DGGML_AVX512=OFF) ;;
   cuda) flags=(-DGGML_NATIVE=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-    -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF) ;;
+    -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF) ;;
   *) echo "build_llama_cpp.sh: the kind is avx2, native or cuda, not '$kind'" >&2; exit 2 ;;
 esac
 mkdir -p "$dir"

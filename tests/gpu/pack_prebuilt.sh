@@ -34,7 +34,7 @@ mkdir -p "$STAGE/syslib"
 find build-gpu/bin build-gpu/lib build-gpu/llama-cuda -type f \( -perm -u+x -o -name '*.so' \) \
   -print0 | xargs -0 ldd 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
-  grep -vE '/lib(cuda|cudart|cublas|cublasLt)\.so' |
+  grep -vE '/lib(cuda|cudart|cublas|cublasLt|nccl)\.so' |
   grep -v "^$ROOT/" |
   while read -r lib; do cp -L "$lib" "$STAGE/syslib/"; done
 echo "$ROOT" >"$STAGE/build_root"

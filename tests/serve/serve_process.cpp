@@ -101,6 +101,16 @@ int ServeProcess::stop(int signal, std::chrono::seconds timeout) {
 std::string ServeProcess::log() const {
   return slurp(err_path_);
 }
+std::string ServeProcess::log_with(const std::string& pattern, std::chrono::seconds timeout) const {
+  const std::regex re(pattern);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string text = log();
+  while (!std::regex_search(text, re) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    text = log();
+  }
+  return text;
+}
 std::string ServeProcess::out() const {
   return slurp(out_path_);
 }

@@ -26,6 +26,11 @@ class ServeProcess {
   // killed by a signal).
   int stop(int signal, std::chrono::seconds timeout = std::chrono::seconds(120));
   std::string log() const;  // standard error so far (the access log among it)
+  // The log once a line matching `pattern` (ECMAScript) is in it, or as it is after `timeout`:
+  // the access-log line of a request is written after its reply is sent, so a client that has
+  // its reply can be ahead of the line.
+  std::string log_with(const std::string& pattern,
+                       std::chrono::seconds timeout = std::chrono::seconds(30)) const;
   std::string out() const;  // standard output so far
 
  private:
