@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # build_llama_cpp.sh DIR avx2|native|cuda — builds llama.cpp's llama-bench and
-# llama-batched-bench into DIR/build-<kind> from the llama.cpp that PyPI's llama-cpp-python sdist
-# vendors (pip download once into DIR/sdist, pinned below), and prints the folder of the
-# binaries. The peer of bench/llama_cpp_compare.sh (avx2, native) and of the GPU device check
+# llama-batched-bench into DIR/<version>/build-<kind> from the llama.cpp that PyPI's
+# llama-cpp-python sdist vendors (pip download once into DIR/<version>/sdist, pinned below, then
+# unpacked whole or not at all into DIR/<version>/src), and prints the folder of the binaries. The peer of bench/llama_cpp_compare.sh (avx2, native) and of the GPU device check
 # (cuda: sm_90 only, static ggml so the programs need only the CUDA runtime and cuBLAS of the
 # machine they run on; tests/gpu/pack_prebuilt.sh carries them).
 #   avx2    AVX2 + FMA + F16C, no AVX-512: a CPU without AVX-512
@@ -21,12 +21,15 @@ case "$kind" in
     -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF) ;;
   *) echo "build_llama_cpp.sh: the kind is avx2, native or cuda, not '$kind'" >&2; exit 2 ;;
 esac
+dir="$dir/$LLAMA_PY_VERSION"
 mkdir -p "$dir"
 if [ ! -d "$dir/src" ]; then
-  python3 -m pip download --quiet --no-deps --no-binary :all: \
+  tarball="$dir/sdist/llama_cpp_python-$LLAMA_PY_VERSION.tar.gz"
+  [ -f "$tarball" ] || python3 -m pip download --quiet --no-deps --no-binary :all: \
     "llama-cpp-python==$LLAMA_PY_VERSION" -d "$dir/sdist" >&2
-  mkdir -p "$dir/src"
-  tar -xzf "$dir"/sdist/llama_cpp_python-*.tar.gz -C "$dir/src" --strip-components=1
+  rm -rf "$dir/src.tmp" && mkdir -p "$dir/src.tmp"
+  tar -xzf "$tarball" -C "$dir/src.tmp" --strip-components=1
+  mv "$dir/src.tmp" "$dir/src"
 fi
 cmake -S "$dir/src/vendor/llama.cpp" -B "$dir/build-$kind" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF "${flags[@]}" >&2

@@ -200,11 +200,21 @@ void Engine::sample_rows() {
   const size_t vocab = size_t(context_.vocab());
   for (size_t i = 0; i < rows_.size(); ++i) {
     Stream& s = *rows_[i];
-    if (!needs_logits(s)) {  // R ids come back, not R rows of the vocabulary
-      sample_row(s, {}, context_.greedy_token(i));
+    std::span<const float> logits;
+    int64_t greedy = -1;
+    try {  // the step has run and its tokens are held: a failed read ends the stream, with why
+      if (!needs_logits(s))
+        greedy = context_.greedy_token(i);  // R ids come back, not R rows of the vocabulary
+      else
+        logits = {context_.logits(i), vocab};
+    } catch (const Error& e) {
+      s.finish = Finish{FinishReason::error, e};
       continue;
     }
-    const std::span<const float> logits(context_.logits(i), vocab);
+    if (greedy >= 0) {
+      sample_row(s, {}, greedy);
+      continue;
+    }
     if (!s.forks.empty())  // the prompt's last row: the other choices start from it too
       for (auto& fork : spawn_forks(s)) {
         sample_row(*fork, logits);

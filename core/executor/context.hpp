@@ -133,7 +133,8 @@ class Context {
   // The logits of the i-th token of the last step that asked for them (vocab floats; valid
   // until the next step). Read from where the step computed them on the first call after the
   // step (all of its rows at once), not before: a step whose rows are all picked greedily
-  // (greedy_token) reads none.
+  // (greedy_token) reads none. The read fills a cache of the context, so, like decode, these
+  // are for one thread at a time; a failed read throws Error (the device's) and may be retried.
   const float* logits(size_t i) const;
   // The id of the first maximum of logits(i) (a NaN counts as larger than any number, the first
   // NaN winning; op argmax). A paged step computes these where its logits are (the graph's

@@ -75,9 +75,17 @@ int64_t Sampler::sample(std::span<const float> logits) {
 }
 
 int64_t Sampler::pick() {
-  // The first of the largest: the lowest id wins a tie.
+  if (params_.greedy()) {
+    // The first of the largest (the lowest id wins a tie), a NaN above every number: op argmax's
+    // rule, which a step's greedy ids follow, so a greedy pick does not depend on whether the
+    // stream also asked for log-probabilities.
+    size_t best = 0;
+    for (size_t i = 1; i < scores_.size(); ++i)
+      if (!std::isnan(scores_[best]) && (std::isnan(scores_[i]) || scores_[i] > scores_[best]))
+        best = i;
+    return int64_t(best);
+  }
   const auto top = std::max_element(scores_.begin(), scores_.end());
-  if (params_.greedy()) return int64_t(top - scores_.begin());
   const double mx = *top, t = params_.temperature;
   // Cuts on the scores, before any exp: the weight exp((s − mx) / t) is monotonic in s, so
   // min-p's cut (the largest weight is 1, so the cut is min_p itself) is a score floor, and

@@ -64,6 +64,8 @@ void put_value(Encoder& e, const std::string& path, const std::string& key, cons
     return;
   }
   const GgufType t = v.element_type;
+  if (t == GgufType::array || uint32_t(t) > uint32_t(GgufType::f64))
+    invalid(path, "metadata '" + key + "' is an array of arrays or of an unknown type");
   const size_t n = t == GgufType::string ? v.strings.size()
                    : is_float(t)         ? v.floats.size()
                    : is_signed(t)        ? v.ints.size()

@@ -98,7 +98,8 @@ if [ -x "$LLAMA_BIN/llama-bench" ]; then
   step peer_bench 180 "$LLAMA_BIN/llama-bench" -m "$GGUF" -ngl 99 -p 512 -n 64 -r 5 -o csv
   ours=($(grep -oE '"aggregate_tokens_per_s": *[0-9.eE+-]+' "$OUT/sy_batch_gguf.log" |
     awk '{print $2}'))
-  tg64=$(awk -F'","' 'NR > 1 && $(NF - 6) == "64" {gsub(/"/, "", $(NF - 1)); print $(NF - 1)}' \
+  # The CSV's rows only: llama-bench's own stderr (device lines) shares the log.
+  tg64=$(awk -F'","' 'NF >= 9 && $(NF - 6) == "64" {gsub(/"/, "", $(NF - 1)); print $(NF - 1)}' \
     "$OUT/peer_bench.log" | tail -1)
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0 && b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
   echo "peer: 1 sequence: switchyard ${ours[0]:-n/a} tok/s, llama-bench tg64 ${tg64:-n/a}" \

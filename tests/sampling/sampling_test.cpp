@@ -65,6 +65,11 @@ void expect_distribution(const std::vector<float>& logits, const SamplingParams&
 TEST(Sampler, GreedyIsTheLowestIdOfTheLargestLogit) {
   Sampler s({});
   EXPECT_EQ(s.sample(std::vector<float>{0.5f, 2.f, -1.f, 2.f}), 1);
+  // A NaN counts above every number and the first wins, as in op argmax (docs/operators.md),
+  // whose greedy ids a stream without logprobs takes: the pick is the same either way.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(s.sample(std::vector<float>{1.f, nan, 2.f, nan}), 1);
+  EXPECT_EQ(s.sample(std::vector<float>{3.f, 2.f, 9.f}), 2);
 }
 
 TEST(Sampler, PicksFollowTemperatureTopKTopPAndMinP) {

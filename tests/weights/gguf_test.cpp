@@ -315,6 +315,8 @@ TEST(GgufWrite, WhatTheReaderWouldRefuseIsRefusedByNameAndNoFileIsLeft) {
   GgufValue nested = text;
   nested.type = GgufType::array, nested.element_type = GgufType::array, nested.uints = {1};
   expect_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
+  nested.uints.clear();  // refused however few elements it has
+  expect_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
   expect_refused({}, {ok, ok}, "tensor 'w' appears twice");
   expect_refused({}, {{"t", 99, {32}, row.data(), 128}}, "tensor 't' has GGML type 99");
   expect_refused({}, {{"t", 0, {}, row.data(), 0}}, "tensor 't' has no or more than 4 dims");
