@@ -293,7 +293,8 @@ size_t write_gguf_file(const fs::path& file, const json& config, const TestVocab
   std::vector<GgufTensorData> tensors;
   for (TestWeight& w : weights) {
     const Value& v = w.value;
-    if (v.shape.size() == 1 && v.dtype == SY_DTYPE_BF16) {
+    const bool f32 = v.dtype == SY_DTYPE_F32 || v.shape.size() == 1;
+    if (f32 && v.dtype == SY_DTYPE_BF16) {
       std::vector<char> wide(size_t(v.shape[0]) * 4);
       for (int64_t i = 0; i < v.shape[0]; ++i) {
         uint16_t h;
@@ -308,8 +309,7 @@ size_t write_gguf_file(const fs::path& file, const json& config, const TestVocab
                         int64_t(w.bytes.size()) / v.shape[0],
                         v.name.ends_with(".q_proj") ? heads : kv_heads);
     std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
-    const bool wide = int64_t(w.bytes.size()) == 4 * v.bytes() / int64_t(sy_dtype_size(v.dtype));
-    tensors.push_back({*gguf_tensor_name("llama", v.name), wide ? kGgmlF32 : kGgmlBf16, dims,
+    tensors.push_back({*gguf_tensor_name("llama", v.name), f32 ? kGgmlF32 : kGgmlBf16, dims,
                        w.bytes.data(), uint64_t(w.bytes.size())});
   }
   write_gguf(file.string(), llama_gguf_metadata(config, vocab, shape), tensors);

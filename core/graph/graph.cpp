@@ -1,8 +1,8 @@
 #include "core/graph/graph.hpp"
 
 #include <cmath>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -30,12 +30,9 @@ constexpr std::pair<ValueRole, const char*> kRoles[] = {
     {ValueRole::token_embedding, "token_embedding"},
 };
 constexpr std::pair<StepExtent, const char*> kExtents[] = {
-    {StepExtent::none, "none"},
-    {StepExtent::tokens, "tokens"},
-    {StepExtent::sequences, "sequences"},
-    {StepExtent::sequences_plus_one, "sequences_plus_one"},
-    {StepExtent::outputs, "outputs"},
-    {StepExtent::pool_blocks, "pool_blocks"},
+    {StepExtent::none, "none"},           {StepExtent::tokens, "tokens"},
+    {StepExtent::sequences, "sequences"}, {StepExtent::sequences_plus_one, "sequences_plus_one"},
+    {StepExtent::outputs, "outputs"},     {StepExtent::pool_blocks, "pool_blocks"},
 };
 
 template <typename E, size_t N>
@@ -58,7 +55,6 @@ std::string names_in(const std::pair<E, const char*> (&table)[N]) {
   for (const auto& [value, name] : table) out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
 }
-
 
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr int64_t kMaxElements = int64_t(1) << 50;
@@ -158,7 +154,8 @@ Value parse_value(const Reader& r) {
   }
   if (r.has("role")) {
     auto role = parse_in(kRoles, r.at("role").str());
-    if (!role) r.at("role").fail("unknown role '" + r.at("role").str() + "' (" + names_in(kRoles) + ")");
+    if (!role)
+      r.at("role").fail("unknown role '" + r.at("role").str() + "' (" + names_in(kRoles) + ")");
     v.role = *role;
   }
   if (r.has("dynamic")) {
@@ -168,7 +165,8 @@ Value parse_value(const Reader& r) {
       d.at("axis").fail("axis " + std::to_string(axis) + " is not a dimension of the value");
     auto extent = parse_in(kExtents, d.at("extent").str());
     if (!extent || *extent == StepExtent::none)
-      d.at("extent").fail("unknown extent '" + d.at("extent").str() + "' (" + names_in(kExtents) + ")");
+      d.at("extent").fail("unknown extent '" + d.at("extent").str() + "' (" + names_in(kExtents) +
+                          ")");
     v.dynamic = {int(axis), *extent};
   }
   return v;
@@ -504,7 +502,8 @@ nlohmann::json to_json(const Graph& g) {
       if (v.kind == ValueKind::constant) value["data"] = v.data;
       if (v.role != ValueRole::none) value["role"] = value_role_name(v.role);
       if (v.dynamic.axis >= 0)
-        value["dynamic"] = {{"axis", v.dynamic.axis}, {"extent", step_extent_name(v.dynamic.extent)}};
+        value["dynamic"] = {{"axis", v.dynamic.axis},
+                            {"extent", step_extent_name(v.dynamic.extent)}};
       values.push_back(value);
     }
     for (const auto& n : p.nodes) ops.push_back(node_json(n));
