@@ -48,19 +48,27 @@ struct Q16Block {
   int32_t sum_half[2];  // ΣQ of elements 0-15 and 16-31 (the vnni form's bias for signed w)
 };
 
-// The packed layouts "8 rows interleaved" of q4_0, q4_1, q8_0, iq4_nl, q5_0 and q5_1
+// The packed layouts "8 rows interleaved" of q4_0, q4_1, q8_0, iq4_nl, q5_0 and q5_1 (a unit of
+// one block of 32), and of q4_k, q5_k, iq4_xs and q6_k (a unit of one super-block of 256)
 // (weight_layout.hpp says what they are).
 inline constexpr uint32_t kLayoutQ4_0Rows8 = 1, kLayoutQ4_1Rows8 = 2, kLayoutQ8_0Rows8 = 3,
-                          kLayoutIq4_NLRows8 = 4, kLayoutQ5_0Rows8 = 5, kLayoutQ5_1Rows8 = 6;
+                          kLayoutIq4_NLRows8 = 4, kLayoutQ5_0Rows8 = 5, kLayoutQ5_1Rows8 = 6,
+                          kLayoutQ4_KRows8 = 7, kLayoutQ5_KRows8 = 8, kLayoutIq4_XSRows8 = 9,
+                          kLayoutQ6_KRows8 = 10;
+
+// A packed layout's unit: `blocks` blocks of 32 of 8 rows; `stored_bytes` of one row's unit as
+// stored, `packed_bytes` of the 8 rows' unit packed. All 0 for a layout that names none.
+struct Rows8Unit {
+  int64_t blocks = 0, stored_bytes = 0, packed_bytes = 0;
+};
 
 // (Defined in weight_layout.cpp, a file of the base flags, so a tier file may call them.)
-// The bytes of one stored block of a type packed in `layout` (0 when it names none).
-int64_t rows8_stored_block_bytes(uint32_t layout);
+Rows8Unit rows8_unit(uint32_t layout);
 
-// Block b of a group of 8 packed rows (`packed`: the group's block, 8 stored blocks' bytes) back
-// into the 8 rows' stored blocks at `stored`, rows8_stored_block_bytes(layout) apart: for a
-// reader of the stored layout (the amx tier's tiles) on weights packed for its other forms.
-void unpack_rows8_block(uint32_t layout, const uint8_t* packed, uint8_t* stored);
+// One unit of a group of 8 packed rows (`packed`, packed_bytes long) back into the 8 rows' stored
+// units at `stored`, stored_bytes apart: for a reader of the stored layout (the amx tier's tiles)
+// on weights packed for its other forms. Not for q6_k, which the tiles never take.
+void unpack_rows8_unit(uint32_t layout, const uint8_t* packed, uint8_t* stored);
 
 struct RowdotQ8Args {
   sy_dtype wtype;

@@ -66,7 +66,7 @@ void decode_block(const RowdotQ8Args& a, const uint8_t* row, int64_t from, int64
 }
 
 // 16 weight rows from n (zeros past N), decoded: bytes [16][K], scales and offsets [16][blocks].
-// Weights packed 8 rows interleaved (the other forms' layout) are unpacked a block at a time
+// Weights packed 8 rows interleaved (the other forms' layout) are unpacked a unit at a time
 // into their stored bytes first: the same bytes, so the same integers.
 template <class D>
 void decode_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int64_t n,
@@ -79,16 +79,20 @@ void decode_rows(const RowdotQ8Args& a, const uint8_t* w, int64_t row_bytes, int
                         coeff);
     return;
   }
-  // Packed: N is a multiple of 8, and n of 16 (the split's unit).
-  const int64_t block = rows8_stored_block_bytes(a.layout);
-  alignas(32) uint8_t stored[8 * 64];  // 8 stored blocks; the largest, q8_0's, is 34 bytes
+  // Packed: N is a multiple of 8, and n of 16 (the split's unit). A unit (a block, or a
+  // super-block of 8) of each group is unpacked, then its blocks decoded from the stored bytes.
+  const Rows8Unit unit = rows8_unit(a.layout);
+  const int64_t units = blocks / unit.blocks;
+  alignas(32) uint8_t stored[8 * 176];  // 8 stored units; the largest tiled, q5_k's, is 176 bytes
   for (int g = 0; g < 2; ++g)
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t u = 0; u < units; ++u) {
       const bool here = n + 8 * g < a.N;
-      if (here) unpack_rows8_block(a.layout, w + ((n / 8 + g) * blocks + b) * 8 * block, stored);
-      for (int r = 0; r < 8; ++r)
-        decode_block<D>(a, here ? stored + r * block : nullptr, 0, b, 8 * g + r, bytes, scale,
-                        coeff);
+      if (here)
+        unpack_rows8_unit(a.layout, w + ((n / 8 + g) * units + u) * unit.packed_bytes, stored);
+      for (int64_t i = 0; i < unit.blocks; ++i)
+        for (int r = 0; r < 8; ++r)
+          decode_block<D>(a, here ? stored + r * unit.stored_bytes : nullptr, i,
+                          u * unit.blocks + i, 8 * g + r, bytes, scale, coeff);
     }
 }
 

@@ -222,18 +222,63 @@ void q16_panel_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
   if (n < n1) q8_columns_of<Ops, D>(a, n, n1);
 }
 
-// ---- q4_0, q4_1, q8_0, iq4_nl, q5_0 and q5_1 packed 8 rows interleaved (weight_layout.hpp) ---
+// ---- weights packed 8 rows interleaved (weight_layout.hpp) ------------------------------------
 // The same integers and the same float steps per output as the stored forms above (the exact Σ
 // of a block, less kBias·ΣQ, then acc = fma(float(Σ), scale · d, acc), off = fma(offset, s,
 // off), the result acc + off), so the results equal theirs bit for bit; only the loads differ: a
 // chunk widened is already a pair of each row per lane, so there is no shuffle, no horizontal
 // sum and no gather of scales.
 
-// How a type's packed block reads (D: its stored decoder): kBytes per block of 8 rows, the rows'
-// f16 scales first (then q4_1's f16 offsets), and pairs(blk, f), which calls f(j, v) for the 16
-// vectors v holding every row's elements (2j, 2j + 1), one row per 32-bit lane.
+// How a type's packed group reads (D: its stored decoder), in units of kUnitBlocks blocks and
+// kUnitBytes bytes: block(group, b), the bytes of block b that pairs(blk, f) reads, which calls
+// f(j, v) for the 16 vectors v holding every row's elements (2j, 2j + 1), one row per 32-bit lane;
+// scale(group, b) and offset(group, b), the 8 rows' (lane r: row r's); kBias, what the widened
+// values exceed D's integers by (taken off the sums as kBias·ΣQ).
 template <class D>
 struct Rows8Packed;
+
+// The 8 f16 at p as f32 lanes.
+inline __m256 rows8_halves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// A type whose unit is one block of kBytes, led by the 8 rows' f16 scales (then offsets).
+template <int64_t kBytes>
+struct Rows8PerBlock {
+  static constexpr int64_t kUnitBlocks = 1, kUnitBytes = kBytes;
+  static const uint8_t* block(const uint8_t* group, int64_t b) { return group + b * kBytes; }
+  static __m256 scale(const uint8_t* group, int64_t b) { return rows8_halves(block(group, b)); }
+  static __m256 offset(const uint8_t* group, int64_t b) {
+    return rows8_halves(block(group, b) + 16);
+  }
+};
+
+// A super-block type's unit: kHead bytes of the 8 rows' f16 factors, then 8 blocks of kSub bytes.
+template <int64_t kHead, int64_t kSub>
+struct Rows8Super {
+  static constexpr int64_t kUnitBlocks = 8, kUnitBytes = kHead + 8 * kSub;
+  static const uint8_t* unit(const uint8_t* group, int64_t b) { return group + b / 8 * kUnitBytes; }
+  static const uint8_t* block(const uint8_t* group, int64_t b) {
+    return unit(group, b) + kHead + b % 8 * kSub;
+  }
+};
+
+// 8 bytes at p, unsigned (Signed: signed), as f32 lanes.
+template <bool Signed>
+inline __m256 bytes8_ps(const uint8_t* p) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+}
+
+// Where the bytes of block b of a group lie, roughly (the unit's bytes spread evenly over its
+// blocks), and how many per block: for prefetching a run of blocks ahead.
+template <class P>
+inline const uint8_t* rows8_ahead(const uint8_t* group, int64_t b) {
+  return group + b * P::kUnitBytes / P::kUnitBlocks;
+}
+template <class P>
+inline constexpr int64_t kRows8BytesPerBlock =
+    (P::kUnitBytes + P::kUnitBlocks - 1) / P::kUnitBlocks;
 
 // 8 chunks of nibbles at `chunks`, each widened by widen(chunk, lo, hi) (nibbles16, iq4_wide16):
 // its low nibbles are the pairs (2j, 2j + 1), its high ones (16 + 2j, 17 + 2j).
@@ -248,8 +293,7 @@ inline void rows8_nibble_pairs(const uint8_t* chunks, Widen widen, F&& f) {
 }
 
 template <class Ops>
-struct Rows8Packed<Q4_0W<Ops>> {
-  static constexpr int64_t kBytes = 144;  // 8 scales, 8 chunks
+struct Rows8Packed<Q4_0W<Ops>> : Rows8PerBlock<144> {  // 8 scales, 8 chunks
   static constexpr int kBias = 8;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -258,18 +302,16 @@ struct Rows8Packed<Q4_0W<Ops>> {
 };
 
 template <class Ops>
-struct Rows8Packed<Q4_1W<Ops>> {
-  static constexpr int64_t kBytes = 160;  // 8 scales, 8 offsets, 8 chunks
+struct Rows8Packed<Q4_1W<Ops>> : Rows8PerBlock<160> {  // 8 scales, 8 offsets, 8 chunks
   static constexpr int kBias = 0;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
-    Rows8Packed<Q4_0W<Ops>>::pairs(blk + 16, f);
+    rows8_nibble_pairs(blk + 32, nibbles16, f);
   }
 };
 
 template <class Ops>
-struct Rows8Packed<Q8_0W<Ops>> {
-  static constexpr int64_t kBytes = 272;  // 8 scales, 16 chunks
+struct Rows8Packed<Q8_0W<Ops>> : Rows8PerBlock<272> {  // 8 scales, 16 chunks
   static constexpr int kBias = 0;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -281,8 +323,7 @@ struct Rows8Packed<Q8_0W<Ops>> {
 
 // iq4_nl's chunks are q4_0's; each nibble is looked up as its value + 128 (iq4_wide16).
 template <class Ops>
-struct Rows8Packed<Iq4_NLW<Ops>> {
-  static constexpr int64_t kBytes = 144;  // 8 scales, 8 chunks
+struct Rows8Packed<Iq4_NLW<Ops>> : Rows8PerBlock<144> {  // 8 scales, 8 chunks
   static constexpr int kBias = 128;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -308,8 +349,7 @@ inline void q5_rows8_pairs(const uint8_t* p, F&& f) {
 }
 
 template <class Ops>
-struct Rows8Packed<Q5_0W<Ops>> {
-  static constexpr int64_t kBytes = 176;  // 8 scales, 8 fifth-bit masks, 8 chunks
+struct Rows8Packed<Q5_0W<Ops>> : Rows8PerBlock<176> {  // 8 scales, 8 fifth-bit masks, 8 chunks
   static constexpr int kBias = 16;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -318,8 +358,7 @@ struct Rows8Packed<Q5_0W<Ops>> {
 };
 
 template <class Ops>
-struct Rows8Packed<Q5_1W<Ops>> {
-  static constexpr int64_t kBytes = 192;  // 8 scales, 8 offsets, 8 fifth-bit masks, 8 chunks
+struct Rows8Packed<Q5_1W<Ops>> : Rows8PerBlock<192> {  // 8 scales, 8 offsets, 8 masks, 8 chunks
   static constexpr int kBias = 0;
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -327,9 +366,84 @@ struct Rows8Packed<Q5_1W<Ops>> {
   }
 };
 
-inline __m256 rows8_halves(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+// q4_k and q5_k: per unit the 8 rows' d and dmin, per block their 6-bit scales and mins as
+// bytes, then q5_k's fifth bits and the chunks (q4_0's and q5_0's). Block b's scale is
+// d·sc and its offset −(dmin·m), each exact in f32 (11 by 6 bits), as K4Scales computes them.
+template <int64_t kSub>
+struct Rows8K4 : Rows8Super<32, kSub> {
+  using S = Rows8Super<32, kSub>;
+  static constexpr int kBias = 0;
+  static __m256 scale(const uint8_t* group, int64_t b) {
+    return _mm256_mul_ps(rows8_halves(S::unit(group, b)), bytes8_ps<false>(S::block(group, b)));
+  }
+  static __m256 offset(const uint8_t* group, int64_t b) {
+    const __m256 m = _mm256_mul_ps(rows8_halves(S::unit(group, b) + 16),
+                                   bytes8_ps<false>(S::block(group, b) + 8));
+    return _mm256_xor_ps(m, _mm256_set1_ps(-0.f));
+  }
+};
+
+template <class Ops>
+struct Rows8Packed<Q4_KW<Ops>> : Rows8K4<144> {  // 8 scales, 8 mins, 8 chunks
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    rows8_nibble_pairs(blk + 16, nibbles16, f);
+  }
+};
+
+template <class Ops>
+struct Rows8Packed<Q5_KW<Ops>> : Rows8K4<176> {  // 8 scales, 8 mins, 8 fifth-bit masks, 8 chunks
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    q5_rows8_pairs(blk + 16, f);
+  }
+};
+
+// iq4_xs: per unit the 8 rows' d, per block their ls − 32 as signed bytes, then iq4_nl's chunks.
+// Block b's scale d·(ls − 32) is exact in f32, as Iq4_XSW computes it.
+template <class Ops>
+struct Rows8Packed<Iq4_XSW<Ops>> : Rows8Super<16, 136> {
+  static constexpr int kBias = 128;
+  static __m256 scale(const uint8_t* group, int64_t b) {
+    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b)));
+  }
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    rows8_nibble_pairs(blk + 8, iq4_wide16, f);
+  }
+};
+
+// q6_k: per unit the 8 rows' d, per block their two scales as signed bytes (elements 0-15's,
+// then 16-31's), the high 2 bits of elements 0-15 and of 16-31 (weight_layout.cpp), then the low
+// 4 bits as q4_0's chunks. Each pair is its nibbles or'ed with its 2 bits at bit 4: the low
+// nibbles' pairs (2j, 2j + 1) are bits 2j of each half of the first masks, the high nibbles'
+// (16 + 2j, 17 + 2j) of the second. The values are q + 32; the scales d·sc exact in f32, as
+// Q6_KW computes them.
+template <class Ops>
+struct Rows8Packed<Q6_KW<Ops>> : Rows8Super<16, 208> {
+  static constexpr int kBias = 32;
+  static __m256 scale(const uint8_t* group, int64_t b) {
+    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b)));
+  }
+  static __m256 scale1(const uint8_t* group, int64_t b) {
+    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b) + 8));
+  }
+  template <class F>
+  static void pairs(const uint8_t* blk, F&& f) {
+    __m256i lo_bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+    __m256i hi_bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 48));
+    const __m256i low = _mm256_set1_epi16(15), top = _mm256_set1_epi16(0x30);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i t = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 80 + 16 * j)));
+      f(j, _mm256_or_si256(_mm256_and_si256(t, low),
+                           _mm256_and_si256(_mm256_slli_epi16(lo_bits, 4), top)));
+      f(8 + j, _mm256_or_si256(_mm256_srli_epi16(t, 4),
+                               _mm256_and_si256(_mm256_slli_epi16(hi_bits, 4), top)));
+      lo_bits = _mm256_srli_epi16(lo_bits, 2), hi_bits = _mm256_srli_epi16(hi_bits, 2);
+    }
+  }
+};
 
 // Rows [m, m + RX) of x against rows [n, n + 8) packed at `group`: y[m..m+RX)[n..n+8). Each
 // pair vector is widened once for the RX rows, read as stored: no panel is filled for a few rows
@@ -338,39 +452,50 @@ inline __m256 rows8_halves(const uint8_t* p) {
 template <class D, class Mac, int RX = 1>
 void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_t m) {
   using P = Rows8Packed<D>;
-  constexpr int kChains = RX == 1 ? 2 : 1;
+  // q6_k's two halves of a block keep a sum each: pairs 0-7 are elements 0-15.
+  constexpr int kChains = RX == 1 || D::kHalves ? 2 : 1;
   const int64_t blocks = a.K / 32;
   __m256 acc[RX], off[RX];
   for (int i = 0; i < RX; ++i) acc[i] = off[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = group + b * P::kBytes;
     // The group is one sequential run; 8 blocks ahead covers the line-fill latency at the
     // rate this loop consumes lines.
-    for (int64_t o = 0; o < P::kBytes; o += 64) _mm_prefetch(blk + 8 * P::kBytes + o, _MM_HINT_T0);
+    for (int64_t o = 0; o < kRows8BytesPerBlock<P>; o += 64)
+      _mm_prefetch(rows8_ahead<P>(group, b + 8) + o, _MM_HINT_T0);
     const Q16Block* xb[RX];
     for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
     __m256i s[RX][kChains];
     for (auto& row : s)
       for (__m256i& chain : row) chain = _mm256_setzero_si256();
     // x's pairs (2j, 2j + 1), each broadcast to the 8 rows' lanes.
-    P::pairs(blk, [&](int j, __m256i w) {
+    P::pairs(P::block(group, b), [&](int j, __m256i w) {
+      const int c = D::kHalves ? j / 8 : j % kChains;
       for (int i = 0; i < RX; ++i) {
         int32_t q;
         std::memcpy(&q, xb[i]->q + 2 * j, sizeof q);
-        s[i][j % kChains] = Mac::accumulate(s[i][j % kChains], w, _mm256_set1_epi32(q));
+        s[i][c] = Mac::accumulate(s[i][c], w, _mm256_set1_epi32(q));
       }
     });
-    const __m256 scale = rows8_halves(blk);
+    const __m256 scale = P::scale(group, b);
     for (int i = 0; i < RX; ++i) {
+      const __m256 d = _mm256_set1_ps(xb[i]->d);
+      if constexpr (D::kHalves) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i sums =
+              _mm256_sub_epi32(s[i][h], _mm256_set1_epi32(P::kBias * xb[i]->sum_half[h]));
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                                   _mm256_mul_ps(h ? P::scale1(group, b) : scale, d), acc[i]);
+        }
+        continue;
+      }
       __m256i sums = kChains == 2 ? _mm256_add_epi32(s[i][0], s[i][kChains - 1]) : s[i][0];
       if constexpr (P::kBias != 0)
         sums = _mm256_sub_epi32(
             sums, _mm256_set1_epi32(P::kBias * (xb[i]->sum_half[0] + xb[i]->sum_half[1])));
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
-                               _mm256_mul_ps(scale, _mm256_set1_ps(xb[i]->d)), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale, d), acc[i]);
     }
     if constexpr (D::kOffset) {
-      const __m256 coeff = rows8_halves(blk + 16);
+      const __m256 coeff = P::offset(group, b);
       for (int i = 0; i < RX; ++i)
         off[i] = _mm256_fmadd_ps(coeff, _mm256_set1_ps(xb[i]->s), off[i]);
     }
@@ -389,12 +514,12 @@ void q16_panel_fill_rows8(const uint8_t* group, int64_t blocks, Q16Panel& p) {
   using P = Rows8Packed<D>;
   const __m256i bias = _mm256_set1_epi16(P::kBias);
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = group + b * P::kBytes;
-    P::pairs(blk, [&](int j, __m256i w) {
+    P::pairs(P::block(group, b), [&](int j, __m256i w) {
       _mm256_store_si256(p.w(b, j), P::kBias ? _mm256_sub_epi16(w, bias) : w);
     });
-    p.s0(b) = rows8_halves(blk);
-    if constexpr (D::kOffset) p.coeff(b) = rows8_halves(blk + 16);
+    p.s0(b) = P::scale(group, b);
+    if constexpr (D::kHalves) p.s1(b) = P::scale1(group, b);
+    if constexpr (D::kOffset) p.coeff(b) = P::offset(group, b);
   }
 }
 
@@ -406,7 +531,8 @@ inline constexpr int64_t kRows8DirectMaxM = 8;
 // x: up to kRows8DirectMaxM rows as stored, several rows of x per pass; more through panels.
 template <class D, class Mac>
 void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
-  const int64_t blocks = a.K / 32, group_bytes = blocks * Rows8Packed<D>::kBytes;
+  using P = Rows8Packed<D>;
+  const int64_t blocks = a.K / 32, group_bytes = blocks / P::kUnitBlocks * P::kUnitBytes;
   const uint8_t* w = static_cast<const uint8_t*>(a.w);
   if (a.M > kRows8DirectMaxM) {
     q16_panels_over<D, Mac>(a, w, group_bytes, n0, n1, [&](const uint8_t* src, Q16Panel& p) {
@@ -415,7 +541,7 @@ void q16_rows8_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     return;
   }
   int64_t n = n0;
-  if constexpr (requires { Mac::kTwoPanelsWide; }) {
+  if constexpr (requires { Mac::kTwoPanelsWide; } && !D::kHalves) {
     for (; a.M >= 4 && n + 16 <= n1; n += 16) {
       const uint8_t *ga = w + (n / 8) * group_bytes, *gb = ga + group_bytes;
       int64_t m = 0;
@@ -445,6 +571,10 @@ void q16_columns(const RowdotQ8Args& a, int64_t n0, int64_t n1) {
     case kLayoutIq4_NLRows8: return q16_rows8_columns<Iq4_NLW<Ops>, Mac>(a, n0, n1);
     case kLayoutQ5_0Rows8: return q16_rows8_columns<Q5_0W<Ops>, Mac>(a, n0, n1);
     case kLayoutQ5_1Rows8: return q16_rows8_columns<Q5_1W<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ4_KRows8: return q16_rows8_columns<Q4_KW<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ5_KRows8: return q16_rows8_columns<Q5_KW<Ops>, Mac>(a, n0, n1);
+    case kLayoutIq4_XSRows8: return q16_rows8_columns<Iq4_XSW<Ops>, Mac>(a, n0, n1);
+    case kLayoutQ6_KRows8: return q16_rows8_columns<Q6_KW<Ops>, Mac>(a, n0, n1);
     default: break;
   }
   with_q8_decoder<Ops>(a.wtype, [&](auto d) {

@@ -113,11 +113,10 @@ struct VnniMac {
     }
   }
 
-  // 8 halves of group a's block and 8 of group b's (lanes 8-15) as one vector of floats.
-  static __m512 halves16(const uint8_t* pa, const uint8_t* pb) {
+  // Group a's 8 lanes and group b's (lanes 8-15) as one vector.
+  static __m512 join16(__m256 a, __m256 b) {
     return _mm512_castpd_ps(
-        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(rows8_halves(pa))),
-                           _mm256_castps_pd(rows8_halves(pb)), 1));
+        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(a)), _mm256_castps_pd(b), 1));
   }
 
   // Rows [m, m + RX) of x against the packed groups of weight rows [n, n + 8) at ga and
@@ -136,10 +135,10 @@ struct VnniMac {
     __m512 acc[RX], off[RX];
     for (int i = 0; i < RX; ++i) acc[i] = off[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t *ba = ga + b * P::kBytes, *bb = gb + b * P::kBytes;
-      for (int64_t o = 0; o < P::kBytes; o += 64) {
-        _mm_prefetch(ba + 8 * P::kBytes + o, _MM_HINT_T0);
-        _mm_prefetch(bb + 8 * P::kBytes + o, _MM_HINT_T0);
+      const uint8_t *ba = P::block(ga, b), *bb = P::block(gb, b);
+      for (int64_t o = 0; o < kRows8BytesPerBlock<P>; o += 64) {
+        _mm_prefetch(rows8_ahead<P>(ga, b + 8) + o, _MM_HINT_T0);
+        _mm_prefetch(rows8_ahead<P>(gb, b + 8) + o, _MM_HINT_T0);
       }
       const Q16Block* xb[RX];
       for (int i = 0; i < RX; ++i) xb[i] = a.xq + (m + i) * blocks + b;
@@ -155,7 +154,7 @@ struct VnniMac {
           sum[i] = accumulate(sum[i], w, _mm512_set1_epi32(pair));
         }
       });
-      const __m512 s0 = halves16(ba, bb);
+      const __m512 s0 = join16(P::scale(ga, b), P::scale(gb, b));
       for (int i = 0; i < RX; ++i) {
         if constexpr (P::kBias != 0)
           sum[i] = _mm512_sub_epi32(
@@ -164,7 +163,7 @@ struct VnniMac {
                                  _mm512_mul_ps(s0, _mm512_set1_ps(xb[i]->d)), acc[i]);
       }
       if constexpr (D::kOffset) {
-        const __m512 coeff = halves16(ba + 16, bb + 16);
+        const __m512 coeff = join16(P::offset(ga, b), P::offset(gb, b));
         for (int i = 0; i < RX; ++i)
           off[i] = _mm512_fmadd_ps(coeff, _mm512_set1_ps(xb[i]->s), off[i]);
       }
