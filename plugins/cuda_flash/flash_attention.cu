@@ -22,41 +22,50 @@ using flash::FlashParams;
 using flash::LaunchShape;
 
 // Above 48 KiB a kernel must opt in to its dynamic shared memory, once per device; done at
-// prepare so execute only launches.
+// prepare so execute only launches. Then the occupancy API gives each kernel's resident blocks
+// per multiprocessor, which the split of the keys is cut for (flash_splits).
 template <typename T, int D>
-void allow_shared_memory(const LaunchShape& s) {
-  auto kernel = s.warps == 1 ? flash::flash_mma_kernel<T, D, 1> : flash::flash_mma_kernel<T, D, 4>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(s.smem)),
+flash::FlashOccupancy prepare_kernels() {
+  const size_t decode_smem = flash::decode_smem_bytes<T, D>(),
+               rows_smem = flash::flash_smem_bytes<T, D, 4>();
+  check_cuda(cudaFuncSetAttribute(flash::flash_decode_kernel<T, D>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)),
+             "cudaFuncSetAttribute(flash_decode_kernel)");
+  check_cuda(cudaFuncSetAttribute(flash::flash_mma_kernel<T, D, 4>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(rows_smem)),
              "cudaFuncSetAttribute(flash_mma_kernel)");
-}
-template <typename T, int D>
-void allow_both_shapes() {
-  LaunchShape one, four;
-  one.warps = 1, one.smem = flash::smem_for<T, D>(1);
-  four.warps = 4, four.smem = flash::smem_for<T, D>(4);
-  allow_shared_memory<T, D>(one);
-  allow_shared_memory<T, D>(four);
-}
-
-template <typename T, int D, int NW>
-void launch_main(const FlashParams& p, const LaunchShape& s, cudaStream_t stream) {
-  const int sequences = p.query_start ? p.S : p.B;
-  dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
-  flash::flash_mma_kernel<T, D, NW><<<grid, NW * 32, s.smem, stream>>>(p);
-  check_launch("flash_mma_kernel");
+  flash::FlashOccupancy o;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                 &o.decode, flash::flash_decode_kernel<T, D>, 128, decode_smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_decode_kernel)");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                 &o.rows, flash::flash_mma_kernel<T, D, 4>, 128, rows_smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_mma_kernel)");
+  return o;
 }
 
 template <typename T, int D>
 void launch_flash(const FlashParams& p, const LaunchShape& s, cudaStream_t stream) {
-  if (s.warps == 1)
-    launch_main<T, D, 1>(p, s, stream);
-  else
-    launch_main<T, D, 4>(p, s, stream);
+  const int sequences = p.query_start ? p.S : p.B;
+  const dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
+  if (s.decode) {
+    flash::flash_decode_kernel<T, D><<<grid, 128, s.smem, stream>>>(p);
+    check_launch("flash_decode_kernel");
+  } else {
+    flash::flash_mma_kernel<T, D, 4><<<grid, 128, s.smem, stream>>>(p);
+    check_launch("flash_mma_kernel");
+  }
   if (s.splits > 1) {
     const size_t rows = size_t(p.B) * p.Hq * p.Sq;
     flash::combine_splits<T, D><<<unsigned((rows + 3) / 4), 128, 0, stream>>>(p);
     check_launch("combine_splits");
   }
+}
+
+// The larger of the two kernels' shared memory: both must fit a block of this device.
+template <typename T, int D>
+size_t largest_smem() {
+  return std::max(flash::decode_smem_bytes<T, D>(), flash::flash_smem_bytes<T, D, 4>());
 }
 
 // Calls f(T{}, std::integral_constant<int, D>{}) for the op's dtype and head dim.
@@ -127,15 +136,15 @@ class FlashAttention final : public CudaKernel {
     const int sms = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
     const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
     dispatch(dtype_, d_, [&](auto t, auto dc) {
-      shape_ = flash::launch_shape<decltype(t), decltype(dc)::value>(p_, sms);
-    });
-    if (shape_.smem > size_t(smem_max))
-      throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
-                                  "flash_attention: needs " + std::to_string(shape_.smem) +
-                                      " bytes of shared memory per block, the device allows " +
-                                      std::to_string(smem_max));
-    dispatch(dtype_, d_, [&](auto t, auto dc) {
-      allow_shared_memory<decltype(t), decltype(dc)::value>(shape_);
+      using T = decltype(t);
+      constexpr int D = decltype(dc)::value;
+      const size_t smem = largest_smem<T, D>();
+      if (smem > size_t(smem_max))
+        throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                    "flash_attention: needs " + std::to_string(smem) +
+                                        " bytes of shared memory per block, the device allows " +
+                                        std::to_string(smem_max));
+      shape_ = flash::launch_shape<T, D>(p_, sms, prepare_kernels<T, D>());
     });
     p_.splits = shape_.splits;
     if (shape_.splits > 1) {
@@ -206,20 +215,20 @@ class PagedFlashAttention final : public CudaKernel {
     use_device(ctx_.ordinal);
     sms_ = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
     const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
-    size_t smem = 0;
     dispatch(dtype_, d_, [&](auto t, auto dc) {
       using T = decltype(t);
       constexpr int D = decltype(dc)::value;
-      smem = flash::smem_for<T, D>(4);
-      if (smem <= size_t(smem_max)) allow_both_shapes<T, D>();
+      const size_t smem = largest_smem<T, D>();
+      if (smem > size_t(smem_max))
+        throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                    "flash_attention: needs " + std::to_string(smem) +
+                                        " bytes of shared memory per block, the device allows " +
+                                        std::to_string(smem_max));
+      occupancy_ = prepare_kernels<T, D>();
     });
-    if (smem > size_t(smem_max))
-      throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
-                                  "flash_attention: needs " + std::to_string(smem) +
-                                      " bytes of shared memory per block, the device allows " +
-                                      std::to_string(smem_max));
     // The most splits any step may take: one sequence's rows, the longest keys.
-    max_splits_ = flash::flash_splits(p_.G, 1, p_.Hkv, int64_t(p_.MB) * p_.BS, d_, sms_);
+    max_splits_ = flash::flash_splits(p_.G, 1, p_.Hkv, int64_t(p_.MB) * p_.BS, d_, sms_,
+                                      std::max(occupancy_.decode, occupancy_.rows));
     if (max_splits_ > 1) {
       const size_t rows = size_t(max_t) * p_.Hq;
       workspace_ = std::make_unique<DeviceScratch>(rows * max_splits_ * (d_ + 1) * sizeof(float));
@@ -261,7 +270,7 @@ class PagedFlashAttention final : public CudaKernel {
     dispatch(dtype_, d_, [&](auto t, auto dc) {
       using T2 = decltype(t);
       constexpr int D = decltype(dc)::value;
-      LaunchShape shape = flash::launch_shape<T2, D>(p, sms_);
+      LaunchShape shape = flash::launch_shape<T2, D>(p, sms_, occupancy_);
       shape.splits = std::min(shape.splits, max_splits_);
       p.splits = shape.splits;
       if (shape.splits > 1) {
@@ -310,6 +319,7 @@ class PagedFlashAttention final : public CudaKernel {
   }
 
   FlashParams p_{};
+  flash::FlashOccupancy occupancy_;
   std::unique_ptr<DeviceScratch> workspace_;
   std::vector<int32_t> metadata_;
   sy_dtype dtype_ = SY_DTYPE_F16;

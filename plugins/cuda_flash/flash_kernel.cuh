@@ -6,14 +6,16 @@
 // Rows are packed as FlashAttention's pack-GQA does: the block for (batch b, KV head hk)
 // serves every query head of that group, packed row R = i*G + g (query position i, head g of
 // the group), so each K/V tile is read from memory once per group, and a decode step (Sq = 1)
-// still fills a 16-row MMA with G heads. Each warp owns 16 packed rows; K/V tiles of BN keys
-// are double-buffered in shared memory with cp.async (zero-filled past the valid length, so
-// a stale cache tail can never turn 0 x NaN into NaN). Scores are kept in the log2 domain
-// (exp2f).
+// still fills a 16-row MMA with G heads. In the rows kernel each warp owns 16 packed rows; in
+// the decode kernel (at most 16 packed rows) every warp shares them and takes its own keys, and
+// the warps merge at the end. K/V tiles are double-buffered in shared memory with cp.async
+// (zero-filled past the valid length, so a stale cache tail can never turn 0 x NaN into NaN).
+// Scores are kept in the log2 domain (exp2f).
 //
-// Split-KV: when (row blocks x B x Hkv) would leave the GPU idle — decode above all — the keys
-// are cut into `splits` ranges, each block writes a normalised partial output and its LSE to
-// a workspace, and `combine_splits` merges them by LSE (the sinks join there, once).
+// Split-KV: when (row blocks x B x Hkv) would not fill every multiprocessor with the blocks the
+// occupancy API says it can hold — decode above all — the keys are cut into `splits` ranges,
+// each block writes a normalised partial output and its LSE to a workspace, and
+// `combine_splits` merges them by LSE (the sinks join there, once).
 //
 // This header is also compiled by the host compiler under SY_CUDA_EMULATION, with the test's
 // model of the few PTX instructions, so the kernels' logic is tested on machines without a GPU.
@@ -160,12 +162,77 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// ---- the kernel ---------------------------------------------------------------------------
+// ---- pieces both kernels share --------------------------------------------------------------
 
-template <typename T, int D, int NW>
-constexpr size_t flash_smem_bytes() {
-  constexpr int LD = D + 8, BN = keys_per_tile(D);
-  return (size_t(16 * NW) + 4 * BN) * LD * sizeof(T);  // Q, then K and V double-buffered
+// One block's sequence: contiguous, batch b with Sq queries from row b·Sq of q; paged, sequence
+// s with q_len queries from token `first` (b = 0: q, o and lse are one batch of T). M: its
+// packed rows; L: its keys; shift: L − q_len (query i's last causal key is i + shift).
+struct BlockSeq {
+  bool paged;
+  int b, first, q_len, M, L, shift;
+  const int32_t* table;  // paged: this sequence's row of the block table
+};
+
+__device__ __forceinline__ BlockSeq block_seq(const FlashParams& p, int seq) {
+  BlockSeq s;
+  s.paged = p.query_start != nullptr;
+  s.b = s.paged ? 0 : seq;
+  s.first = s.paged ? p.query_start[seq] : 0;
+  s.q_len = s.paged ? p.query_start[seq + 1] - s.first : p.Sq;
+  s.M = s.q_len * p.G;
+  s.table = s.paged ? p.block_table + size_t(seq) * p.MB : nullptr;
+  s.L = p.Skv;
+  if (s.paged) {
+    s.L = p.seq_lens[seq];
+  } else if (p.kv_len) {
+    long long x = p.kv_len[s.b];
+    s.L = x < 0 ? 0 : (x > p.Skv ? p.Skv : int(x));
+  }
+  s.shift = s.L - s.q_len;
+  return s;
+}
+
+// The tiles of BN keys that packed rows [R0, R0 + BM) may see, [t_begin, t_end), cut to this
+// split's share: cut from the rows' own key range, not the cache's capacity, so a half-full
+// cache or a window still spreads over every split.
+__device__ __forceinline__ void split_tiles(const FlashParams& p, const BlockSeq& s, int R0, int BM,
+                                            int BN, int split, int& t_begin, int& t_end) {
+  const int i_first = R0 / p.G, i_last = (min(R0 + BM, s.M) - 1) / p.G;
+  int lo = 0, hi = s.L;
+  if (p.causal) hi = min(hi, i_last + s.shift + 1);
+  if (p.window >= 0) lo = max(0, i_first + s.shift - p.window);
+  if (p.splits > 1) {
+    const int t_lo = lo / BN, t_hi = hi > lo ? (hi + BN - 1) / BN : t_lo;
+    const int per = (t_hi - t_lo + p.splits - 1) / p.splits;
+    lo = max(lo, (t_lo + split * per) * BN);
+    hi = min(hi, (t_lo + (split + 1) * per) * BN);
+  }
+  t_begin = lo / BN;
+  t_end = hi > lo ? (hi + BN - 1) / BN : t_begin;
+}
+
+// Key j's row of KV head hk (in units of D elements): in batch b's cache, or in pool block
+// `page` (the block table's entry for j).
+__device__ __forceinline__ size_t kv_row(const FlashParams& p, const BlockSeq& s, int page, int hk,
+                                         int j) {
+  if (s.paged) return (size_t(page) * p.BS + j % p.BS) * p.Hkv + hk;
+  return (size_t(s.b) * p.Skv + j) * p.Hkv + hk;
+}
+
+// The block's Q rows [R0, R0 + rows) into qs ([rows][D + 8]), zeros past the sequence's rows.
+template <typename T, int D>
+__device__ __forceinline__ void load_q(const FlashParams& p, const BlockSeq& s, int hk, int R0,
+                                       int rows, T* qs) {
+  constexpr int LD = D + 8, CH = D / 8;
+  const T* q = static_cast<const T*>(p.q);
+  for (int idx = threadIdx.x; idx < rows * CH; idx += blockDim.x) {
+    const int r = idx / CH, c = idx % CH, R = R0 + r;
+    const bool ok = R < s.M;
+    const T* src = q;
+    if (ok)
+      src = q + ((size_t(s.b) * p.Sq + s.first + R / p.G) * p.Hq + hk * p.G + R % p.G) * D + c * 8;
+    cp_async16(qs + r * LD + c * 8, src, ok);
+  }
 }
 
 // Where one thread's two rows (gid and gid + 8 of its warp's 16) stand.
@@ -174,6 +241,186 @@ struct RowPair {
   int diag[2];    // i + Skv_valid - Sq: the last key a causal row sees
   bool live[2];   // R < M
 };
+
+// A warp's 16 packed rows from w0: the thread's two, and the extent of the sixteen, for knowing
+// which tiles every row sees whole.
+struct WarpRows {
+  RowPair rows;
+  bool live, full;  // any row, every row within the sequence
+  int i_lo, i_hi;   // the rows' first and last query
+};
+
+__device__ __forceinline__ WarpRows warp_rows(const FlashParams& p, const BlockSeq& s, int w0,
+                                              int gid) {
+  WarpRows w;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    w.rows.packed[h] = w0 + gid + 8 * h;
+    w.rows.live[h] = w.rows.packed[h] < s.M;
+    w.rows.diag[h] = w.rows.packed[h] / p.G + s.shift;
+  }
+  w.live = w0 < s.M;
+  w.full = w0 + 15 < s.M;
+  w.i_lo = w0 / p.G;
+  w.i_hi = min(w0 + 15, s.M - 1) / p.G;
+  return w;
+}
+
+// Whether every row of the warp sees keys [j0, j0 + BN) whole, so the tile needs no mask
+// (warp-uniform).
+__device__ __forceinline__ bool tile_whole(const FlashParams& p, const BlockSeq& s,
+                                           const WarpRows& w, int j0, int BN) {
+  return w.full && j0 + BN <= s.L && (!p.causal || j0 + BN - 1 <= w.i_lo + s.shift) &&
+         (p.window < 0 || j0 >= w.i_hi + s.shift - p.window);
+}
+
+// S = Q Kᵀ for a warp's 16 rows (qw: the first of them, [16][D + 8]) against a tile of NT·8 keys
+// (kt: [NT·8][D + 8]).
+template <typename T, int D, int NT>
+__device__ __forceinline__ void qk_scores(float (&s)[NT][4], const T* qw, const T* kt, int lane) {
+  constexpr int LD = D + 8;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    uint32_t a[4];
+    ldsm_x4(a, qw + (lane & 15) * LD + kc * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bk[4];  // keys n*8.. and n*8+8.., dims kc*16 .. +16
+      ldsm_x4(bk,
+              kt + (n * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kc * 16 + ((lane >> 3) & 1) * 8);
+      mma16816<T>(s[n], a, bk[0], bk[1]);
+      mma16816<T>(s[n + 1], a, bk[2], bk[3]);
+    }
+  }
+}
+
+// Scale, softcap and mask of a tile's scores from key j0, into the log2 domain. Masking is
+// skipped for a tile every row of the warp sees whole.
+template <int NT>
+__device__ __forceinline__ void log2_scores(float (&s)[NT][4], const FlashParams& p,
+                                            const BlockSeq& seq, const RowPair& rows, int j0,
+                                            bool whole, int tig) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[n][e] * p.scale;
+      if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+      x *= kLog2e;
+      if (!whole) {
+        const int h = e >> 1, j = j0 + n * 8 + tig * 2 + (e & 1);
+        const bool ok = rows.live[h] && j < seq.L && (!p.causal || j <= rows.diag[h]) &&
+                        (p.window < 0 || j >= rows.diag[h] - p.window);
+        if (!ok) x = -INFINITY;
+      }
+      s[n][e] = x;
+    }
+}
+
+// The online softmax over one tile per row (the four lanes of a quad share a row): the scores
+// become P, the running max m2 (log2 domain) and this lane's share of the sum l move on, and the
+// output accumulators are rescaled to the new max.
+template <int NT, int NO>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m2)[2], float (&l)[2],
+                                               float (&acc)[NO][4]) {
+  float corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    const float m_new = fmaxf(m2[h], quad_max(mx));
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no valid key yet: p = 0
+    corr[h] = exp2f(m2[h] - m_use);
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n][2 * h] = exp2f(s[n][2 * h] - m_use);
+      s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - m_use);
+      sum += s[n][2 * h] + s[n][2 * h + 1];
+    }
+    l[h] = l[h] * corr[h] + sum;  // this lane's share; the quad is summed at the end
+    m2[h] = m_new;
+  }
+#pragma unroll
+  for (int n = 0; n < NO; ++n) {
+    acc[n][0] *= corr[0];
+    acc[n][1] *= corr[0];
+    acc[n][2] *= corr[1];
+    acc[n][3] *= corr[1];
+  }
+}
+
+// O += P V for a tile of NT·8 keys (vt: [NT·8][D + 8]): two score fragments (16 keys) form one
+// A fragment.
+template <typename T, int D, int NT>
+__device__ __forceinline__ void pv_accumulate(float (&acc)[D / 8][4], const float (&s)[NT][4],
+                                              const T* vt, int lane) {
+  constexpr int LD = D + 8, NO = D / 8;
+#pragma unroll
+  for (int kt16 = 0; kt16 < NT / 2; ++kt16) {
+    uint32_t a[4] = {pack2<T>(s[2 * kt16][0], s[2 * kt16][1]),
+                     pack2<T>(s[2 * kt16][2], s[2 * kt16][3]),
+                     pack2<T>(s[2 * kt16 + 1][0], s[2 * kt16 + 1][1]),
+                     pack2<T>(s[2 * kt16 + 1][2], s[2 * kt16 + 1][3])};
+#pragma unroll
+    for (int n = 0; n < NO; n += 2) {
+      uint32_t bv[4];  // keys kt16*16 .. +16, dims n*8 .. n*8+16, transposed
+      ldsm_x4_trans(
+          bv, vt + (kt16 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 + (lane >> 4) * 8);
+      mma16816<T>(acc[n], a, bv[0], bv[1]);
+      mma16816<T>(acc[n + 1], a, bv[2], bv[3]);
+    }
+  }
+}
+
+// A finished row: o = acc · inv, and its LSE (natural log). Without a split the sink joins the
+// denominator here, once, as a key with no value row; with splits, combine_splits adds it. A row
+// with no valid key gives o = 0 and lse = −inf.
+struct RowEnd {
+  float inv, lse;
+};
+
+__device__ __forceinline__ RowEnd row_end(const FlashParams& p, float m2, float l, int head) {
+  const bool any = m2 != -INFINITY;
+  float denom = l;
+  if (p.splits == 1 && any && p.sinks) denom += exp2f(p.sinks[head] * kLog2e - m2);
+  return {any ? 1.0f / denom : 0.0f, any ? m2 * kLn2 + logf(l) : -INFINITY};
+}
+
+// Columns col and col + 1 of row (b, i, head)'s output: into o, or this split's partial (f32).
+template <typename T, int D>
+__device__ __forceinline__ void store_pair(const FlashParams& p, int split, int b, int i, int head,
+                                           int col, float x0, float x1) {
+  if (p.splits == 1) {
+    T* orow = static_cast<T*>(p.o) + ((size_t(b) * p.Sq + i) * p.Hq + head) * D;
+    *reinterpret_cast<uint32_t*>(orow + col) = pack2<T>(x0, x1);
+    return;
+  }
+  const size_t rows_total = size_t(p.B) * p.Hq * p.Sq, row = (size_t(b) * p.Hq + head) * p.Sq + i;
+  *reinterpret_cast<float2*>(p.part_o + (size_t(split) * rows_total + row) * D + col) =
+      make_float2(x0, x1);
+}
+
+__device__ __forceinline__ void store_lse(const FlashParams& p, int split, int b, int i, int head,
+                                          float lse) {
+  const size_t row = (size_t(b) * p.Hq + head) * p.Sq + i;
+  if (p.splits == 1) {
+    if (p.lse) p.lse[row] = lse;
+    return;
+  }
+  p.part_lse[size_t(split) * size_t(p.B) * p.Hq * p.Sq + row] = lse;
+}
+
+// ---- the rows kernel: 4 warps of 16 packed rows each (prefill, and decode of many heads) ----
+
+template <typename T, int D, int NW>
+constexpr size_t flash_smem_bytes() {
+  constexpr int LD = D + 8, BN = keys_per_tile(D);
+  return (size_t(16 * NW) + 4 * BN) * LD * sizeof(T);  // Q, then K and V double-buffered
+}
 
 template <typename T, int D, int NW>
 __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p) {
@@ -185,65 +432,24 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   T* ks = qs + BM * LD;                // [2][BN][LD]
   T* vs = ks + 2 * BN * LD;            // [2][BN][LD]
 
-  const T* q = static_cast<const T*>(p.q);
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
   // Heaviest causal row blocks first, so the short ones fill the tail.
   const int R0 = (gridDim.x - 1 - blockIdx.x) * BM;
   const int hk = blockIdx.y % p.Hkv, split = blockIdx.z;
-  // This block's sequence: contiguous, batch b with Sq queries from row b·Sq of q; paged,
-  // sequence s with q_len queries from token `first` (b = 0: q, o and lse are one batch of T).
-  const bool paged = p.query_start != nullptr;
-  const int seq = blockIdx.y / p.Hkv, b = paged ? 0 : seq;
-  const int first = paged ? p.query_start[seq] : 0;
-  const int q_len = paged ? p.query_start[seq + 1] - first : p.Sq;
-  const int M = q_len * p.G;  // this sequence's packed rows
-  if (R0 >= M) return;        // rows of a shorter sequence than the grid's longest (block-uniform)
-  const int32_t* table = paged ? p.block_table + size_t(seq) * p.MB : nullptr;
+  const BlockSeq seq = block_seq(p, blockIdx.y / p.Hkv);
+  if (R0 >= seq.M) return;  // rows of a shorter sequence than the grid's longest (block-uniform)
+  int t_begin, t_end;
+  split_tiles(p, seq, R0, BM, BN, split, t_begin, t_end);
 
-  int L = p.Skv;
-  if (paged) {
-    L = p.seq_lens[seq];
-  } else if (p.kv_len) {
-    long long x = p.kv_len[b];
-    L = x < 0 ? 0 : (x > p.Skv ? p.Skv : int(x));
-  }
-  const int shift = L - q_len;
-
-  // Keys any row of the block may see, [lo, hi), then this split's share of those tiles: cut
-  // from the block's own range, not the cache's capacity, so a half-full cache or a window
-  // still spreads over every split.
-  const int i_first = R0 / p.G, i_last = (min(R0 + BM, M) - 1) / p.G;
-  int lo = 0, hi = L;
-  if (p.causal) hi = min(hi, i_last + shift + 1);
-  if (p.window >= 0) lo = max(0, i_first + shift - p.window);
-  if (p.splits > 1) {
-    const int t_lo = lo / BN, t_hi = hi > lo ? (hi + BN - 1) / BN : t_lo;
-    const int per = (t_hi - t_lo + p.splits - 1) / p.splits;
-    lo = max(lo, (t_lo + split * per) * BN);
-    hi = min(hi, (t_lo + (split + 1) * per) * BN);
-  }
-  const int t_begin = lo / BN, t_end = hi > lo ? (hi + BN - 1) / BN : t_begin;
-
-  for (int idx = threadIdx.x; idx < BM * CH; idx += NW * 32) {
-    const int r = idx / CH, c = idx % CH, R = R0 + r;
-    const bool ok = R < M;
-    const T* src = q;
-    if (ok)
-      src = q + ((size_t(b) * p.Sq + first + R / p.G) * p.Hq + hk * p.G + R % p.G) * D + c * 8;
-    cp_async16(qs + r * LD + c * 8, src, ok);
-  }
-  // Key j's row of KV head hk: in the batch's cache, or in the block the table names.
-  auto key_row = [&](int j) -> size_t {
-    if (paged) return (size_t(table[j / p.BS]) * p.BS + j % p.BS) * p.Hkv + hk;
-    return (size_t(b) * p.Skv + j) * p.Hkv + hk;
-  };
+  load_q<T, D>(p, seq, hk, R0, BM, qs);
   auto load_tile = [&](int t, int stage) {
     for (int idx = threadIdx.x; idx < BN * CH; idx += NW * 32) {
       const int r = idx / CH, c = idx % CH, j = t * BN + r;
-      const bool ok = j < L;
-      const size_t off = ok ? key_row(j) * D + c * 8 : 0;
+      const bool ok = j < seq.L;
+      const size_t off =
+          ok ? kv_row(p, seq, seq.paged ? seq.table[j / p.BS] : 0, hk, j) * D + c * 8 : 0;
       cp_async16(ks + (stage * BN + r) * LD + c * 8, k + off, ok);
       cp_async16(vs + (stage * BN + r) * LD + c * 8, v + off, ok);
     }
@@ -251,17 +457,7 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   if (t_end > t_begin) load_tile(t_begin, 0);
   cp_async_commit();  // group: Q and the first tile
 
-  RowPair rows;
-  const int wrow0 = R0 + warp * 16;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    rows.packed[h] = wrow0 + gid + 8 * h;
-    rows.live[h] = rows.packed[h] < M;
-    rows.diag[h] = rows.packed[h] / p.G + shift;
-  }
-  const bool warp_live = wrow0 < M, warp_full = wrow0 + 15 < M;
-  const int w_i_lo = wrow0 / p.G, w_i_hi = (min(wrow0 + 15, M - 1)) / p.G;
-
+  const WarpRows wr = warp_rows(p, seq, R0 + warp * 16, gid);
   float acc[NO][4];
 #pragma unroll
   for (int n = 0; n < NO; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -273,125 +469,152 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
     cp_async_commit();
     cp_async_wait<1>();  // everything but the tile just requested has landed
     __syncthreads();
-    const int j0 = t * BN;
-    const T* kt = ks + stage * BN * LD;
-    const T* vt = vs + stage * BN * LD;
-    if (warp_live) {
-      // S = Q K^T for this warp's 16 rows.
+    if (wr.live) {
       float s[NT][4];
-#pragma unroll
-      for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        uint32_t a[4];
-        ldsm_x4(a, qs + (warp * 16 + (lane & 15)) * LD + kc * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-          uint32_t bk[4];  // keys n*8.. and n*8+8.., dims kc*16 .. +16
-          ldsm_x4(bk, kt + (n * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kc * 16 +
-                          ((lane >> 3) & 1) * 8);
-          mma16816<T>(s[n], a, bk[0], bk[1]);
-          mma16816<T>(s[n + 1], a, bk[2], bk[3]);
-        }
-      }
-      // Scale, softcap and mask, in the log2 domain. Masking is skipped for tiles every row
-      // of the warp sees whole (warp-uniform).
-      const bool whole = warp_full && j0 + BN <= L &&
-                         (!p.causal || j0 + BN - 1 <= w_i_lo + shift) &&
-                         (p.window < 0 || j0 >= w_i_hi + shift - p.window);
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[n][e] * p.scale;
-          if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-          x *= kLog2e;
-          if (!whole) {
-            const int h = e >> 1, j = j0 + n * 8 + tig * 2 + (e & 1);
-            const bool ok = rows.live[h] && j < L && (!p.causal || j <= rows.diag[h]) &&
-                            (p.window < 0 || j >= rows.diag[h] - p.window);
-            if (!ok) x = -INFINITY;
-          }
-          s[n][e] = x;
-        }
-      // Online softmax per row; the four lanes of a quad share a row.
-      float corr[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-        const float m_new = fmaxf(m2[h], quad_max(mx));
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no valid key yet: p = 0
-        corr[h] = exp2f(m2[h] - m_use);
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          s[n][2 * h] = exp2f(s[n][2 * h] - m_use);
-          s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - m_use);
-          sum += s[n][2 * h] + s[n][2 * h + 1];
-        }
-        l[h] = l[h] * corr[h] + sum;  // this lane's share; the quad is summed at the end
-        m2[h] = m_new;
-      }
-#pragma unroll
-      for (int n = 0; n < NO; ++n) {
-        acc[n][0] *= corr[0];
-        acc[n][1] *= corr[0];
-        acc[n][2] *= corr[1];
-        acc[n][3] *= corr[1];
-      }
-      // O += P V: two score fragments (16 keys) form one A fragment.
-#pragma unroll
-      for (int kt16 = 0; kt16 < BN / 16; ++kt16) {
-        uint32_t a[4] = {pack2<T>(s[2 * kt16][0], s[2 * kt16][1]),
-                         pack2<T>(s[2 * kt16][2], s[2 * kt16][3]),
-                         pack2<T>(s[2 * kt16 + 1][0], s[2 * kt16 + 1][1]),
-                         pack2<T>(s[2 * kt16 + 1][2], s[2 * kt16 + 1][3])};
-#pragma unroll
-        for (int n = 0; n < NO; n += 2) {
-          uint32_t bv[4];  // keys kt16*16 .. +16, dims n*8 .. n*8+16, transposed
-          ldsm_x4_trans(bv, vt + (kt16 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n * 8 +
-                                (lane >> 4) * 8);
-          mma16816<T>(acc[n], a, bv[0], bv[1]);
-          mma16816<T>(acc[n + 1], a, bv[2], bv[3]);
-        }
-      }
+      qk_scores<T, D, NT>(s, qs + warp * 16 * LD, ks + stage * BN * LD, lane);
+      log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
+      online_softmax<NT, NO>(s, m2, l, acc);
+      pv_accumulate<T, D, NT>(acc, s, vs + stage * BN * LD, lane);
     }
     __syncthreads();  // this stage is consumed before the next iteration refills it
   }
   cp_async_wait<0>();
 
-  // Epilogue: a row with no valid key gives o = 0 and lse = -inf.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l_row = quad_sum(l[h]);
-    if (!rows.live[h]) continue;
-    const int R = rows.packed[h], i = first + R / p.G, head = hk * p.G + R % p.G;
-    const bool any = m2[h] != -INFINITY;
-    const float lse = any ? m2[h] * kLn2 + logf(l_row) : -INFINITY;
-    const size_t row = (size_t(b) * p.Hq + head) * p.Sq + i;
-    if (p.splits == 1) {
-      float denom = l_row;
-      if (any && p.sinks) denom += exp2f(p.sinks[head] * kLog2e - m2[h]);  // once, no value row
-      const float inv = any ? 1.0f / denom : 0.0f;
-      T* orow = static_cast<T*>(p.o) + ((size_t(b) * p.Sq + i) * p.Hq + head) * D;
+    if (!wr.rows.live[h]) continue;
+    const int R = wr.rows.packed[h], i = seq.first + R / p.G, head = hk * p.G + R % p.G;
+    const RowEnd e = row_end(p, m2[h], l_row, head);
 #pragma unroll
-      for (int n = 0; n < NO; ++n)
-        *reinterpret_cast<uint32_t*>(orow + n * 8 + tig * 2) =
-            pack2<T>(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
-      if (p.lse && tig == 0) p.lse[row] = lse;
-    } else {
-      const float inv = any ? 1.0f / l_row : 0.0f;
-      const size_t rows_total = size_t(p.B) * p.Hq * p.Sq;
-      float* orow = p.part_o + (size_t(split) * rows_total + row) * D;
-#pragma unroll
-      for (int n = 0; n < NO; ++n)
-        *reinterpret_cast<float2*>(orow + n * 8 + tig * 2) =
-            make_float2(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
-      if (tig == 0) p.part_lse[size_t(split) * rows_total + row] = lse;
-    }
+    for (int n = 0; n < NO; ++n)
+      store_pair<T, D>(p, split, seq.b, i, head, n * 8 + tig * 2, acc[n][2 * h] * e.inv,
+                       acc[n][2 * h + 1] * e.inv);
+    if (tig == 0) store_lse(p, split, seq.b, i, head, e.lse);
   }
+}
+
+// ---- the decode kernel: every warp on the same 16 packed rows, each on its own keys ---------
+// A decode step has at most 16 packed rows per (sequence, KV head): one warp's worth. A block of
+// kDecodeWarps warps serves them together, warp w taking key tiles w, w + kDecodeWarps, … of the
+// block's range with its own double-buffered stage and its own online softmax, so four times
+// the loads are in flight per block, and a small tile (kDecodeKeys) keeps a block's shared
+// memory at the rows kernel's. Each lane holds the pool block of one key of the warp's next
+// tile, read a tile ahead, and the loads take it by shuffle: no block-table read waits in front
+// of a tile's loads. At the end the warps' partial rows merge by their maxima in shared memory.
+
+template <typename T, int D>
+constexpr size_t decode_smem_bytes() {
+  constexpr size_t LD = D + 8, q = 16 * LD * sizeof(T);
+  constexpr size_t tiles = size_t(kDecodeWarps) * 4 * kDecodeKeys * LD * sizeof(T);
+  constexpr size_t merge = size_t(kDecodeWarps) * 16 * (D + 2) * sizeof(float);
+  return q + (tiles > merge ? tiles : merge);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const FlashParams p) {
+  constexpr int NW = kDecodeWarps, BN = kDecodeKeys, LD = D + 8, CH = D / 8;
+  constexpr int NT = BN / 8, NO = D / 8;
+  SY_DYNAMIC_SHARED(smem);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  T* qs = reinterpret_cast<T*>(smem);         // [16][LD]
+  T* ks = qs + 16 * LD + warp * 4 * BN * LD;  // this warp's [2][BN][LD]
+  T* vs = ks + 2 * BN * LD;                   // [2][BN][LD]
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const int hk = blockIdx.y % p.Hkv, split = blockIdx.z;
+  const BlockSeq seq = block_seq(p, blockIdx.y / p.Hkv);
+  if (seq.M <= 0) return;  // a sequence without queries this step (block-uniform)
+  int t_begin, t_end;
+  split_tiles(p, seq, 0, 16, BN, split, t_begin, t_end);
+  const int tiles = t_end - t_begin, mine = tiles > warp ? (tiles - warp + NW - 1) / NW : 0;
+
+  load_q<T, D>(p, seq, hk, 0, 16, qs);
+  cp_async_commit();
+  // Lane r's pool block for key r of tile t (BN <= 32 keys a tile).
+  auto page_of = [&](int t) {
+    const int j = t * BN + lane;
+    return seq.paged && lane < BN && j < seq.L ? seq.table[j / p.BS] : 0;
+  };
+  auto load_tile = [&](int t, int page, int stage) {
+    for (int idx = lane; idx < BN * CH; idx += 32) {  // the same count on every lane
+      const int r = idx / CH, c = idx % CH, j = t * BN + r;
+      const int pg = __shfl_sync(0xffffffffu, page, r);
+      const bool ok = j < seq.L;
+      const size_t off = ok ? kv_row(p, seq, pg, hk, j) * D + c * 8 : 0;
+      cp_async16(ks + (stage * BN + r) * LD + c * 8, k + off, ok);
+      cp_async16(vs + (stage * BN + r) * LD + c * 8, v + off, ok);
+    }
+  };
+  int page = mine > 0 ? page_of(t_begin + warp) : 0;
+  if (mine > 0) load_tile(t_begin + warp, page, 0);
+  cp_async_commit();
+  if (mine > 1) page = page_of(t_begin + warp + NW);
+  cp_async_wait<1>();  // this thread's part of Q has landed
+  __syncthreads();     // and every thread's
+
+  const WarpRows wr = warp_rows(p, seq, 0, gid);
+  float acc[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int i = 0; i < mine; ++i) {
+    const int t = t_begin + warp + i * NW, stage = i & 1;
+    if (i + 1 < mine) {
+      load_tile(t + NW, page, stage ^ 1);
+      if (i + 2 < mine) page = page_of(t + 2 * NW);  // read while this tile computes
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // everything but the tile just requested has landed
+    __syncwarp();
+    float s[NT][4];
+    qk_scores<T, D, NT>(s, qs, ks + stage * BN * LD, lane);
+    log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
+    online_softmax<NT, NO>(s, m2, l, acc);
+    pv_accumulate<T, D, NT>(acc, s, vs + stage * BN * LD, lane);
+    __syncwarp();  // this stage is consumed before the next iteration refills it
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its tiles: the merge reuses their memory
+
+  float* part = reinterpret_cast<float*>(qs + 16 * LD);  // [NW][16][D]
+  float* ml = part + NW * 16 * D;                        // [NW][16]: max, sum
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = gid + 8 * h;
+    const float l_row = quad_sum(l[h]);
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      *reinterpret_cast<float2*>(part + (warp * 16 + r) * D + n * 8 + tig * 2) =
+          make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+    if (tig == 0) ml[(warp * 16 + r) * 2] = m2[h], ml[(warp * 16 + r) * 2 + 1] = l_row;
+  }
+  __syncthreads();
+
+  // Row r's merge by 8 threads, D/8 columns each.
+  const int r = threadIdx.x / 8, c0 = threadIdx.x % 8 * (D / 8);
+  if (r >= seq.M) return;
+  float mx = -INFINITY, weight[NW], l_sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) mx = fmaxf(mx, ml[(w * 16 + r) * 2]);
+#pragma unroll
+  for (int w = 0; w < NW; ++w) {
+    const float mw = ml[(w * 16 + r) * 2];
+    weight[w] = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+    l_sum += weight[w] * ml[(w * 16 + r) * 2 + 1];
+  }
+  const int i = seq.first + r / p.G, head = hk * p.G + r % p.G;
+  const RowEnd e = row_end(p, mx, l_sum, head);
+  for (int c = c0; c < c0 + D / 8; c += 2) {
+    float x0 = 0.0f, x1 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      x0 += weight[w] * part[(w * 16 + r) * D + c];
+      x1 += weight[w] * part[(w * 16 + r) * D + c + 1];
+    }
+    store_pair<T, D>(p, split, seq.b, i, head, c, x0 * e.inv, x1 * e.inv);
+  }
+  if (threadIdx.x % 8 == 0) store_lse(p, split, seq.b, i, head, e.lse);
 }
 
 // Merges the splits of one (b, head, i) row per warp: o = Σ e^{lse_s} o_s / (e^{lse} + e^{sink}),
@@ -431,26 +654,28 @@ __global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
 // -----------------------------------------------------------------
 
 struct LaunchShape {
-  int warps = 4;  // 1 when a block's packed rows fit one warp (decode)
+  bool decode =
+      false;  // flash_decode_kernel, else flash_mma_kernel<T, D, 4>; 128 threads either way
   int row_blocks = 1;
   int splits = 1;
   size_t smem = 0;
 };
 
-template <typename T, int D>
-size_t smem_for(int warps) {
-  return warps == 1 ? flash_smem_bytes<T, D, 1>() : flash_smem_bytes<T, D, 4>();
-}
+// Resident blocks per multiprocessor of each kernel (the occupancy API's, at prepare).
+struct FlashOccupancy {
+  int decode = 1, rows = 1;
+};
 
 // The block shape of one call and its split of the keys (flash_shape.hpp). Paged: p.M is the
 // longest sequence's packed rows, p.Skv its most keys, and the grid's y runs over p.S sequences.
 template <typename T, int D>
-LaunchShape launch_shape(const FlashParams& p, int sm_count) {
+LaunchShape launch_shape(const FlashParams& p, int sm_count, FlashOccupancy occupancy) {
   LaunchShape s;
-  s.warps = flash_warps(p.M);
-  s.row_blocks = std::max(1, (p.M + 16 * s.warps - 1) / (16 * s.warps));
-  s.smem = smem_for<T, D>(s.warps);
-  s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count);
+  s.decode = flash_decode(p.M);
+  s.row_blocks = s.decode ? 1 : std::max(1, (p.M + 63) / 64);
+  s.smem = s.decode ? decode_smem_bytes<T, D>() : flash_smem_bytes<T, D, 4>();
+  s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count,
+                          s.decode ? occupancy.decode : occupancy.rows);
   return s;
 }
 

@@ -21,23 +21,33 @@ SY_FLASH_HD constexpr int keys_per_tile(int d) {
 }
 constexpr int kMaxSplits = 64;
 
-// Warps per block: one for at most 16 packed rows (decode), else four.
-constexpr int flash_warps(long long packed_rows) {
-  return packed_rows <= 16 ? 1 : 4;
+// The decode kernel (flash_kernel.cuh) takes a call whose blocks have at most 16 packed rows (one
+// warp's): kDecodeWarps warps per block, each on its own tiles of kDecodeKeys keys. Every other
+// call takes the rows kernel: 4 warps of 16 rows, tiles of keys_per_tile keys.
+constexpr int kDecodeWarps = 4, kDecodeKeys = 16;
+constexpr bool flash_decode(long long packed_rows) {
+  return packed_rows <= 16;
 }
+// Both kernels run 128 threads a block, and a multiprocessor holds at most 2048 threads: no
+// occupancy is above 16 blocks.
+constexpr int kMaxBlocksPerSm = 16;
 
-// Splits the keys when the blocks without a split would not give every multiprocessor several
-// warps to hide memory latency with; each split keeps at least 4 tiles of a full cache.
-// packed_rows = Sq × (Hq / Hkv).
+// Splits the keys when the blocks without a split would not fill every multiprocessor with as
+// many blocks as it can hold (blocks_per_sm: the occupancy API's answer for the kernel the call
+// takes, at prepare; the check, before any kernel exists, passes kMaxBlocksPerSm, so the
+// workspace it declares is never short). Each split keeps at least 2 tiles per warp of a full
+// cache. packed_rows = Sq × (Hq / Hkv).
 inline int flash_splits(long long packed_rows, long long batch, long long kv_heads,
-                        long long kv_len, int head_dim, int sm_count) {
-  const int warps = flash_warps(packed_rows);
-  const long long row_blocks = (packed_rows + 16 * warps - 1) / (16 * warps);
-  const long long want_warps = 8LL * sm_count;  // ~8 resident warps per multiprocessor
-  const long long have_warps = row_blocks * batch * kv_heads * warps;
-  if (have_warps <= 0 || have_warps >= want_warps) return 1;
-  const long long by_occupancy = (want_warps + have_warps - 1) / have_warps;
-  const long long by_length = std::max(1LL, kv_len / (4LL * keys_per_tile(head_dim)));
+                        long long kv_len, int head_dim, int sm_count, int blocks_per_sm) {
+  const bool decode = flash_decode(packed_rows);
+  const long long row_blocks = decode ? 1 : (packed_rows + 63) / 64;
+  const long long want = static_cast<long long>(sm_count) * std::max(1, blocks_per_sm);
+  const long long have = row_blocks * batch * kv_heads;
+  if (have <= 0 || have >= want) return 1;
+  const long long by_occupancy = (want + have - 1) / have;
+  const long long min_keys =
+      decode ? 2LL * kDecodeWarps * kDecodeKeys : 4LL * keys_per_tile(head_dim);
+  const long long by_length = std::max(1LL, kv_len / min_keys);
   return int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
 }
 

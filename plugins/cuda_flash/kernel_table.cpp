@@ -71,8 +71,9 @@ int narrow_flash(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_
                    "form is prepared for fixed shapes");
 }
 
-// flash_attention: the split-KV workspace its prepare will allocate for this op on this
-// device (its multiprocessors from the description; none given: as many as the splits can use).
+// flash_attention: the most split-KV workspace its prepare can allocate for this op on this
+// device (its multiprocessors from the description, none given: as many as the splits can use;
+// the kernels' occupancy, which prepare asks the device for, at its bound kMaxBlocksPerSm).
 uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[0]->ndim != 4 ||
       op->inputs[1]->ndim != 4 || op->inputs[1]->shape[2] <= 0)
@@ -85,11 +86,12 @@ uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
     // over the longest keys its block table holds.
     const sy_tensor_desc* table = op->inputs[op->num_inputs - 1];
     if (!table || table->ndim != 2) return 0;
-    const int splits =
-        flash::flash_splits(q[2] / k[2], 1, k[2], table->shape[1] * k[1], int(q[3]), sms);
+    const int splits = flash::flash_splits(q[2] / k[2], 1, k[2], table->shape[1] * k[1], int(q[3]),
+                                           sms, flash::kMaxBlocksPerSm);
     return flash::flash_workspace_bytes(1, q[2], q[1], splits, int(q[3]));
   }
-  const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms);
+  const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms,
+                                         flash::kMaxBlocksPerSm);
   return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, int(q[3]));
 }
 using Row = sy::edge::KernelRow<CudaKernel, CudaContext>;

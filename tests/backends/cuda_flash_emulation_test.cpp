@@ -46,6 +46,25 @@ EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, 
   return c;
 }
 
+// Resident blocks per multiprocessor of the decode and rows kernels, as an H100 gives them for
+// D = 128 (three decode blocks of 72 KiB of shared memory, two rows blocks of 85 KiB).
+constexpr flash::FlashOccupancy kOccupancy{3, 2};
+
+// Runs a call as flash_attention.cu launches it: the kernel its shape names over (row blocks,
+// sequences × KV heads, splits), then the merge of the splits.
+template <typename T, int D>
+void launch_emulated(const flash::FlashParams& p, const flash::LaunchShape& s, unsigned sequences,
+                     size_t rows) {
+  const dim3 grid(unsigned(s.row_blocks), sequences * unsigned(p.Hkv), unsigned(s.splits));
+  if (s.decode)
+    sy_emu::launch(grid, dim3(128), s.smem, [&] { flash::flash_decode_kernel<T, D>(p); });
+  else
+    sy_emu::launch(grid, dim3(128), s.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
+  if (s.splits > 1)
+    sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
+                   [&] { flash::combine_splits<T, D>(p); });
+}
+
 struct EmuResult {
   test::AttentionResult got;
   flash::LaunchShape shape;
@@ -83,21 +102,14 @@ EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
   p.window = c.window;
 
   EmuResult r;
-  r.shape = flash::launch_shape<T, D>(p, c.sm_count);
+  r.shape = flash::launch_shape<T, D>(p, c.sm_count, kOccupancy);
   p.splits = r.shape.splits;
   std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
       part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
   p.part_o = part_o.data();
   p.part_lse = part_lse.data();
 
-  const dim3 grid(unsigned(r.shape.row_blocks), unsigned(c.B * c.Hkv), unsigned(r.shape.splits));
-  if (r.shape.warps == 1)
-    sy_emu::launch(grid, dim3(32), r.shape.smem, [&] { flash::flash_mma_kernel<T, D, 1>(p); });
-  else
-    sy_emu::launch(grid, dim3(128), r.shape.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
-  if (r.shape.splits > 1)
-    sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
-                   [&] { flash::combine_splits<T, D>(p); });
+  launch_emulated<T, D>(p, r.shape, unsigned(c.B), rows);
   r.got.o = o.get();
   r.got.lse.assign(lse.begin(), lse.end());
   return r;
@@ -190,6 +202,17 @@ TEST(CudaFlashEmulation, DecodeShortFillOfLargeCache) {
   check_case<__nv_bfloat16, 64>(c);
 }
 
+// The decode kernel without a split: 16 heads a KV head fill the warps' 16 rows (tiles seen
+// whole skip the mask), the 13 tiles of 200 keys fall 4, 3, 3, 3 to the four warps and the 9 of
+// 131 keys 3, 2, 2, 2, and the warps' partial rows merge with the sink in one place.
+TEST(CudaFlashEmulation, DecodeWarpsMergeWithoutSplit) {
+  EmuCase c =
+      shape("f16 D128 decode B2 GQA 16:1 kv_len {200,131}, sinks", SY_DTYPE_F16, 2, 1, 200, 16, 1);
+  c.sinks = true;
+  c.kv_len = {200, 131};
+  check_case<__half, 128>(c);
+}
+
 TEST(CudaFlashEmulation, CausalPrefillSplitKv) {
   EmuCase c = shape("f16 D128 causal Sq24 Skv600 split", SY_DTYPE_F16, 1, 24, 600, 2, 1);
   c.causal = true;
@@ -238,7 +261,7 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   p.softcap = float(c.softcap);
   p.causal = c.causal;
   p.window = c.window;
-  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count);
+  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count, kOccupancy);
   if (want_split) {
     EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
   }
@@ -247,17 +270,7 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   std::vector<float> part_o(rows * shape.splits * D, NAN), part_lse(rows * shape.splits, NAN);
   p.part_o = part_o.data();
   p.part_lse = part_lse.data();
-  const dim3 grid(unsigned(shape.row_blocks), unsigned(st.S * c.Hkv), unsigned(shape.splits));
-  auto run = [&] {
-    if (shape.warps == 1)
-      sy_emu::launch(grid, dim3(32), shape.smem, [&] { flash::flash_mma_kernel<T, D, 1>(p); });
-    else
-      sy_emu::launch(grid, dim3(128), shape.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
-    if (shape.splits > 1)
-      sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
-                     [&] { flash::combine_splits<T, D>(p); });
-  };
-  ASSERT_NO_THROW(run());
+  ASSERT_NO_THROW((launch_emulated<T, D>(p, shape, unsigned(st.S), rows)));
   EXPECT_EQ(st.mismatch(o.get(), lse, 1.2e-2, 1e-4), "");
 }
 
@@ -277,6 +290,22 @@ TEST(CudaFlashEmulation, PagedWindowSinksSoftcapF16D128) {
   c.lens = {30, 33, 17};
   c.BS = 8;
   c.window = 12;
+  c.sinks = true;
+  c.softcap = 5.0;
+  check_paged<__half, 128>(c);
+}
+
+// Decode rows over blocks of 8: a tile of 16 keys spans two blocks, each key's block taken by
+// shuffle from the lane that read it a tile ahead; sequences of 250, 77, 16 and 1 keys leave
+// some warps several tiles and some none.
+TEST(CudaFlashEmulation, PagedDecodeBlocksOfEightWindowSoftcap) {
+  test::PagedAttentionCase c;
+  c.name = "f16 D128 paged decode, blocks of 8, window 100, sinks, softcap";
+  c.dtype = SY_DTYPE_F16;
+  c.q_lens = {1, 1, 1, 1};
+  c.lens = {250, 77, 16, 1};
+  c.BS = 8;
+  c.window = 100;
   c.sinks = true;
   c.softcap = 5.0;
   check_paged<__half, 128>(c);

@@ -4,9 +4,9 @@
 // with SY_CUDA_EMULATION defined.
 //
 // One OS thread per CUDA thread; a block's threads run together, blocks one after another.
-// __syncthreads is a block barrier; warp instructions (shuffles, ldmatrix, mma) are warp
-// barriers around an exchange through shared slots. The instruction models follow the PTX ISA
-// fragment layouts (ldmatrix: lanes 8m..8m+7 address the rows of matrix m, lane t receives
+// __syncthreads is a block barrier, __syncwarp a warp one; warp instructions (shuffles, ldmatrix,
+// mma) are warp barriers around an exchange through shared slots. The instruction models follow the
+// PTX ISA fragment layouts (ldmatrix: lanes 8m..8m+7 address the rows of matrix m, lane t receives
 // row t/4, columns 2(t%4) and 2(t%4)+1, or the transpose; mma.m16n8k16: groupID = lane/4,
 // threadID_in_group = lane%4). Each model checks what the hardware requires (16-byte aligned
 // rows, addresses inside shared memory or a registered global buffer) and records a violation
@@ -240,4 +240,19 @@ inline float __shfl_xor_sync(unsigned, float v, int mask) {
   float r = w.val[t ^ mask];
   w.sync.arrive_and_wait();
   return r;
+}
+
+// The value of lane `src` (its low 5 bits, as the hardware takes them).
+inline int __shfl_sync(unsigned, int v, int src) {
+  sy_emu::Warp& w = sy_emu::warp();
+  const int t = sy_emu::lane();
+  w.regs[t][0] = uint32_t(v);
+  w.sync.arrive_and_wait();
+  const int r = int(w.regs[src & 31][0]);
+  w.sync.arrive_and_wait();
+  return r;
+}
+
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  sy_emu::warp().sync.arrive_and_wait();
 }
