@@ -21,27 +21,53 @@ namespace {
 using flash::FlashParams;
 using flash::LaunchShape;
 
-// Above 48 KiB a kernel must opt in to its dynamic shared memory, once per device; done at
-// prepare so execute only launches. Then the occupancy API gives each kernel's resident blocks
-// per multiprocessor, which the split of the keys is cut for (flash_splits).
+int device_attribute(cudaDeviceAttr attr, int ordinal) {
+  int v = 0;
+  check_cuda(cudaDeviceGetAttribute(&v, attr, ordinal), "cudaDeviceGetAttribute");
+  return v;
+}
+
+// The kernels' shape on this device: the rows kernel's form its shared memory allows, each
+// kernel opted in to its dynamic shared memory (above 48 KiB a kernel must, once per device;
+// done at prepare so execute only launches), and each kernel's resident blocks per
+// multiprocessor from the occupancy API, capped at the bound of the device's architecture that
+// check declared the workspace by (flash_shape.hpp's flash_limits), which the split of the keys
+// is cut for. UNSUPPORTED when even the narrow form does not fit a block.
 template <typename T, int D>
-flash::FlashOccupancy prepare_kernels() {
-  const size_t decode_smem = flash::decode_smem_bytes<T, D>(),
-               rows_smem = flash::flash_smem_bytes<T, D, 4>();
+flash::FlashLimits prepare_kernels(int ordinal) {
+  const flash::SmemLimits device{
+      device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal),
+      device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal)};
+  const int sm = 10 * device_attribute(cudaDevAttrComputeCapabilityMajor, ordinal) +
+                 device_attribute(cudaDevAttrComputeCapabilityMinor, ordinal);
+  flash::FlashLimits limits = flash::flash_limits(device, D);
+  const size_t decode_smem = flash::decode_smem_bytes(D),
+               rows_smem = flash::rows_smem_bytes(limits.rows, D);
+  if (std::max(decode_smem, rows_smem) > size_t(device.per_block))
+    throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
+                                "flash_attention: needs " +
+                                    std::to_string(std::max(decode_smem, rows_smem)) +
+                                    " bytes of shared memory per block, the device allows " +
+                                    std::to_string(device.per_block));
   check_cuda(cudaFuncSetAttribute(flash::flash_decode_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)),
              "cudaFuncSetAttribute(flash_decode_kernel)");
-  check_cuda(cudaFuncSetAttribute(flash::flash_mma_kernel<T, D, 4>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(rows_smem)),
-             "cudaFuncSetAttribute(flash_mma_kernel)");
-  flash::FlashOccupancy o;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &o.decode, flash::flash_decode_kernel<T, D>, 128, decode_smem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&limits.occupancy.decode,
+                                                           flash::flash_decode_kernel<T, D>,
+                                                           32 * flash::kDecodeWarps, decode_smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_decode_kernel)");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &o.rows, flash::flash_mma_kernel<T, D, 4>, 128, rows_smem),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_mma_kernel)");
-  return o;
+  flash::with_rows_kernel<T, D>(limits.rows, [&](auto kernel) {
+    check_cuda(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rows_smem)),
+        "cudaFuncSetAttribute(flash_mma_kernel)");
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&limits.occupancy.rows, kernel,
+                                                             32 * limits.rows.warps, rows_smem),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_mma_kernel)");
+  });
+  const flash::FlashOccupancy declared = flash::flash_limits(flash::smem_limits(sm), D).occupancy;
+  limits.occupancy.decode = std::max(1, std::min(limits.occupancy.decode, declared.decode));
+  limits.occupancy.rows = std::max(1, std::min(limits.occupancy.rows, declared.rows));
+  return limits;
 }
 
 template <typename T, int D>
@@ -49,23 +75,19 @@ void launch_flash(const FlashParams& p, const LaunchShape& s, cudaStream_t strea
   const int sequences = p.query_start ? p.S : p.B;
   const dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
   if (s.decode) {
-    flash::flash_decode_kernel<T, D><<<grid, 128, s.smem, stream>>>(p);
+    flash::flash_decode_kernel<T, D><<<grid, s.threads, s.smem, stream>>>(p);
     check_launch("flash_decode_kernel");
   } else {
-    flash::flash_mma_kernel<T, D, 4><<<grid, 128, s.smem, stream>>>(p);
-    check_launch("flash_mma_kernel");
+    flash::with_rows_kernel<T, D>(s.rows, [&](auto kernel) {
+      kernel<<<grid, s.threads, s.smem, stream>>>(p);
+      check_launch("flash_mma_kernel");
+    });
   }
   if (s.splits > 1) {
     const size_t rows = size_t(p.B) * p.Hq * p.Sq;
     flash::combine_splits<T, D><<<unsigned((rows + 3) / 4), 128, 0, stream>>>(p);
     check_launch("combine_splits");
   }
-}
-
-// The larger of the two kernels' shared memory: both must fit a block of this device.
-template <typename T, int D>
-size_t largest_smem() {
-  return std::max(flash::decode_smem_bytes<T, D>(), flash::flash_smem_bytes<T, D, 4>());
 }
 
 // Calls f(T{}, std::integral_constant<int, D>{}) for the op's dtype and head dim.
@@ -98,12 +120,6 @@ void set_semantics(const sy::edge::OpCopy& op, int d, FlashParams& p) {
   p.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
 }
 
-int device_attribute(cudaDeviceAttr attr, int ordinal) {
-  int v = 0;
-  check_cuda(cudaDeviceGetAttribute(&v, attr, ordinal), "cudaDeviceGetAttribute");
-  return v;
-}
-
 class FlashAttention final : public CudaKernel {
  public:
   FlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
@@ -134,17 +150,10 @@ class FlashAttention final : public CudaKernel {
 
     use_device(ctx_.ordinal);
     const int sms = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
-    const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
     dispatch(dtype_, d_, [&](auto t, auto dc) {
       using T = decltype(t);
       constexpr int D = decltype(dc)::value;
-      const size_t smem = largest_smem<T, D>();
-      if (smem > size_t(smem_max))
-        throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
-                                    "flash_attention: needs " + std::to_string(smem) +
-                                        " bytes of shared memory per block, the device allows " +
-                                        std::to_string(smem_max));
-      shape_ = flash::launch_shape<T, D>(p_, sms, prepare_kernels<T, D>());
+      shape_ = flash::launch_shape<T, D>(p_, sms, prepare_kernels<T, D>(ctx_.ordinal));
     });
     p_.splits = shape_.splits;
     if (shape_.splits > 1) {
@@ -214,21 +223,11 @@ class PagedFlashAttention final : public CudaKernel {
     set_semantics(op, d_, p_);
     use_device(ctx_.ordinal);
     sms_ = device_attribute(cudaDevAttrMultiProcessorCount, ctx_.ordinal);
-    const int smem_max = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.ordinal);
     dispatch(dtype_, d_, [&](auto t, auto dc) {
-      using T = decltype(t);
-      constexpr int D = decltype(dc)::value;
-      const size_t smem = largest_smem<T, D>();
-      if (smem > size_t(smem_max))
-        throw sy::edge::StatusError(SY_STATUS_UNSUPPORTED,
-                                    "flash_attention: needs " + std::to_string(smem) +
-                                        " bytes of shared memory per block, the device allows " +
-                                        std::to_string(smem_max));
-      occupancy_ = prepare_kernels<T, D>();
+      limits_ = prepare_kernels<decltype(t), decltype(dc)::value>(ctx_.ordinal);
     });
     // The most splits any step may take: one sequence's rows, the longest keys.
-    max_splits_ = flash::flash_splits(p_.G, 1, p_.Hkv, int64_t(p_.MB) * p_.BS, d_, sms_,
-                                      std::max(occupancy_.decode, occupancy_.rows));
+    max_splits_ = flash::flash_splits(p_.G, 1, p_.Hkv, int64_t(p_.MB) * p_.BS, d_, sms_, limits_);
     if (max_splits_ > 1) {
       const size_t rows = size_t(max_t) * p_.Hq;
       workspace_ = std::make_unique<DeviceScratch>(rows * max_splits_ * (d_ + 1) * sizeof(float));
@@ -270,7 +269,7 @@ class PagedFlashAttention final : public CudaKernel {
     dispatch(dtype_, d_, [&](auto t, auto dc) {
       using T2 = decltype(t);
       constexpr int D = decltype(dc)::value;
-      LaunchShape shape = flash::launch_shape<T2, D>(p, sms_, occupancy_);
+      LaunchShape shape = flash::launch_shape<T2, D>(p, sms_, limits_);
       shape.splits = std::min(shape.splits, max_splits_);
       p.splits = shape.splits;
       if (shape.splits > 1) {
@@ -319,7 +318,7 @@ class PagedFlashAttention final : public CudaKernel {
   }
 
   FlashParams p_{};
-  flash::FlashOccupancy occupancy_;
+  flash::FlashLimits limits_;
   std::unique_ptr<DeviceScratch> workspace_;
   std::vector<int32_t> metadata_;
   sy_dtype dtype_ = SY_DTYPE_F16;

@@ -274,26 +274,43 @@ __device__ __forceinline__ bool tile_whole(const FlashParams& p, const BlockSeq&
          (p.window < 0 || j0 >= w.i_hi + s.shift - p.window);
 }
 
+// The products of dims kc·16 .. +16 of a warp's 16 rows (a: their A fragment) with a tile of
+// NT·8 keys (kt: [NT·8][D + 8]), added to s.
+template <typename T, int D, int NT>
+__device__ __forceinline__ void qk_step(float (&s)[NT][4], const uint32_t (&a)[4], const T* kt,
+                                        int kc, int lane) {
+  constexpr int LD = D + 8;
+#pragma unroll
+  for (int n = 0; n < NT; n += 2) {
+    uint32_t bk[4];  // keys n*8.. and n*8+8.., dims kc*16 .. +16
+    ldsm_x4(bk, kt + (n * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kc * 16 + ((lane >> 3) & 1) * 8);
+    mma16816<T>(s[n], a, bk[0], bk[1]);
+    mma16816<T>(s[n + 1], a, bk[2], bk[3]);
+  }
+}
+
 // S = Q Kᵀ for a warp's 16 rows (qw: the first of them, [16][D + 8]) against a tile of NT·8 keys
 // (kt: [NT·8][D + 8]).
 template <typename T, int D, int NT>
 __device__ __forceinline__ void qk_scores(float (&s)[NT][4], const T* qw, const T* kt, int lane) {
-  constexpr int LD = D + 8;
 #pragma unroll
   for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
     uint32_t a[4];
-    ldsm_x4(a, qw + (lane & 15) * LD + kc * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      uint32_t bk[4];  // keys n*8.. and n*8+8.., dims kc*16 .. +16
-      ldsm_x4(bk,
-              kt + (n * 8 + (lane & 7) + (lane >> 4) * 8) * LD + kc * 16 + ((lane >> 3) & 1) * 8);
-      mma16816<T>(s[n], a, bk[0], bk[1]);
-      mma16816<T>(s[n + 1], a, bk[2], bk[3]);
-    }
+    ldsm_x4(a, qw + (lane & 15) * (D + 8) + kc * 16 + (lane >> 4) * 8);
+    qk_step<T, D, NT>(s, a, kt, kc, lane);
   }
+}
+
+// The same from Q fragments held in registers (load_q_fragments).
+template <typename T, int D, int NT>
+__device__ __forceinline__ void qk_scores(float (&s)[NT][4], const uint32_t (&qf)[D / 16][4],
+                                          const T* kt, int lane) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) qk_step<T, D, NT>(s, qf[kc], kt, kc, lane);
 }
 
 // Scale, softcap and mask of a tile's scores from key j0, into the log2 domain. Masking is
@@ -414,23 +431,33 @@ __device__ __forceinline__ void store_lse(const FlashParams& p, int split, int b
   p.part_lse[size_t(split) * size_t(p.B) * p.Hq * p.Sq + row] = lse;
 }
 
-// ---- the rows kernel: 4 warps of 16 packed rows each (prefill, and decode of many heads) ----
+// ---- the rows kernel: warps of 16 packed rows each (prefill, and decode of many heads) ------
+// A block of NW · 16 packed rows (RowsForm: 128 where shared memory allows, else 64) reads each
+// K/V tile once for all of them. Each warp holds its Q fragments in registers (D <= 128; at
+// D = 256 they would crowd the 128 output accumulators out, so Q is read from shared memory each
+// tile there). Tiles flow through ST buffers: a tile is requested ST − 1 tiles ahead, into the
+// buffer the tile before this one used, which every warp has left once it passes this tile's
+// barrier, so one barrier a tile suffices.
 
-template <typename T, int D, int NW>
-constexpr size_t flash_smem_bytes() {
-  constexpr int LD = D + 8, BN = keys_per_tile(D);
-  return (size_t(16 * NW) + 4 * BN) * LD * sizeof(T);  // Q, then K and V double-buffered
+// A warp's Q fragments for S = Q Kᵀ: kc-th 16 dims of its 16 rows (qw: [16][D + 8]).
+template <typename T, int D>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], const T* qw, int lane) {
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc)
+    ldsm_x4(qf[kc], qw + (lane & 15) * (D + 8) + kc * 16 + (lane >> 4) * 8);
 }
 
-template <typename T, int D, int NW>
+template <typename T, int D, int NW, int ST>
 __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p) {
   constexpr int BN = keys_per_tile(D), BM = 16 * NW, LD = D + 8, CH = D / 8;
   constexpr int NT = BN / 8;  // score fragments (8 keys each) per tile
   constexpr int NO = D / 8;   // output fragments (8 dims each)
+  constexpr bool kQInRegisters = D <= 128;
+  static_assert(sizeof(T) == 2, "flash_shape.hpp's shared memory sizes are of 16-bit elements");
   SY_DYNAMIC_SHARED(smem);
   T* qs = reinterpret_cast<T*>(smem);  // [BM][LD]
-  T* ks = qs + BM * LD;                // [2][BN][LD]
-  T* vs = ks + 2 * BN * LD;            // [2][BN][LD]
+  T* ks = qs + BM * LD;                // [ST][BN][LD]
+  T* vs = ks + ST * BN * LD;           // [ST][BN][LD]
 
   const T* k = static_cast<const T*>(p.k);
   const T* v = static_cast<const T*>(p.v);
@@ -454,29 +481,39 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
       cp_async16(vs + (stage * BN + r) * LD + c * 8, v + off, ok);
     }
   };
-  if (t_end > t_begin) load_tile(t_begin, 0);
-  cp_async_commit();  // group: Q and the first tile
+  // Groups: Q with the first tile, then one per tile (empty past the last, so that the count of
+  // groups in flight stays the same on every iteration).
+#pragma unroll
+  for (int i = 0; i < ST - 1; ++i) {
+    if (t_begin + i < t_end) load_tile(t_begin + i, i);
+    cp_async_commit();
+  }
 
   const WarpRows wr = warp_rows(p, seq, R0 + warp * 16, gid);
+  const T* qw = qs + warp * 16 * LD;
+  uint32_t qf[kQInRegisters ? D / 16 : 1][4];
   float acc[NO][4];
 #pragma unroll
   for (int n = 0; n < NO; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int t = t_begin; t < t_end; ++t) {
-    const int stage = (t - t_begin) & 1;
-    if (t + 1 < t_end) load_tile(t + 1, stage ^ 1);
+    const int i = t - t_begin, stage = i % ST;
+    cp_async_wait<ST - 2>();  // tile t (and Q) landed for this thread
+    __syncthreads();          // for every thread; and every warp is done with tile t − 1
+    if (t + ST - 1 < t_end) load_tile(t + ST - 1, (i + ST - 1) % ST);
     cp_async_commit();
-    cp_async_wait<1>();  // everything but the tile just requested has landed
-    __syncthreads();
-    if (wr.live) {
-      float s[NT][4];
-      qk_scores<T, D, NT>(s, qs + warp * 16 * LD, ks + stage * BN * LD, lane);
-      log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
-      online_softmax<NT, NO>(s, m2, l, acc);
-      pv_accumulate<T, D, NT>(acc, s, vs + stage * BN * LD, lane);
+    if (!wr.live) continue;
+    float s[NT][4];
+    if constexpr (kQInRegisters) {
+      if (i == 0) load_q_fragments<T, D>(qf, qw, lane);
+      qk_scores<T, D, NT>(s, qf, ks + stage * BN * LD, lane);
+    } else {
+      qk_scores<T, D, NT>(s, qw, ks + stage * BN * LD, lane);
     }
-    __syncthreads();  // this stage is consumed before the next iteration refills it
+    log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
+    online_softmax<NT, NO>(s, m2, l, acc);
+    pv_accumulate<T, D, NT>(acc, s, vs + stage * BN * LD, lane);
   }
   cp_async_wait<0>();
 
@@ -504,17 +541,10 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
 // of a tile's loads. At the end the warps' partial rows merge by their maxima in shared memory.
 
 template <typename T, int D>
-constexpr size_t decode_smem_bytes() {
-  constexpr size_t LD = D + 8, q = 16 * LD * sizeof(T);
-  constexpr size_t tiles = size_t(kDecodeWarps) * 4 * kDecodeKeys * LD * sizeof(T);
-  constexpr size_t merge = size_t(kDecodeWarps) * 16 * (D + 2) * sizeof(float);
-  return q + (tiles > merge ? tiles : merge);
-}
-
-template <typename T, int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const FlashParams p) {
   constexpr int NW = kDecodeWarps, BN = kDecodeKeys, LD = D + 8, CH = D / 8;
   constexpr int NT = BN / 8, NO = D / 8;
+  static_assert(sizeof(T) == 2, "flash_shape.hpp's shared memory sizes are of 16-bit elements");
   SY_DYNAMIC_SHARED(smem);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
   T* qs = reinterpret_cast<T*>(smem);         // [16][LD]
@@ -654,29 +684,37 @@ __global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
 // -----------------------------------------------------------------
 
 struct LaunchShape {
-  bool decode =
-      false;  // flash_decode_kernel, else flash_mma_kernel<T, D, 4>; 128 threads either way
+  bool decode = false;  // flash_decode_kernel, else flash_mma_kernel in form `rows`
+  RowsForm rows = kRowsWide;
+  int threads = 128;
   int row_blocks = 1;
   int splits = 1;
   size_t smem = 0;
 };
 
-// Resident blocks per multiprocessor of each kernel (the occupancy API's, at prepare).
-struct FlashOccupancy {
-  int decode = 1, rows = 1;
-};
-
-// The block shape of one call and its split of the keys (flash_shape.hpp). Paged: p.M is the
-// longest sequence's packed rows, p.Skv its most keys, and the grid's y runs over p.S sequences.
+// The block shape of one call and its split of the keys (flash_shape.hpp), on a device of
+// sm_count multiprocessors and those limits. Paged: p.M is the longest sequence's packed rows,
+// p.Skv its most keys, and the grid's y runs over p.S sequences.
 template <typename T, int D>
-LaunchShape launch_shape(const FlashParams& p, int sm_count, FlashOccupancy occupancy) {
+LaunchShape launch_shape(const FlashParams& p, int sm_count, const FlashLimits& limits) {
   LaunchShape s;
   s.decode = flash_decode(p.M);
-  s.row_blocks = s.decode ? 1 : std::max(1, (p.M + 63) / 64);
-  s.smem = s.decode ? decode_smem_bytes<T, D>() : flash_smem_bytes<T, D, 4>();
-  s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count,
-                          s.decode ? occupancy.decode : occupancy.rows);
+  s.rows = limits.rows;
+  s.threads = 32 * (s.decode ? kDecodeWarps : s.rows.warps);
+  const int rows_per_block = 16 * s.rows.warps;
+  s.row_blocks = s.decode ? 1 : std::max(1, (p.M + rows_per_block - 1) / rows_per_block);
+  s.smem = s.decode ? decode_smem_bytes(D) : rows_smem_bytes(s.rows, D);
+  s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count, limits);
   return s;
+}
+
+// Calls f(kernel) with the rows kernel of a form (its warps and stages at head dim D).
+template <typename T, int D, typename F>
+void with_rows_kernel(RowsForm form, F&& f) {
+  if (form.warps == kRowsWide.warps)
+    f(flash_mma_kernel<T, D, kRowsWide.warps, rows_stages(kRowsWide, D)>);
+  else
+    f(flash_mma_kernel<T, D, kRowsNarrow.warps, rows_stages(kRowsNarrow, D)>);
 }
 
 }  // namespace sy::cuda::flash

@@ -23,24 +23,92 @@ constexpr int kMaxSplits = 64;
 
 // The decode kernel (flash_kernel.cuh) takes a call whose blocks have at most 16 packed rows (one
 // warp's): kDecodeWarps warps per block, each on its own tiles of kDecodeKeys keys. Every other
-// call takes the rows kernel: 4 warps of 16 rows, tiles of keys_per_tile keys.
+// call takes the rows kernel in one of two forms (RowsForm).
 constexpr int kDecodeWarps = 4, kDecodeKeys = 16;
 constexpr bool flash_decode(long long packed_rows) {
   return packed_rows <= 16;
 }
-// Both kernels run 128 threads a block, and a multiprocessor holds at most 2048 threads: no
-// occupancy is above 16 blocks.
-constexpr int kMaxBlocksPerSm = 16;
+
+// A form of the rows kernel: warps of 16 packed rows per block, and K/V tile buffers. The wide
+// form (128 rows, 3 stages) reads each tile once for twice the rows, and keeps a tile in flight
+// beside the one in use; it needs 139 KiB of shared memory at D = 128, more than a block may
+// have on sm_86, sm_89 and sm_120 (99 KiB), which take the narrow form (64 rows, 2 stages).
+struct RowsForm {
+  int warps, stages;
+};
+constexpr RowsForm kRowsWide{8, 3}, kRowsNarrow{4, 2};
+
+// The form's stages at head dim d: D = 256 takes 2 (3 would pass the 163 KiB an sm_80 block
+// may have).
+constexpr int rows_stages(RowsForm f, int d) {
+  return d > 128 ? 2 : f.stages;
+}
+
+// Shared memory per block of each kernel (16-bit elements, rows of d + 8 to spread the banks).
+constexpr size_t rows_smem_bytes(RowsForm f, int d) {  // Q, then the K and V buffers
+  return (size_t(16 * f.warps) + 2 * size_t(rows_stages(f, d)) * keys_per_tile(d)) * (d + 8) * 2;
+}
+constexpr size_t decode_smem_bytes(int d) {  // Q, then per warp K and V double-buffered (or the
+  const size_t q = 16 * size_t(d + 8) * 2;   // warps' merge, which reuses them)
+  const size_t tiles = size_t(kDecodeWarps) * 4 * kDecodeKeys * (d + 8) * 2;
+  const size_t merge = size_t(kDecodeWarps) * 16 * (d + 2) * 4;
+  return q + std::max(tiles, merge);
+}
+
+// The wide form where a block may have its shared memory (the device's opt-in limit), else the
+// narrow one.
+constexpr RowsForm rows_form(long long smem_per_block, int d) {
+  return rows_smem_bytes(kRowsWide, d) <= size_t(smem_per_block) ? kRowsWide : kRowsNarrow;
+}
+
+// Resident blocks per multiprocessor of each kernel.
+struct FlashOccupancy {
+  int decode = 1, rows = 1;
+};
+
+// The most blocks of `threads` threads and `smem` bytes of shared memory a multiprocessor of
+// `smem_per_sm` bytes holds by threads and shared memory alone (each block also takes 1 KiB):
+// the occupancy API's answer or more, as registers may bind it lower.
+constexpr int occupancy_bound(long long smem_per_sm, size_t smem, int threads) {
+  const long long by_smem = smem_per_sm / (static_cast<long long>(smem) + 1024);
+  return int(std::max(1LL, std::min<long long>(2048 / threads, by_smem)));
+}
+
+// What a device of an architecture offers a block and a multiprocessor (CUDA's tables: sm_80
+// and sm_87 163 and 164 KiB, sm_86, sm_89 and sm_12x 99 and 100, sm_90 and sm_10x 227 and 228;
+// another, the largest).
+struct SmemLimits {
+  long long per_block, per_sm;
+};
+constexpr SmemLimits smem_limits(int sm_version) {
+  if (sm_version == 80 || sm_version == 87) return {163 * 1024, 164 * 1024};
+  if (sm_version == 86 || sm_version == 89 || sm_version / 10 == 12) return {99 * 1024, 100 * 1024};
+  return {227 * 1024, 228 * 1024};
+}
+
+// The form and occupancy a device of those limits allows, by shared memory and threads: what
+// check assumes before any kernel exists; prepare asks the occupancy API and takes no more.
+struct FlashLimits {
+  RowsForm rows;
+  FlashOccupancy occupancy;
+};
+constexpr FlashLimits flash_limits(SmemLimits l, int d) {
+  const RowsForm f = rows_form(l.per_block, d);
+  return {f,
+          {occupancy_bound(l.per_sm, decode_smem_bytes(d), 32 * kDecodeWarps),
+           occupancy_bound(l.per_sm, rows_smem_bytes(f, d), 32 * f.warps)}};
+}
 
 // Splits the keys when the blocks without a split would not fill every multiprocessor with as
-// many blocks as it can hold (blocks_per_sm: the occupancy API's answer for the kernel the call
-// takes, at prepare; the check, before any kernel exists, passes kMaxBlocksPerSm, so the
-// workspace it declares is never short). Each split keeps at least 2 tiles per warp of a full
-// cache. packed_rows = Sq × (Hq / Hkv).
+// many blocks as it holds of the kernel the call takes (FlashLimits' occupancy: the occupancy
+// API's at prepare, the bound at check, so the workspace check declares is never short). Each
+// split keeps at least 2 tiles per warp of a full cache. packed_rows = Sq × (Hq / Hkv).
 inline int flash_splits(long long packed_rows, long long batch, long long kv_heads,
-                        long long kv_len, int head_dim, int sm_count, int blocks_per_sm) {
+                        long long kv_len, int head_dim, int sm_count, const FlashLimits& limits) {
   const bool decode = flash_decode(packed_rows);
-  const long long row_blocks = decode ? 1 : (packed_rows + 63) / 64;
+  const long long rows_per_block = 16LL * limits.rows.warps;
+  const long long row_blocks = decode ? 1 : (packed_rows + rows_per_block - 1) / rows_per_block;
+  const int blocks_per_sm = decode ? limits.occupancy.decode : limits.occupancy.rows;
   const long long want = static_cast<long long>(sm_count) * std::max(1, blocks_per_sm);
   const long long have = row_blocks * batch * kv_heads;
   if (have <= 0 || have >= want) return 1;

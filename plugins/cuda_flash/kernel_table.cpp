@@ -72,8 +72,9 @@ int narrow_flash(const sy_device_desc* device, const sy_op_desc* op, sy_refusal_
 }
 
 // flash_attention: the most split-KV workspace its prepare can allocate for this op on this
-// device (its multiprocessors from the description, none given: as many as the splits can use;
-// the kernels' occupancy, which prepare asks the device for, at its bound kMaxBlocksPerSm).
+// device: its multiprocessors from the description (none given: as many as the splits can use),
+// and the kernels' form and occupancy bound of its architecture (flash_limits), which prepare's
+// occupancy API answer never passes.
 uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
   if (op->num_inputs < 2 || !op->inputs[0] || !op->inputs[1] || op->inputs[0]->ndim != 4 ||
       op->inputs[1]->ndim != 4 || op->inputs[1]->shape[2] <= 0)
@@ -81,18 +82,20 @@ uint64_t flash_workspace(const sy_device_desc* device, const sy_op_desc* op) {
   const int64_t* q = op->inputs[0]->shape;  // [B, Sq, Hq, D]; paged [1, T, Hq, D]
   const int64_t* k = op->inputs[1]->shape;  // [B, Skv, Hkv, D]; paged the pool [NB, BS, Hkv, D]
   const int sms = device && device->compute_units > 0 ? device->compute_units : 1 << 20;
+  const int d = int(q[3]);
+  const flash::FlashLimits limits =
+      flash::flash_limits(flash::smem_limits(device ? sm_version(device->arch) : 0), d);
   if (sy_op_int_attr(op, SY_ATTR_PAGED, 0) == 1) {
     // As PagedFlashAttention sizes it: T rows per head, the splits of one sequence's decode
     // over the longest keys its block table holds.
     const sy_tensor_desc* table = op->inputs[op->num_inputs - 1];
     if (!table || table->ndim != 2) return 0;
-    const int splits = flash::flash_splits(q[2] / k[2], 1, k[2], table->shape[1] * k[1], int(q[3]),
-                                           sms, flash::kMaxBlocksPerSm);
-    return flash::flash_workspace_bytes(1, q[2], q[1], splits, int(q[3]));
+    const int splits =
+        flash::flash_splits(q[2] / k[2], 1, k[2], table->shape[1] * k[1], d, sms, limits);
+    return flash::flash_workspace_bytes(1, q[2], q[1], splits, d);
   }
-  const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], int(q[3]), sms,
-                                         flash::kMaxBlocksPerSm);
-  return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, int(q[3]));
+  const int splits = flash::flash_splits(q[1] * (q[2] / k[2]), q[0], k[2], k[1], d, sms, limits);
+  return flash::flash_workspace_bytes(q[0], q[2], q[1], splits, d);
 }
 using Row = sy::edge::KernelRow<CudaKernel, CudaContext>;
 

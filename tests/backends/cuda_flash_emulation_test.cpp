@@ -36,6 +36,8 @@ struct EmuCase {
   std::vector<int64_t> kv_len;
   int sm_count = 132;       // a small count forces split-KV on a small problem
   bool want_split = false;  // the case exists to cover split-KV: it must split
+  int arch = 90;            // the device's sm_<arch>: 86, 89 and 12x take the narrow rows form
+  int want_row_warps = 0;   // the case exists to cover a rows form: its warps a block
 };
 
 EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv) {
@@ -46,9 +48,12 @@ EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, 
   return c;
 }
 
-// Resident blocks per multiprocessor of the decode and rows kernels, as an H100 gives them for
-// D = 128 (three decode blocks of 72 KiB of shared memory, two rows blocks of 85 KiB).
-constexpr flash::FlashOccupancy kOccupancy{3, 2};
+// The kernels' form and occupancy on a device of architecture sm_<arch> (flash_limits by shared
+// memory: on sm_90 at D = 128 the wide rows form, three decode blocks and one rows block a
+// multiprocessor; on sm_89 the narrow rows form).
+flash::FlashLimits limits_on(int arch, int d) {
+  return flash::flash_limits(flash::smem_limits(arch), d);
+}
 
 // Runs a call as flash_attention.cu launches it: the kernel its shape names over (row blocks,
 // sequences × KV heads, splits), then the merge of the splits.
@@ -57,9 +62,11 @@ void launch_emulated(const flash::FlashParams& p, const flash::LaunchShape& s, u
                      size_t rows) {
   const dim3 grid(unsigned(s.row_blocks), sequences * unsigned(p.Hkv), unsigned(s.splits));
   if (s.decode)
-    sy_emu::launch(grid, dim3(128), s.smem, [&] { flash::flash_decode_kernel<T, D>(p); });
+    sy_emu::launch(grid, dim3(s.threads), s.smem, [&] { flash::flash_decode_kernel<T, D>(p); });
   else
-    sy_emu::launch(grid, dim3(128), s.smem, [&] { flash::flash_mma_kernel<T, D, 4>(p); });
+    flash::with_rows_kernel<T, D>(s.rows, [&](auto kernel) {
+      sy_emu::launch(grid, dim3(s.threads), s.smem, [&] { kernel(p); });
+    });
   if (s.splits > 1)
     sy_emu::launch(dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
                    [&] { flash::combine_splits<T, D>(p); });
@@ -102,7 +109,7 @@ EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
   p.window = c.window;
 
   EmuResult r;
-  r.shape = flash::launch_shape<T, D>(p, c.sm_count, kOccupancy);
+  r.shape = flash::launch_shape<T, D>(p, c.sm_count, limits_on(c.arch, D));
   p.splits = r.shape.splits;
   std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
       part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
@@ -137,6 +144,10 @@ void check_case(const EmuCase& c) {
   if (c.want_split) {
     EXPECT_GT(r.shape.splits, 1) << "the case no longer covers split-KV";
   }
+  if (c.want_row_warps) {
+    EXPECT_FALSE(r.shape.decode);
+    EXPECT_EQ(r.shape.rows.warps, c.want_row_warps) << "the case no longer covers its rows form";
+  }
   const test::AttentionResult want = test::reference_attention(ref);
 
   // The same tolerances as the GPU tests: f32 accumulation, P rounded to the input type, the
@@ -159,6 +170,27 @@ TEST(CudaFlashEmulation, PrefillCausalGqaD64) {
   EmuCase c = shape("bf16 D64 Sq13 Skv77 GQA 4:2 causal", SY_DTYPE_BF16, 1, 13, 77, 4, 2);
   c.causal = true;
   check_case<__nv_bfloat16, 64>(c);
+}
+
+// 300 packed rows: three blocks of 128 rows (the last one part-filled), heaviest first, each
+// through three tiles of keys in the 3-stage pipeline with Q fragments held in registers.
+TEST(CudaFlashEmulation, PrefillRowBlocksChunkAfterCacheD64) {
+  EmuCase c = shape("bf16 D64 Sq150 after 20 cached (Skv170) GQA 4:2 causal", SY_DTYPE_BF16, 1, 150,
+                    170, 4, 2);
+  c.causal = true;
+  c.want_row_warps = 8;
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+// sm_89, whose blocks cannot have the wide form's 139 KiB at D = 128: three blocks of the narrow
+// form's 64 rows, 2 stages.
+TEST(CudaFlashEmulation, PrefillRowBlocksNarrowFormD128) {
+  EmuCase c = shape("f16 D128 Sq150 after 20 cached (Skv170) causal, sm_89", SY_DTYPE_F16, 1, 150,
+                    170, 2, 2);
+  c.causal = true;
+  c.arch = 89;
+  c.want_row_warps = 4;
+  check_case<__half, 128>(c);
 }
 
 TEST(CudaFlashEmulation, WindowSinksSoftcapF16D128) {
@@ -261,7 +293,7 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   p.softcap = float(c.softcap);
   p.causal = c.causal;
   p.window = c.window;
-  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count, kOccupancy);
+  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count, limits_on(90, D));
   if (want_split) {
     EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
   }
@@ -319,6 +351,41 @@ TEST(CudaFlashEmulation, PagedDecodeSplitKv) {
   c.Hq = 8, c.Hkv = 1;
   c.sinks = true;
   check_paged<__nv_bfloat16, 64>(c, 2, true);
+}
+
+}  // namespace
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+// flash_shape.hpp's arithmetic against numbers worked by hand from CUDA's shared-memory tables.
+TEST(FlashShape, FormsOccupancyAndSplitsByHand) {
+  namespace flash = sy::cuda::flash;
+  // D = 128. Decode: Q 16 · 136 · 2 = 4352 bytes, four warps' K and V double-buffered 4 · 4 · 16
+  // · 136 · 2 = 69632. Rows, wide: (128 + 2 · 3 · 64) · 136 · 2 = 139264; narrow: (64 + 2 · 2 ·
+  // 64) · 136 · 2 = 87040.
+  EXPECT_EQ(flash::decode_smem_bytes(128), 73984u);
+  EXPECT_EQ(flash::rows_smem_bytes(flash::kRowsWide, 128), 139264u);
+  EXPECT_EQ(flash::rows_smem_bytes(flash::kRowsNarrow, 128), 87040u);
+  // sm_90 (228 KiB a multiprocessor, 227 a block): the wide form; 233472 / (73984 + 1024) -> 3
+  // decode blocks, 233472 / (139264 + 1024) -> 1 rows block.
+  const flash::FlashLimits h100 = flash::flash_limits(flash::smem_limits(90), 128);
+  EXPECT_EQ(h100.rows.warps, 8);
+  EXPECT_EQ(h100.occupancy.decode, 3);
+  EXPECT_EQ(h100.occupancy.rows, 1);
+  // sm_89 (100 and 99 KiB): the wide form does not fit a block; 102400 / 88064 -> 1 rows block,
+  // 102400 / 75008 -> 1 decode block.
+  const flash::FlashLimits ada = flash::flash_limits(flash::smem_limits(89), 128);
+  EXPECT_EQ(ada.rows.warps, 4);
+  EXPECT_EQ(ada.occupancy.rows, 1);
+  EXPECT_EQ(ada.occupancy.decode, 1);
+  // Decode of one sequence, 8 KV heads, 32768 keys on 132 multiprocessors of sm_90: 8 blocks of
+  // the 396 wanted -> 50 splits (32768 / 128 = 256 by length); on 4 multiprocessors -> 2.
+  EXPECT_EQ(flash::flash_splits(4, 1, 8, 32768, 128, 132, h100), 50);
+  EXPECT_EQ(flash::flash_splits(4, 1, 8, 32768, 128, 4, h100), 2);
+  // A prefill of 4096 x 4 packed rows: 32 wide blocks per KV head, 256 blocks -> no split.
+  EXPECT_EQ(flash::flash_splits(4096 * 4, 1, 8, 4096, 128, 132, h100), 1);
 }
 
 }  // namespace

@@ -147,19 +147,25 @@ TEST_F(Memory, TheLargestContextThatFitsIsNamedAndFits) {
   EXPECT_FALSE(over.ok());
 }
 
-// cuda_flash declares the split-KV workspace its prepare will allocate (ABI 1.4), from the
-// device's description: on the H200 (132 multiprocessors), Llama-3.2-1B (Hq 32, Hkv 8, D 64,
-// 16 layers) at prompt 512 and context 4096. The rule (docs/cuda_flash.md): split the keys when
-// the blocks give fewer than 8 warps per multiprocessor, by that shortfall, at most one split
-// per 4 tiles of 64 keys, at most 64; each split keeps D + 1 floats per query row.
+// cuda_flash declares the most split-KV workspace its prepare can allocate (ABI 1.4), from the
+// device's description: on the H200 (sm_90: 228 KiB of shared memory a multiprocessor, 227 a
+// block; 132 multiprocessors), Llama-3.2-1B (Hq 32, Hkv 8, D 64, 16 layers) at prompt 512 and
+// context 4096. The rule (docs/cuda_flash.md): split the keys when the blocks do not fill every
+// multiprocessor with as many as it holds of the kernel the call takes (by shared memory and
+// threads, each block 1 KiB more), by that shortfall, at most one split per 2 tiles a warp of a
+// full cache, at most 64; each split keeps D + 1 floats per query row.
 TEST_F(Memory, CudaFlashDeclaresItsSplitKvWorkspace) {
   if (!test::kHaveCudaPlugin) GTEST_SKIP() << "cuda_flash is not built here (no nvcc)";
   Plan p = plan("llama-3.2-1b", "h200");
   ASSERT_TRUE(p.ok()) << p.error->message;
-  // Prefill: 512 x 4 packed rows, 4 warps a block, 32 blocks per KV head: 1024 warps of the
-  // 1056 wanted -> 2 splits. Decode: 4 packed rows, 1 warp, 8 warps -> 132 by occupancy, 16 by
-  // length (4096 / 256) -> 16 splits.
-  const int64_t prefill = 512LL * 32 * 2 * 65 * 4, decode = 32LL * 16 * 65 * 4;
+  // The rows kernel, wide (8 warps, 128 rows, 3 stages of 64 keys): (128 + 2·3·64) rows of
+  // 64 + 8 halves = 73728 bytes, 233472 / 74752 -> 3 blocks a multiprocessor (2048 / 256
+  // threads would allow 8). Prefill: 512 x 4 packed rows in 16 blocks per KV head, 128 blocks of
+  // the 396 wanted -> 4 by occupancy, 2 by the length of its 512 keys (512 / (4 · 64)) -> 2.
+  // The decode kernel (4 warps on 16 rows, tiles of 16 keys): 16 · 72 · 2 + 4 · 4 · 16 · 72 · 2 =
+  // 39168 bytes, 233472 / 40192 -> 5 blocks. Decode: 8 blocks of the 660 wanted -> 83 by
+  // occupancy, 32 by length (4096 / (2 · 4 · 16)) -> 32 splits.
+  const int64_t prefill = 512LL * 32 * 2 * 65 * 4, decode = 32LL * 32 * 65 * 4;
   EXPECT_EQ(p.memory.find("cuda:0")->workspace, 16 * (prefill + decode));
 }
 
