@@ -172,25 +172,28 @@ TEST(CudaFlashEmulation, PrefillCausalGqaD64) {
   check_case<__nv_bfloat16, 64>(c);
 }
 
+// A chunk of 150 queries after 20 cached keys, causal, on a device of sm_<arch>, whose rows kernel
+// form must have `warps` warps a block.
+EmuCase chunk_after_cache(std::string name, sy_dtype dtype, int Hq, int arch, int warps) {
+  EmuCase c = shape(std::move(name), dtype, 1, 150, 170, Hq, 2);
+  c.causal = true;
+  c.arch = arch;
+  c.want_row_warps = warps;
+  return c;
+}
+
 // 300 packed rows: three blocks of 128 rows (the last one part-filled), heaviest first, each
 // through three tiles of keys in the 3-stage pipeline with Q fragments held in registers.
 TEST(CudaFlashEmulation, PrefillRowBlocksChunkAfterCacheD64) {
-  EmuCase c = shape("bf16 D64 Sq150 after 20 cached (Skv170) GQA 4:2 causal", SY_DTYPE_BF16, 1, 150,
-                    170, 4, 2);
-  c.causal = true;
-  c.want_row_warps = 8;
-  check_case<__nv_bfloat16, 64>(c);
+  check_case<__nv_bfloat16, 64>(
+      chunk_after_cache("bf16 D64 Sq150 after 20 cached GQA 4:2", SY_DTYPE_BF16, 4, 90, 8));
 }
 
 // sm_89, whose blocks cannot have the wide form's 139 KiB at D = 128: three blocks of the narrow
 // form's 64 rows, 2 stages.
 TEST(CudaFlashEmulation, PrefillRowBlocksNarrowFormD128) {
-  EmuCase c = shape("f16 D128 Sq150 after 20 cached (Skv170) causal, sm_89", SY_DTYPE_F16, 1, 150,
-                    170, 2, 2);
-  c.causal = true;
-  c.arch = 89;
-  c.want_row_warps = 4;
-  check_case<__half, 128>(c);
+  check_case<__half, 128>(
+      chunk_after_cache("f16 D128 Sq150 after 20 cached, sm_89", SY_DTYPE_F16, 2, 89, 4));
 }
 
 TEST(CudaFlashEmulation, WindowSinksSoftcapF16D128) {
