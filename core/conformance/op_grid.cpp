@@ -174,8 +174,9 @@ void matmul(Grid& g) {
     const sy_dtype a = g.dtypes()[0];
     // One row (decode), 7 and 8 (a few rows: packed groups read as stored, cpu_onednn's
     // rows8_packed and two_groups), 13 (panels), 21 (past 16: a tile path such as the amx tier's).
+    // K = 512: two super-blocks of the K-quants, so a packed layout's second unit is read too.
     for (int64_t m : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{21}}) {
-      OpDesc op = op_of(SY_OP_MATMUL, {t(a, {m, 256}), t(q, {40, 256})}, {t(a, {m, 40})});
+      OpDesc op = op_of(SY_OP_MATMUL, {t(a, {m, 512}), t(q, {40, 512})}, {t(a, {m, 40})});
       op.set(SY_ATTR_TRANSPOSE_B, int64_t{1});
       g.add(op, std::string("weights ") + sy_dtype_name(q) + " M=" + std::to_string(m),
             has(g.env().weight_dtypes, q));

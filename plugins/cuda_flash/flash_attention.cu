@@ -41,6 +41,10 @@ flash::FlashLimits prepare_kernels(int ordinal) {
   const int sm = 10 * device_attribute(cudaDevAttrComputeCapabilityMajor, ordinal) +
                  device_attribute(cudaDevAttrComputeCapabilityMinor, ordinal);
   flash::FlashLimits limits = flash::flash_limits(device, D);
+  // check planned by the architecture's table: where it or the device says narrow, narrow (more
+  // row blocks, so never more splits than check declared the workspace for).
+  const flash::FlashLimits declared = flash::flash_limits(flash::smem_limits(sm), D);
+  if (declared.rows.warps < limits.rows.warps) limits.rows = declared.rows;
   const size_t decode_smem = flash::decode_smem_bytes(D),
                rows_smem = flash::rows_smem_bytes(limits.rows, D);
   if (std::max(decode_smem, rows_smem) > size_t(device.per_block))
@@ -52,9 +56,9 @@ flash::FlashLimits prepare_kernels(int ordinal) {
   check_cuda(cudaFuncSetAttribute(flash::flash_decode_kernel<T, D>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)),
              "cudaFuncSetAttribute(flash_decode_kernel)");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&limits.occupancy.decode,
-                                                           flash::flash_decode_kernel<T, D>,
-                                                           32 * flash::kDecodeWarps, decode_smem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                 &limits.occupancy.decode, flash::flash_decode_kernel<T, D>,
+                 32 * flash::decode_warps(D), decode_smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_decode_kernel)");
   flash::with_rows_kernel<T, D>(limits.rows, [&](auto kernel) {
     check_cuda(
@@ -64,9 +68,9 @@ flash::FlashLimits prepare_kernels(int ordinal) {
                                                              32 * limits.rows.warps, rows_smem),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor(flash_mma_kernel)");
   });
-  const flash::FlashOccupancy declared = flash::flash_limits(flash::smem_limits(sm), D).occupancy;
-  limits.occupancy.decode = std::max(1, std::min(limits.occupancy.decode, declared.decode));
-  limits.occupancy.rows = std::max(1, std::min(limits.occupancy.rows, declared.rows));
+  limits.occupancy.decode =
+      std::max(1, std::min(limits.occupancy.decode, declared.occupancy.decode));
+  limits.occupancy.rows = std::max(1, std::min(limits.occupancy.rows, declared.occupancy.rows));
   return limits;
 }
 

@@ -533,7 +533,7 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
 
 // ---- the decode kernel: every warp on the same 16 packed rows, each on its own keys ---------
 // A decode step has at most 16 packed rows per (sequence, KV head): one warp's worth. A block of
-// kDecodeWarps warps serves them together, warp w taking key tiles w, w + kDecodeWarps, … of the
+// decode_warps(D) warps serves them together, warp w taking key tiles w, w + warps, … of the
 // block's range with its own double-buffered stage and its own online softmax, so four times
 // the loads are in flight per block, and a small tile (kDecodeKeys) keeps a block's shared
 // memory at the rows kernel's. Each lane holds the pool block of one key of the warp's next
@@ -541,8 +541,8 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
 // of a tile's loads. At the end the warps' partial rows merge by their maxima in shared memory.
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const FlashParams p) {
-  constexpr int NW = kDecodeWarps, BN = kDecodeKeys, LD = D + 8, CH = D / 8;
+__global__ void __launch_bounds__(decode_warps(D) * 32) flash_decode_kernel(const FlashParams p) {
+  constexpr int NW = decode_warps(D), BN = kDecodeKeys, LD = D + 8, CH = D / 8;
   constexpr int NT = BN / 8, NO = D / 8;
   static_assert(sizeof(T) == 2, "flash_shape.hpp's shared memory sizes are of 16-bit elements");
   SY_DYNAMIC_SHARED(smem);
@@ -621,8 +621,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const F
   }
   __syncthreads();
 
-  // Row r's merge by 8 threads, D/8 columns each.
-  const int r = threadIdx.x / 8, c0 = threadIdx.x % 8 * (D / 8);
+  // Row r's merge by the block's threads over 16 rows (8 with 4 warps), D / TR columns each.
+  constexpr int TR = NW * 32 / 16;
+  static_assert(D % (2 * TR) == 0, "each thread merges whole pairs of columns");
+  const int r = threadIdx.x / TR, c0 = threadIdx.x % TR * (D / TR);
   if (r >= seq.M) return;
   float mx = -INFINITY, weight[NW], l_sum = 0.0f;
 #pragma unroll
@@ -635,7 +637,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const F
   }
   const int i = seq.first + r / p.G, head = hk * p.G + r % p.G;
   const RowEnd e = row_end(p, mx, l_sum, head);
-  for (int c = c0; c < c0 + D / 8; c += 2) {
+  for (int c = c0; c < c0 + D / TR; c += 2) {
     float x0 = 0.0f, x1 = 0.0f;
 #pragma unroll
     for (int w = 0; w < NW; ++w) {
@@ -644,7 +646,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) flash_decode_kernel(const F
     }
     store_pair<T, D>(p, split, seq.b, i, head, c, x0 * e.inv, x1 * e.inv);
   }
-  if (threadIdx.x % 8 == 0) store_lse(p, split, seq.b, i, head, e.lse);
+  if (threadIdx.x % TR == 0) store_lse(p, split, seq.b, i, head, e.lse);
 }
 
 // Merges the splits of one (b, head, i) row per warp: o = Σ e^{lse_s} o_s / (e^{lse} + e^{sink}),
@@ -700,7 +702,7 @@ LaunchShape launch_shape(const FlashParams& p, int sm_count, const FlashLimits& 
   LaunchShape s;
   s.decode = flash_decode(p.M);
   s.rows = limits.rows;
-  s.threads = 32 * (s.decode ? kDecodeWarps : s.rows.warps);
+  s.threads = 32 * (s.decode ? decode_warps(D) : s.rows.warps);
   const int rows_per_block = 16 * s.rows.warps;
   s.row_blocks = s.decode ? 1 : std::max(1, (p.M + rows_per_block - 1) / rows_per_block);
   s.smem = s.decode ? decode_smem_bytes(D) : rows_smem_bytes(s.rows, D);

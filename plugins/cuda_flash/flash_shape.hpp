@@ -22,9 +22,14 @@ SY_FLASH_HD constexpr int keys_per_tile(int d) {
 constexpr int kMaxSplits = 64;
 
 // The decode kernel (flash_kernel.cuh) takes a call whose blocks have at most 16 packed rows (one
-// warp's): kDecodeWarps warps per block, each on its own tiles of kDecodeKeys keys. Every other
-// call takes the rows kernel in one of two forms (RowsForm).
-constexpr int kDecodeWarps = 4, kDecodeKeys = 16;
+// warp's): decode_warps(d) warps per block, each on its own tiles of kDecodeKeys keys. Every
+// other call takes the rows kernel in one of two forms (RowsForm).
+constexpr int kDecodeKeys = 16;
+// 4 warps, but 2 at D = 256: four warps' buffers (140 KiB) would pass the 99 KiB a block may
+// have on sm_86, sm_89 and sm_12x, and the op would fail there at prepare.
+SY_FLASH_HD constexpr int decode_warps(int d) {
+  return d > 128 ? 2 : 4;
+}
 constexpr bool flash_decode(long long packed_rows) {
   return packed_rows <= 16;
 }
@@ -50,8 +55,8 @@ constexpr size_t rows_smem_bytes(RowsForm f, int d) {  // Q, then the K and V bu
 }
 constexpr size_t decode_smem_bytes(int d) {  // Q, then per warp K and V double-buffered (or the
   const size_t q = 16 * size_t(d + 8) * 2;   // warps' merge, which reuses them)
-  const size_t tiles = size_t(kDecodeWarps) * 4 * kDecodeKeys * (d + 8) * 2;
-  const size_t merge = size_t(kDecodeWarps) * 16 * (d + 2) * 4;
+  const size_t tiles = size_t(decode_warps(d)) * 4 * kDecodeKeys * (d + 8) * 2;
+  const size_t merge = size_t(decode_warps(d)) * 16 * (d + 2) * 4;
   return q + std::max(tiles, merge);
 }
 
@@ -95,7 +100,7 @@ struct FlashLimits {
 constexpr FlashLimits flash_limits(SmemLimits l, int d) {
   const RowsForm f = rows_form(l.per_block, d);
   return {f,
-          {occupancy_bound(l.per_sm, decode_smem_bytes(d), 32 * kDecodeWarps),
+          {occupancy_bound(l.per_sm, decode_smem_bytes(d), 32 * decode_warps(d)),
            occupancy_bound(l.per_sm, rows_smem_bytes(f, d), 32 * f.warps)}};
 }
 
@@ -114,7 +119,7 @@ inline int flash_splits(long long packed_rows, long long batch, long long kv_hea
   if (have <= 0 || have >= want) return 1;
   const long long by_occupancy = (want + have - 1) / have;
   const long long min_keys =
-      decode ? 2LL * kDecodeWarps * kDecodeKeys : 4LL * keys_per_tile(head_dim);
+      decode ? 2LL * decode_warps(head_dim) * kDecodeKeys : 4LL * keys_per_tile(head_dim);
   const long long by_length = std::max(1LL, kv_len / min_keys);
   return int(std::min<long long>({by_occupancy, by_length, kMaxSplits}));
 }

@@ -389,6 +389,11 @@ TEST(FlashShape, FormsOccupancyAndSplitsByHand) {
   EXPECT_EQ(flash::flash_splits(4, 1, 8, 32768, 128, 4, h100), 2);
   // A prefill of 4096 x 4 packed rows: 32 wide blocks per KV head, 256 blocks -> no split.
   EXPECT_EQ(flash::flash_splits(4096 * 4, 1, 8, 4096, 128, 132, h100), 1);
+  // D = 256 fits an sm_89 block (101376 bytes) in both kernels: decode with 2 warps, 16 · 264 · 2
+  // + 2 · 4 · 16 · 264 · 2 = 76032 bytes; rows narrow, (64 + 2 · 2 · 32) · 264 · 2 = 101376.
+  EXPECT_EQ(flash::decode_smem_bytes(256), 76032u);
+  EXPECT_EQ(flash::rows_smem_bytes(flash::kRowsNarrow, 256), 101376u);
+  EXPECT_EQ(flash::flash_limits(flash::smem_limits(89), 256).rows.warps, 4);
 }
 
 }  // namespace

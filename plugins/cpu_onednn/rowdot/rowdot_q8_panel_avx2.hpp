@@ -476,15 +476,17 @@ void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_
         s[i][c] = Mac::accumulate(s[i][c], w, _mm256_set1_epi32(q));
       }
     });
-    const __m256 scale = P::scale(group, b);
+    const __m256 scale0 = P::scale(group, b);
+    __m256 scale1 = scale0;
+    if constexpr (D::kHalves) scale1 = P::scale1(group, b);
     for (int i = 0; i < RX; ++i) {
       const __m256 d = _mm256_set1_ps(xb[i]->d);
       if constexpr (D::kHalves) {
         for (int h = 0; h < 2; ++h) {
           const __m256i sums =
               _mm256_sub_epi32(s[i][h], _mm256_set1_epi32(P::kBias * xb[i]->sum_half[h]));
-          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
-                                   _mm256_mul_ps(h ? P::scale1(group, b) : scale, d), acc[i]);
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(h ? scale1 : scale0, d),
+                                   acc[i]);
         }
         continue;
       }
@@ -492,7 +494,7 @@ void rows8_packed(const RowdotQ8Args& a, const uint8_t* group, int64_t n, int64_
       if constexpr (P::kBias != 0)
         sums = _mm256_sub_epi32(
             sums, _mm256_set1_epi32(P::kBias * (xb[i]->sum_half[0] + xb[i]->sum_half[1])));
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale, d), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scale0, d), acc[i]);
     }
     if constexpr (D::kOffset) {
       const __m256 coeff = P::offset(group, b);
