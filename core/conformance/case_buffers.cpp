@@ -91,7 +91,9 @@ void quantized(std::vector<uint8_t>& b, sy_dtype dt, std::mt19937& rng) {
       case SY_DTYPE_Q5_1:
       case SY_DTYPE_Q4_K:
       case SY_DTYPE_Q5_K: half(blk, d), half(blk + 2, d * 0.5f); break;
-      case SY_DTYPE_MXFP4: b[blk] = uint8_t(119 + rng() % 4); break;  // 2^-8 .. 2^-5, no 0xFF
+      case SY_DTYPE_MXFP4:
+        b[blk] = uint8_t(119 + rng() % 4);
+        break;  // 2^-8 .. 2^-5, no 0xFF
       // Sub-block scales d·(ls − 32) over all of ls's 6 bits, of both signs as a trained file's
       // are (half of SmolLM2 IQ4_XS's are negative): the random bytes, under a smaller d.
       case SY_DTYPE_IQ4_XS: half(blk, d * 0.125f); break;

@@ -242,6 +242,13 @@ inline __m256 rows8_halves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// 8 bytes at p, unsigned (Signed: signed), as f32 lanes.
+template <bool Signed>
+inline __m256 bytes8_ps(const uint8_t* p) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+}
+
 // A type whose unit is one block of kBytes, led by the 8 rows' f16 scales (then offsets).
 template <int64_t kBytes>
 struct Rows8PerBlock {
@@ -261,14 +268,14 @@ struct Rows8Super {
   static const uint8_t* block(const uint8_t* group, int64_t b) {
     return unit(group, b) + kHead + b % 8 * kSub;
   }
+  // The 8 rows' f16 factor at byte `head` of the unit times their bytes at byte `at` of block b
+  // (signed or not): a block's scale (or offset) as the stored forms compute it.
+  template <bool Signed>
+  static __m256 factor_times(const uint8_t* group, int64_t b, int head, int at) {
+    return _mm256_mul_ps(rows8_halves(unit(group, b) + head),
+                         bytes8_ps<Signed>(block(group, b) + at));
+  }
 };
-
-// 8 bytes at p, unsigned (Signed: signed), as f32 lanes.
-template <bool Signed>
-inline __m256 bytes8_ps(const uint8_t* p) {
-  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  return _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
-}
 
 // Where the bytes of block b of a group lie, roughly (the unit's bytes spread evenly over its
 // blocks), and how many per block: for prefetching a run of blocks ahead.
@@ -374,12 +381,10 @@ struct Rows8K4 : Rows8Super<32, kSub> {
   using S = Rows8Super<32, kSub>;
   static constexpr int kBias = 0;
   static __m256 scale(const uint8_t* group, int64_t b) {
-    return _mm256_mul_ps(rows8_halves(S::unit(group, b)), bytes8_ps<false>(S::block(group, b)));
+    return S::template factor_times<false>(group, b, 0, 0);
   }
   static __m256 offset(const uint8_t* group, int64_t b) {
-    const __m256 m = _mm256_mul_ps(rows8_halves(S::unit(group, b) + 16),
-                                   bytes8_ps<false>(S::block(group, b) + 8));
-    return _mm256_xor_ps(m, _mm256_set1_ps(-0.f));
+    return _mm256_xor_ps(S::template factor_times<false>(group, b, 16, 8), _mm256_set1_ps(-0.f));
   }
 };
 
@@ -405,7 +410,7 @@ template <class Ops>
 struct Rows8Packed<Iq4_XSW<Ops>> : Rows8Super<16, 136> {
   static constexpr int kBias = 128;
   static __m256 scale(const uint8_t* group, int64_t b) {
-    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b)));
+    return factor_times<true>(group, b, 0, 0);
   }
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {
@@ -423,10 +428,10 @@ template <class Ops>
 struct Rows8Packed<Q6_KW<Ops>> : Rows8Super<16, 208> {
   static constexpr int kBias = 32;
   static __m256 scale(const uint8_t* group, int64_t b) {
-    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b)));
+    return factor_times<true>(group, b, 0, 0);
   }
   static __m256 scale1(const uint8_t* group, int64_t b) {
-    return _mm256_mul_ps(rows8_halves(unit(group, b)), bytes8_ps<true>(block(group, b) + 8));
+    return factor_times<true>(group, b, 0, 8);
   }
   template <class F>
   static void pairs(const uint8_t* blk, F&& f) {

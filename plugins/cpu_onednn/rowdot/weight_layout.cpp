@@ -89,7 +89,8 @@ uint32_t load32(const uint8_t* p) {
 // each), then the quants in chunks (rows_to_chunks per 16 quant bytes).
 template <int kFields, bool kFifth, int kQuants>
 struct PerBlock {
-  static constexpr int64_t kStored = 2 * kFields + (kFifth ? 4 : 0) + kQuants;
+  static constexpr int64_t kUnitBlocks = 1, kStored = 2 * kFields + (kFifth ? 4 : 0) + kQuants;
+  static constexpr int64_t kPacked = 8 * kStored;
   static void pack(const uint8_t* src, int64_t row_bytes, uint8_t* out) {
     uint8_t* chunks = out + 16 * kFields + (kFifth ? 32 : 0);
     for (int r = 0; r < 8; ++r) {
@@ -119,9 +120,9 @@ struct PerBlock {
   }
 };
 
-// ---- Super-block types (a unit is one block of 256, 8 sub-blocks of 32)
-// -------------------------- Each sub-block's nibbles are packed as q4_0's are ordered (byte i:
-// element i in its low nibble, i + 16 in its high), so that every packed type's chunks widen alike.
+// ---- Super-block types: a unit is one block of 256, 8 sub-blocks of 32 -----------------------
+// Each sub-block's nibbles are packed as q4_0's are ordered (byte i: element i in its low nibble,
+// i + 16 in its high), so that every packed type's chunks widen alike.
 
 // Sub-block values v[32] (4 bits each) in q4_0's order, and back.
 void to_q4_order(const uint8_t (&v)[32], uint8_t* out16) {
@@ -148,7 +149,7 @@ void encode_scales_mins_k4(const uint8_t (&sm)[16], uint8_t* q) {
 // masks by parity (32), and the nibbles in q4_0's order as chunks (128).
 template <bool kQ5>
 struct KQuant {
-  static constexpr int64_t kStored = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
+  static constexpr int64_t kUnitBlocks = 8, kStored = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
   static constexpr int64_t kSub = 16 + (kQ5 ? 32 : 0) + 128, kPacked = 32 + 8 * kSub;
   // Sub-block j of a stored row: its values' low 4 bits, and (q5_k) its fifth bits by element.
   static void sub_block(const uint8_t* row, int j, uint8_t (&v)[32], uint32_t& fifth) {
@@ -215,7 +216,7 @@ struct KQuant {
 // Packed unit: the 8 rows' f16 d (16 bytes), then per sub-block j the 8 rows' ls_j − 32 as signed
 // bytes (8) and the nibbles as chunks (128).
 struct Iq4Xs {
-  static constexpr int64_t kStored = 136, kSub = 8 + 128, kPacked = 16 + 8 * kSub;
+  static constexpr int64_t kUnitBlocks = 8, kStored = 136, kSub = 8 + 128, kPacked = 16 + 8 * kSub;
   static void pack(const uint8_t* src, int64_t row_bytes, uint8_t* out) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* in = src + r * row_bytes;
@@ -249,7 +250,8 @@ struct Iq4Xs {
 // 2i + 1's at 16 + 2i, so that the bits of pair i sit at the bottom of each 16-bit half after a
 // shift by 2i), and the low 4 bits in q4_0's order as chunks (128).
 struct Q6K {
-  static constexpr int64_t kStored = 210, kSub = 16 + 64 + 128, kPacked = 16 + 8 * kSub;
+  static constexpr int64_t kUnitBlocks = 8, kStored = 210, kSub = 16 + 64 + 128,
+                           kPacked = 16 + 8 * kSub;
   // Element e's 6-bit value: ggml's dequantize_row_q6_K, by halves of 128, quarters of 32.
   static int value(const uint8_t* row, int e) {
     const int h = e / 128, t = e % 128 / 32, l = e % 32;
@@ -285,26 +287,22 @@ struct Q6K {
 };
 
 template <class T>
-constexpr Rows8Type per_block(sy_dtype d, uint32_t layout, const char* name) {
-  return {d, layout, 1, T::kStored, 8 * T::kStored, T::pack, T::unpack, name};
-}
-template <class T>
-constexpr Rows8Type super_block(sy_dtype d, uint32_t layout, const char* name) {
-  return {d, layout, 8, T::kStored, T::kPacked, T::pack, T::unpack, name};
+constexpr Rows8Type rows8(sy_dtype d, uint32_t layout, const char* name) {
+  return {d, layout, T::kUnitBlocks, T::kStored, T::kPacked, T::pack, T::unpack, name};
 }
 
 constexpr Rows8Type kRows8Types[] = {
-    per_block<PerBlock<1, false, 16>>(SY_DTYPE_Q4_0, kLayoutQ4_0Rows8, "q4_0, 8 rows interleaved"),
-    per_block<PerBlock<2, false, 16>>(SY_DTYPE_Q4_1, kLayoutQ4_1Rows8, "q4_1, 8 rows interleaved"),
-    per_block<PerBlock<1, false, 32>>(SY_DTYPE_Q8_0, kLayoutQ8_0Rows8, "q8_0, 8 rows interleaved"),
-    per_block<PerBlock<1, false, 16>>(SY_DTYPE_IQ4_NL, kLayoutIq4_NLRows8,
-                                      "iq4_nl, 8 rows interleaved"),
-    per_block<PerBlock<1, true, 16>>(SY_DTYPE_Q5_0, kLayoutQ5_0Rows8, "q5_0, 8 rows interleaved"),
-    per_block<PerBlock<2, true, 16>>(SY_DTYPE_Q5_1, kLayoutQ5_1Rows8, "q5_1, 8 rows interleaved"),
-    super_block<KQuant<false>>(SY_DTYPE_Q4_K, kLayoutQ4_KRows8, "q4_k, 8 rows interleaved"),
-    super_block<KQuant<true>>(SY_DTYPE_Q5_K, kLayoutQ5_KRows8, "q5_k, 8 rows interleaved"),
-    super_block<Iq4Xs>(SY_DTYPE_IQ4_XS, kLayoutIq4_XSRows8, "iq4_xs, 8 rows interleaved"),
-    super_block<Q6K>(SY_DTYPE_Q6_K, kLayoutQ6_KRows8, "q6_k, 8 rows interleaved")};
+    rows8<PerBlock<1, false, 16>>(SY_DTYPE_Q4_0, kLayoutQ4_0Rows8, "q4_0, 8 rows interleaved"),
+    rows8<PerBlock<2, false, 16>>(SY_DTYPE_Q4_1, kLayoutQ4_1Rows8, "q4_1, 8 rows interleaved"),
+    rows8<PerBlock<1, false, 32>>(SY_DTYPE_Q8_0, kLayoutQ8_0Rows8, "q8_0, 8 rows interleaved"),
+    rows8<PerBlock<1, false, 16>>(SY_DTYPE_IQ4_NL, kLayoutIq4_NLRows8,
+                                  "iq4_nl, 8 rows interleaved"),
+    rows8<PerBlock<1, true, 16>>(SY_DTYPE_Q5_0, kLayoutQ5_0Rows8, "q5_0, 8 rows interleaved"),
+    rows8<PerBlock<2, true, 16>>(SY_DTYPE_Q5_1, kLayoutQ5_1Rows8, "q5_1, 8 rows interleaved"),
+    rows8<KQuant<false>>(SY_DTYPE_Q4_K, kLayoutQ4_KRows8, "q4_k, 8 rows interleaved"),
+    rows8<KQuant<true>>(SY_DTYPE_Q5_K, kLayoutQ5_KRows8, "q5_k, 8 rows interleaved"),
+    rows8<Iq4Xs>(SY_DTYPE_IQ4_XS, kLayoutIq4_XSRows8, "iq4_xs, 8 rows interleaved"),
+    rows8<Q6K>(SY_DTYPE_Q6_K, kLayoutQ6_KRows8, "q6_k, 8 rows interleaved")};
 
 // The packed type of dtype t, or nullptr.
 const Rows8Type* rows8_type(sy_dtype t) {
