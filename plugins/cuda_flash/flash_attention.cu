@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_queue.hpp"
+#include "flash_hopper.hpp"
 #include "flash_kernel.cuh"
 
 namespace sy::cuda {
@@ -32,7 +33,8 @@ int device_attribute(cudaDeviceAttr attr, int ordinal) {
 // done at prepare so execute only launches), and each kernel's resident blocks per
 // multiprocessor from the occupancy API, capped at the bound of the device's architecture that
 // check declared the workspace by (flash_shape.hpp's flash_limits), which the split of the keys
-// is cut for. UNSUPPORTED when even the narrow form does not fit a block.
+// is cut for; on sm_90 with SWITCHYARD_CUDA_FLASH_SM90A=on, the sm_90a kernel takes the rows
+// calls (flash_hopper.hpp). UNSUPPORTED when even the narrow form does not fit a block.
 template <typename T, int D>
 flash::FlashLimits prepare_kernels(int ordinal) {
   const flash::SmemLimits device{
@@ -71,6 +73,14 @@ flash::FlashLimits prepare_kernels(int ordinal) {
   limits.occupancy.decode =
       std::max(1, std::min(limits.occupancy.decode, declared.occupancy.decode));
   limits.occupancy.rows = std::max(1, std::min(limits.occupancy.rows, declared.occupancy.rows));
+  if constexpr (flash::hopper_head_dim(D)) {
+    // The sm_90a kernel serves the wide form's rows, with no more blocks a multiprocessor.
+    if (flash::hopper_on(sm) && limits.rows.warps == flash::kRowsWide.warps) {
+      limits = flash::with_hopper(limits, device, D);
+      limits.occupancy.rows =
+          std::max(1, std::min(limits.occupancy.rows, flash::prepare_hopper<T, D>()));
+    }
+  }
   return limits;
 }
 
@@ -78,7 +88,9 @@ template <typename T, int D>
 void launch_flash(const FlashParams& p, const LaunchShape& s, cudaStream_t stream) {
   const int sequences = p.query_start ? p.S : p.B;
   const dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
-  if (s.decode) {
+  if (s.hopper) {
+    if constexpr (flash::hopper_head_dim(D)) flash::launch_hopper<T, D>(p, grid, stream);
+  } else if (s.decode) {
     flash::flash_decode_kernel<T, D><<<grid, s.threads, s.smem, stream>>>(p);
     check_launch("flash_decode_kernel");
   } else {

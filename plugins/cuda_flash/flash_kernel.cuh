@@ -687,6 +687,7 @@ __global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
 
 struct LaunchShape {
   bool decode = false;  // flash_decode_kernel, else flash_mma_kernel in form `rows`
+  bool hopper = false;  // not decode: flash_hopper_kernel (flash_hopper.cuh) instead
   RowsForm rows = kRowsWide;
   int threads = 128;
   int row_blocks = 1;
@@ -702,10 +703,13 @@ LaunchShape launch_shape(const FlashParams& p, int sm_count, const FlashLimits& 
   LaunchShape s;
   s.decode = flash_decode(p.M);
   s.rows = limits.rows;
-  s.threads = 32 * (s.decode ? decode_warps(D) : s.rows.warps);
+  s.hopper = !s.decode && limits.hopper;
+  s.threads = s.hopper ? kHopperThreads : 32 * (s.decode ? decode_warps(D) : s.rows.warps);
   const int rows_per_block = 16 * s.rows.warps;
   s.row_blocks = s.decode ? 1 : std::max(1, (p.M + rows_per_block - 1) / rows_per_block);
-  s.smem = s.decode ? decode_smem_bytes(D) : rows_smem_bytes(s.rows, D);
+  s.smem = s.decode   ? decode_smem_bytes(D)
+           : s.hopper ? hopper_smem_bytes(D)
+                      : rows_smem_bytes(s.rows, D);
   s.splits = flash_splits(p.M, p.query_start ? p.S : p.B, p.Hkv, p.Skv, D, sm_count, limits);
   return s;
 }

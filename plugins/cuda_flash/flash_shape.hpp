@@ -66,6 +66,24 @@ constexpr RowsForm rows_form(long long smem_per_block, int d) {
   return rows_smem_bytes(kRowsWide, d) <= size_t(smem_per_block) ? kRowsWide : kRowsNarrow;
 }
 
+// The sm_90a rows kernel (flash_hopper.cuh), where a device of sm_90 runs it: a producer
+// warpgroup and two consumer warpgroups of 64 packed rows each (the wide form's 128 rows a
+// block), tiles of 128 keys in 2 stages, Q, K and V in 128-byte swizzled chunks of 64 dims.
+constexpr int kHopperKeys = 128, kHopperStages = 2, kHopperThreads = 384;
+static_assert(kHopperThreads == 32 * (kRowsWide.warps + 4),
+              "two consumers of the wide form's rows");
+SY_FLASH_HD constexpr bool hopper_head_dim(int d) {
+  return d == 64 || d == 128;
+}
+// Q, or one stage of K or of V: 128 rows of d 16-bit elements.
+SY_FLASH_HD constexpr size_t hopper_tile_bytes(int d) {
+  return size_t(128) * d * 2;
+}
+// 1 KiB to align the swizzled buffers, Q, the stages of K and V, and the mbarriers.
+constexpr size_t hopper_smem_bytes(int d) {
+  return 1024 + hopper_tile_bytes(d) * (1 + 2 * kHopperStages) + 64;
+}
+
 // Resident blocks per multiprocessor of each kernel.
 struct FlashOccupancy {
   int decode = 1, rows = 1;
@@ -96,12 +114,23 @@ constexpr SmemLimits smem_limits(int sm_version) {
 struct FlashLimits {
   RowsForm rows;
   FlashOccupancy occupancy;
+  bool hopper = false;  // the rows calls take the sm_90a kernel (occupancy.rows is then its)
 };
 constexpr FlashLimits flash_limits(SmemLimits l, int d) {
   const RowsForm f = rows_form(l.per_block, d);
   return {f,
           {occupancy_bound(l.per_sm, decode_smem_bytes(d), 32 * decode_warps(d)),
            occupancy_bound(l.per_sm, rows_smem_bytes(f, d), 32 * f.warps)}};
+}
+
+// The limits with the sm_90a kernel taking the rows calls (an sm_90 device, whose rows form is
+// the wide one: the same 128 rows a block): its occupancy by shared memory and threads, never
+// more than the wide form's, which check declared the split-KV workspace by.
+constexpr FlashLimits with_hopper(FlashLimits l, SmemLimits s, int d) {
+  l.hopper = true;
+  l.occupancy.rows =
+      std::min(l.occupancy.rows, occupancy_bound(s.per_sm, hopper_smem_bytes(d), kHopperThreads));
+  return l;
 }
 
 // Splits the keys when the blocks without a split would not fill every multiprocessor with as

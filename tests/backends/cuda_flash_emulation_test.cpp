@@ -6,7 +6,7 @@
 #define SY_CUDA_EMULATION 1
 #include "support/cuda_emulation.hpp"
 // The emulation header first: it stands in for the CUDA built-ins the kernel header uses.
-#include "cuda_flash/flash_kernel.cuh"
+#include "cuda_flash/flash_hopper.cuh"
 
 #include <gtest/gtest.h>
 
@@ -38,6 +38,7 @@ struct EmuCase {
   bool want_split = false;  // the case exists to cover split-KV: it must split
   int arch = 90;            // the device's sm_<arch>: 86, 89 and 12x take the narrow rows form
   int want_row_warps = 0;   // the case exists to cover a rows form: its warps a block
+  bool hopper = false;      // the rows calls take the sm_90a kernel (it must)
 };
 
 EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv) {
@@ -55,13 +56,38 @@ flash::FlashLimits limits_on(int arch, int d) {
   return flash::flash_limits(flash::smem_limits(arch), d);
 }
 
+// The limits of an sm_<arch> device, with the sm_90a kernel taking the rows calls or not.
+flash::FlashLimits limits_for(int arch, int d, bool hopper) {
+  const flash::FlashLimits l = limits_on(arch, d);
+  return hopper ? flash::with_hopper(l, flash::smem_limits(arch), d) : l;
+}
+
+// The tensor maps flash_hopper.cu encodes for a call (its KvTensorShape, 128-byte swizzle),
+// through the model of the driver's encoder and its checks; not valid where the producer loads
+// by cp.async.
+flash::HopperMaps hopper_maps(const flash::FlashParams& p, int d) {
+  flash::HopperMaps m{};
+  m.valid = flash::hopper_tma(p);
+  if (!m.valid) return m;
+  const flash::KvTensorShape t = flash::kv_tensor_shape(p, d);
+  m.k = sy_emu::encode_tensor_map(p.k, 4, t.dims, t.strides, t.box, true);
+  m.v = sy_emu::encode_tensor_map(p.v, 4, t.dims, t.strides, t.box, true);
+  return m;
+}
+
 // Runs a call as flash_attention.cu launches it: the kernel its shape names over (row blocks,
 // sequences × KV heads, splits), then the merge of the splits.
 template <typename T, int D>
 void launch_emulated(const flash::FlashParams& p, const flash::LaunchShape& s, unsigned sequences,
                      size_t rows) {
   const dim3 grid(unsigned(s.row_blocks), sequences * unsigned(p.Hkv), unsigned(s.splits));
-  if (s.decode)
+  if (s.hopper) {
+    if constexpr (flash::hopper_head_dim(D)) {
+      const flash::HopperMaps maps = hopper_maps(p, D);
+      sy_emu::launch(grid, dim3(s.threads), s.smem,
+                     [&] { flash::flash_hopper_kernel<T, D>(p, maps); });
+    }
+  } else if (s.decode)
     sy_emu::launch(grid, dim3(s.threads), s.smem, [&] { flash::flash_decode_kernel<T, D>(p); });
   else
     flash::with_rows_kernel<T, D>(s.rows, [&](auto kernel) {
@@ -109,7 +135,7 @@ EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
   p.window = c.window;
 
   EmuResult r;
-  r.shape = flash::launch_shape<T, D>(p, c.sm_count, limits_on(c.arch, D));
+  r.shape = flash::launch_shape<T, D>(p, c.sm_count, limits_for(c.arch, D, c.hopper));
   p.splits = r.shape.splits;
   std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
       part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
@@ -144,6 +170,7 @@ void check_case(const EmuCase& c) {
   if (c.want_split) {
     EXPECT_GT(r.shape.splits, 1) << "the case no longer covers split-KV";
   }
+  EXPECT_EQ(r.shape.hopper, c.hopper) << "the case no longer covers the sm_90a kernel";
   if (c.want_row_warps) {
     EXPECT_FALSE(r.shape.decode);
     EXPECT_EQ(r.shape.rows.warps, c.want_row_warps) << "the case no longer covers its rows form";
@@ -274,7 +301,8 @@ TEST(CudaFlashEmulation, CausalRowsWithoutKeys) {
 // Every sequence's rows against the reference run on that sequence alone (support/
 // paged_attention_case.hpp builds the step: NaN-filled pool, blocks in a shuffled order).
 template <typename T, int D>
-void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool want_split = false) {
+void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool want_split = false,
+                 bool hopper = false) {
   SCOPED_TRACE(c.name);
   test::PagedAttentionStep st(c, D, 11);
   std::vector<float> lse(size_t(c.Hq) * st.tokens, 123.0f);
@@ -296,7 +324,9 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   p.softcap = float(c.softcap);
   p.causal = c.causal;
   p.window = c.window;
-  const flash::LaunchShape shape = flash::launch_shape<T, D>(p, sm_count, limits_on(90, D));
+  const flash::LaunchShape shape =
+      flash::launch_shape<T, D>(p, sm_count, limits_for(90, D, hopper));
+  EXPECT_EQ(shape.hopper, hopper) << "the case no longer covers the sm_90a kernel";
   if (want_split) {
     EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
   }
@@ -356,6 +386,74 @@ TEST(CudaFlashEmulation, PagedDecodeSplitKv) {
   check_paged<__nv_bfloat16, 64>(c, 2, true);
 }
 
+// ---- the sm_90a kernel (flash_hopper.cuh): producer and consumer warpgroups, mbarriers, TMA
+// and wgmma under the model's layouts ---------------------------------------------------------
+
+// Contiguous, no kv_len: K and V by TMA. 300 packed rows over three blocks (the last with one
+// live consumer warpgroup and one whose rows are all past the sequence), 170 keys over two tiles
+// of 128, the second part outside the tensor (zeros).
+TEST(CudaFlashEmulation, Sm90aChunkAfterCacheByTmaD64) {
+  EmuCase c =
+      chunk_after_cache("sm_90a bf16 D64 Sq150 after 20 cached GQA 4:2", SY_DTYPE_BF16, 4, 90, 8);
+  c.hopper = true;
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, Sm90aWindowSinksSoftcapByTmaF16D128) {
+  EmuCase c = shape("sm_90a f16 D128 B2 Sq70 Skv300 window 100 sinks softcap", SY_DTYPE_F16, 2, 70,
+                    300, 4, 2);
+  c.causal = true;
+  c.window = 100;
+  c.sinks = true;
+  c.softcap = 5.0;
+  c.hopper = true;
+  check_case<__half, 128>(c);
+}
+
+// kv_len: the producer loads by cp.async, zero-filling past each batch's keys; split-KV over
+// the 128-key tiles, an empty cache, and rows with no causal key.
+TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsync) {
+  EmuCase c = shape("sm_90a bf16 D128 causal B3 Sq24 kv_len {600,0,333} split", SY_DTYPE_BF16, 3,
+                    24, 700, 4, 1);
+  c.causal = true;
+  c.sinks = true;
+  c.kv_len = {600, 0, 333};
+  c.sm_count = 8;
+  c.want_split = true;
+  c.hopper = true;
+  check_case<__nv_bfloat16, 128>(c);
+}
+
+// A cache tensor with no keys: no tensor map (it cannot have an empty dimension), no tile.
+TEST(CudaFlashEmulation, Sm90aCacheTensorWithoutKeys) {
+  EmuCase c = shape("sm_90a bf16 D64 Sq40 Skv0, sinks", SY_DTYPE_BF16, 1, 40, 0, 2, 1);
+  c.sinks = true;
+  c.hopper = true;
+  check_case<__nv_bfloat16, 64>(c);
+}
+
+TEST(CudaFlashEmulation, Sm90aCausalRowsWithoutKeys) {
+  EmuCase c = shape("sm_90a f16 D64 causal Sq20 > Skv8", SY_DTYPE_F16, 1, 20, 8, 2, 1);
+  c.causal = true;
+  c.hopper = true;
+  check_case<__half, 64>(c);
+}
+
+// The paged form: cp.async through the block table (blocks of 8, so a tile spans 16 of them),
+// a prefill, a chunk after cached keys and decode rows in one step.
+TEST(CudaFlashEmulation, Sm90aPagedPrefillChunksBlocksOfEight) {
+  test::PagedAttentionCase c;
+  c.name = "sm_90a f16 D128 paged, blocks of 8, window 40, sinks, softcap";
+  c.dtype = SY_DTYPE_F16;
+  c.q_lens = {21, 9, 1, 140};
+  c.lens = {21, 49, 70, 200};
+  c.BS = 8;
+  c.window = 40;
+  c.sinks = true;
+  c.softcap = 5.0;
+  check_paged<__half, 128>(c, 132, false, true);
+}
+
 }  // namespace
 }  // namespace sy
 
@@ -394,6 +492,18 @@ TEST(FlashShape, FormsOccupancyAndSplitsByHand) {
   EXPECT_EQ(flash::decode_smem_bytes(256), 76032u);
   EXPECT_EQ(flash::rows_smem_bytes(flash::kRowsNarrow, 256), 101376u);
   EXPECT_EQ(flash::flash_limits(flash::smem_limits(89), 256).rows.warps, 4);
+  // The sm_90a kernel: 1 KiB of alignment, Q and two stages of K and V (128 rows of D 16-bit
+  // elements each), 64 bytes of barriers. D = 128: 1024 + 5 · 32768 + 64 = 164928, one block a
+  // multiprocessor; D = 64: 1024 + 5 · 16384 + 64 = 83008, 233472 / 84032 -> 2, below the wide
+  // form's 233472 / (73728 + 1024) -> 3.
+  EXPECT_EQ(flash::hopper_smem_bytes(128), 164928u);
+  EXPECT_EQ(flash::hopper_smem_bytes(64), 83008u);
+  const auto sm90 = flash::smem_limits(90);
+  EXPECT_EQ(flash::with_hopper(flash::flash_limits(sm90, 128), sm90, 128).occupancy.rows, 1);
+  EXPECT_EQ(flash::flash_limits(sm90, 64).occupancy.rows, 3);
+  const flash::FlashLimits hopper64 = flash::with_hopper(flash::flash_limits(sm90, 64), sm90, 64);
+  EXPECT_TRUE(hopper64.hopper);
+  EXPECT_EQ(hopper64.occupancy.rows, 2);
 }
 
 }  // namespace
