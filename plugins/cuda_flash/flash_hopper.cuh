@@ -1,6 +1,6 @@
 // The sm_90a rows kernel of cuda_flash's flash attention (FlashAttention-3's structure): a block
 // of three warpgroups, one producer and two consumers of 64 packed rows each, over tiles of 128
-// keys in two shared-memory stages that mbarriers hand between them.
+// keys in three shared-memory stages that mbarriers hand between them.
 //
 // - The producer fills a stage when both consumers have released it (the `empty` barrier), and
 //   says so on the `full` barrier: by TMA (cp.async.bulk.tensor, the bytes completing the phase)
@@ -159,9 +159,12 @@ __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wgmma_wait_all() {
+// Waits until at most N of this warpgroup's committed wgmma groups are still in flight (they
+// complete in order).
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
 #ifndef SY_CUDA_EMULATION
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
 
@@ -337,66 +340,112 @@ __device__ __forceinline__ void hopper_produce(const FlashParams& p, const Hoppe
   cp_async_wait<0>();
 }
 
-// A consumer warpgroup (cw: 0 or 1) over its 64 packed rows from R0 + 64 cw. A warpgroup whose
-// rows are all past the sequence still waits for each tile and releases it, so the producer's
-// count holds.
+// One consumer warpgroup's 64 rows against the tiles: Q and the stage's K and V in shared
+// memory (qw: its rows of Q).
+template <typename T, int D>
+struct HopperTiles {
+  static constexpr int BN = kHopperKeys, NT = BN / 8, NO = D / 8;
+  static constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
+  const unsigned char *qw, *ks, *vs;
+
+  // Issues S = Q Kᵀ of the tile in `stage` as one wgmma group.
+  __device__ __forceinline__ void issue_qk(float (&s)[NT][4], int stage) const {
+    const unsigned char* kt = ks + stage * kTile;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    fence_operands<NT>(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {  // dims 16 kc .. +16: 32 bytes further in the atom
+      const uint32_t at = (kc / 4) * kHopperChunk + (kc % 4) * 32;
+      wgmma_ss<T, BN>(s, smem_desc(qw + at, 16, 1024), smem_desc(kt + at, 16, 1024));
+    }
+    wgmma_commit();
+  }
+  // Issues O += P V of the tile in `stage` as one wgmma group.
+  __device__ __forceinline__ void issue_pv(float (&acc)[NO][4], uint32_t (&pa)[NT / 2][4],
+                                           int stage) const {
+    const unsigned char* vt = vs + stage * kTile;
+    fence_operands<NT / 2>(pa);
+    fence_operands<NO>(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int k16 = 0; k16 < NT / 2; ++k16)  // keys 16 k16 .. +16: 2048 bytes further
+      wgmma_rs<T, D>(acc, pa[k16], smem_desc(vt + k16 * 16 * 128, kHopperChunk, 1024));
+    wgmma_commit();
+  }
+};
+
+// A consumer warpgroup (cw: 0 or 1) over its 64 packed rows from R0 + 64 cw, FlashAttention-3's
+// overlap within the warpgroup: S of tile t and O += P V of tile t − 1 are issued together, and
+// the softmax of tile t runs while the second product is in flight; the accumulators take the
+// new max's factor once it has landed, and then the stage of tile t − 1 is released. A
+// warpgroup whose rows are all past the sequence still waits for each tile and releases it, so
+// the producer's count holds.
 template <typename T, int D>
 __device__ __forceinline__ void hopper_consume(const FlashParams& p, const HopperBlock& b, int cw) {
-  constexpr int BN = kHopperKeys, ST = kHopperStages, NT = BN / 8, NO = D / 8;
-  constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
+  using Tiles = HopperTiles<T, D>;
+  constexpr int BN = kHopperKeys, ST = kHopperStages, NT = Tiles::NT, NO = Tiles::NO;
   const int split = blockIdx.z, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int gid = lane >> 2, tig = lane & 3;
   const BlockSeq& seq = b.seq;
   const WarpRows wr = warp_rows(p, seq, b.R0 + cw * 64 + warp * 16, gid);
-  const bool live = b.R0 + cw * 64 < seq.M;  // warpgroup-uniform
-  const unsigned char* qw = b.qs + cw * 64 * 128;
+  const Tiles tiles{b.qs + cw * 64 * 128, b.ks, b.vs};
+  auto stage = [&](int t) { return (t - b.t_begin) % ST; };
+  auto wait_full = [&](int t) { mbar_wait(&b.full[stage(t)], ((t - b.t_begin) / ST) & 1); };
+  mbar_wait(b.q_full, 0);
+  if (b.R0 + cw * 64 >= seq.M) {  // warpgroup-uniform
+    for (int t = b.t_begin; t < b.t_end; ++t) {
+      wait_full(t);
+      mbar_arrive(&b.empty[stage(t)]);
+    }
+    return;
+  }
   float acc[NO][4];
 #pragma unroll
   for (int n = 0; n < NO; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  mbar_wait(b.q_full, 0);
+  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
+  uint32_t pa[NT / 2][4];  // P of the tile before, in flight in O += P V
+  // S of tile t (landed) into P fragments, the running max and sum moving on.
+  auto to_p = [&](int t, float(&s)[NT][4], uint32_t(&a)[NT / 2][4]) {
+    fence_operands<NT>(s);
+    log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
+    softmax_tile<NT>(s, m2, l, corr);
+#pragma unroll
+    for (int k16 = 0; k16 < NT / 2; ++k16) p_fragment<T, NT>(a[k16], s, k16);
+  };
 
-  for (int t = b.t_begin; t < b.t_end; ++t) {
-    const int i = t - b.t_begin, stage = i % ST;
-    mbar_wait(&b.full[stage], (i / ST) & 1);
-    if (live) {
-      const unsigned char* kt = b.ks + stage * kTile;
-      const unsigned char* vt = b.vs + stage * kTile;
-      float s[NT][4];
+  if (b.t_begin < b.t_end) {  // the first tile's S alone: the accumulators are still zero
+    float s[NT][4];
+    wait_full(b.t_begin);
+    tiles.issue_qk(s, stage(b.t_begin));
+    wgmma_wait<0>();
+    to_p(b.t_begin, s, pa);
+  }
+  for (int t = b.t_begin + 1; t < b.t_end; ++t) {
+    float s[NT][4];
+    uint32_t next[NT / 2][4];
+    wait_full(t);
+    tiles.issue_qk(s, stage(t));
+    tiles.issue_pv(acc, pa, stage(t - 1));
+    wgmma_wait<1>();  // S has landed; O += P V may still run
+    to_p(t, s, next);
+    wgmma_wait<0>();
+    fence_operands<NT / 2>(pa);
+    fence_operands<NO>(acc);
+    mbar_arrive(&b.empty[stage(t - 1)]);
+    rescale<NO>(acc, corr);
 #pragma unroll
-      for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      fence_operands<NT>(s);
-      wgmma_fence();
+    for (int k16 = 0; k16 < NT / 2; ++k16)
 #pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const uint32_t at = (kc / 4) * kHopperChunk + (kc % 4) * 32;
-        wgmma_ss<T, BN>(s, smem_desc(qw + at, 16, 1024), smem_desc(kt + at, 16, 1024));
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-      fence_operands<NT>(s);
-      log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
-      online_softmax<NT, NO>(s, m2, l, acc);
-      uint32_t pa[BN / 16][4];  // two score fragments (16 keys) form one A fragment
-#pragma unroll
-      for (int k16 = 0; k16 < BN / 16; ++k16) {
-        pa[k16][0] = pack2<T>(s[2 * k16][0], s[2 * k16][1]);
-        pa[k16][1] = pack2<T>(s[2 * k16][2], s[2 * k16][3]);
-        pa[k16][2] = pack2<T>(s[2 * k16 + 1][0], s[2 * k16 + 1][1]);
-        pa[k16][3] = pack2<T>(s[2 * k16 + 1][2], s[2 * k16 + 1][3]);
-      }
-      fence_operands<BN / 16>(pa);
-      fence_operands<NO>(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int k16 = 0; k16 < BN / 16; ++k16)  // keys 16 k16 .. +16: 2048 bytes further
-        wgmma_rs<T, D>(acc, pa[k16], smem_desc(vt + k16 * 16 * 128, kHopperChunk, 1024));
-      wgmma_commit();
-      wgmma_wait_all();
-      fence_operands<BN / 16>(pa);
-      fence_operands<NO>(acc);
-    }
-    mbar_arrive(&b.empty[stage]);
+      for (int e = 0; e < 4; ++e) pa[k16][e] = next[k16][e];
+  }
+  if (b.t_begin < b.t_end) {
+    tiles.issue_pv(acc, pa, stage(b.t_end - 1));
+    wgmma_wait<0>();
+    fence_operands<NT / 2>(pa);
+    fence_operands<NO>(acc);
+    mbar_arrive(&b.empty[stage(b.t_end - 1)]);
   }
 
 #pragma unroll

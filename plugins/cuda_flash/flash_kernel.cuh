@@ -336,13 +336,12 @@ __device__ __forceinline__ void log2_scores(float (&s)[NT][4], const FlashParams
     }
 }
 
-// The online softmax over one tile per row (the four lanes of a quad share a row): the scores
-// become P, the running max m2 (log2 domain) and this lane's share of the sum l move on, and the
-// output accumulators are rescaled to the new max.
-template <int NT, int NO>
-__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m2)[2], float (&l)[2],
-                                               float (&acc)[NO][4]) {
-  float corr[2];
+// The online softmax's step over one tile per row (the four lanes of a quad share a row): the
+// scores become P, the running max m2 (log2 domain) and this lane's share of the sum l move on,
+// and corr is the factor the output accumulators must take to the new max.
+template <int NT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m2)[2], float (&l)[2],
+                                             float (&corr)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = -INFINITY;
@@ -361,6 +360,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m2)[2]
     l[h] = l[h] * corr[h] + sum;  // this lane's share; the quad is summed at the end
     m2[h] = m_new;
   }
+}
+
+template <int NO>
+__device__ __forceinline__ void rescale(float (&acc)[NO][4], const float (&corr)[2]) {
 #pragma unroll
   for (int n = 0; n < NO; ++n) {
     acc[n][0] *= corr[0];
@@ -370,18 +373,34 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m2)[2]
   }
 }
 
-// O += P V for a tile of NT·8 keys (vt: [NT·8][D + 8]): two score fragments (16 keys) form one
-// A fragment.
+// Both at once, where the accumulators are free to take the factor at once.
+template <int NT, int NO>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m2)[2], float (&l)[2],
+                                               float (&acc)[NO][4]) {
+  float corr[2];
+  softmax_tile<NT>(s, m2, l, corr);
+  rescale<NO>(acc, corr);
+}
+
+// P of keys 16 k16 .. +16 as an A fragment of m16n8k16 (and of wgmma from registers): two score
+// fragments form one.
+template <typename T, int NT>
+__device__ __forceinline__ void p_fragment(uint32_t (&a)[4], const float (&s)[NT][4], int k16) {
+  a[0] = pack2<T>(s[2 * k16][0], s[2 * k16][1]);
+  a[1] = pack2<T>(s[2 * k16][2], s[2 * k16][3]);
+  a[2] = pack2<T>(s[2 * k16 + 1][0], s[2 * k16 + 1][1]);
+  a[3] = pack2<T>(s[2 * k16 + 1][2], s[2 * k16 + 1][3]);
+}
+
+// O += P V for a tile of NT·8 keys (vt: [NT·8][D + 8]).
 template <typename T, int D, int NT>
 __device__ __forceinline__ void pv_accumulate(float (&acc)[D / 8][4], const float (&s)[NT][4],
                                               const T* vt, int lane) {
   constexpr int LD = D + 8, NO = D / 8;
 #pragma unroll
   for (int kt16 = 0; kt16 < NT / 2; ++kt16) {
-    uint32_t a[4] = {pack2<T>(s[2 * kt16][0], s[2 * kt16][1]),
-                     pack2<T>(s[2 * kt16][2], s[2 * kt16][3]),
-                     pack2<T>(s[2 * kt16 + 1][0], s[2 * kt16 + 1][1]),
-                     pack2<T>(s[2 * kt16 + 1][2], s[2 * kt16 + 1][3])};
+    uint32_t a[4];
+    p_fragment<T, NT>(a, s, kt16);
 #pragma unroll
     for (int n = 0; n < NO; n += 2) {
       uint32_t bv[4];  // keys kt16*16 .. +16, dims n*8 .. n*8+16, transposed

@@ -68,8 +68,10 @@ constexpr RowsForm rows_form(long long smem_per_block, int d) {
 
 // The sm_90a rows kernel (flash_hopper.cuh), where a device of sm_90 runs it: a producer
 // warpgroup and two consumer warpgroups of 64 packed rows each (the wide form's 128 rows a
-// block), tiles of 128 keys in 2 stages, Q, K and V in 128-byte swizzled chunks of 64 dims.
-constexpr int kHopperKeys = 128, kHopperStages = 2, kHopperThreads = 384;
+// block), tiles of 128 keys in 3 stages (a consumer releases a stage one tile late, as its
+// O += P V runs beside the next tile's S, so a third keeps the producer a tile ahead), Q, K and
+// V in 128-byte swizzled chunks of 64 dims: 225 KiB at D = 128, of an sm_90 block's 227.
+constexpr int kHopperKeys = 128, kHopperStages = 3, kHopperThreads = 384;
 static_assert(kHopperThreads == 32 * (kRowsWide.warps + 4),
               "two consumers of the wide form's rows");
 SY_FLASH_HD constexpr bool hopper_head_dim(int d) {

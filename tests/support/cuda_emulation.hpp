@@ -34,6 +34,7 @@
 #include <vector_types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -111,7 +112,11 @@ struct Block {
 struct World {
   std::mutex mu;
   std::string violation;
+  std::atomic<bool> violated{false};  // a waiting thread gives up at once after the first
   std::vector<std::pair<const char*, size_t>> globals;
+  // Each wgmma holds its warpgroup this long: slow consumers, so that a producer that refills a
+  // stage before its release overwrites data still to be read, and the results show it.
+  int wgmma_delay_us = 0;
 };
 inline World& world() {
   static World w;
@@ -121,6 +126,7 @@ inline thread_local Block* t_block = nullptr;
 
 inline void violate(const std::string& what) {
   std::lock_guard<std::mutex> lock(world().mu);
+  world().violated = true;
   if (world().violation.empty())
     world().violation = what + " (block " + std::to_string(blockIdx.x) + "," +
                         std::to_string(blockIdx.y) + "," + std::to_string(blockIdx.z) +
@@ -236,6 +242,7 @@ void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b
 template <typename F>
 void launch(dim3 grid, dim3 block, size_t smem_bytes, F kernel) {
   world().violation.clear();
+  world().violated = false;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
@@ -348,14 +355,19 @@ inline void mbar_complete_tx(void* bar, long long bytes) {
   }
 }
 // Waits until the phase of this parity has completed (the current phase's parity differs). A
-// wait that a kernel's own logic would leave hanging on a GPU is reported after 20 s instead.
+// wait that a kernel's own logic would leave hanging on a GPU is reported after 20 s instead,
+// and every wait after a violation gives up at once, so a broken pipeline fails, not hangs.
 inline void mbar_wait(void* bar, unsigned parity) {
   std::unique_lock<std::mutex> lock(t_block->bar_mu);
   MBarrier* b = find_bar(bar);
   if (!b) return;
-  if (!t_block->bar_cv.wait_for(lock, std::chrono::seconds(20),
-                                [&] { return (b->phase & 1u) != (parity & 1u); }))
-    violate("mbarrier wait never completed (a deadlock on a GPU)");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((b->phase & 1u) == (parity & 1u)) {
+    if (world().violated) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      return violate("mbarrier wait never completed (a deadlock on a GPU)");
+    t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
 }
 
 // ---- TMA: cp.async.bulk.tensor tile load, 16-bit elements, optional 128-byte swizzle
@@ -496,6 +508,8 @@ void wgmma(float (&d)[N / 8][4], const uint32_t* a_regs, uint64_t desc_a, uint64
       for (int k = 0; k < 16; ++k) sum += double(A(r, k)) * double(B(k, col));
       d[n][e] += float(sum);
     }
+  if (t == 0 && world().wgmma_delay_us > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(world().wgmma_delay_us));
   g.sync.arrive_and_wait();
 }
 
