@@ -243,26 +243,23 @@ SY_WGMMA_RS(__half, "f16", 128, "{%64, %65, %66, %67}, %68")
 #undef SY_ACC4
 #endif
 
-// Keeps the compiler from moving accumulator registers across the asynchronous wgmma: each is
-// read and written here as far as it knows.
-template <int N>
-__device__ __forceinline__ void fence_operands([[maybe_unused]] float (&d)[N][4]) {
+// Keeps the compiler from moving registers the asynchronous wgmma reads or writes (accumulators
+// f32, A fragments u32) across it, or reusing them early: each is read and written here as far
+// as it knows, and so the A fragments' conversions stay before the wgmma.fence (ptxas need not
+// serialise the wgmmas that read them).
+template <typename V, int N>
+__device__ __forceinline__ void fence_operands([[maybe_unused]] V (&d)[N][4]) {
+  static_assert(sizeof(V) == 4, "f32 accumulators or u32 fragments");
 #ifndef SY_CUDA_EMULATION
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
-#endif
-}
-// The same for A fragments in registers: their conversions stay before the wgmma.fence, so
-// ptxas need not serialise the wgmmas that read them.
-template <int N>
-__device__ __forceinline__ void fence_operands([[maybe_unused]] uint32_t (&a)[N][4]) {
-#ifndef SY_CUDA_EMULATION
-#pragma unroll
-  for (int n = 0; n < N; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[n][e])::"memory");
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (std::is_same_v<V, float>)
+        asm volatile("" : "+f"(d[n][e])::"memory");
+      else
+        asm volatile("" : "+r"(d[n][e])::"memory");
+    }
 #endif
 }
 
@@ -353,7 +350,7 @@ struct HopperTiles {
     const unsigned char* kt = ks + stage * kTile;
 #pragma unroll
     for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    fence_operands<NT>(s);
+    fence_operands(s);
     wgmma_fence();
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {  // dims 16 kc .. +16: 32 bytes further in the atom
@@ -366,8 +363,8 @@ struct HopperTiles {
   __device__ __forceinline__ void issue_pv(float (&acc)[NO][4], uint32_t (&pa)[NT / 2][4],
                                            int stage) const {
     const unsigned char* vt = vs + stage * kTile;
-    fence_operands<NT / 2>(pa);
-    fence_operands<NO>(acc);
+    fence_operands(pa);
+    fence_operands(acc);
     wgmma_fence();
 #pragma unroll
     for (int k16 = 0; k16 < NT / 2; ++k16)  // keys 16 k16 .. +16: 2048 bytes further
@@ -408,7 +405,7 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
   uint32_t pa[NT / 2][4];  // P of the tile before, in flight in O += P V
   // S of tile t (landed) into P fragments, the running max and sum moving on.
   auto to_p = [&](int t, float(&s)[NT][4], uint32_t(&a)[NT / 2][4]) {
-    fence_operands<NT>(s);
+    fence_operands(s);
     log2_scores<NT>(s, p, seq, wr.rows, t * BN, tile_whole(p, seq, wr, t * BN, BN), tig);
     softmax_tile<NT>(s, m2, l, corr);
 #pragma unroll
@@ -431,8 +428,8 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
     wgmma_wait<1>();  // S has landed; O += P V may still run
     to_p(t, s, next);
     wgmma_wait<0>();
-    fence_operands<NT / 2>(pa);
-    fence_operands<NO>(acc);
+    fence_operands(pa);
+    fence_operands(acc);
     mbar_arrive(&b.empty[stage(t - 1)]);
     rescale<NO>(acc, corr);
 #pragma unroll
@@ -443,23 +440,12 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
   if (b.t_begin < b.t_end) {
     tiles.issue_pv(acc, pa, stage(b.t_end - 1));
     wgmma_wait<0>();
-    fence_operands<NT / 2>(pa);
-    fence_operands<NO>(acc);
+    fence_operands(pa);
+    fence_operands(acc);
     mbar_arrive(&b.empty[stage(b.t_end - 1)]);
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l_row = quad_sum(l[h]);
-    if (!wr.rows.live[h]) continue;
-    const int R = wr.rows.packed[h], i = seq.first + R / p.G, head = b.hk * p.G + R % p.G;
-    const RowEnd e = row_end(p, m2[h], l_row, head);
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      store_pair<T, D>(p, split, seq.b, i, head, n * 8 + tig * 2, acc[n][2 * h] * e.inv,
-                       acc[n][2 * h + 1] * e.inv);
-    if (tig == 0) store_lse(p, split, seq.b, i, head, e.lse);
-  }
+  store_rows<T, D>(p, seq, wr.rows, b.hk, split, m2, l, acc, tig);
 }
 
 template <typename T, int D>

@@ -450,6 +450,27 @@ __device__ __forceinline__ void store_lse(const FlashParams& p, int split, int b
   p.part_lse[size_t(split) * size_t(p.B) * p.Hq * p.Sq + row] = lse;
 }
 
+// A warp's finished rows (its thread's two): each row's sum over its quad, its end, and its
+// output and LSE where the row is live.
+template <typename T, int D>
+__device__ __forceinline__ void store_rows(const FlashParams& p, const BlockSeq& seq,
+                                           const RowPair& rows, int hk, int split,
+                                           const float (&m2)[2], const float (&l)[2],
+                                           const float (&acc)[D / 8][4], int tig) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l_row = quad_sum(l[h]);
+    if (!rows.live[h]) continue;
+    const int R = rows.packed[h], i = seq.first + R / p.G, head = hk * p.G + R % p.G;
+    const RowEnd e = row_end(p, m2[h], l_row, head);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      store_pair<T, D>(p, split, seq.b, i, head, n * 8 + tig * 2, acc[n][2 * h] * e.inv,
+                       acc[n][2 * h + 1] * e.inv);
+    if (tig == 0) store_lse(p, split, seq.b, i, head, e.lse);
+  }
+}
+
 // ---- the rows kernel: warps of 16 packed rows each (prefill, and decode of many heads) ------
 // A block of NW · 16 packed rows (RowsForm: 128 where shared memory allows, else 64) reads each
 // K/V tile once for all of them. Each warp holds its Q fragments in registers (D <= 128; at
@@ -536,18 +557,7 @@ __global__ void __launch_bounds__(NW * 32) flash_mma_kernel(const FlashParams p)
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l_row = quad_sum(l[h]);
-    if (!wr.rows.live[h]) continue;
-    const int R = wr.rows.packed[h], i = seq.first + R / p.G, head = hk * p.G + R % p.G;
-    const RowEnd e = row_end(p, m2[h], l_row, head);
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      store_pair<T, D>(p, split, seq.b, i, head, n * 8 + tig * 2, acc[n][2 * h] * e.inv,
-                       acc[n][2 * h + 1] * e.inv);
-    if (tig == 0) store_lse(p, split, seq.b, i, head, e.lse);
-  }
+  store_rows<T, D>(p, seq, wr.rows, hk, split, m2, l, acc, tig);
 }
 
 // ---- the decode kernel: every warp on the same 16 packed rows, each on its own keys ---------

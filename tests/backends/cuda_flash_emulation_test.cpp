@@ -347,33 +347,33 @@ TEST(CudaFlashEmulation, PagedPrefillChunksAndDecodeRowsInOneStep) {
   check_paged<__nv_bfloat16, 64>(c);
 }
 
-TEST(CudaFlashEmulation, PagedWindowSinksSoftcapF16D128) {
+// An f16 step over blocks of 8 with a window, sinks and softcap.
+test::PagedAttentionCase paged_f16_blocks_of_8(std::string name, std::vector<int> q_lens,
+                                               std::vector<int> lens, int window) {
   test::PagedAttentionCase c;
-  c.name = "f16 D128 paged window 12, sinks, softcap, blocks of 8";
+  c.name = std::move(name);
   c.dtype = SY_DTYPE_F16;
-  c.q_lens = {5, 1, 17};
-  c.lens = {30, 33, 17};
+  c.q_lens = std::move(q_lens);
+  c.lens = std::move(lens);
   c.BS = 8;
-  c.window = 12;
+  c.window = window;
   c.sinks = true;
   c.softcap = 5.0;
-  check_paged<__half, 128>(c);
+  return c;
+}
+
+TEST(CudaFlashEmulation, PagedWindowSinksSoftcapF16D128) {
+  check_paged<__half, 128>(paged_f16_blocks_of_8(
+      "f16 D128 paged window 12, sinks, softcap, blocks of 8", {5, 1, 17}, {30, 33, 17}, 12));
 }
 
 // Decode rows over blocks of 8: a tile of 16 keys spans two blocks, each key's block taken by
 // shuffle from the lane that read it a tile ahead; sequences of 250, 77, 16 and 1 keys leave
 // some warps several tiles and some none.
 TEST(CudaFlashEmulation, PagedDecodeBlocksOfEightWindowSoftcap) {
-  test::PagedAttentionCase c;
-  c.name = "f16 D128 paged decode, blocks of 8, window 100, sinks, softcap";
-  c.dtype = SY_DTYPE_F16;
-  c.q_lens = {1, 1, 1, 1};
-  c.lens = {250, 77, 16, 1};
-  c.BS = 8;
-  c.window = 100;
-  c.sinks = true;
-  c.softcap = 5.0;
-  check_paged<__half, 128>(c);
+  check_paged<__half, 128>(
+      paged_f16_blocks_of_8("f16 D128 paged decode, blocks of 8, window 100, sinks, softcap",
+                            {1, 1, 1, 1}, {250, 77, 16, 1}, 100));
 }
 
 TEST(CudaFlashEmulation, PagedDecodeSplitKv) {
@@ -456,16 +456,10 @@ TEST(CudaFlashEmulation, Sm90aCausalRowsWithoutKeys) {
 // The paged form: cp.async through the block table (blocks of 8, so a tile spans 16 of them),
 // a prefill, a chunk after cached keys and decode rows in one step.
 TEST(CudaFlashEmulation, Sm90aPagedPrefillChunksBlocksOfEight) {
-  test::PagedAttentionCase c;
-  c.name = "sm_90a f16 D128 paged, blocks of 8, window 40, sinks, softcap";
-  c.dtype = SY_DTYPE_F16;
-  c.q_lens = {21, 9, 1, 140};
-  c.lens = {21, 49, 70, 200};
-  c.BS = 8;
-  c.window = 40;
-  c.sinks = true;
-  c.softcap = 5.0;
-  check_paged<__half, 128>(c, 132, false, true);
+  check_paged<__half, 128>(
+      paged_f16_blocks_of_8("sm_90a f16 D128 paged, blocks of 8, window 40, sinks, softcap",
+                            {21, 9, 1, 140}, {21, 49, 70, 200}, 40),
+      132, false, true);
 }
 
 }  // namespace
