@@ -375,10 +375,10 @@ struct HopperTiles {
 
 // A consumer warpgroup (cw: 0 or 1) over its 64 packed rows from R0 + 64 cw, FlashAttention-3's
 // overlap within the warpgroup: S of tile t and O += P V of tile t − 1 are issued together, and
-// the softmax of tile t runs while the second product is in flight; the accumulators take the
-// new max's factor once it has landed, and then the stage of tile t − 1 is released. A
-// warpgroup whose rows are all past the sequence still waits for each tile and releases it, so
-// the producer's count holds.
+// the softmax of tile t runs while the second product is in flight; once it has landed, the
+// stage of tile t − 1 is released. The accumulators take tile t − 1's max (its factor, corr)
+// just before that product is issued, while S's wgmma runs. A warpgroup whose rows are all past
+// the sequence still waits for each tile and releases it, so the producer's count holds.
 template <typename T, int D>
 __device__ __forceinline__ void hopper_consume(const FlashParams& p, const HopperBlock& b, int cw) {
   using Tiles = HopperTiles<T, D>;
@@ -424,6 +424,7 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
     uint32_t next[NT / 2][4];
     wait_full(t);
     tiles.issue_qk(s, stage(t));
+    rescale<NO>(acc, corr);  // to tile t − 1's max, under the wgmma of S
     tiles.issue_pv(acc, pa, stage(t - 1));
     wgmma_wait<1>();  // S has landed; O += P V may still run
     to_p(t, s, next);
@@ -431,13 +432,13 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
     fence_operands(pa);
     fence_operands(acc);
     mbar_arrive(&b.empty[stage(t - 1)]);
-    rescale<NO>(acc, corr);
 #pragma unroll
     for (int k16 = 0; k16 < NT / 2; ++k16)
 #pragma unroll
       for (int e = 0; e < 4; ++e) pa[k16][e] = next[k16][e];
   }
   if (b.t_begin < b.t_end) {
+    rescale<NO>(acc, corr);
     tiles.issue_pv(acc, pa, stage(b.t_end - 1));
     wgmma_wait<0>();
     fence_operands(pa);
