@@ -10,7 +10,9 @@
 //   waits for, fences to the async proxy and arrives on. Q is loaded once, by cp.async.
 // - Each consumer computes S = Q Kᵀ with wgmma (both operands in shared memory), the masks and
 //   the online softmax of flash_kernel.cuh on the accumulator (whose per-warp layout is
-//   mma.m16n8k16's), and O += P V with wgmma, P from registers and V MN-major.
+//   mma.m16n8k16's), and O += P V with wgmma, P from registers and V MN-major; tile t's S and
+//   tile t − 1's P V are in flight together, the softmax of tile t under the second (so a stage
+//   is released a tile late, and three keep the producer a tile ahead).
 // - Q, K and V sit in chunks of [128 rows][64 dims] with the 128-byte swizzle, the canonical
 //   layout of the wgmma descriptors and the TMA box alike.
 //
@@ -280,16 +282,13 @@ struct HopperBlock {
 
 constexpr uint32_t kHopperChunk = 128 * 64 * 2;  // one [128][64] chunk of 16-bit elements
 
-// The producer warpgroup: Q, then every tile of the block's range into its stage once both
-// consumers have released it.
+// The block's 128 rows of Q into its swizzled chunks, zeros past the sequence's rows, by the
+// producer warpgroup's cp.async (t128: the thread's index in it).
 template <typename T, int D>
-__device__ __forceinline__ void hopper_produce(const FlashParams& p, const HopperMaps& maps,
-                                               const HopperBlock& b, int t128) {
-  constexpr int BN = kHopperKeys, ST = kHopperStages, P = D / 8;  // 16-byte pieces a row
-  constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
+__device__ __forceinline__ void hopper_load_q(const FlashParams& p, const HopperBlock& b,
+                                              int t128) {
+  constexpr int P = D / 8;  // 16-byte pieces a row
   const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
   const BlockSeq& s = b.seq;
   for (int idx = t128; idx < 128 * P; idx += 128) {
     const int r = idx / P, piece = idx % P, R = b.R0 + r;
@@ -300,6 +299,37 @@ __device__ __forceinline__ void hopper_produce(const FlashParams& p, const Hoppe
             piece * 8;
     cp_async16(b.qs + (piece / 8) * kHopperChunk + swizzled(r, piece % 8), src, ok);
   }
+}
+
+// Tile t's K and V rows into the swizzled chunks at kd and vd by cp.async (paged through the
+// block table), zeros past the sequence's keys.
+template <typename T, int D>
+__device__ __forceinline__ void hopper_load_tile(const FlashParams& p, const HopperBlock& b, int t,
+                                                 unsigned char* kd, unsigned char* vd, int t128) {
+  constexpr int P = D / 8;
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const BlockSeq& s = b.seq;
+  for (int idx = t128; idx < kHopperKeys * P; idx += 128) {
+    const int r = idx / P, piece = idx % P, j = t * kHopperKeys + r;
+    const bool ok = j < s.L;
+    const size_t off =
+        ok ? kv_row(p, s, s.paged ? s.table[j / p.BS] : 0, b.hk, j) * D + piece * 8 : 0;
+    const uint32_t at = (piece / 8) * kHopperChunk + swizzled(r, piece % 8);
+    cp_async16(kd + at, k + off, ok);
+    cp_async16(vd + at, v + off, ok);
+  }
+}
+
+// The producer warpgroup: Q, then every tile of the block's range into its stage once both
+// consumers have released it. What it wrote by cp.async it waits for and fences to the async
+// proxy (the wgmma's) before arriving.
+template <typename T, int D>
+__device__ __forceinline__ void hopper_produce(const FlashParams& p, const HopperMaps& maps,
+                                               const HopperBlock& b, int t128) {
+  constexpr int ST = kHopperStages;
+  constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
+  hopper_load_q<T, D>(p, b, t128);
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
@@ -315,26 +345,18 @@ __device__ __forceinline__ void hopper_produce(const FlashParams& p, const Hoppe
     if (tma) {
       mbar_arrive_expect_tx(&b.full[stage], 2 * kTile);
       for (int c = 0; c < D / 64; ++c) {
-        tma_load(kd + c * kHopperChunk, maps, true, c * 64, b.hk, t * BN, s.b, &b.full[stage]);
-        tma_load(vd + c * kHopperChunk, maps, false, c * 64, b.hk, t * BN, s.b, &b.full[stage]);
+        const int key = t * kHopperKeys;
+        tma_load(kd + c * kHopperChunk, maps, true, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
+        tma_load(vd + c * kHopperChunk, maps, false, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
       }
       continue;
     }
-    for (int idx = t128; idx < BN * P; idx += 128) {
-      const int r = idx / P, piece = idx % P, j = t * BN + r;
-      const bool ok = j < s.L;
-      const size_t off =
-          ok ? kv_row(p, s, s.paged ? s.table[j / p.BS] : 0, b.hk, j) * D + piece * 8 : 0;
-      const uint32_t at = (piece / 8) * kHopperChunk + swizzled(r, piece % 8);
-      cp_async16(kd + at, k + off, ok);
-      cp_async16(vd + at, v + off, ok);
-    }
+    hopper_load_tile<T, D>(p, b, t, kd, vd, t128);
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();
     mbar_arrive(&b.full[stage]);
   }
-  cp_async_wait<0>();
 }
 
 // One consumer warpgroup's 64 rows against the tiles: Q and the stage's K and V in shared
