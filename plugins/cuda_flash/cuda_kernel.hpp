@@ -37,6 +37,9 @@ class CudaKernel {
   // (plugin_api.h, "Segments"): nothing is read back. Throws sy::edge::StatusError.
   virtual void launch(const DLTensor* const* inputs, const DLTensor* const* outputs,
                       const sy_step_info* step) = 0;
+  // What the kernel chose at prepare that a segment's form should name (empty: nothing beyond
+  // the operator).
+  virtual std::string form() const { return {}; }
 
  protected:
   cudaStream_t stream() const;

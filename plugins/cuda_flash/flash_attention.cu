@@ -136,6 +136,12 @@ void set_semantics(const sy::edge::OpCopy& op, int d, FlashParams& p) {
   p.window = w < 0 ? -1 : int(w > (int64_t(1) << 30) ? (int64_t(1) << 30) : w);
 }
 
+// The form line of a flash kernel whose rows calls take the sm_90a kernel.
+std::string hopper_form(bool hopper) {
+  return hopper ? "flash attention's rows calls on the sm_90a kernel (SWITCHYARD_CUDA_FLASH_SM90A)"
+                : "";
+}
+
 class FlashAttention final : public CudaKernel {
  public:
   FlashAttention(const sy::edge::OpCopy& op, const CudaContext& ctx) : CudaKernel(ctx) {
@@ -200,6 +206,7 @@ class FlashAttention final : public CudaKernel {
       launch_flash<decltype(t), decltype(dc)::value>(p, shape_, stream());
     });
   }
+  std::string form() const override { return hopper_form(shape_.hopper); }
 
  private:
   FlashParams p_{};
@@ -295,6 +302,7 @@ class PagedFlashAttention final : public CudaKernel {
       launch_flash<T2, D>(p, shape, stream());
     });
   }
+  std::string form() const override { return hopper_form(limits_.hopper); }
 
  private:
   // Copies the metadata to the host and checks it (INVALID_ARGUMENT, nothing launched):

@@ -62,12 +62,6 @@ inline bool hopper_tma(const FlashParams& p) {
 
 // ---- PTX wrappers (sm_90a) -------------------------------------------------------------------
 
-#ifdef SY_CUDA_EMULATION
-inline unsigned smem_addr(const void* p) {
-  return sy_emu::shared_window(p);
-}
-#endif
-
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 #ifdef SY_CUDA_EMULATION
   sy_emu::mbar_init(bar, count);

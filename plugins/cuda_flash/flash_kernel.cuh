@@ -68,9 +68,14 @@ struct FlashParams {
 // Under SY_CUDA_EMULATION (tests/backends/cuda_flash_emulation_test.cpp) each wrapper calls the
 // test's model of the instruction instead, so this file's index arithmetic runs on a CPU.
 
+// A shared-memory address in the shared window (the emulation's model of it).
 #ifndef SY_CUDA_EMULATION
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+#else
+inline unsigned smem_addr(const void* p) {
+  return sy_emu::shared_window(p);
 }
 #endif
 

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "device_queue.hpp"
-#include "flash_hopper.hpp"
 #include "fused_kernels_params.hpp"
 #include "fused_ops.hpp"
 
@@ -115,13 +116,10 @@ CudaSegment::CudaSegment(sy::edge::SegmentSpec<CudaKernel>&& spec, DeviceQueue& 
                   : "CUDA graphs off (SWITCHYARD_CUDA_GRAPHS)") +
           "; " + std::to_string(spec_.entries.size()) + " entries in " +
           std::to_string(work_.size()) + " launches: " + describe_work(work_);
-  int major = 0, minor = 0;
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, queue_.ordinal()),
-             "cudaDeviceGetAttribute");
-  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, queue_.ordinal()),
-             "cudaDeviceGetAttribute");
-  if (flash::hopper_on(10 * major + minor))
-    form_ += "; flash attention's rows calls on the sm_90a kernel (SWITCHYARD_CUDA_FLASH_SM90A)";
+  std::set<std::string> kernel_forms;  // once each, in a stable order
+  for (const auto& e : spec_.entries)
+    if (e.impl && !e.impl->form().empty()) kernel_forms.insert(e.impl->form());
+  for (const auto& f : kernel_forms) form_ += "; " + f;
 }
 
 CudaSegment::~CudaSegment() {
