@@ -33,8 +33,9 @@ int device_attribute(cudaDeviceAttr attr, int ordinal) {
 // done at prepare so execute only launches), and each kernel's resident blocks per
 // multiprocessor from the occupancy API, capped at the bound of the device's architecture that
 // check declared the workspace by (flash_shape.hpp's flash_limits), which the split of the keys
-// is cut for; on sm_90 with SWITCHYARD_CUDA_FLASH_SM90A=on, the sm_90a kernel takes the rows
-// calls (flash_hopper.hpp). UNSUPPORTED when even the narrow form does not fit a block.
+// is cut for; on sm_90 with SWITCHYARD_CUDA_FLASH_SM90A set, the sm_90a kernel takes the rows
+// calls (flash_hopper.hpp). UNSUPPORTED when even the narrow form does not fit a block;
+// INVALID_ARGUMENT for a value of SWITCHYARD_CUDA_FLASH_SM90A it does not know.
 template <typename T, int D>
 flash::FlashLimits prepare_kernels(int ordinal) {
   const flash::SmemLimits device{
@@ -42,6 +43,8 @@ flash::FlashLimits prepare_kernels(int ordinal) {
       device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal)};
   const int sm = 10 * device_attribute(cudaDevAttrComputeCapabilityMajor, ordinal) +
                  device_attribute(cudaDevAttrComputeCapabilityMinor, ordinal);
+  // Read for every head dim, so a value it does not know is refused wherever it is set.
+  const flash::HopperMode mode = flash::hopper_mode(sm);
   flash::FlashLimits limits = flash::flash_limits(device, D);
   // check planned by the architecture's table: where it or the device says narrow, narrow (more
   // row blocks, so never more splits than check declared the workspace for).
@@ -75,8 +78,8 @@ flash::FlashLimits prepare_kernels(int ordinal) {
   limits.occupancy.rows = std::max(1, std::min(limits.occupancy.rows, declared.occupancy.rows));
   if constexpr (flash::hopper_head_dim(D)) {
     // The sm_90a kernel serves the wide form's rows, with no more blocks a multiprocessor.
-    if (flash::hopper_on(sm) && limits.rows.warps == flash::kRowsWide.warps) {
-      limits = flash::with_hopper(limits, device, D);
+    if (mode != flash::HopperMode::off && limits.rows.warps == flash::kRowsWide.warps) {
+      limits = flash::with_hopper(limits, device, D, mode == flash::HopperMode::pingpong);
       limits.occupancy.rows =
           std::max(1, std::min(limits.occupancy.rows, flash::prepare_hopper<T, D>()));
     }
@@ -89,7 +92,8 @@ void launch_flash(const FlashParams& p, const LaunchShape& s, cudaStream_t strea
   const int sequences = p.query_start ? p.S : p.B;
   const dim3 grid(unsigned(s.row_blocks), unsigned(sequences * p.Hkv), unsigned(s.splits));
   if (s.hopper) {
-    if constexpr (flash::hopper_head_dim(D)) flash::launch_hopper<T, D>(p, grid, stream);
+    if constexpr (flash::hopper_head_dim(D))
+      flash::launch_hopper<T, D>(p, grid, s.pingpong, stream);
   } else if (s.decode) {
     flash::flash_decode_kernel<T, D><<<grid, s.threads, s.smem, stream>>>(p);
     check_launch("flash_decode_kernel");
@@ -137,9 +141,12 @@ void set_semantics(const sy::edge::OpCopy& op, int d, FlashParams& p) {
 }
 
 // The form line of a flash kernel whose rows calls take the sm_90a kernel.
-std::string hopper_form(bool hopper) {
-  return hopper ? "flash attention's rows calls on the sm_90a kernel (SWITCHYARD_CUDA_FLASH_SM90A)"
-                : "";
+std::string hopper_form(bool hopper, bool pingpong) {
+  if (!hopper) return "";
+  return pingpong ? "flash attention's rows calls on the sm_90a kernel, its consumers in "
+                    "ping-pong (SWITCHYARD_CUDA_FLASH_SM90A=on)"
+                  : "flash attention's rows calls on the sm_90a kernel, its consumers without "
+                    "ping-pong (SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong)";
 }
 
 class FlashAttention final : public CudaKernel {
@@ -206,7 +213,7 @@ class FlashAttention final : public CudaKernel {
       launch_flash<decltype(t), decltype(dc)::value>(p, shape_, stream());
     });
   }
-  std::string form() const override { return hopper_form(shape_.hopper); }
+  std::string form() const override { return hopper_form(shape_.hopper, shape_.pingpong); }
 
  private:
   FlashParams p_{};
@@ -302,7 +309,7 @@ class PagedFlashAttention final : public CudaKernel {
       launch_flash<T2, D>(p, shape, stream());
     });
   }
-  std::string form() const override { return hopper_form(limits_.hopper); }
+  std::string form() const override { return hopper_form(limits_.hopper, limits_.pingpong); }
 
  private:
   // Copies the metadata to the host and checks it (INVALID_ARGUMENT, nothing launched):

@@ -11,7 +11,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -60,9 +59,12 @@ void encode(CUtensorMap* map, const void* base, const KvTensorShape& t) {
 
 }  // namespace
 
-bool hopper_on(int sm_version) {
-  const char* v = std::getenv("SWITCHYARD_CUDA_FLASH_SM90A");
-  return sm_version == 90 && v && (std::strcmp(v, "on") == 0 || std::strcmp(v, "1") == 0);
+HopperMode hopper_mode(int sm_version) {
+  const char* value = std::getenv("SWITCHYARD_CUDA_FLASH_SM90A");
+  if (const auto mode = hopper_mode_of(value, sm_version)) return *mode;
+  throw sy::edge::StatusError(SY_STATUS_INVALID_ARGUMENT,
+                              "SWITCHYARD_CUDA_FLASH_SM90A=" + std::string(value) +
+                                  ": expected on, off, 1, 0 or no-pingpong");
 }
 
 template <typename T, int D>
@@ -79,21 +81,22 @@ int prepare_hopper() {
 }
 
 template <typename T, int D>
-void launch_hopper(const FlashParams& p, dim3 grid, cudaStream_t stream) {
-  HopperMaps maps{};
-  maps.valid = hopper_tma(p);
-  if (maps.valid) {
+void launch_hopper(const FlashParams& p, dim3 grid, bool pingpong, cudaStream_t stream) {
+  HopperArgs args{};
+  args.tma = hopper_tma(p);
+  args.pingpong = pingpong;
+  if (args.tma) {
     const KvTensorShape t = kv_tensor_shape(p, D);
-    encode<T>(&maps.k, p.k, t);
-    encode<T>(&maps.v, p.v, t);
+    encode<T>(&args.k, p.k, t);
+    encode<T>(&args.v, p.v, t);
   }
-  flash_hopper_kernel<T, D><<<grid, kHopperThreads, hopper_smem_bytes(D), stream>>>(p, maps);
+  flash_hopper_kernel<T, D><<<grid, kHopperThreads, hopper_smem_bytes(D), stream>>>(p, args);
   check_launch("flash_hopper_kernel");
 }
 
 #define SY_HOPPER_INSTANCE(T, D)       \
   template int prepare_hopper<T, D>(); \
-  template void launch_hopper<T, D>(const FlashParams&, dim3, cudaStream_t);
+  template void launch_hopper<T, D>(const FlashParams&, dim3, bool, cudaStream_t);
 SY_HOPPER_INSTANCE(__half, 64)
 SY_HOPPER_INSTANCE(__half, 128)
 SY_HOPPER_INSTANCE(__nv_bfloat16, 64)

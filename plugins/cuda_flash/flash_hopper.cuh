@@ -12,14 +12,16 @@
 //   the online softmax of flash_kernel.cuh on the accumulator (whose per-warp layout is
 //   mma.m16n8k16's), and O += P V with wgmma, P from registers and V MN-major; tile t's S and
 //   tile t − 1's P V are in flight together, the softmax of tile t under the second (so a stage
-//   is released a tile late, and three keep the producer a tile ahead).
+//   is released a tile late, and three keep the producer a tile ahead). The two consumers issue
+//   their products by turns (ping-pong, named barriers), so one's softmax runs under the other's.
 // - Q, K and V sit in chunks of [128 rows][64 dims] with the 128-byte swizzle, the canonical
 //   layout of the wgmma descriptors and the TMA box alike.
 //
 // Built for sm_90a only (flash_hopper.cu), and taken where prepare finds an sm_90 device, a head
-// dim of 64 or 128 and SWITCHYARD_CUDA_FLASH_SM90A=on (off by default until a device check has
-// run it: docs/cuda_flash.md). Compiled by the host compiler under SY_CUDA_EMULATION with the
-// test's models of the sm_90a instructions, as flash_kernel.cuh is.
+// dim of 64 or 128 and SWITCHYARD_CUDA_FLASH_SM90A=on (or no-pingpong: the consumers issue
+// freely; off by default until a device check has run it: docs/cuda_flash.md). Compiled by the
+// host compiler under SY_CUDA_EMULATION with the test's models of the sm_90a instructions, as
+// flash_kernel.cuh is.
 #pragma once
 
 #ifndef SY_CUDA_EMULATION
@@ -30,14 +32,16 @@
 
 namespace sy::cuda::flash {
 
-// The tensor maps of K and V for the TMA path; valid 0: the producer loads by cp.async.
-struct HopperMaps {
+// What a launch hands the kernel beside FlashParams: the tensor maps of K and V for the TMA
+// path (tma 0: the producer loads by cp.async), and whether the consumers take turns.
+struct HopperArgs {
 #ifdef SY_CUDA_EMULATION
   sy_emu::TensorMap k, v;
 #else
   CUtensorMap k, v;
 #endif
-  int valid;
+  int tma;
+  int pingpong;
 };
 
 // The TMA view of a contiguous K or V [B, Skv, Hkv, D]: dims (D, Hkv, Skv, B) innermost first,
@@ -116,18 +120,35 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 // The box of `map` at (c0, c1, c2, c3) into dst; its bytes complete on bar.
-__device__ __forceinline__ void tma_load(void* dst, const HopperMaps& maps, bool k, int c0, int c1,
+__device__ __forceinline__ void tma_load(void* dst, const HopperArgs& args, bool k, int c0, int c1,
                                          int c2, int c3, uint64_t* bar) {
 #ifdef SY_CUDA_EMULATION
   const int c[4] = {c0, c1, c2, c3};
-  sy_emu::tma_load(dst, k ? maps.k : maps.v, c, bar);
+  sy_emu::tma_load(dst, k ? args.k : args.v, c, bar);
 #else
-  const void* map = k ? static_cast<const void*>(&maps.k) : static_cast<const void*>(&maps.v);
+  const void* map = k ? static_cast<const void*>(&args.k) : static_cast<const void*>(&args.v);
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
       "[%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
       : "memory");
+#endif
+}
+
+// Named barriers with a thread count: sync waits until `threads` have arrived (this one among
+// them), arrive counts this thread and goes on.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+#ifdef SY_CUDA_EMULATION
+  sy_emu::named_bar(id, threads, true);
+#else
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+#ifdef SY_CUDA_EMULATION
+  sy_emu::named_bar(id, threads, false);
+#else
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 #endif
 }
 
@@ -319,7 +340,7 @@ __device__ __forceinline__ void hopper_load_tile(const FlashParams& p, const Hop
 // consumers have released it. What it wrote by cp.async it waits for and fences to the async
 // proxy (the wgmma's) before arriving.
 template <typename T, int D>
-__device__ __forceinline__ void hopper_produce(const FlashParams& p, const HopperMaps& maps,
+__device__ __forceinline__ void hopper_produce(const FlashParams& p, const HopperArgs& args,
                                                const HopperBlock& b, int t128) {
   constexpr int ST = kHopperStages;
   constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
@@ -329,7 +350,7 @@ __device__ __forceinline__ void hopper_produce(const FlashParams& p, const Hoppe
   fence_proxy_async();
   mbar_arrive(b.q_full);
 
-  const bool tma = maps.valid != 0;
+  const bool tma = args.tma != 0;
   if (tma && t128 != 0) return;  // one thread issues the TMA; the others would only spin
   for (int t = b.t_begin; t < b.t_end; ++t) {
     const int i = t - b.t_begin, stage = i % ST;
@@ -340,8 +361,8 @@ __device__ __forceinline__ void hopper_produce(const FlashParams& p, const Hoppe
       mbar_arrive_expect_tx(&b.full[stage], 2 * kTile);
       for (int c = 0; c < D / 64; ++c) {
         const int key = t * kHopperKeys;
-        tma_load(kd + c * kHopperChunk, maps, true, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
-        tma_load(vd + c * kHopperChunk, maps, false, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
+        tma_load(kd + c * kHopperChunk, args, true, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
+        tma_load(vd + c * kHopperChunk, args, false, c * 64, b.hk, key, b.seq.b, &b.full[stage]);
       }
       continue;
     }
@@ -389,14 +410,37 @@ struct HopperTiles {
   }
 };
 
+// FlashAttention-3's ping-pong of the two consumers: a warpgroup issues a tile's products only
+// in its turn (named barrier kTurnBarrier + cw, which the other's arrival opens) and hands the
+// turn on once they are issued, so one's softmax runs under the other's wgmmas. The second
+// consumer opens the first turn, and skips the hand-over after its last tile, so each barrier
+// sees as many arrivals as waits and none is left part-arrived at exit. Only where both
+// consumers have rows and there are tiles (a warpgroup past the sequence takes no turns).
+constexpr int kTurnBarrier = 1;  // ids 1 and 2; 0 is __syncthreads'
+struct Turns {
+  bool on;
+  int cw, last;  // last: the block's last tile
+  __device__ __forceinline__ void open() const {
+    if (on && cw == 1) named_bar_arrive(kTurnBarrier, 256);
+  }
+  __device__ __forceinline__ void take() const {
+    if (on) named_bar_sync(kTurnBarrier + cw, 256);
+  }
+  __device__ __forceinline__ void pass(int t) const {
+    if (on && !(cw == 1 && t == last)) named_bar_arrive(kTurnBarrier + 1 - cw, 256);
+  }
+};
+
 // A consumer warpgroup (cw: 0 or 1) over its 64 packed rows from R0 + 64 cw, FlashAttention-3's
-// overlap within the warpgroup: S of tile t and O += P V of tile t − 1 are issued together, and
-// the softmax of tile t runs while the second product is in flight; once it has landed, the
-// stage of tile t − 1 is released. The accumulators take tile t − 1's max (its factor, corr)
-// just before that product is issued, while S's wgmma runs. A warpgroup whose rows are all past
-// the sequence still waits for each tile and releases it, so the producer's count holds.
+// overlap within the warpgroup: S of tile t and O += P V of tile t − 1 are issued together (in
+// the warpgroup's turn where pingpong), and the softmax of tile t runs while the second product
+// is in flight; once it has landed, the stage of tile t − 1 is released. The accumulators take
+// tile t − 1's max (its factor, corr) just before that product is issued, while S's wgmma runs.
+// A warpgroup whose rows are all past the sequence still waits for each tile and releases it,
+// so the producer's count holds.
 template <typename T, int D>
-__device__ __forceinline__ void hopper_consume(const FlashParams& p, const HopperBlock& b, int cw) {
+__device__ __forceinline__ void hopper_consume(const FlashParams& p, const HopperBlock& b, int cw,
+                                               bool pingpong) {
   using Tiles = HopperTiles<T, D>;
   constexpr int BN = kHopperKeys, ST = kHopperStages, NT = Tiles::NT, NO = Tiles::NO;
   const int split = blockIdx.z, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
@@ -406,6 +450,7 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
   const Tiles tiles{b.qs + cw * 64 * 128, b.ks, b.vs};
   auto stage = [&](int t) { return (t - b.t_begin) % ST; };
   auto wait_full = [&](int t) { mbar_wait(&b.full[stage(t)], ((t - b.t_begin) / ST) & 1); };
+  const Turns turns{pingpong && b.R0 + 64 < seq.M && b.t_begin < b.t_end, cw, b.t_end - 1};
   mbar_wait(b.q_full, 0);
   if (b.R0 + cw * 64 >= seq.M) {  // warpgroup-uniform
     for (int t = b.t_begin; t < b.t_end; ++t) {
@@ -428,10 +473,13 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
     for (int k16 = 0; k16 < NT / 2; ++k16) p_fragment<T, NT>(a[k16], s, k16);
   };
 
+  turns.open();
   if (b.t_begin < b.t_end) {  // the first tile's S alone: the accumulators are still zero
     float s[NT][4];
     wait_full(b.t_begin);
+    turns.take();
     tiles.issue_qk(s, stage(b.t_begin));
+    turns.pass(b.t_begin);
     wgmma_wait<0>();
     to_p(b.t_begin, s, pa);
   }
@@ -439,9 +487,11 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
     float s[NT][4];
     uint32_t next[NT / 2][4];
     wait_full(t);
+    turns.take();
     tiles.issue_qk(s, stage(t));
     rescale<NO>(acc, corr);  // to tile t − 1's max, under the wgmma of S
     tiles.issue_pv(acc, pa, stage(t - 1));
+    turns.pass(t);
     wgmma_wait<1>();  // S has landed; O += P V may still run
     to_p(t, s, next);
     wgmma_wait<0>();
@@ -467,7 +517,7 @@ __device__ __forceinline__ void hopper_consume(const FlashParams& p, const Hoppe
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kHopperThreads, 1)
-    flash_hopper_kernel(const FlashParams p, const __grid_constant__ HopperMaps maps) {
+    flash_hopper_kernel(const FlashParams p, const __grid_constant__ HopperArgs args) {
   static_assert(sizeof(T) == 2 && hopper_head_dim(D), "16-bit elements, D = 64 or 128");
   constexpr int BM = 16 * kRowsWide.warps, ST = kHopperStages;
   constexpr uint32_t kTile = uint32_t(hopper_tile_bytes(D));
@@ -487,8 +537,8 @@ __global__ void __launch_bounds__(kHopperThreads, 1)
   split_tiles(p, b.seq, b.R0, BM, kHopperKeys, blockIdx.z, b.t_begin, b.t_end);
   if (threadIdx.x == 0) {
     for (int s = 0; s < ST; ++s) {
-      mbar_init(&b.full[s], maps.valid ? 1 : 128);  // the expect_tx arrival, or every producer
-      mbar_init(&b.empty[s], 256);                  // every consumer thread
+      mbar_init(&b.full[s], args.tma ? 1 : 128);  // the expect_tx arrival, or every producer
+      mbar_init(&b.empty[s], 256);                // every consumer thread
     }
     mbar_init(b.q_full, 128);
     mbar_init_fence();
@@ -496,11 +546,11 @@ __global__ void __launch_bounds__(kHopperThreads, 1)
   __syncthreads();
   if (threadIdx.x < 128) {
     regs_decrease<40>();
-    hopper_produce<T, D>(p, maps, b, int(threadIdx.x));
+    hopper_produce<T, D>(p, args, b, int(threadIdx.x));
     return;
   }
   regs_increase<232>();
-  hopper_consume<T, D>(p, b, int(threadIdx.x / 128) - 1);
+  hopper_consume<T, D>(p, b, int(threadIdx.x / 128) - 1, args.pingpong != 0);
 }
 
 }  // namespace sy::cuda::flash

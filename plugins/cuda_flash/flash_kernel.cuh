@@ -720,8 +720,9 @@ __global__ void __launch_bounds__(128) combine_splits(const FlashParams p) {
 // -----------------------------------------------------------------
 
 struct LaunchShape {
-  bool decode = false;  // flash_decode_kernel, else flash_mma_kernel in form `rows`
-  bool hopper = false;  // not decode: flash_hopper_kernel (flash_hopper.cuh) instead
+  bool decode = false;    // flash_decode_kernel, else flash_mma_kernel in form `rows`
+  bool hopper = false;    // not decode: flash_hopper_kernel (flash_hopper.cuh) instead
+  bool pingpong = false;  // hopper, its consumers taking turns
   RowsForm rows = kRowsWide;
   int threads = 128;
   int row_blocks = 1;
@@ -738,6 +739,7 @@ LaunchShape launch_shape(const FlashParams& p, int sm_count, const FlashLimits& 
   s.decode = flash_decode(p.M);
   s.rows = limits.rows;
   s.hopper = !s.decode && limits.hopper;
+  s.pingpong = s.hopper && limits.pingpong;
   s.threads = s.hopper ? kHopperThreads : 32 * (s.decode ? decode_warps(D) : s.rows.warps);
   const int rows_per_block = 16 * s.rows.warps;
   s.row_blocks = s.decode ? 1 : std::max(1, (p.M + rows_per_block - 1) / rows_per_block);

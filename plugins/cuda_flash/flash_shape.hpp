@@ -116,7 +116,8 @@ constexpr SmemLimits smem_limits(int sm_version) {
 struct FlashLimits {
   RowsForm rows;
   FlashOccupancy occupancy;
-  bool hopper = false;  // the rows calls take the sm_90a kernel (occupancy.rows is then its)
+  bool hopper = false;    // the rows calls take the sm_90a kernel (occupancy.rows is then its)
+  bool pingpong = false;  // and its two consumers take turns
 };
 constexpr FlashLimits flash_limits(SmemLimits l, int d) {
   const RowsForm f = rows_form(l.per_block, d);
@@ -128,8 +129,9 @@ constexpr FlashLimits flash_limits(SmemLimits l, int d) {
 // The limits with the sm_90a kernel taking the rows calls (an sm_90 device, whose rows form is
 // the wide one: the same 128 rows a block): its occupancy by shared memory and threads, never
 // more than the wide form's, which check declared the split-KV workspace by.
-constexpr FlashLimits with_hopper(FlashLimits l, SmemLimits s, int d) {
+constexpr FlashLimits with_hopper(FlashLimits l, SmemLimits s, int d, bool pingpong) {
   l.hopper = true;
+  l.pingpong = pingpong;
   l.occupancy.rows =
       std::min(l.occupancy.rows, occupancy_bound(s.per_sm, hopper_smem_bytes(d), kHopperThreads));
   return l;

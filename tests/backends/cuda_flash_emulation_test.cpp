@@ -7,11 +7,13 @@
 #include "support/cuda_emulation.hpp"
 // The emulation header first: it stands in for the CUDA built-ins the kernel header uses.
 #include "cuda_flash/flash_hopper.cuh"
+#include "cuda_flash/flash_hopper.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ struct EmuCase {
   int arch = 90;            // the device's sm_<arch>: 86, 89 and 12x take the narrow rows form
   int want_row_warps = 0;   // the case exists to cover a rows form: its warps a block
   bool hopper = false;      // the rows calls take the sm_90a kernel (it must)
+  bool pingpong = true;     // with hopper: its consumers take turns
 };
 
 EmuCase shape(std::string name, sy_dtype dtype, int B, int Sq, int Skv, int Hq, int Hkv) {
@@ -57,18 +60,19 @@ flash::FlashLimits limits_on(int arch, int d) {
 }
 
 // The limits of an sm_<arch> device, with the sm_90a kernel taking the rows calls or not.
-flash::FlashLimits limits_for(int arch, int d, bool hopper) {
+flash::FlashLimits limits_for(int arch, int d, bool hopper, bool pingpong) {
   const flash::FlashLimits l = limits_on(arch, d);
-  return hopper ? flash::with_hopper(l, flash::smem_limits(arch), d) : l;
+  return hopper ? flash::with_hopper(l, flash::smem_limits(arch), d, pingpong) : l;
 }
 
-// The tensor maps flash_hopper.cu encodes for a call (its KvTensorShape, 128-byte swizzle),
-// through the model of the driver's encoder and its checks; not valid where the producer loads
-// by cp.async.
-flash::HopperMaps hopper_maps(const flash::FlashParams& p, int d) {
-  flash::HopperMaps m{};
-  m.valid = flash::hopper_tma(p);
-  if (!m.valid) return m;
+// The arguments flash_hopper.cu launches with: the tensor maps it encodes for a call (its
+// KvTensorShape, 128-byte swizzle), through the model of the driver's encoder and its checks,
+// where the producer loads by TMA.
+flash::HopperArgs hopper_args(const flash::FlashParams& p, int d, bool pingpong) {
+  flash::HopperArgs m{};
+  m.pingpong = pingpong;
+  m.tma = flash::hopper_tma(p);
+  if (!m.tma) return m;
   const flash::KvTensorShape t = flash::kv_tensor_shape(p, d);
   m.k = sy_emu::encode_tensor_map(p.k, 4, t.dims, t.strides, t.box, true);
   m.v = sy_emu::encode_tensor_map(p.v, 4, t.dims, t.strides, t.box, true);
@@ -83,9 +87,9 @@ void launch_emulated(const flash::FlashParams& p, const flash::LaunchShape& s, u
   const dim3 grid(unsigned(s.row_blocks), sequences * unsigned(p.Hkv), unsigned(s.splits));
   if (s.hopper) {
     if constexpr (flash::hopper_head_dim(D)) {
-      const flash::HopperMaps maps = hopper_maps(p, D);
+      const flash::HopperArgs args = hopper_args(p, D, s.pingpong);
       sy_emu::launch(grid, dim3(s.threads), s.smem,
-                     [&] { flash::flash_hopper_kernel<T, D>(p, maps); });
+                     [&] { flash::flash_hopper_kernel<T, D>(p, args); });
     }
   } else if (s.decode)
     sy_emu::launch(grid, dim3(s.threads), s.smem, [&] { flash::flash_decode_kernel<T, D>(p); });
@@ -135,7 +139,7 @@ EmuResult run_emulated(const EmuCase& c, test::AttentionProblem& ref) {
   p.window = c.window;
 
   EmuResult r;
-  r.shape = flash::launch_shape<T, D>(p, c.sm_count, limits_for(c.arch, D, c.hopper));
+  r.shape = flash::launch_shape<T, D>(p, c.sm_count, limits_for(c.arch, D, c.hopper, c.pingpong));
   p.splits = r.shape.splits;
   std::vector<float> part_o(r.shape.splits > 1 ? rows * r.shape.splits * D : 0, NAN),
       part_lse(r.shape.splits > 1 ? rows * r.shape.splits : 0, NAN);
@@ -171,6 +175,7 @@ void check_case(const EmuCase& c) {
     EXPECT_GT(r.shape.splits, 1) << "the case no longer covers split-KV";
   }
   EXPECT_EQ(r.shape.hopper, c.hopper) << "the case no longer covers the sm_90a kernel";
+  EXPECT_EQ(r.shape.pingpong, c.hopper && c.pingpong);
   if (c.want_row_warps) {
     EXPECT_FALSE(r.shape.decode);
     EXPECT_EQ(r.shape.rows.warps, c.want_row_warps) << "the case no longer covers its rows form";
@@ -302,7 +307,7 @@ TEST(CudaFlashEmulation, CausalRowsWithoutKeys) {
 // paged_attention_case.hpp builds the step: NaN-filled pool, blocks in a shuffled order).
 template <typename T, int D>
 void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool want_split = false,
-                 bool hopper = false) {
+                 bool hopper = false, bool pingpong = true) {
   SCOPED_TRACE(c.name);
   test::PagedAttentionStep st(c, D, 11);
   std::vector<float> lse(size_t(c.Hq) * st.tokens, 123.0f);
@@ -325,7 +330,7 @@ void check_paged(const test::PagedAttentionCase& c, int sm_count = 132, bool wan
   p.causal = c.causal;
   p.window = c.window;
   const flash::LaunchShape shape =
-      flash::launch_shape<T, D>(p, sm_count, limits_for(90, D, hopper));
+      flash::launch_shape<T, D>(p, sm_count, limits_for(90, D, hopper, pingpong));
   EXPECT_EQ(shape.hopper, hopper) << "the case no longer covers the sm_90a kernel";
   if (want_split) {
     EXPECT_GT(shape.splits, 1) << "the case no longer covers split-KV";
@@ -424,9 +429,60 @@ TEST(CudaFlashEmulation, Sm90aLongCacheWrapsTheStagesByTma) {
   sy_emu::world().wgmma_delay_us = 0;
 }
 
+// The ping-pong: in each block the consumers' S = Q Kᵀ products (the wgmmas with A in shared
+// memory) come in whole runs of one warpgroup, first consumer first, then strictly by turns, two
+// a tile; and within a turn after the first tile, O += P V of the tile before (A in registers)
+// follows at once. The consumers are slowed, and both wait on the same stage, so without the
+// turns their products interleave or come out of order.
+TEST(CudaFlashEmulation, Sm90aConsumersTakeTurns) {
+  EmuCase c = shape("sm_90a f16 D128 Sq64 Skv700 GQA 8:2, turns", SY_DTYPE_F16, 1, 64, 700, 8, 2);
+  c.sm_count = 1;
+  c.hopper = true;
+  auto& world = sy_emu::world();
+  world.wgmma_log.clear();
+  world.log_wgmma = true;
+  world.wgmma_delay_us = 500;
+  check_case<__half, 128>(c);
+  world.log_wgmma = false;
+  world.wgmma_delay_us = 0;
+  std::map<unsigned, std::vector<sy_emu::World::WgmmaIssue>> blocks;
+  for (const auto& issue : world.wgmma_log) blocks[issue.block].push_back(issue);
+  // ceil(700 / 128) tiles; an S product is D / 16 wgmmas, a P V product 128 keys / 16.
+  constexpr int kTiles = 6, kS = 128 / 16, kPV = 128 / 16;
+  ASSERT_EQ(blocks.size(), 2u * 2u);  // 2 row blocks (256 packed rows) x 2 KV heads
+  for (auto& [block, log] : blocks) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    ASSERT_EQ(log.size(), size_t(2 * (kTiles * kS + kTiles * kPV)));
+    // The first consumer's last P V is issued outside the turns, maybe amid the second's last
+    // turn: set it aside (the second's comes after its own last turn, so last of all).
+    int last_pv = kPV;
+    for (size_t i = log.size(); i-- > 0 && last_pv > 0;)
+      if (log[i].warpgroup == 1 && log[i].a_in_registers) {
+        log.erase(log.begin() + long(i));
+        --last_pv;
+      }
+    int turn = 0;
+    for (size_t i = 0; i < log.size(); ++i) {
+      if (log[i].a_in_registers) continue;  // S runs from here
+      const int wg = 1 + turn % 2;
+      ASSERT_EQ(log[i].warpgroup, wg) << "turn " << turn;
+      for (int k = 0; k < kS; ++k)
+        ASSERT_TRUE(log[i + k].warpgroup == wg && !log[i + k].a_in_registers) << "turn " << turn;
+      i += kS - 1;
+      if (turn >= 2) {  // the tile before's P V in the same turn
+        for (int k = 1; k <= kPV; ++k)
+          ASSERT_TRUE(log[i + k].warpgroup == wg && log[i + k].a_in_registers) << "turn " << turn;
+      }
+      ++turn;
+    }
+    EXPECT_EQ(turn, 2 * kTiles);
+  }
+}
+
 // kv_len: the producer loads by cp.async, zero-filling past each batch's keys; split-KV over
-// the 128-key tiles, an empty cache, and rows with no causal key.
-TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsync) {
+// the 128-key tiles, an empty cache, and rows with no causal key. Its consumers (both with rows:
+// 96 packed) issue freely, SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong's schedule.
+TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsyncWithoutPingPong) {
   EmuCase c = shape("sm_90a bf16 D128 causal B3 Sq24 kv_len {600,0,333} split", SY_DTYPE_BF16, 3,
                     24, 700, 4, 1);
   c.causal = true;
@@ -435,6 +491,7 @@ TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsync) {
   c.sm_count = 8;
   c.want_split = true;
   c.hopper = true;
+  c.pingpong = false;
   check_case<__nv_bfloat16, 128>(c);
 }
 
@@ -467,6 +524,24 @@ TEST(CudaFlashEmulation, Sm90aPagedPrefillChunksBlocksOfEight) {
 
 namespace sy {
 namespace {
+
+// SWITCHYARD_CUDA_FLASH_SM90A's values as docs/cuda_flash.md lists them.
+TEST(FlashHopperMode, ValuesOfTheVariable) {
+  namespace flash = sy::cuda::flash;
+  using M = flash::HopperMode;
+  EXPECT_EQ(flash::hopper_mode_of(nullptr, 90), M::off);
+  for (const char* v : {"", "off", "0"}) EXPECT_EQ(flash::hopper_mode_of(v, 90), M::off) << v;
+  for (const char* v : {"on", "1"}) EXPECT_EQ(flash::hopper_mode_of(v, 90), M::pingpong) << v;
+  EXPECT_EQ(flash::hopper_mode_of("no-pingpong", 90), M::free);
+  // Off on any other device, whatever it asks.
+  for (int sm : {80, 89, 100, 120})
+    for (const char* v : {"on", "no-pingpong"})
+      EXPECT_EQ(flash::hopper_mode_of(v, sm), M::off) << v << " on sm_" << sm;
+  // A value it does not know is refused, not taken as off, on every device.
+  for (int sm : {80, 90})
+    for (const char* v : {"ON", "yes", "true", "pingpong", " on", "on "})
+      EXPECT_EQ(flash::hopper_mode_of(v, sm), std::nullopt) << "'" << v << "' on sm_" << sm;
+}
 
 // flash_shape.hpp's arithmetic against numbers worked by hand from CUDA's shared-memory tables.
 TEST(FlashShape, FormsOccupancyAndSplitsByHand) {
@@ -508,9 +583,10 @@ TEST(FlashShape, FormsOccupancyAndSplitsByHand) {
   EXPECT_EQ(flash::hopper_smem_bytes(64), 115776u);
   const auto sm90 = flash::smem_limits(90);
   EXPECT_LE(flash::hopper_smem_bytes(128), size_t(sm90.per_block));
-  EXPECT_EQ(flash::with_hopper(flash::flash_limits(sm90, 128), sm90, 128).occupancy.rows, 1);
+  EXPECT_EQ(flash::with_hopper(flash::flash_limits(sm90, 128), sm90, 128, true).occupancy.rows, 1);
   EXPECT_EQ(flash::flash_limits(sm90, 64).occupancy.rows, 3);
-  const flash::FlashLimits hopper64 = flash::with_hopper(flash::flash_limits(sm90, 64), sm90, 64);
+  const flash::FlashLimits hopper64 =
+      flash::with_hopper(flash::flash_limits(sm90, 64), sm90, 64, true);
   EXPECT_TRUE(hopper64.hopper);
   EXPECT_EQ(hopper64.occupancy.rows, 1);
 }

@@ -13,7 +13,8 @@
 # row with its host calls, launches, graph launches and blocking waits per step; then the peer,
 # llama.cpp's CUDA build on the same model as GGUF, with the ratios; then the sm_90a kernel
 # (SWITCHYARD_CUDA_FLASH_SM90A=on): the flash and segment tests, the prefill benchmark and the
-# batched case again; and last the main and serve test binaries whole, with the GPU present.
+# batched case again, and the flash grid and prefill benchmark with its consumers out of
+# ping-pong (=no-pingpong); and last the main and serve test binaries whole, with the GPU present.
 # Every log goes to OUTDIR.
 # A machine without the build's Debian packages: tests/gpu/pack_prebuilt.sh here, then
 # tests/gpu/run_prebuilt.sh there (SY_DEVICE_PREBUILT=1 skips configure and build).
@@ -135,6 +136,17 @@ step bench_prefill_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE[@]}" --
   --kv-len 4096 --causal
 grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' \
   "$OUT/bench_prefill_sm90a.log" | tr -d '\n' | sed "s/^/bench_prefill_sm90a: /" |
+  tee -a "$OUT/summary.txt"
+echo | tee -a "$OUT/summary.txt"
+# Its consumers without the ping-pong (SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong): the GPU flash
+# grid and the prefill benchmark again, so that this one run says which schedule to keep.
+SM90A_FREE=(env SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong)
+step tests_sm90a_free 90 "${SM90A_FREE[@]}" "$TESTS" --gtest_filter='CudaFlashGpu*'
+grep -E '^\[  (FAILED|PASSED) ' "$OUT/tests_sm90a_free.log" | tee -a "$OUT/summary.txt"
+step bench_prefill_sm90a_free 60 "${SM90A_FREE[@]}" "$SY" bench attention "${SHAPE[@]}" \
+  --q-len 4096 --kv-len 4096 --causal
+grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' \
+  "$OUT/bench_prefill_sm90a_free.log" | tr -d '\n' | sed "s/^/bench_prefill_sm90a_free: /" |
   tee -a "$OUT/summary.txt"
 echo | tee -a "$OUT/summary.txt"
 step bench_batch_sm90a 120 "${SM90A[@]}" "$SY" bench batch "$MODEL" --prefer cuda,cpu \

@@ -14,9 +14,9 @@
 // bytes (NaN in f16/bf16), so a read of something never written shows in the results.
 // cp.async is modelled as an immediate copy: it cannot find a missing wait (a GPU run must).
 //
-// sm_90a (the last section): mbarriers, the TMA tile load with 128-byte swizzle, and
-// wgmma.mma_async m64nNk16 with operands described by shared-memory matrix descriptors, after the
-// PTX ISA's canonical layouts (K-major: ((8,m),(8,2)) : ((64,SBO),(1,8)) elements; MN-major:
+// sm_90a (the last section): mbarriers, named barriers, the TMA tile load with 128-byte swizzle,
+// and wgmma.mma_async m64nNk16 with operands described by shared-memory matrix descriptors, after
+// the PTX ISA's canonical layouts (K-major: ((8,m),(8,2)) : ((64,SBO),(1,8)) elements; MN-major:
 // ((64,m),(8,k)) : ((1,LBO),(64,SBO)); the 128-byte swizzle XORs address bits 4-6 with bits 7-9
 // of the shared-window address). Shared memory has window addresses here as on the device, and
 // the dynamic region starts at window address kWindowBase, on purpose not 1024-aligned, so a
@@ -87,6 +87,13 @@ struct MBarrier {
   unsigned phase = 0;
 };
 
+// A named barrier's phase (bar.sync / bar.arrive with a thread count): the count its first
+// arrival set, the arrivals so far, and the phases completed.
+struct NamedBarrier {
+  int count = 0, arrived = 0;
+  unsigned phase = 0;
+};
+
 struct Block {
   explicit Block(unsigned threads, size_t smem_bytes) : sync(threads), smem_size(smem_bytes) {
     smem.reset(
@@ -100,6 +107,7 @@ struct Block {
   std::mutex bar_mu;
   std::condition_variable bar_cv;
   std::map<const void*, MBarrier> bars;
+  NamedBarrier named[16];  // under bar_mu, as the mbarriers
   std::barrier<> sync;
   struct Free {
     void operator()(unsigned char* p) const { std::free(p); }
@@ -117,6 +125,15 @@ struct World {
   // Each wgmma holds its warpgroup this long: slow consumers, so that a producer that refills a
   // stage before its release overwrites data still to be read, and the results show it.
   int wgmma_delay_us = 0;
+  // Where set, each wgmma's issue in order (its warpgroup's first thread entering it), for a
+  // test of the order the warpgroups take turns in.
+  struct WgmmaIssue {
+    unsigned block;  // blockIdx.x + gridDim.x (blockIdx.y + gridDim.y blockIdx.z)
+    int warpgroup;
+    bool a_in_registers;
+  };
+  bool log_wgmma = false;
+  std::vector<WgmmaIssue> wgmma_log;  // under mu
 };
 inline World& world() {
   static World w;
@@ -258,6 +275,11 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, F kernel) {
             kernel();
           });
         for (auto& th : threads) th.join();
+        for (int id = 0; id < 16; ++id)
+          if (b.named[id].arrived != 0 && world().violation.empty())
+            world().violation = "named barrier " + std::to_string(id) +
+                                " left part-arrived at exit (block " + std::to_string(x) + "," +
+                                std::to_string(y) + "," + std::to_string(z) + ")";
       }
   if (!world().violation.empty()) throw std::runtime_error(world().violation);
 }
@@ -366,6 +388,33 @@ inline void mbar_wait(void* bar, unsigned parity) {
     if (world().violated) return;
     if (std::chrono::steady_clock::now() > deadline)
       return violate("mbarrier wait never completed (a deadlock on a GPU)");
+    t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+// ---- named barriers: bar.sync (wait) and bar.arrive (not) with a thread count. Id 0 is
+// __syncthreads' and refused here; a count must be a multiple of the warp, the same in every
+// arrival of a phase. A kernel must leave none part-arrived at exit (launch checks): stricter
+// than the ISA asks, so that nothing rests on what a device makes of a dangling arrival.
+inline void named_bar(int id, int threads, bool wait) {
+  std::unique_lock<std::mutex> lock(t_block->bar_mu);
+  if (id <= 0 || id >= 16) return violate("named barrier id outside 1..15");
+  if (threads <= 0 || threads % 32) return violate("named barrier count not a multiple of 32");
+  NamedBarrier& b = t_block->named[id];
+  if (b.arrived == 0) b.count = threads;
+  if (b.count != threads) return violate("named barrier arrivals with different counts");
+  const unsigned phase = b.phase;
+  if (++b.arrived == b.count) {
+    b.arrived = 0;
+    ++b.phase;
+    t_block->bar_cv.notify_all();
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (wait && b.phase == phase) {
+    if (world().violated) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      return violate("named barrier wait never completed (a deadlock on a GPU)");
     t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
   }
 }
@@ -485,6 +534,11 @@ void wgmma(float (&d)[N / 8][4], const uint32_t* a_regs, uint64_t desc_a, uint64
            bool trans_b) {
   Warpgroup& g = warpgroup();
   const int t = int(threadIdx.x % 128);
+  if (t == 0 && world().log_wgmma) {
+    std::lock_guard<std::mutex> lock(world().mu);
+    world().wgmma_log.push_back({blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
+                                 int(threadIdx.x / 128), a_regs != nullptr});
+  }
   if (a_regs)
     for (int i = 0; i < 4; ++i) g.a[t][i] = a_regs[i];
   g.sync.arrive_and_wait();
