@@ -13,8 +13,9 @@
 # row with its host calls, launches, graph launches and blocking waits per step; then the peer,
 # llama.cpp's CUDA build on the same model as GGUF, with the ratios; then the sm_90a kernel
 # (SWITCHYARD_CUDA_FLASH_SM90A=on): the flash and segment tests, the prefill benchmark and the
-# batched case again, and the flash grid and prefill benchmark with its consumers out of
-# ping-pong (=no-pingpong); and last the main and serve test binaries whole, with the GPU present.
+# batched case again, the flash grid and prefill benchmark with its consumers out of ping-pong
+# (=no-pingpong), and the prefill at head dim 64 on both kernels; and last the main and serve
+# test binaries whole, with the GPU present.
 # Every log goes to OUTDIR.
 # A machine without the build's Debian packages: tests/gpu/pack_prebuilt.sh here, then
 # tests/gpu/run_prebuilt.sh there (SY_DEVICE_PREBUILT=1 skips configure and build).
@@ -126,29 +127,35 @@ fi
 
 # The sm_90a kernel (flash_hopper.cuh), off by default until this has run it: the flash and
 # segment tests, the prefill benchmark and the batched case again with it taking the rows calls
-# (the batch's segment must name it). Last but the suites, with short deadlines, so a kernel
-# that hangs on its first run costs little and leaves every figure above standing.
+# (the batch's segment must name it); the GPU flash grid and the prefill benchmark with its
+# consumers out of ping-pong (=no-pingpong), and the prefill at head dim 64 (SmolLM2's) on both
+# kernels, so that this one run says which schedule to keep and at which head dims to make the
+# kernel the default. Last but the suites, with short deadlines, so a kernel that hangs on its
+# first run costs little and leaves every figure above standing.
+prefill_line() {  # prefill_line NAME: the benchmark's figures on one summary line
+  grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' "$OUT/$1.log" |
+    tr -d '\n' | sed "s/^/$1: /" | tee -a "$OUT/summary.txt"
+  echo | tee -a "$OUT/summary.txt"
+}
 SM90A=(env SWITCHYARD_CUDA_FLASH_SM90A=on)
+SM90A_FREE=(env SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong)
+PREFILL=(--q-len 4096 --kv-len 4096 --causal)
+SHAPE64=(--device cuda --dtype bf16 --batch 4 --heads 32 --kv-heads 8 --head-dim 64 --json)
 step tests_sm90a 120 "${SM90A[@]}" "$TESTS" --gtest_filter='CudaFlash*:CudaSegment*' \
   --gtest_output="xml:$OUT/cuda_flash_tests_sm90a.xml"
 grep -E '^\[  (FAILED|PASSED) ' "$OUT/tests_sm90a.log" | tee -a "$OUT/summary.txt"
-step bench_prefill_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE[@]}" --q-len 4096 \
-  --kv-len 4096 --causal
-grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' \
-  "$OUT/bench_prefill_sm90a.log" | tr -d '\n' | sed "s/^/bench_prefill_sm90a: /" |
-  tee -a "$OUT/summary.txt"
-echo | tee -a "$OUT/summary.txt"
-# Its consumers without the ping-pong (SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong): the GPU flash
-# grid and the prefill benchmark again, so that this one run says which schedule to keep.
-SM90A_FREE=(env SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong)
+step bench_prefill_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE[@]}" "${PREFILL[@]}"
+prefill_line bench_prefill_sm90a
 step tests_sm90a_free 90 "${SM90A_FREE[@]}" "$TESTS" --gtest_filter='CudaFlashGpu*'
 grep -E '^\[  (FAILED|PASSED) ' "$OUT/tests_sm90a_free.log" | tee -a "$OUT/summary.txt"
 step bench_prefill_sm90a_free 60 "${SM90A_FREE[@]}" "$SY" bench attention "${SHAPE[@]}" \
-  --q-len 4096 --kv-len 4096 --causal
-grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' \
-  "$OUT/bench_prefill_sm90a_free.log" | tr -d '\n' | sed "s/^/bench_prefill_sm90a_free: /" |
-  tee -a "$OUT/summary.txt"
-echo | tee -a "$OUT/summary.txt"
+  "${PREFILL[@]}"
+prefill_line bench_prefill_sm90a_free
+step bench_prefill_d64 60 "$SY" bench attention "${SHAPE64[@]}" "${PREFILL[@]}"
+prefill_line bench_prefill_d64
+step bench_prefill_d64_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE64[@]}" \
+  "${PREFILL[@]}"
+prefill_line bench_prefill_d64_sm90a
 step bench_batch_sm90a 120 "${SM90A[@]}" "$SY" bench batch "$MODEL" --prefer cuda,cpu \
   --sequences 1,8,16 --prompt-len 128 --steps 32 --json
 grep -E "$BATCH_FIELDS" "$OUT/bench_batch_sm90a.log" | tr -s ' ' | tr -d '\n' |
