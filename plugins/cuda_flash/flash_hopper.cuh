@@ -135,20 +135,23 @@ __device__ __forceinline__ void tma_load(void* dst, const HopperArgs& args, bool
 #endif
 }
 
-// Named barriers with a thread count: sync waits until `threads` have arrived (this one among
-// them), arrive counts this thread and goes on.
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+// Named barriers with a thread count: sync waits until `Threads` have arrived (this one among
+// them), arrive counts this thread and goes on. The id is an immediate, so ptxas reserves the
+// barriers used and no more (an id in a register reserves all 16).
+template <int Id, int Threads>
+__device__ __forceinline__ void named_bar_sync() {
 #ifdef SY_CUDA_EMULATION
-  sy_emu::named_bar(id, threads, true);
+  sy_emu::named_bar(Id, Threads, true);
 #else
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
 #endif
 }
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+template <int Id, int Threads>
+__device__ __forceinline__ void named_bar_arrive() {
 #ifdef SY_CUDA_EMULATION
-  sy_emu::named_bar(id, threads, false);
+  sy_emu::named_bar(Id, Threads, false);
 #else
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
 #endif
 }
 
@@ -411,23 +414,30 @@ struct HopperTiles {
 };
 
 // FlashAttention-3's ping-pong of the two consumers: a warpgroup issues a tile's products only
-// in its turn (named barrier kTurnBarrier + cw, which the other's arrival opens) and hands the
-// turn on once they are issued, so one's softmax runs under the other's wgmmas. The second
-// consumer opens the first turn, and skips the hand-over after its last tile, so each barrier
-// sees as many arrivals as waits and none is left part-arrived at exit. Only where both
+// in its turn (named barrier 1 + cw, which the other's arrival opens; 0 is __syncthreads') and
+// hands the turn on once they are issued, so one's softmax runs under the other's wgmmas. The
+// second consumer opens the first turn, and skips the hand-over after its last tile, so each
+// barrier sees as many arrivals as waits and none is left part-arrived at exit. Only where both
 // consumers have rows and there are tiles (a warpgroup past the sequence takes no turns).
-constexpr int kTurnBarrier = 1;  // ids 1 and 2; 0 is __syncthreads'
 struct Turns {
   bool on;
   int cw, last;  // last: the block's last tile
   __device__ __forceinline__ void open() const {
-    if (on && cw == 1) named_bar_arrive(kTurnBarrier, 256);
+    if (on && cw == 1) named_bar_arrive<1, 256>();
   }
   __device__ __forceinline__ void take() const {
-    if (on) named_bar_sync(kTurnBarrier + cw, 256);
+    if (!on) return;
+    if (cw == 0)
+      named_bar_sync<1, 256>();
+    else
+      named_bar_sync<2, 256>();
   }
   __device__ __forceinline__ void pass(int t) const {
-    if (on && !(cw == 1 && t == last)) named_bar_arrive(kTurnBarrier + 1 - cw, 256);
+    if (!on) return;
+    if (cw == 0)
+      named_bar_arrive<2, 256>();
+    else if (t != last)
+      named_bar_arrive<1, 256>();
   }
 };
 

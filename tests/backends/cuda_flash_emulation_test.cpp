@@ -466,6 +466,7 @@ TEST(CudaFlashEmulation, Sm90aConsumersTakeTurns) {
       if (log[i].a_in_registers) continue;  // S runs from here
       const int wg = 1 + turn % 2;
       ASSERT_EQ(log[i].warpgroup, wg) << "turn " << turn;
+      ASSERT_LE(i + kS + (turn >= 2 ? kPV : 0), log.size()) << "turn " << turn;
       for (int k = 0; k < kS; ++k)
         ASSERT_TRUE(log[i + k].warpgroup == wg && !log[i + k].a_in_registers) << "turn " << turn;
       i += kS - 1;
@@ -480,9 +481,10 @@ TEST(CudaFlashEmulation, Sm90aConsumersTakeTurns) {
 }
 
 // kv_len: the producer loads by cp.async, zero-filling past each batch's keys; split-KV over
-// the 128-key tiles, an empty cache, and rows with no causal key. Its consumers (both with rows:
-// 96 packed) issue freely, SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong's schedule.
-TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsyncWithoutPingPong) {
+// the 128-key tiles (some splits of a batch without tiles), an empty cache, and rows with no
+// causal key. Both consumers have rows (96 packed), so the case runs in both schedules: in
+// ping-pong, and issuing freely (SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong).
+TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsyncInBothSchedules) {
   EmuCase c = shape("sm_90a bf16 D128 causal B3 Sq24 kv_len {600,0,333} split", SY_DTYPE_BF16, 3,
                     24, 700, 4, 1);
   c.causal = true;
@@ -491,6 +493,7 @@ TEST(CudaFlashEmulation, Sm90aSplitKvPerBatchLengthsByCpAsyncWithoutPingPong) {
   c.sm_count = 8;
   c.want_split = true;
   c.hopper = true;
+  check_case<__nv_bfloat16, 128>(c);
   c.pingpong = false;
   check_case<__nv_bfloat16, 128>(c);
 }
