@@ -395,8 +395,9 @@ inline void mbar_wait(void* bar, unsigned parity) {
 // ---- named barriers: bar.sync (wait) and bar.arrive (not) with a thread count. Id 0 is
 // __syncthreads' and refused here; a count must be a multiple of the warp, the same in every
 // arrival of a phase. Arrivals are counted by thread where the hardware counts whole warps: the
-// same for warp-uniform calls, which the model does not check. A kernel must leave none part-arrived at exit (launch checks): stricter
-// than the ISA asks, so that nothing rests on what a device makes of a dangling arrival.
+// same for warp-uniform calls, which the model does not check. A kernel must leave none
+// part-arrived at exit (launch checks): stricter than the ISA asks, so that nothing rests on what a
+// device makes of a dangling arrival.
 inline void named_bar(int id, int threads, bool wait) {
   std::unique_lock<std::mutex> lock(t_block->bar_mu);
   if (id <= 0 || id >= 16) return violate("named barrier id outside 1..15");
