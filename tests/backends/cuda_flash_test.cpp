@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <sstream>
 #include <string>
 
@@ -21,6 +19,7 @@
 #include "support/host_tensor.hpp"
 #include "support/ops.hpp"
 #include "support/paged_attention_case.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -489,27 +488,6 @@ TEST_F(CudaFlashGpu, FlashKvLenZeroGivesZeroAndMinusInfinity) {
   expect_close(c, got, test::reference_attention(p), kOutTol, kLseTol);
 }
 
-// SWITCHYARD_CUDA_FLASH_SM90A=value for the scope; kernels prepared inside it read that.
-class ScopedSm90aValue {
- public:
-  explicit ScopedSm90aValue(const char* value) {
-    if (const char* old = std::getenv(kVar)) old_ = old;
-    ::setenv(kVar, value, 1);
-  }
-  ~ScopedSm90aValue() {
-    if (old_)
-      ::setenv(kVar, old_->c_str(), 1);
-    else
-      ::unsetenv(kVar);
-  }
-  ScopedSm90aValue(const ScopedSm90aValue&) = delete;
-  ScopedSm90aValue& operator=(const ScopedSm90aValue&) = delete;
-
- private:
-  static constexpr const char* kVar = "SWITCHYARD_CUDA_FLASH_SM90A";
-  std::optional<std::string> old_;
-};
-
 // A value of SWITCHYARD_CUDA_FLASH_SM90A it does not know is refused at prepare on any device,
 // naming the variable and the value, rather than taken as off (docs/cuda_flash.md).
 TEST_F(CudaFlashGpu, UnknownSm90aValueIsRefusedAtPrepare) {
@@ -519,7 +497,7 @@ TEST_F(CudaFlashGpu, UnknownSm90aValueIsRefusedAtPrepare) {
   test::AttentionProblem p = c.problem(3);
   std::string err;
   {
-    ScopedSm90aValue yes("yes");
+    test::ScopedEnv yes("SWITCHYARD_CUDA_FLASH_SM90A", "yes");
     run_flash(*plugin_, 0, true, c, p, &err);
   }
   EXPECT_THAT(err, ::testing::HasSubstr("SWITCHYARD_CUDA_FLASH_SM90A=yes"));

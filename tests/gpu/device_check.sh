@@ -40,6 +40,12 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs with a deadline, logs to OUT/NA
   return $rc
 }
 
+figures() {  # figures NAME PATTERN: the lines of OUT/NAME.log matching PATTERN as one line
+  grep -E "$2" "$OUT/$1.log" | tr -s ' ' | tr -d '\n' | sed "s/^/$1: /" |
+    tee -a "$OUT/summary.txt"
+  echo | tee -a "$OUT/summary.txt"
+}
+
 { nvidia-smi || true; } >"$OUT/nvidia-smi.txt" 2>&1
 
 # SY_DEVICE_PREBUILT=1: build-gpu was built elsewhere (same layout, same absolute paths) and
@@ -62,11 +68,9 @@ step tests 180 "$TESTS" --gtest_filter='CudaFlash*:CudaSegment*' \
 SHAPE=(--device cuda --dtype bf16 --batch 4 --heads 32 --kv-heads 8 --head-dim 128 --json)
 step bench_prefill 90 "$SY" bench attention "${SHAPE[@]}" --q-len 4096 --kv-len 4096 --causal
 step bench_decode 90 "$SY" bench attention "${SHAPE[@]}" --q-len 1 --kv-len 32768 --repeats 21
-for b in bench_prefill bench_decode; do
-  grep -E '"(kernel|ms_median|gflops|gbps|ratio|ratio_of|machine_gemm_gflops|machine_bandwidth_gbps)"' \
-    "$OUT/$b.log" | tr -d '\n' | sed "s/^/$b: /" | tee -a "$OUT/summary.txt"
-  echo | tee -a "$OUT/summary.txt"
-done
+ATTENTION_FIELDS='"(kernel|ms_median|gflops|gbps|ratio|ratio_of|machine_gemm_gflops|'
+ATTENTION_FIELDS+='machine_bandwidth_gbps)"'
+for b in bench_prefill bench_decode; do figures "$b" "$ATTENTION_FIELDS"; done
 
 MODEL=build-gpu/smollm2-shaped  # 270 MB: kept out of OUTDIR, which comes back
 step test_model 120 "$SY" make-test-model "$MODEL" --shape smollm2-135m --dtype bf16
@@ -80,11 +84,7 @@ step bench_batch 180 "$SY" bench batch "$MODEL" --prefer cuda,cpu --sequences 1,
   --prompt-len 128 --steps 32 --json
 step bench_batch_nographs 180 env SWITCHYARD_CUDA_GRAPHS=off "$SY" bench batch "$MODEL" \
   --prefer cuda,cpu --sequences 1,8,16 --prompt-len 128 --steps 32 --json
-for b in bench_batch bench_batch_nographs; do
-  grep -E "$BATCH_FIELDS" "$OUT/$b.log" | tr -s ' ' | tr -d '\n' | sed "s/^/$b: /" |
-    tee -a "$OUT/summary.txt"
-  echo | tee -a "$OUT/summary.txt"
-done
+for b in bench_batch bench_batch_nographs; do figures "$b" "$BATCH_FIELDS"; done
 
 # The peer (issue 38): llama.cpp's CUDA build (carried by tests/gpu/pack_prebuilt.sh as
 # build-gpu/llama-cuda, or SY_LLAMA_CUDA_BIN) on the same SmolLM2-shaped bf16 model, written here
@@ -132,11 +132,6 @@ fi
 # kernels, so that this one run says which schedule to keep and at which head dims to make the
 # kernel the default. Last but the suites, with short deadlines, so a kernel that hangs on its
 # first run costs little and leaves every figure above standing.
-prefill_line() {  # prefill_line NAME: the benchmark's figures on one summary line
-  grep -E '"(kernel|ms_median|gflops|ratio|ratio_of|machine_gemm_gflops)"' "$OUT/$1.log" |
-    tr -d '\n' | sed "s/^/$1: /" | tee -a "$OUT/summary.txt"
-  echo | tee -a "$OUT/summary.txt"
-}
 SM90A=(env SWITCHYARD_CUDA_FLASH_SM90A=on)
 SM90A_FREE=(env SWITCHYARD_CUDA_FLASH_SM90A=no-pingpong)
 PREFILL=(--q-len 4096 --kv-len 4096 --causal)
@@ -145,22 +140,20 @@ step tests_sm90a 120 "${SM90A[@]}" "$TESTS" --gtest_filter='CudaFlash*:CudaSegme
   --gtest_output="xml:$OUT/cuda_flash_tests_sm90a.xml"
 grep -E '^\[  (FAILED|PASSED) ' "$OUT/tests_sm90a.log" | tee -a "$OUT/summary.txt"
 step bench_prefill_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE[@]}" "${PREFILL[@]}"
-prefill_line bench_prefill_sm90a
+figures bench_prefill_sm90a "$ATTENTION_FIELDS"
 step tests_sm90a_free 90 "${SM90A_FREE[@]}" "$TESTS" --gtest_filter='CudaFlashGpu*'
 grep -E '^\[  (FAILED|PASSED) ' "$OUT/tests_sm90a_free.log" | tee -a "$OUT/summary.txt"
 step bench_prefill_sm90a_free 60 "${SM90A_FREE[@]}" "$SY" bench attention "${SHAPE[@]}" \
   "${PREFILL[@]}"
-prefill_line bench_prefill_sm90a_free
+figures bench_prefill_sm90a_free "$ATTENTION_FIELDS"
 step bench_prefill_d64 60 "$SY" bench attention "${SHAPE64[@]}" "${PREFILL[@]}"
-prefill_line bench_prefill_d64
+figures bench_prefill_d64 "$ATTENTION_FIELDS"
 step bench_prefill_d64_sm90a 60 "${SM90A[@]}" "$SY" bench attention "${SHAPE64[@]}" \
   "${PREFILL[@]}"
-prefill_line bench_prefill_d64_sm90a
+figures bench_prefill_d64_sm90a "$ATTENTION_FIELDS"
 step bench_batch_sm90a 120 "${SM90A[@]}" "$SY" bench batch "$MODEL" --prefer cuda,cpu \
   --sequences 1,8,16 --prompt-len 128 --steps 32 --json
-grep -E "$BATCH_FIELDS" "$OUT/bench_batch_sm90a.log" | tr -s ' ' | tr -d '\n' |
-  sed "s/^/bench_batch_sm90a: /" | tee -a "$OUT/summary.txt"
-echo | tee -a "$OUT/summary.txt"
+figures bench_batch_sm90a "$BATCH_FIELDS"
 if ! grep -q 'on the sm_90a kernel' "$OUT/bench_batch_sm90a.log"; then
   echo "   bench_batch_sm90a: no segment says the sm_90a kernel took the rows calls" |
     tee -a "$OUT/summary.txt"

@@ -9,9 +9,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "support/scoped_env.hpp"
 
 namespace sy::test {
 
@@ -50,21 +51,10 @@ inline std::string cpu_tier_missing(const std::string& tier) {
 // SWITCHYARD_CPU_ISA=tier for the scope; kernels prepared inside it use that tier.
 class ScopedCpuTier {
  public:
-  explicit ScopedCpuTier(const std::string& tier) {
-    if (const char* old = std::getenv("SWITCHYARD_CPU_ISA")) old_ = old;
-    ::setenv("SWITCHYARD_CPU_ISA", tier.c_str(), 1);
-  }
-  ~ScopedCpuTier() {
-    if (old_)
-      ::setenv("SWITCHYARD_CPU_ISA", old_->c_str(), 1);
-    else
-      ::unsetenv("SWITCHYARD_CPU_ISA");
-  }
-  ScopedCpuTier(const ScopedCpuTier&) = delete;
-  ScopedCpuTier& operator=(const ScopedCpuTier&) = delete;
+  explicit ScopedCpuTier(const std::string& tier) : env_("SWITCHYARD_CPU_ISA", tier) {}
 
  private:
-  std::optional<std::string> old_;
+  ScopedEnv env_;
 };
 
 inline std::string tier_test_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -376,20 +376,27 @@ inline void mbar_complete_tx(void* bar, long long bytes) {
     maybe_complete(*b);
   }
 }
-// Waits until the phase of this parity has completed (the current phase's parity differs). A
-// wait that a kernel's own logic would leave hanging on a GPU is reported after 20 s instead,
-// and every wait after a violation gives up at once, so a broken pipeline fails, not hangs.
+// Waits (holding bar_mu through `lock`) until done(). A wait that a kernel's own logic would
+// leave hanging on a GPU is reported after 20 s instead, as `what` never completing, and every
+// wait after a violation gives up at once, so a broken pipeline fails, not hangs.
+template <typename Done>
+void wait_or_report(std::unique_lock<std::mutex>& lock, Done done, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (world().violated) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      return violate(std::string(what) + " wait never completed (a deadlock on a GPU)");
+    t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+// Waits until the phase of this parity has completed (the current phase's parity differs).
 inline void mbar_wait(void* bar, unsigned parity) {
   std::unique_lock<std::mutex> lock(t_block->bar_mu);
   MBarrier* b = find_bar(bar);
   if (!b) return;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((b->phase & 1u) == (parity & 1u)) {
-    if (world().violated) return;
-    if (std::chrono::steady_clock::now() > deadline)
-      return violate("mbarrier wait never completed (a deadlock on a GPU)");
-    t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
-  }
+  wait_or_report(
+      lock, [&] { return (b->phase & 1u) != (parity & 1u); }, "mbarrier");
 }
 
 // ---- named barriers: bar.sync (wait) and bar.arrive (not) with a thread count. Id 0 is
@@ -412,13 +419,9 @@ inline void named_bar(int id, int threads, bool wait) {
     t_block->bar_cv.notify_all();
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (wait && b.phase == phase) {
-    if (world().violated) return;
-    if (std::chrono::steady_clock::now() > deadline)
-      return violate("named barrier wait never completed (a deadlock on a GPU)");
-    t_block->bar_cv.wait_for(lock, std::chrono::milliseconds(50));
-  }
+  if (wait)
+    wait_or_report(
+        lock, [&] { return b.phase != phase; }, "named barrier");
 }
 
 // ---- TMA: cp.async.bulk.tensor tile load, 16-bit elements, optional 128-byte swizzle
