@@ -214,14 +214,7 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
                       {"graph_launches_per_step", r.graph_launches},
                       {"blocking_waits_per_step", r.blocking_waits},
                       {"readback_bytes_per_step", r.readback}});
-      json segments = json::array();
-      for (const auto& f : context.segment_forms())
-        segments.push_back({{"phase", f.phase},
-                            {"plugin", f.plugin},
-                            {"device", f.device},
-                            {"ops", f.ops},
-                            {"form", f.segment ? "segment" : "per_op"},
-                            {"detail", f.form}});
+      const json segments = segments_json(context);
       json j{{"bench", "batch"},      {"model", a.model},
              {"dtype", dt},           {"kv_layout", kv_layout_name(context.layout())},
              {"cpu", cpu_identity()}, {"prompt_len", a.prompt_len},
@@ -251,9 +244,7 @@ int bench_batch(const GlobalOptions& global, const Args& args) {
           "%.0f blocking waits, %.0f bytes read back\n",
           (long long)r.sequences, r.calls, r.launches, r.graph_launches, r.blocking_waits,
           r.readback);
-    for (const auto& f : context.segment_forms())
-      std::printf("segment %s on %s, %zu ops: %s\n", f.plugin.c_str(), f.device.c_str(), f.ops,
-                  f.form.c_str());
+    print_segments(context);
     std::printf("machine (same run, %d threads): triad %.1f GB/s\n", threads, triad);
     return kExitOk;
   } catch (const Error& e) {

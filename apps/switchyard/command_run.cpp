@@ -148,7 +148,8 @@ int run_run(const GlobalOptions& global, const Args& args) {
       "repetition-penalty", po::value(&a.sampling.repetition_penalty)->default_value(1.0),
       "divides positive and multiplies negative logits of the prompt's and generated tokens "
       "(1 = none)")("seed", po::value(&a.sampling.seed)->default_value(0), "sampling seed")(
-      "profile", po::bool_switch(&a.profile), "time per op kind and plugin, and overhead")(
+      "profile", po::bool_switch(&a.profile),
+      "time per op kind and plugin, and overhead (each op driven on its own, segments too)")(
       "json", po::bool_switch(&a.json), "figures as JSON (the text goes to stderr)");
   a.flags.add(desc, 1, 1024);
   po::positional_options_description pos;
@@ -223,7 +224,9 @@ int run_run(const GlobalOptions& global, const Args& args) {
                                                    std::to_string(vocab)),
                     a.json);
     const uint64_t weight_bytes = model.source->weight_bytes();
-    loaded.load(*model.source, reg, {},
+    ContextOptions context_options;
+    context_options.time_each_op = a.profile;  // the profile's rows per op kind
+    loaded.load(*model.source, reg, context_options,
                 [&](WeightLoader w) { return with_progress(w, weight_bytes); });
     Context& context = *loaded.context;
     SamplingOptions sampling;
@@ -299,6 +302,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
     if (a.profile) {
       j["profile"] = paged ? json{{"step", profile_json(pp)}}
                            : json{{"prefill", profile_json(pp)}, {"decode", profile_json(dp)}};
+      j["profile"]["segments"] = segments_json(context);
     }
     if (a.json) {
       std::cout << j.dump(2, ' ', false, json::error_handler_t::replace)
@@ -319,6 +323,7 @@ int run_run(const GlobalOptions& global, const Args& args) {
         print_profile("prefill", pp);
         print_profile("decode", dp);
       }
+      print_segments(context);
     }
     return kExitOk;
   } catch (const Error& e) {

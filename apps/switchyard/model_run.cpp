@@ -119,4 +119,22 @@ int fail(const char* command, const Error& e, bool as_json) {
   return info.exit_code;
 }
 
+nlohmann::json segments_json(const Context& context) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : context.segment_forms())
+    out.push_back({{"phase", f.phase},
+                   {"plugin", f.plugin},
+                   {"device", f.device},
+                   {"ops", f.ops},
+                   {"form", f.segment ? "segment" : "per_op"},
+                   {"detail", f.form}});
+  return out;
+}
+
+void print_segments(const Context& context) {
+  for (const auto& f : context.segment_forms())
+    std::printf("segment %s on %s, %zu ops: %s\n", f.plugin.c_str(), f.device.c_str(), f.ops,
+                f.form.c_str());
+}
+
 }  // namespace sy::cli

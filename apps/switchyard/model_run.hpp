@@ -3,11 +3,13 @@
 // error object with its documented exit code.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/errors/error.hpp"
+#include "core/executor/context.hpp"
 #include "core/executor/weight_loader.hpp"
 #include "core/planner/planner.hpp"
 #include "core/runtime/runtime.hpp"
@@ -30,5 +32,11 @@ std::optional<std::string> apply_memory_options(const std::string& reserve,
 // Prints `e` ("switchyard COMMAND: error SYxxx (name): ..." on stderr, or {"status": "error"}
 // on stdout as JSON) and returns its exit code.
 int fail(const char* command, const Error& e, bool as_json);
+
+// The form each segment of the plan took in `context`: a JSON array of {phase, plugin, device,
+// ops, form ("segment" or "per_op"), detail}, and the same as lines ("segment PLUGIN on DEVICE,
+// N ops: DETAIL") on stdout. `bench batch` and `run --profile` report them.
+nlohmann::json segments_json(const Context& context);
+void print_segments(const Context& context);
 
 }  // namespace sy::cli

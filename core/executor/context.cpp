@@ -53,7 +53,7 @@ Context::Context(const Model& model, const ContextOptions& options)
                 graph.source);
   const std::map<std::string, int64_t> free_before = device_free_memory(model.memory());
   const int64_t resident_before = resident_anonymous_bytes();
-  impl_ = std::make_unique<Impl>(model, kv_.total_blocks());
+  impl_ = std::make_unique<Impl>(model, kv_.total_blocks(), options.time_each_op);
   const std::map<std::string, int64_t> need = impl_->needs();
   std::string what = "a context";
   if (graph.bounds.kv_layout == KvLayout::paged)

@@ -95,6 +95,10 @@ struct ContextOptions {
   // Blocks of each KV pool (paged); 0: the plan's budget, or fewer when less memory is left
   // (at least one sequence's context, else SY011).
   int64_t kv_blocks = 0;
+  // Drive every op one by one, even where the plan hands a run of ops to its plugin as one
+  // segment, so that the profile times each op (StepProfile::per_kind per op kind; `run
+  // --profile`). Slower by the per-call cost segments save; segment_forms() says so.
+  bool time_each_op = false;
 };
 
 class Context {

@@ -101,6 +101,7 @@ struct Context::Impl {
   const Model& model;
   const Memory& memory;
   const int64_t blocks;
+  const bool time_each_op;               // ContextOptions::time_each_op: no segment handed over
   std::map<std::string, Buffer> arenas;  // location -> the activations of every phase
   std::map<std::string, Buffer> caches;  // name@location: KV pools or contiguous caches
   std::map<std::string, Buffer> views;   // phase|name@location: activations in the arena
@@ -120,7 +121,8 @@ struct Context::Impl {
     bool logits_read = false, ids_read = false;
   } pending;
 
-  Impl(const Model& m, int64_t pool_blocks) : model(m), memory(m.memory()), blocks(pool_blocks) {}
+  Impl(const Model& m, int64_t pool_blocks, bool each_op)
+      : model(m), memory(m.memory()), blocks(pool_blocks), time_each_op(each_op) {}
 
   ~Impl() {
     synchronize_all(true);

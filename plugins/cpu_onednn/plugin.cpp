@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpu_device.hpp"
+#include "cpu_segment.hpp"
 #include "cxx_edge/plugin_edge.hpp"
 #include "kernel_table.hpp"
 #include "rowdot/weight_layout.hpp"
@@ -13,8 +14,12 @@
 struct sy_plugin {
   using Impl = sy::cpu::CpuKernel;
   using Context = sy::cpu::CpuContext;
+  using Segment = sy::cpu::CpuSegment;
   static constexpr const char* kName = "cpu_onednn";
   static const sy::cpu::Kernels& kernels() { return sy::cpu::kernels(); }
+  std::unique_ptr<Segment> make_segment(sy::edge::SegmentSpec<Impl>&& spec) {
+    return std::make_unique<Segment>(std::move(spec));
+  }
 
   const sy_device_desc* const* device_list(size_t* count, const char** no_devices_reason) const {
     *count = 1;
@@ -88,9 +93,14 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
   });
 }
 
-constexpr sy_weight_layout_extension kLayouts = sy::edge::LayoutEdge<sy_plugin>::extension();
+// The weight-layouts extension, then the segments extension (cpu_segment.hpp).
+const sy_weight_layout_extension kLayouts = [] {
+  sy_weight_layout_extension e = sy::edge::LayoutEdge<sy_plugin>::extension();
+  e.header.next = sy::edge::SegmentEdge<sy_plugin>::extension();
+  return e;
+}();
 
-constexpr sy_plugin_api make_api() {
+sy_plugin_api make_api() {
   sy_plugin_api api{};
   api.struct_size = sizeof(sy_plugin_api);
   api.abi_major = SY_ABI_VERSION_MAJOR;
@@ -103,7 +113,7 @@ constexpr sy_plugin_api make_api() {
   return api;
 }
 
-constexpr sy_plugin_api kApi = make_api();
+const sy_plugin_api kApi = make_api();
 
 }  // namespace
 

@@ -42,9 +42,19 @@ TEST_F(RunCli, GeneratesTextAndReportsSpeeds) {
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
   // Every kernel of cpu_onednn serves the paged form: one step graph runs prefill and decode.
   EXPECT_EQ(j["kv_layout"], "paged");
-  EXPECT_TRUE(j["profile"]["step"]["ops"].is_array());
+  // --profile drives each op on its own, so the profile has a row per op kind, and says so.
+  const json& ops = j["profile"]["step"]["ops"];
+  ASSERT_TRUE(ops.is_array());
+  bool matmul = false;
+  for (const json& op : ops) matmul = matmul || op["op"] == "matmul @ cpu_onednn";
+  EXPECT_TRUE(matmul) << ops;
+  ASSERT_EQ(j["profile"]["segments"].size(), 1u);
+  EXPECT_EQ(j["profile"]["segments"][0]["form"], "per_op");
+  EXPECT_THAT(j["profile"]["segments"][0]["detail"].get<std::string>(),
+              HasSubstr("each op is timed"));
   EXPECT_THAT(r.err, HasSubstr("the cat"));  // the text streams to stderr under --json
-  // Greedy decoding is deterministic.
+  // Greedy decoding is deterministic, and the step as one segment (no --profile) runs the same
+  // kernels.
   auto again = run("--prompt 'the cat' --max-tokens 8 --ignore-eos --json");
   EXPECT_EQ(json::parse(again.out)["generated_ids"], j["generated_ids"]);
 }
@@ -108,7 +118,7 @@ TEST_F(RunCli, BenchDecodeReportsEveryDepthAgainstTheCeilings) {
 
 // bench batch on the tiny model, whose vocabulary of 271 its prompts' ids must stay inside (they
 // ran to 1000 and the first row failed with SY403): a row per count, and a step takes one host
-// call per op of its one segment (op by op on cpu_onednn), with no blocking wait.
+// call for its one segment (cpu_onednn takes segments), with no blocking wait.
 TEST_F(RunCli, BenchBatchReportsARowPerSequenceCount) {
   auto r = test::run_switchyard("bench batch " + model_.string() +
                                 " --sequences 1,3 --prompt-len 20 --steps 4 --repeats 1 --json");
@@ -116,12 +126,12 @@ TEST_F(RunCli, BenchBatchReportsARowPerSequenceCount) {
   json j = json::parse(r.out);
   ASSERT_EQ(j["rows"].size(), 2u);
   ASSERT_EQ(j["segments"].size(), 1u);
-  EXPECT_EQ(j["segments"][0]["form"], "per_op");
+  EXPECT_EQ(j["segments"][0]["form"], "segment");
   for (size_t k = 0; k < 2; ++k) {
     const json& row = j["rows"][k];
     EXPECT_EQ(row["sequences"], k == 0 ? 1 : 3);
     EXPECT_GT(row["aggregate_tokens_per_s"].get<double>(), 0) << row;
-    EXPECT_EQ(row["host_calls_per_step"], j["segments"][0]["ops"].get<double>()) << row;
+    EXPECT_EQ(row["host_calls_per_step"], 1.0) << row;
     EXPECT_EQ(row["blocking_waits_per_step"].get<double>(), 0.0);
   }
   auto bad = test::run_switchyard("bench batch " + model_.string() + " --sequences 0");

@@ -138,7 +138,7 @@ TEST(Segments, AGreedyStepReadsBackItsIdsAndTheLogitsOnlyWhenAsked) {
 
 // With the attention pinned to a family only cpu_onednn has, the step is cut: runs of the
 // remote device around the CPU's attention, each its own segment (copies off the device end
-// one), the CPU's op by op. The tokens are those of the CPU alone.
+// one), and the CPU's run a segment of cpu_onednn's. The tokens are those of the CPU alone.
 TEST(Segments, ARunIsCutWhereAnotherPluginServesAnOp) {
   Registry mixed = discover({kSegmentsDir, test::kPluginDir});
   Policy policy;
@@ -149,11 +149,9 @@ TEST(Segments, ARunIsCutWhereAnotherPluginServesAnOp) {
   const PhasePlan& step = p.plan.phases.back();
   size_t remote = 0, host = 0;
   for (const auto& s : step.segments) {
-    EXPECT_EQ(s.segment, s.plugin == "remote_reference") << s.plugin << ": " << s.reason;
-    (s.segment ? remote : host) += 1;
-    if (!s.segment) {
-      EXPECT_NE(s.reason.find("does not take segments"), std::string::npos);
-    }
+    EXPECT_TRUE(s.segment) << s.plugin << ": " << s.reason;
+    (s.plugin == "remote_reference" ? remote : host) += 1;
+    if (s.plugin != "remote_reference") EXPECT_EQ(s.plugin, "cpu_onednn");
   }
   EXPECT_GE(remote, 2u);
   EXPECT_GE(host, 1u);
@@ -181,23 +179,82 @@ TEST(Segments, ARunIsCutWhereAnotherPluginServesAnOp) {
   }
 }
 
+// The reference plugin declares no segments extension.
 TEST(Segments, APluginWithoutTheExtensionRunsOpByOpAndThePlanSaysWhy) {
-  Registry cpu = discover({test::kPluginDir});
-  ASSERT_TRUE(cpu.find("cpu_onednn"));
-  EXPECT_FALSE(cpu.find("cpu_onednn")->takes_segments());
+  Registry ref = discover({SY_TEST_REFERENCE_DIR});
+  ASSERT_TRUE(ref.find("reference"));
+  EXPECT_FALSE(ref.find("reference")->takes_segments());
   Policy policy;
   policy.prefer = {kDLCPU};
-  Planned p = plan_tiny(cpu, policy);
-  ASSERT_TRUE(p.plan.ok());
+  Planned p = plan_tiny(ref, policy);
+  ASSERT_TRUE(p.plan.ok()) << p.plan.error->message;
   for (const auto& s : p.plan.phases.back().segments) {
     EXPECT_FALSE(s.segment);
-    EXPECT_NE(s.reason.find("cpu_onednn does not take segments"), std::string::npos) << s.reason;
+    EXPECT_NE(s.reason.find("reference does not take segments"), std::string::npos) << s.reason;
   }
-  test::SequenceRunner run(p.graph, p.plan, cpu, p.inventory, load);
+  test::SequenceRunner run(p.graph, p.plan, ref, p.inventory, load);
   run.prefill({1, 2, 3});
   const StepProfile& prof = run.context().profile("step");
   EXPECT_EQ(prof.kernel_calls, prof.steps * int64_t(p.plan.phases.back().ops.size()));
   EXPECT_EQ(prof.launches, 0);  // only segments report launches
+}
+
+// cpu_onednn takes the whole step as one segment (cpu_segment.hpp): one host call a step, its
+// logits near the double reference and equal bit for bit to the same kernels driven op by op
+// (ContextOptions::time_each_op, what `run --profile` asks for), which time each op kind and
+// say why they are not a segment.
+TEST(Segments, CpuOnednnTakesTheStepAsOneSegmentAndOpByOpWhenEachOpIsTimed) {
+  Registry cpu = discover({test::kPluginDir});
+  ASSERT_TRUE(cpu.find("cpu_onednn"));
+  EXPECT_TRUE(cpu.find("cpu_onednn")->takes_segments());
+  Policy policy;
+  policy.prefer = {kDLCPU};
+  Planned p = plan_tiny(cpu, policy);
+  ASSERT_TRUE(p.plan.ok()) << p.plan.error->message;
+  const PhasePlan& step = p.plan.phases.back();
+  ASSERT_EQ(step.segments.size(), 1u);
+  EXPECT_TRUE(step.segments[0].segment);
+  EXPECT_EQ(step.segments[0].count, step.ops.size());
+
+  ContextOptions each_op;
+  each_op.time_each_op = true;
+  test::SequenceRunner one(p.graph, p.plan, cpu, p.inventory, load);
+  test::SequenceRunner timed(p.graph, p.plan, cpu, p.inventory, load, each_op);
+  const std::vector<SegmentForm> f1 = one.context().segment_forms(),
+                                 f2 = timed.context().segment_forms();
+  ASSERT_EQ(f1.size(), 1u);
+  ASSERT_EQ(f2.size(), 1u);
+  EXPECT_TRUE(f1[0].segment);
+  EXPECT_NE(f1[0].form.find("cpu_onednn runs its"), std::string::npos) << f1[0].form;
+  EXPECT_FALSE(f2[0].segment);
+  EXPECT_NE(f2[0].form.find("each op is timed"), std::string::npos) << f2[0].form;
+
+  test::LlamaReference ref;
+  const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
+  std::vector<double> want;
+  for (int64_t t : prompt) want = ref.step(t);
+  auto expect_same = [&](const std::vector<float>& a, const std::vector<float>& b,
+                         const std::string& what) {
+    ASSERT_EQ(a, b) << what;  // the same kernels in the same order
+    ASSERT_EQ(a.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i)  // f32 kernels against double
+      ASSERT_NEAR(a[i], want[i], 2e-4 * std::max(1.0, std::abs(want[i]))) << what << " " << i;
+  };
+  expect_same(one.prefill(prompt), timed.prefill(prompt), "prefill");
+  for (int64_t t : {7, 88, 1, 120}) {
+    want = ref.step(t);
+    const std::vector<float>& a = one.decode(t);
+    expect_same(a, timed.decode(t), "decode " + std::to_string(t));
+    // The step's last entry, op argmax, ran too: the greedy id is the logits' first maximum.
+    EXPECT_EQ(one.context().greedy_token(0), std::max_element(a.begin(), a.end()) - a.begin());
+  }
+  const StepProfile &p1 = one.context().profile("step"), &p2 = timed.context().profile("step");
+  EXPECT_EQ(p1.kernel_calls, p1.steps);
+  ASSERT_EQ(p1.per_kind.size(), 1u);
+  EXPECT_EQ(p1.per_kind[0].key, "segment @ cpu_onednn");
+  EXPECT_EQ(p2.kernel_calls, p2.steps * int64_t(step.ops.size()));
+  EXPECT_GT(p2.per_kind.size(), 5u);  // matmul, attention, rms_norm, rope, ... each its own
+  EXPECT_EQ(p1.launches + p1.blocking_waits + p2.launches, 0);  // nothing is enqueued
 }
 
 }  // namespace
