@@ -22,9 +22,9 @@ void Context::Impl::prepare_phase(const Phase& phase, const PhasePlan& pp, Phase
                         "the plan has no segments: op by op"});
   for (const PlannedSegment& sg : segments) {
     SegmentForm form{phase.name, sg.plugin, sg.device, sg.count, false, sg.reason};
-    if (sg.segment && time_each_op)
+    if (sg.segment && time_each_op) {
       form.form = sg.plugin + " takes segments, but each op is timed (--profile): op by op";
-    if (sg.segment && !time_each_op) {
+    } else if (sg.segment) {
       std::string refused;
       if (auto run_one = prepare_segment_run(phase, pp, sg, calls, refused)) {
         form.segment = true;

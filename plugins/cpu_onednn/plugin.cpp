@@ -6,19 +6,28 @@
 #include <string>
 
 #include "cpu_device.hpp"
-#include "cpu_segment.hpp"
 #include "cxx_edge/plugin_edge.hpp"
+#include "cxx_edge/segment_edge.hpp"
 #include "kernel_table.hpp"
 #include "rowdot/weight_layout.hpp"
 
 struct sy_plugin {
   using Impl = sy::cpu::CpuKernel;
   using Context = sy::cpu::CpuContext;
-  using Segment = sy::cpu::CpuSegment;
   static constexpr const char* kName = "cpu_onednn";
   static const sy::cpu::Kernels& kernels() { return sy::cpu::kernels(); }
+  // The step as one call (the segments extension): the kit runs the prepared kernels in order,
+  // without execute's per-call checks. Op by op, each of a step's calls (515 for SmolLM2)
+  // crosses the ABI and is checked on both sides: 7 % of a one-sequence SmolLM2 Q4_K_M decode
+  // step on a two-core Zen 3 (docs/cpu-tiers.md, "The step as one segment"). The kernels, their
+  // order and their OpenMP regions are op by op's, so the results are too, bit for bit.
+  using Segment = sy::edge::InOrderSegment<Impl>;
   std::unique_ptr<Segment> make_segment(sy::edge::SegmentSpec<Impl>&& spec) {
-    return std::make_unique<Segment>(std::move(spec));
+    size_t kernels = 0;
+    for (const auto& e : spec.entries) kernels += e.kind == SY_SEGMENT_ENTRY_KERNEL;
+    const std::string form = "cpu_onednn runs its " + std::to_string(kernels) +
+                             " kernels in order, one call of the host a step";
+    return std::make_unique<Segment>(std::move(spec), form, false);
   }
 
   const sy_device_desc* const* device_list(size_t* count, const char** no_devices_reason) const {
@@ -93,7 +102,7 @@ sy_status plugin_init(sy_init_args* args, sy_error_buffer* err) {
   });
 }
 
-// The weight-layouts extension, then the segments extension (cpu_segment.hpp).
+// The weight-layouts extension, then the segments extension (make_segment).
 const sy_weight_layout_extension kLayouts = [] {
   sy_weight_layout_extension e = sy::edge::LayoutEdge<sy_plugin>::extension();
   e.header.next = sy::edge::SegmentEdge<sy_plugin>::extension();

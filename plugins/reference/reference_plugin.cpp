@@ -123,44 +123,6 @@ const sy::edge::KernelRow<Kernel, Context> kRows[] = {
 };
 constexpr size_t kCount = sizeof kRows / sizeof kRows[0];
 
-#ifdef SY_REFERENCE_REMOTE
-// A segment on the simulated device: its entries in order, an upload a memcpy (the memory is the
-// host's underneath); nothing waits.
-class Segment {
- public:
-  explicit Segment(sy::edge::SegmentSpec<Kernel>&& spec) : spec_(std::move(spec)) {
-    form_ = "in order: " + std::to_string(spec_.entries.size()) + " entries, one call each";
-  }
-  void run(const DLTensor* const* tensors, size_t n, const sy_step_info&,
-           sy::edge::SegmentCounters& counters) {
-    if (n != spec_.tensors.size())
-      throw sy::edge::StatusError(
-          SY_STATUS_INVALID_ARGUMENT,
-          std::to_string(n) + " tensors for a segment of " + std::to_string(spec_.tensors.size()));
-    std::vector<const DLTensor*> in, out;
-    for (const auto& e : spec_.entries) {
-      ++counters.launches;
-      if (e.kind == SY_SEGMENT_ENTRY_UPLOAD) {
-        const DLTensor *from = tensors[e.inputs[0]], *to = tensors[e.outputs[0]];
-        std::memcpy(to->data, from->data,
-                    sy_tensor_bytes(spec_.tensors[e.inputs[0]].dtype, from->ndim, from->shape));
-        continue;
-      }
-      in.clear();
-      out.clear();
-      for (uint32_t i : e.inputs) in.push_back(tensors[i]);
-      for (uint32_t i : e.outputs) out.push_back(tensors[i]);
-      e.impl->run(in.data(), out.data());
-    }
-  }
-  const std::string& form() const { return form_; }
-
- private:
-  sy::edge::SegmentSpec<Kernel> spec_;
-  std::string form_;
-};
-#endif
-
 }  // namespace
 
 struct sy_plugin {
@@ -168,9 +130,12 @@ struct sy_plugin {
   using Context = ::Context;
   static constexpr const char* kName = SY_REFERENCE_NAME;
 #ifdef SY_REFERENCE_REMOTE
-  using Segment = ::Segment;
+  // The simulated device's memory is the host's underneath: entries in order, each a launch.
+  using Segment = sy::edge::InOrderSegment<Kernel>;
   std::unique_ptr<Segment> make_segment(sy::edge::SegmentSpec<Kernel>&& spec) {
-    return std::make_unique<Segment>(std::move(spec));
+    const std::string form =
+        "in order: " + std::to_string(spec.entries.size()) + " entries, one call each";
+    return std::make_unique<Segment>(std::move(spec), form, true);
   }
 #endif
   static const sy::edge::KernelList<Impl, Context>& kernels() {

@@ -199,8 +199,8 @@ TEST(Segments, APluginWithoutTheExtensionRunsOpByOpAndThePlanSaysWhy) {
   EXPECT_EQ(prof.launches, 0);  // only segments report launches
 }
 
-// cpu_onednn takes the whole step as one segment (cpu_segment.hpp): one host call a step, its
-// logits near the double reference and equal bit for bit to the same kernels driven op by op
+// cpu_onednn takes the whole step as one segment (the kit's InOrderSegment): one host call a step,
+// its logits near the double reference and equal bit for bit to the same kernels driven op by op
 // (ContextOptions::time_each_op, what `run --profile` asks for), which time each op kind and
 // say why they are not a segment.
 TEST(Segments, CpuOnednnTakesTheStepAsOneSegmentAndOpByOpWhenEachOpIsTimed) {

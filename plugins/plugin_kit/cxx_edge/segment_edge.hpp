@@ -13,11 +13,15 @@
 //   // will not take this one (the host then drives its ops one by one).
 //   std::unique_ptr<Segment> make_segment(SegmentSpec<Impl>&& spec);
 //
+// (InOrderSegment below is such a class for a plugin that runs the entries as they come.)
+//
 // and its table chains SegmentEdge<sy_plugin>::extension() from `extensions`.
 //
 // Part of the plugin kit (Switchyard::plugin_kit).
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +57,62 @@ struct SegmentSpec {
   std::vector<TensorCopy> tensors;  // the table's descriptions (bounds, dtype, memory)
   std::vector<uint32_t> flags;      // SY_SEGMENT_TENSOR_*, index-aligned with tensors
   std::vector<SegmentEntry<Impl>> entries;
+};
+
+// A segment run as the host would run its ops one by one, for a plugin whose device memory its
+// own process addresses (a CPU; a simulated device): the entries in order, each kernel's
+// `Impl::run(inputs, outputs)` on its operands from the step's table, an upload a copy of its
+// bytes. Nothing of execute's per-call checks: each kernel was prepared through check's own
+// test, and the host checked the step's metadata. The operand arrays are sized here, so a step
+// allocates nothing; like its context, a segment runs one step at a time. `count_launches`:
+// report each entry as a launch (a simulated device's), or none (work that has run when
+// `run` returns). A failing kernel's error names its entry; the entries before it have run.
+template <class Impl>
+class InOrderSegment {
+ public:
+  InOrderSegment(SegmentSpec<Impl>&& spec, std::string form, bool count_launches)
+      : spec_(std::move(spec)), form_(std::move(form)), count_launches_(count_launches) {
+    size_t inputs = 0, outputs = 0;
+    for (const auto& e : spec_.entries) {
+      inputs = std::max(inputs, e.inputs.size());
+      outputs = std::max(outputs, e.outputs.size());
+    }
+    in_.resize(inputs);
+    out_.resize(outputs);
+  }
+
+  void run(const DLTensor* const* tensors, size_t count, const sy_step_info&,
+           SegmentCounters& counters) {
+    if (count != spec_.tensors.size())
+      throw StatusError(SY_STATUS_INVALID_ARGUMENT, std::to_string(count) +
+                                                        " tensors for a segment of " +
+                                                        std::to_string(spec_.tensors.size()));
+    for (size_t i = 0; i < spec_.entries.size(); ++i) {
+      const SegmentEntry<Impl>& e = spec_.entries[i];
+      if (count_launches_) ++counters.launches;
+      if (e.kind == SY_SEGMENT_ENTRY_UPLOAD) {
+        const DLTensor *from = tensors[e.inputs[0]], *to = tensors[e.outputs[0]];
+        std::memcpy(to->data, from->data,
+                    sy_tensor_bytes(spec_.tensors[e.inputs[0]].dtype, from->ndim, from->shape));
+        continue;
+      }
+      for (size_t k = 0; k < e.inputs.size(); ++k) in_[k] = tensors[e.inputs[k]];
+      for (size_t k = 0; k < e.outputs.size(); ++k) out_[k] = tensors[e.outputs[k]];
+      try {
+        e.impl->run(in_.data(), out_.data());
+      } catch (const StatusError& x) {
+        throw StatusError(x.status, "entry " + std::to_string(i) + " (" +
+                                        sy_op_kind_name(e.op->op) + "): " + x.what());
+      }
+    }
+  }
+  const std::string& form() const { return form_; }
+
+ private:
+  SegmentSpec<Impl> spec_;
+  std::string form_;
+  bool count_launches_;
+  std::vector<const DLTensor*> in_, out_;
 };
 
 template <class P>
