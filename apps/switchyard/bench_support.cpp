@@ -30,10 +30,6 @@ void* aligned_zeroed(size_t bytes) {
   return p;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 // Arrays far larger than the last-level cache, split evenly across `threads`; bytes counted as
@@ -179,13 +175,22 @@ BenchTensor::~BenchTensor() {
     std::free(data_);
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
 Timing time_median(const std::function<void()>& fn, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     fn();
-    ms.push_back(seconds_since(t0) * 1e3);
+    ms.push_back(ms_since(t0));
   }
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front(), repeats};

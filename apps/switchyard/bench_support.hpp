@@ -6,6 +6,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,6 +44,11 @@ struct Timing {
 };
 // Runs `fn` `warmup` times, then `repeats` times, timing each; returns the median.
 Timing time_median(const std::function<void()>& fn, int warmup, int repeats);
+
+// Milliseconds from `t0` to now on the steady clock.
+double ms_since(std::chrono::steady_clock::time_point t0);
+// The median of `v` (of an even count, the upper middle one); 0 when it is empty.
+double median(std::vector<double> v);
 
 struct Choice {
   const Plugin* plugin = nullptr;

@@ -52,15 +52,6 @@ Counters counters(const Context& c) {
   return {p.kernel_calls, p.launches, p.graph_launches, p.blocking_waits, p.readback_bytes};
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 std::vector<int64_t> parse_counts(const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream ss(text);

@@ -41,15 +41,6 @@ struct DepthFigures {
   StepBytes bytes;
 };
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 // Runs `tokens` after sequence `seq`'s cache (chunks of the plan's step), and returns the argmax
 // of the last token's logits.
 int64_t feed(Context& c, SeqId seq, std::span<const int64_t> tokens) {

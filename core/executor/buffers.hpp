@@ -7,11 +7,10 @@
 #include <string>
 
 #include "core/planner/inventory.hpp"
+#include "core/planner/memory.hpp"
 #include "core/registry/registry.hpp"
 
 namespace sy {
-
-inline constexpr const char* kHostLocation = "host";
 
 struct Buffer {
   void* data = nullptr;

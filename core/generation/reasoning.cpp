@@ -5,7 +5,7 @@
 namespace sy {
 namespace {
 
-constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -33,22 +33,22 @@ class ThinkSplit final : public ReasoningSplit {
           size_t at = 0;
           while (at < pending_.size() && is_space(pending_[at])) ++at;
           const std::string_view rest = std::string_view(pending_).substr(at);
-          if (rest.substr(0, kOpen.size()) == kOpen) {
-            pending_.erase(0, at + kOpen.size());
+          if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
+            pending_.erase(0, at + kThinkOpen.size());
             state_ = State::inside, again = true;
-          } else if (end || (!rest.empty() && kOpen.substr(0, rest.size()) != rest)) {
+          } else if (end || (!rest.empty() && kThinkOpen.substr(0, rest.size()) != rest)) {
             state_ = State::content, again = true;
           }
           break;
         }
         case State::inside: {
-          const size_t close = pending_.find(kClose);
+          const size_t close = pending_.find(kThinkClose);
           if (close != std::string::npos) {
             out.reasoning += pending_.substr(0, close);
-            pending_.erase(0, close + kClose.size());
+            pending_.erase(0, close + kThinkClose.size());
             state_ = State::closed, again = true;
           } else {
-            const size_t keep = end ? 0 : tag_prefix_tail(pending_, kClose);
+            const size_t keep = end ? 0 : tag_prefix_tail(pending_, kThinkClose);
             out.reasoning += pending_.substr(0, pending_.size() - keep);
             pending_.erase(0, pending_.size() - keep);
           }
@@ -119,15 +119,15 @@ std::unique_ptr<ReasoningSplit> think_split(bool inside) {
 }
 
 ThinkLead think_lead_for(const GenerationSettings& g, const std::string& rendered_prompt) {
-  if (!g.chat_template || g.chat_template->find(kClose) == std::string::npos)
+  if (!g.chat_template || g.chat_template->find(kThinkClose) == std::string::npos)
     return ThinkLead::none;
   if (g.chat_template->find("<|channel|>") != std::string::npos) return ThinkLead::none;
-  const size_t open = rendered_prompt.rfind(kOpen), close = rendered_prompt.rfind(kClose);
+  const size_t open = rendered_prompt.rfind(kThinkOpen), close = rendered_prompt.rfind(kThinkClose);
   if (open != std::string::npos && (close == std::string::npos || close < open))
     return ThinkLead::inside;
   // A block closed at the very end of the prompt (Qwen3's enable_thinking false): no thought.
   if (close != std::string::npos &&
-      rendered_prompt.find_first_not_of(" \t\r\n", close + kClose.size()) == std::string::npos)
+      rendered_prompt.find_first_not_of(" \t\r\n", close + kThinkClose.size()) == std::string::npos)
     return ThinkLead::none;
   return ThinkLead::optional;
 }
@@ -136,9 +136,9 @@ std::unique_ptr<ReasoningSplit> reasoning_split_for(const Tokenizer& tok,
                                                     const GenerationSettings& g,
                                                     const std::string& rendered_prompt) {
   if (auto markers = harmony_markers(tok, g)) return std::make_unique<HarmonySplit>(*markers);
-  if (!g.chat_template || g.chat_template->find(kClose) == std::string::npos) return nullptr;
+  if (!g.chat_template || g.chat_template->find(kThinkClose) == std::string::npos) return nullptr;
   // Inside when the last tag of the prompt is an opening one.
-  const size_t open = rendered_prompt.rfind(kOpen), close = rendered_prompt.rfind(kClose);
+  const size_t open = rendered_prompt.rfind(kThinkOpen), close = rendered_prompt.rfind(kThinkClose);
   const bool inside = open != std::string::npos && (close == std::string::npos || close < open);
   return think_split(inside);
 }

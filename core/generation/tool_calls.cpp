@@ -9,7 +9,7 @@
 namespace sy {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kToolCallOpen = "<tool_call>", kToolCallClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kToolCalls = "[TOOL_CALLS]", kArgs = "[ARGS]", kCallId = "[CALL_ID]";
 
@@ -52,7 +52,7 @@ ToolFormat tool_format(const GenerationSettings& g) {
   if (t.find(kToolCalls) != std::string::npos && t.find(kArgs) != std::string::npos)
     return ToolFormat::mistral_args;
   if (t.find(std::string(kToolCalls) + "[") != std::string::npos) return ToolFormat::mistral_json;
-  if (t.find(kOpen) != std::string::npos) return ToolFormat::hermes;
+  if (t.find(kToolCallOpen) != std::string::npos) return ToolFormat::hermes;
   if (t.find("\"parameters\": ") != std::string::npos &&
       t.find("tool_call.name") != std::string::npos)
     return ToolFormat::llama3_json;
@@ -79,7 +79,7 @@ bool template_renders_tools(const GenerationSettings& g) {
 
 std::vector<int64_t> tool_call_markers(ToolFormat format, const Tokenizer& tokenizer) {
   std::vector<std::string_view> markers;
-  if (format == ToolFormat::hermes) markers = {kOpen, kClose};
+  if (format == ToolFormat::hermes) markers = {kToolCallOpen, kToolCallClose};
   if (format == ToolFormat::harmony)
     markers = {"<|start|>", "<|end|>", "<|channel|>", "<|message|>", "<|constrain|>"};
   if (format == ToolFormat::llama3_json) markers = {kPythonTag};
@@ -149,8 +149,9 @@ std::shared_ptr<const Grammar> tool_call_grammar(ToolFormat format,
     b.rule("calls", JsonGrammarBuilder::literal(std::string(kToolCalls) + "[") +
                         (many ? " call ( \", \" call )* " : " call ") + "\"]\"");
   } else {
-    b.rule("call", JsonGrammarBuilder::literal(std::string(kOpen) + "\n{") + " ( " + functions +
-                       " ) " + JsonGrammarBuilder::literal("}\n" + std::string(kClose)));
+    b.rule("call", JsonGrammarBuilder::literal(std::string(kToolCallOpen) + "\n{") + " ( " +
+                       functions + " ) " +
+                       JsonGrammarBuilder::literal("}\n" + std::string(kToolCallClose)));
     b.rule("calls", many ? "call ( \"\\n\" call )*" : "call");
   }
   // The thought is any text; the grammar's state is a set of stacks, so "</think>" both ends it
@@ -262,18 +263,18 @@ void ToolCallReader::feed_llama3(std::string& content) {
 void ToolCallReader::feed_hermes(std::string& content, std::vector<ToolCall>& calls) {
   for (;;) {
     if (!inside_) {
-      if (!text_until(kOpen, content)) return;
-      pending_.erase(0, kOpen.size());
+      if (!text_until(kToolCallOpen, content)) return;
+      pending_.erase(0, kToolCallOpen.size());
       inside_ = true;
     }
-    const size_t close = pending_.find(kClose);
+    const size_t close = pending_.find(kToolCallClose);
     if (close == std::string::npos) return;  // the block is still being written
     const std::string body = pending_.substr(0, close);
-    pending_.erase(0, close + kClose.size());
+    pending_.erase(0, close + kToolCallClose.size());
     inside_ = false;
     const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
     if (!is_call(j, "arguments")) {  // not a call after all: the text stays as the model wrote it
-      content += std::string(kOpen) + body + std::string(kClose);
+      content += std::string(kToolCallOpen) + body + std::string(kToolCallClose);
       continue;
     }
     calls.push_back(make_call(j, "arguments"));
@@ -297,7 +298,7 @@ void ToolCallReader::finish(std::string& content, std::vector<ToolCall>& calls) 
     }
   }
   if (mistral(format_) && inside_) pending_.erase(0, read_mistral(pending_, calls));
-  if (inside_ && format_ == ToolFormat::hermes) content += std::string(kOpen);
+  if (inside_ && format_ == ToolFormat::hermes) content += std::string(kToolCallOpen);
   content += pending_;
   pending_.clear();
   inside_ = false;

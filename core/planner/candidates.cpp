@@ -5,12 +5,12 @@
 #include <cstdio>
 
 #include "core/capability/vocabulary.hpp"
+#include "core/planner/memory.hpp"
 #include "switchyard/envelope_check.h"
 
 namespace sy {
 namespace {
 
-constexpr const char* kHost = "host";
 constexpr double kCostPerByte = 4.0;  // a copied byte weighs like a few flops of work
 
 double elements(const std::vector<int64_t>& s) {
@@ -51,8 +51,8 @@ std::string operand_location(const Value& v, sy_residency r, const InventoryDevi
   bool placed = home != where.home.end();
   bool movable = v.kind == ValueKind::activation || v.kind == ValueKind::input;
   if (placed && movable && !where.transfers) return home->second;
-  std::string natural = dev.info.memory_is_host ? kHost : dev.id;
-  if (r == SY_RESIDENCY_HOST) return kHost;
+  std::string natural = dev.info.memory_is_host ? kHostLocation : dev.id;
+  if (r == SY_RESIDENCY_HOST) return kHostLocation;
   if (r == SY_RESIDENCY_ANY && placed) return home->second;
   return natural;
 }
@@ -65,7 +65,7 @@ bool only_sinks_refused(const CheckResult& r) {
 }
 
 sy_memory_kind memory_of(const std::string& location) {
-  return location == kHost ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
+  return location == kHostLocation ? SY_MEMORY_HOST : SY_MEMORY_DEVICE;
 }
 
 std::string joined_texts(const std::vector<Refusal>& rs) {

@@ -10,8 +10,6 @@
 namespace sy {
 namespace {
 
-constexpr const char* kHost = "host";
-
 // One buffer of one phase (or of the session: weights, caches), and the kernel calls that
 // touch it: [first, last] in the phase's op order.
 struct Use {
@@ -109,13 +107,13 @@ int64_t pack(std::vector<std::pair<std::string, Use*>>& items,
 // Where a device's memory is: the host for a CPU, else its own id.
 std::string location_of(const Inventory& inv, const std::string& device) {
   const InventoryDevice* d = inv.find(device);
-  return !d || d->info.memory_is_host ? kHost : device;
+  return !d || d->info.memory_is_host ? kHostLocation : device;
 }
 
 void set_capacity(LocationMemory& m, const Inventory& inv, const Policy& pol) {
   const InventoryDevice* dev = nullptr;
   for (const auto& d : inv.devices)
-    if (m.location == kHost ? d.info.memory_is_host : d.id == m.location) {
+    if (m.location == kHostLocation ? d.info.memory_is_host : d.id == m.location) {
       dev = &d;
       break;
     }
@@ -138,7 +136,8 @@ void set_capacity(LocationMemory& m, const Inventory& inv, const Policy& pol) {
 std::map<std::string, int64_t> pool_bytes(
     const std::vector<std::pair<const Value*, std::string>>& pools, int64_t blocks) {
   std::map<std::string, int64_t> out;
-  for (const auto& [v, loc] : pools) out[loc] += pool_allocation_bytes(*v, blocks, loc == kHost);
+  for (const auto& [v, loc] : pools)
+    out[loc] += pool_allocation_bytes(*v, blocks, loc == kHostLocation);
   return out;
 }
 
@@ -250,7 +249,7 @@ std::set<std::string> parameters_at(const Graph& graph, const Plan& plan,
 }
 
 std::string memory_location(const std::string& name) {
-  return name == "cpu" || name.rfind("cpu:", 0) == 0 ? kHost : name;
+  return name == "cpu" || name.rfind("cpu:", 0) == 0 ? kHostLocation : name;
 }
 
 std::string memory_unit(const Phase& phase, const Node& node) {
@@ -289,7 +288,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
                        const Policy& policy) {
   MemoryPlan out;
   std::map<std::string, LocationMemory> per;
-  per[kHost].location = kHost;
+  per[kHostLocation].location = kHostLocation;
   for (const auto& d : inventory.devices)
     if (!d.info.memory_is_host) per[d.id].location = d.id;
   std::map<std::string, std::string> home;  // weight or cache -> where it was first put
@@ -329,7 +328,7 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
                       : v.kind == ValueKind::kv_cache         ? m.kv_cache
                                                               : m.weights;
       const int64_t b = buffer_bytes(bytes),
-                    taken = u.location == kHost ? host_allocation_bytes(b) : b;
+                    taken = u.location == kHostLocation ? host_allocation_bytes(b) : b;
       slot += taken;
       if (u.packed_bytes >= 0 && &slot == &m.weights) m.weights_packed += taken;
     }
@@ -350,14 +349,14 @@ MemoryPlan plan_memory(const Graph& graph, const Plan& plan, const Inventory& in
   }
   for (auto& [loc, m] : per) {
     m.location = loc;
-    m.activations = loc == kHost ? host_allocation_bytes(arena[loc]) : arena[loc];
+    m.activations = loc == kHostLocation ? host_allocation_bytes(arena[loc]) : arena[loc];
     if (context > 0) m.kv_bytes_per_position = m.kv_cache / context;
     set_capacity(m, inventory, policy);
     out.locations.push_back(m);
   }
   if (!pools.empty()) budget_kv_blocks(out, graph, pools, policy);
   std::stable_partition(out.locations.begin(), out.locations.end(),
-                        [](const LocationMemory& m) { return m.location == kHost; });
+                        [](const LocationMemory& m) { return m.location == kHostLocation; });
   return out;
 }
 

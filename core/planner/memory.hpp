@@ -29,6 +29,9 @@ struct Policy;
 
 inline constexpr int64_t kGiB = int64_t(1) << 30;
 
+// The location plans give host memory, whichever CPU device holds it.
+inline constexpr const char* kHostLocation = "host";
+
 // --memory-reserve's default for a device with `free` bytes: 1 GiB (llama.cpp's --fit margin),
 // or an eighth of it on a smaller device. Left for what no plan counts: a CUDA context, the
 // allocator's fragmentation, the rest of the process on the host.

@@ -4,11 +4,10 @@
 #include <set>
 
 #include "core/planner/candidates.hpp"
+#include "core/planner/memory.hpp"
 
 namespace sy {
 namespace {
-
-constexpr const char* kHost = "host";
 
 // The units of the model in the order they run: the input ops, the layers, the output ops.
 std::vector<std::string> units_of(const Graph& graph) {
@@ -60,7 +59,7 @@ std::string describe(const std::vector<std::string>& units, size_t from, size_t 
 
 const LocationMemory* overfull_device(const MemoryPlan& m) {
   for (const auto& l : m.locations)
-    if (l.location != kHost && !l.fits()) return &l;
+    if (l.location != kHostLocation && !l.fits()) return &l;
   return nullptr;
 }
 

@@ -13,13 +13,12 @@
 
 #include "core/capability/vocabulary.hpp"
 #include "core/planner/candidates.hpp"
+#include "core/planner/memory.hpp"
 #include "core/planner/memory_fit.hpp"
 #include "core/planner/plan_error.hpp"
 
 namespace sy {
 namespace {
-
-constexpr const char* kHost = "host";
 
 struct PhaseState {
   std::map<std::string, std::set<std::string>> available;  // value -> memory locations
@@ -102,7 +101,8 @@ class PhasePlanner {
   PhaseState initial_state() const {
     PhaseState s;
     for (const auto& v : phase_.values)
-      if (v.kind == ValueKind::input) s.available[v.name].insert(kHost), s.home[v.name] = kHost;
+      if (v.kind == ValueKind::input)
+        s.available[v.name].insert(kHostLocation), s.home[v.name] = kHostLocation;
     return s;
   }
 
@@ -287,7 +287,7 @@ class PhasePlanner {
           }
         from_attention[v.name] =
             !dev ? std::string("missing:") + device_type_name(*pol_.kv_cache_device)
-            : dev->info.memory_is_host ? kHost
+            : dev->info.memory_is_host ? kHostLocation
                                        : dev->id;
         continue;
       }

@@ -4,12 +4,11 @@
 // ops — a copy off the device, a call of another plugin — ends the run.
 #include <map>
 
+#include "core/planner/memory.hpp"
 #include "core/planner/planner.hpp"
 
 namespace sy {
 namespace {
-
-constexpr const char* kHost = "host";
 
 // The one (plugin, device) every call of `op` uses, or false when its adaptations use others.
 bool single_target(const PlannedOp& op) {
@@ -23,7 +22,7 @@ bool only_uploads(const std::multimap<std::string, const Copy*>& before, const s
                   const std::string& device) {
   auto [lo, hi] = before.equal_range(op);
   for (auto it = lo; it != hi; ++it)
-    if (it->second->from != kHost || it->second->to != device) return false;
+    if (it->second->from != kHostLocation || it->second->to != device) return false;
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/errors/error.hpp"
+#include "core/weights/quoted_name.hpp"
 
 namespace sy {
 namespace {
@@ -27,10 +28,6 @@ constexpr GgmlType kGgmlTypes[] = {
     {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},    {40, "NVFP4", 64, 36},
     {41, "Q1_0", 128, 18},
 };
-
-std::string quoted(const std::string& s) {
-  return "'" + s + "'";
-}
 
 // A cursor over the file image; every read checks that its bytes are there.
 class Reader {
@@ -140,7 +137,7 @@ void read_array(Reader& r, GgufValue& v, const std::string& what) {
 }
 
 GgufValue read_value(Reader& r, const std::string& key) {
-  const std::string what = "metadata " + quoted(key);
+  const std::string what = "metadata " + quoted_name(key);
   uint32_t t = r.scalar<uint32_t>(what + " (its value type)");
   if (!known(t)) r.fail(what + ": unknown value type " + std::to_string(t));
   GgufValue v;
@@ -168,7 +165,7 @@ uint64_t alignment_of(const Reader& r, const std::map<std::string, GgufValue>& m
 GgufTensor read_tensor_info(Reader& r, uint64_t index) {
   GgufTensor t;
   t.name = r.string("tensor info " + std::to_string(index) + " (its name)");
-  const std::string what = "tensor " + quoted(t.name);
+  const std::string what = "tensor " + quoted_name(t.name);
   uint32_t n_dims = r.scalar<uint32_t>(what + " (its number of dimensions)");
   if (n_dims == 0 || n_dims > kMaxDims)
     r.fail(what + " has " + std::to_string(n_dims) + " dimensions (1 to 4 are allowed)");
@@ -200,7 +197,7 @@ void place_tensors(const Reader& r, std::vector<GgufTensor>& tensors, uint64_t d
                    uint64_t size, uint64_t alignment) {
   std::vector<ByteRange> ranges;
   for (GgufTensor& t : tensors) {
-    const std::string what = "tensor " + quoted(t.name);
+    const std::string what = "tensor " + quoted_name(t.name);
     if (t.offset % alignment != 0)
       r.fail(what + ": offset " + std::to_string(t.offset) + " is not a multiple of the " +
              std::to_string(alignment) + "-byte alignment");
@@ -212,7 +209,7 @@ void place_tensors(const Reader& r, std::vector<GgufTensor>& tensors, uint64_t d
     ranges.push_back({&t.name, t.offset, t.bytes});
   }
   if (auto o = first_overlap(std::move(ranges)))
-    r.fail("tensors " + quoted(*o->first.name) + " and " + quoted(*o->second.name) +
+    r.fail("tensors " + quoted_name(*o->first.name) + " and " + quoted_name(*o->second.name) +
            " share bytes (offsets " + std::to_string(o->first.offset - data_start) + " and " +
            std::to_string(o->second.offset - data_start) + ")");
 }
@@ -315,7 +312,7 @@ GgufFile GgufFile::parse(const unsigned char* data, uint64_t size, const std::st
     std::string key = r.string("metadata key " + std::to_string(k));
     GgufValue v = read_value(r, key);
     if (!f.metadata_.emplace(key, std::move(v)).second)
-      r.fail("metadata " + quoted(key) + " appears twice");
+      r.fail("metadata " + quoted_name(key) + " appears twice");
   }
   f.alignment_ = alignment_of(r, f.metadata_);
   if (n_tensors > r.left() / 32)  // name length, one dimension, type, offset at the least
@@ -323,7 +320,7 @@ GgufFile GgufFile::parse(const unsigned char* data, uint64_t size, const std::st
   for (uint64_t t = 0; t < n_tensors; ++t) {
     f.tensors_.push_back(read_tensor_info(r, t));
     if (!f.index_.emplace(f.tensors_.back().name, t).second)
-      r.fail("tensor " + quoted(f.tensors_.back().name) + " appears twice");
+      r.fail("tensor " + quoted_name(f.tensors_.back().name) + " appears twice");
   }
   const uint64_t data_start = (r.pos() + f.alignment_ - 1) / f.alignment_ * f.alignment_;
   place_tensors(r, f.tensors_, data_start, size, f.alignment_);

@@ -8,6 +8,7 @@
 
 #include "core/weights/atomic_file.hpp"
 #include "core/weights/mapped_file.hpp"
+#include "core/weights/quoted_name.hpp"
 #include "core/weights/weights.hpp"
 
 namespace sy {
@@ -19,10 +20,6 @@ constexpr const char* kSupportedDtypes = "F32, BF16, F16, I64, I32, U8";
 
 [[noreturn]] void bad(const std::string& path, const std::string& reason) {
   throw Error(Errc::bad_weights, "weights file is invalid: " + reason, path);
-}
-
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
 }
 
 // nlohmann's messages start with "[json.exception.parse_error.101] "; the rest is the useful part.
@@ -58,7 +55,7 @@ std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, sy_dtype d
 // `data_start` its offset in the file.
 TensorInfo read_entry(const std::string& path, const std::string& name, const json& entry,
                       uint64_t data_start, uint64_t data_size) {
-  const std::string t = "tensor " + quoted(name);
+  const std::string t = "tensor " + quoted_name(name);
   if (!entry.is_object()) bad(path, t + ": entry is not a JSON object");
   TensorInfo info;
   info.name = name;
@@ -69,8 +66,8 @@ TensorInfo read_entry(const std::string& path, const std::string& name, const js
   const std::string& dtype_name = dt->get_ref<const std::string&>();
   auto dtype = safetensors_dtype(dtype_name);
   if (!dtype)
-    bad(path,
-        t + ": unsupported dtype " + quoted(dtype_name) + " (supported: " + kSupportedDtypes + ")");
+    bad(path, t + ": unsupported dtype " + quoted_name(dtype_name) +
+                  " (supported: " + kSupportedDtypes + ")");
   info.dtype = *dtype;
 
   auto sh = entry.find("shape");
@@ -189,8 +186,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                       ", not an object of strings");
       for (const auto& [key, value] : entry.items()) {
         if (!value.is_string())
-          bad(path, "\"__metadata__\" entry " + quoted(key) + " is a JSON " + value.type_name() +
-                        ", not a string");
+          bad(path, "\"__metadata__\" entry " + quoted_name(key) + " is a JSON " +
+                        value.type_name() + ", not a string");
         f.metadata_[key] = value.get<std::string>();
       }
       continue;
@@ -205,7 +202,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::vector<ByteRange> ranges;
   for (const TensorInfo& t : f.tensors_) ranges.push_back({&t.name, t.offset, t.bytes});
   if (auto o = first_overlap(std::move(ranges)))
-    bad(path, "tensors " + quoted(*o->first.name) + " and " + quoted(*o->second.name) +
+    bad(path, "tensors " + quoted_name(*o->first.name) + " and " + quoted_name(*o->second.name) +
                   " overlap: data_offsets " +
                   range_text(o->first.offset - data_start,
                              o->first.offset + o->first.bytes - data_start) +
@@ -247,7 +244,7 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 
 const void* SafetensorsFile::data(const TensorInfo& info) const {
   if (!base_ || info.offset > size_ || info.bytes > size_ - info.offset)
-    throw std::out_of_range(path_ + ": tensor " + quoted(info.name) + " at offset " +
+    throw std::out_of_range(path_ + ": tensor " + quoted_name(info.name) + " at offset " +
                             std::to_string(info.offset) + " (" + std::to_string(info.bytes) +
                             " bytes) is not within this file");
   return base_ + info.offset;
@@ -258,7 +255,7 @@ void write_safetensors(const std::string& path,
                        const std::map<std::string, std::string>& metadata) {
   std::set<std::string> names;
   for (const auto& [t, p] : tensors) {
-    std::string tn = "tensor " + quoted(t.name);
+    std::string tn = "tensor " + quoted_name(t.name);
     if (t.name == "__metadata__") invalid_argument(path, tn + ": the name is reserved");
     if (!names.insert(t.name).second) invalid_argument(path, tn + ": the name appears twice");
     const char* dn = safetensors_dtype_name(t.dtype);
