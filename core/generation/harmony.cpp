@@ -12,7 +12,7 @@ constexpr const char* kReturn = "<|return|>";
 constexpr const char* kCall = "<|call|>";
 constexpr const char* kConstrain = "<|constrain|>";
 
-std::string trimmed(const std::string& s) {
+std::string trimmed_header(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\n");
   if (a == std::string::npos) return "";
   return s.substr(a, s.find_last_not_of(" \t\n") - a + 1);
@@ -20,12 +20,12 @@ std::string trimmed(const std::string& s) {
 
 // "NAME to=RECIPIENT" (either part may be absent): the name, and the recipient if any.
 std::pair<std::string, std::string> name_and_recipient(const std::string& header) {
-  const std::string h = trimmed(header);
+  const std::string h = trimmed_header(header);
   const size_t to = h.find("to=");
   if (to == std::string::npos) return {h, ""};
   std::string recipient = h.substr(to + 3);
   recipient = recipient.substr(0, recipient.find_first_of(" \t\n"));
-  return {trimmed(h.substr(0, to)), recipient};
+  return {trimmed_header(h.substr(0, to)), recipient};
 }
 
 }  // namespace
