@@ -192,8 +192,7 @@ Timing time_median(const std::function<void()>& fn, int warmup, int repeats) {
     fn();
     ms.push_back(ms_since(t0));
   }
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front(), repeats};
+  return {median(ms), *std::min_element(ms.begin(), ms.end()), repeats};
 }
 
 Choice choose_kernel(const Registry& reg, const OpDesc& op, DLDeviceType device_type,
