@@ -13,6 +13,7 @@
 //   o: 2e-5, the sdpa kernel's own f32 tolerance (its exp2 polynomial and f32 accumulation
 //     over <= 600 keys), which also covers the error of q and k above carried through scores
 //     of O(1).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,13 +40,13 @@ namespace {
 using test::HostTensor;
 
 constexpr double kCacheTol = 4e-6;
-constexpr double kOutTol = 2e-5;
+constexpr double kFusedOutTol = 2e-5;
 // bf16: q, k and v are rounded to bf16 after the projection and again after rope (as the
 // unfused graph rounds each op's output), o once: a few bf16 ulps of values of magnitude ~1-3.
 constexpr double kBf16CacheTol = 4e-2;
 constexpr double kBf16OutTol = 2e-2;
 
-struct Case {
+struct FusedCase {
   sy_dtype dtype = SY_DTYPE_F32;   // x, the weights, o and the caches
   sy_dtype wdtype = SY_DTYPE_F32;  // the projections when block-quantized (q8_0, q4_1), else dtype
   int64_t H = 64, Hq = 4, Hkv = 4, D = 64, C = 37;
@@ -76,7 +77,7 @@ struct Case {
   }
 };
 
-OpDesc fused_op(const Case& c) {
+OpDesc fused_op(const FusedCase& c) {
   OpDesc op;
   op.op = SY_OP_FUSED_DECODE_ATTENTION;
   const sy_dtype F = c.dtype;
@@ -102,7 +103,7 @@ OpDesc fused_op(const Case& c) {
 
 // A table unlike θ^(−2i/R): the default frequencies, the upper half divided by 4 and a ramp
 // between (the shape of a yarn table), so a kernel that ignored it would rotate differently.
-std::vector<double> scaled_table(const Case& c) {
+std::vector<double> scaled_table(const FusedCase& c) {
   const int64_t half = c.rotary_dim() / 2;
   std::vector<double> f(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
@@ -148,7 +149,7 @@ struct State {
 };
 
 // One decode step of the reference: updates s.kc, s.vc and returns o [Hq, D].
-std::vector<double> reference_step(const Case& c, State& s, int64_t position) {
+std::vector<double> reference_step(const FusedCase& c, State& s, int64_t position) {
   std::vector<double> q = project(s.wq, s.x, c.Hq * c.D, c.H);
   std::vector<double> k = project(s.wk, s.x, c.Hkv * c.D, c.H);
   std::vector<double> v = project(s.wv, s.x, c.Hkv * c.D, c.H);
@@ -208,13 +209,13 @@ class CpuFusedDecode : public ::testing::Test {
 
   // A prepared block with its tensors, and the reference's state beside it.
   struct Block {
-    Case c;
+    FusedCase c;
     std::unique_ptr<PreparedKernel> kernel;
     HostTensor x, wq, wk, wv, pos, o, kc, vc, table;
     State s;
     std::mt19937 rng;
 
-    explicit Block(const Case& cs, unsigned seed)
+    explicit Block(const FusedCase& cs, unsigned seed)
         : c(cs),
           x(cs.dtype, {1, 1, cs.H}),
           wq(cs.weights(), {cs.Hq * cs.D, cs.H}),
@@ -259,7 +260,7 @@ class CpuFusedDecode : public ::testing::Test {
       size_t at;
       const bool bf16 = c.dtype == SY_DTYPE_BF16;
       double worst = worst_diff(o.get(), want, &at);
-      EXPECT_LE(worst, bf16 ? kBf16OutTol : kOutTol)
+      EXPECT_LE(worst, bf16 ? kBf16OutTol : kFusedOutTol)
           << "o[" << at << "] " << o.get()[at] << " vs " << want[at];
       const int64_t row = c.Hkv * c.D;
       for (auto [got, ref, before, what] : {std::tuple{kc.get(), &s.kc, &k_before, "k_cache"},
@@ -297,7 +298,7 @@ TEST_F(CpuFusedDecode, GridAgainstStepByStepReference) {
       for (int64_t D : {64, 128})
         for (const Rope& r : ropes)
           for (int64_t window : {int64_t{-1}, int64_t{5}}) {
-            Case c;
+            FusedCase c;
             c.H = H;
             c.Hq = h[0];
             c.Hkv = h[1];
@@ -320,7 +321,7 @@ TEST_F(CpuFusedDecode, GridAgainstStepByStepReference) {
 // written so far (and, with the window, only the last few).
 TEST_F(CpuFusedDecode, ConsecutivePositionsFillTheCache) {
   for (int64_t window : {int64_t{-1}, int64_t{3}}) {
-    Case c;
+    FusedCase c;
     c.H = 96;
     c.Hq = 8;
     c.Hkv = 2;
@@ -341,7 +342,7 @@ TEST_F(CpuFusedDecode, ConsecutivePositionsFillTheCache) {
 TEST_F(CpuFusedDecode, ScaledRopeTableAndAttentionFactor) {
   for (double factor : {1.0, 1.1386}) {
     for (int64_t rotary : {int64_t{0}, int64_t{32}}) {
-      Case c;
+      FusedCase c;
       c.Hq = 8;
       c.Hkv = 2;
       c.rotary = rotary;
@@ -360,7 +361,7 @@ TEST_F(CpuFusedDecode, ScaledRopeTableAndAttentionFactor) {
 
 // Prefill-then-decode: the last row of the cache is a legal position.
 TEST_F(CpuFusedDecode, LastRowOfALongCache) {
-  Case c;
+  FusedCase c;
   c.H = 128;
   c.Hq = 8;
   c.Hkv = 2;
@@ -381,7 +382,7 @@ class CpuFusedDecodeTier : public CpuFusedDecode,
     tier_.emplace(GetParam());
   }
   // Decode steps at positions 0, 5 and 36 of a block for `c`, each against the reference.
-  static void run_steps(const Case& c, unsigned seed) {
+  static void run_steps(const FusedCase& c, unsigned seed) {
     Block b(c, seed);
     ASSERT_TRUE(b.kernel);
     for (int64_t position : {0, 5, 36}) {
@@ -397,7 +398,7 @@ class CpuFusedDecodeTier : public CpuFusedDecode,
 TEST_P(CpuFusedDecodeTier, QuantizedProjectionsMatchTheStepByStepReference) {
   for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
     for (sy_dtype wt : {SY_DTYPE_Q8_0, SY_DTYPE_Q4_1}) {
-      Case c;
+      FusedCase c;
       c.dtype = dt;
       c.wdtype = wt;
       c.H = 96;
@@ -412,7 +413,7 @@ TEST_P(CpuFusedDecodeTier, QuantizedProjectionsMatchTheStepByStepReference) {
 TEST_P(CpuFusedDecodeTier, MatchesTheStepByStepReference) {
   for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
     for (int64_t H : {64, 200}) {  // 200: the projections' K has a vector tail
-      Case c;
+      FusedCase c;
       c.dtype = dt;
       c.H = H;
       c.Hq = 8;
@@ -431,7 +432,7 @@ TEST_F(CpuFusedDecode, Bf16GridAgainstStepByStepReference) {
   for (int64_t D : {64, 128})
     for (int64_t rope : {0, 1})
       for (int64_t window : {int64_t{-1}, int64_t{5}}) {
-        Case c;
+        FusedCase c;
         c.dtype = SY_DTYPE_BF16;
         c.H = 96;
         c.Hq = 8;
@@ -452,7 +453,7 @@ INSTANTIATE_TEST_SUITE_P(Tiers, CpuFusedDecodeTier, ::testing::ValuesIn(test::cp
                          test::tier_test_name);
 
 TEST_F(CpuFusedDecode, PositionOutsideTheCacheIsInvalidArgumentAndWritesNothing) {
-  Case c;
+  FusedCase c;
   c.Hq = 8;
   c.Hkv = 2;
   Block b(c, 3);
@@ -473,10 +474,6 @@ TEST_F(CpuFusedDecode, PositionOutsideTheCacheIsInvalidArgumentAndWritesNothing)
 
 // --- check agrees with prepare ----------------------------------------------------------
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 struct Refused {
   std::string what;
   OpDesc op;
@@ -484,8 +481,8 @@ struct Refused {
   std::string text;                      // part of the refusal's text (the first that has it)
 };
 
-std::vector<Refused> refused_ops() {
-  Case c;
+std::vector<Refused> refused_fused_ops() {
+  FusedCase c;
   c.Hq = 8;
   c.Hkv = 2;
   std::vector<Refused> out;
@@ -527,7 +524,7 @@ std::vector<Refused> refused_ops() {
     out.push_back({"interleaved", op, {"rope_style"}, "neox style only"});
   }
   {
-    Case d = c;
+    FusedCase d = c;
     d.D = 72;
     out.push_back({"head dim 72", fused_op(d), {"head_dim"}, "head dim 72"});
   }
@@ -549,7 +546,7 @@ std::vector<Refused> refused_ops() {
 }
 
 TEST_F(CpuFusedDecode, CheckRefusesWhatPrepareRefusesWithEveryReason) {
-  for (const Refused& r : refused_ops()) {
+  for (const Refused& r : refused_fused_ops()) {
     SCOPED_TRACE(r.what);
     CheckResult c = check(r.op);
     EXPECT_FALSE(c.error) << test::why(c.error);
@@ -559,7 +556,7 @@ TEST_F(CpuFusedDecode, CheckRefusesWhatPrepareRefusesWithEveryReason) {
     for (const auto& refusal : c.refusals) {
       names.push_back(refusal.constraint);
       EXPECT_FALSE(refusal.text.empty());
-      has_text |= contains(refusal.text, r.text);
+      has_text |= refusal.text.find(r.text) != std::string::npos;
     }
     EXPECT_EQ(names, r.constraints);
     EXPECT_TRUE(has_text) << "no refusal says \"" << r.text
@@ -569,14 +566,14 @@ TEST_F(CpuFusedDecode, CheckRefusesWhatPrepareRefusesWithEveryReason) {
     ASSERT_FALSE(p);
     EXPECT_EQ(p.error().status, SY_STATUS_UNSUPPORTED);
     EXPECT_EQ(p.error().message.rfind("UNSUPPORTED", 0), 0u) << p.error().message;
-    EXPECT_TRUE(contains(p.error().message, r.text)) << p.error().message;
+    EXPECT_THAT(p.error().message, ::testing::HasSubstr(r.text));
   }
 }
 
 // The host-only reason names the operand and both memories: this is what the planner shows
 // where other stacks fail mid-forward with `Expected CPU storage`.
 TEST_F(CpuFusedDecode, DeviceMemoryRefusalNamesTheOperand) {
-  Case c;
+  FusedCase c;
   OpDesc op = fused_op(c);
   op.outputs[1].memory = SY_MEMORY_DEVICE;  // a k cache on the GPU
   CheckResult r = check(op);
@@ -584,16 +581,16 @@ TEST_F(CpuFusedDecode, DeviceMemoryRefusalNamesTheOperand) {
   EXPECT_EQ(r.refusals[0].constraint, "residency");
   EXPECT_EQ(r.refusals[0].required, "output 1 in device memory");
   EXPECT_EQ(r.refusals[0].offered, "output 1 in host memory");
-  EXPECT_TRUE(contains(r.refusals[0].text, "host memory only")) << r.refusals[0].text;
+  EXPECT_THAT(r.refusals[0].text, ::testing::HasSubstr("host memory only"));
 }
 
 TEST_F(CpuFusedDecode, CheckAcceptsWhatPrepareServes) {
-  std::vector<Case> cases(5);
+  std::vector<FusedCase> cases(5);
   cases[1].Hq = 8, cases[1].Hkv = 2, cases[1].rotary = 32, cases[1].window = 128;
   cases[2].rope = 0, cases[2].rotary = 0, cases[2].D = 128;  // a SmolLM3 NoPE layer
   cases[3].D = 256, cases[3].Hq = 16, cases[3].Hkv = 1, cases[3].scale = 0.3;
   cases[4].D = 16, cases[4].C = 1;
-  for (const Case& c : cases) {
+  for (const FusedCase& c : cases) {
     SCOPED_TRACE(c.name());
     CheckResult r = check(fused_op(c));
     EXPECT_TRUE(r.accepted) << (r.refusals.empty() ? test::why(r.error) : r.refusals[0].text);

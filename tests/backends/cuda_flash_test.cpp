@@ -331,10 +331,10 @@ test::AttentionResult run_flash(const Plugin& plugin, size_t kernel, bool device
 
 // f16 and bf16 inputs are exact in the reference; the error is f32 accumulation plus the
 // output's rounding (2^-9 relative for bf16, 2^-12 for f16, of |o| <= 1).
-constexpr double kOutTol = 1.2e-2, kLseTol = 1e-4;
+constexpr double kFlashOutTol = 1.2e-2, kFlashLseTol = 1e-4;
 
-void expect_close(const FlashCase& c, const test::AttentionResult& got,
-                  const test::AttentionResult& want, double out_tol, double lse_tol) {
+void expect_flash_close(const FlashCase& c, const test::AttentionResult& got,
+                        const test::AttentionResult& want, double out_tol, double lse_tol) {
   ASSERT_EQ(got.o.size(), want.o.size()) << c.name();
   double worst = 0;
   size_t at = 0;
@@ -452,7 +452,7 @@ TEST_F(CudaFlashGpu, FlashGridAgainstDoubleReference) {
     std::string err;
     test::AttentionResult got = run_flash(*plugin_, 0, true, c, p, &err);
     ASSERT_EQ(err, "") << c.name();
-    expect_close(c, got, test::reference_attention(p), kOutTol, kLseTol);
+    expect_flash_close(c, got, test::reference_attention(p), kFlashOutTol, kFlashLseTol);
     if (HasFatalFailure()) return;
   }
 }
@@ -471,7 +471,7 @@ TEST_F(CudaFlashGpu, FlashAgreesWithCpuOnednnInBf16) {
     test::AttentionResult host = run_flash(*cpu.plugin, sdpa, false, c, p2, &err);
     ASSERT_EQ(err, "");
     // Each is within the bf16 tolerance of the reference, so within twice of each other.
-    expect_close(c, gpu, host, 2 * kOutTol, 2 * kLseTol);
+    expect_flash_close(c, gpu, host, 2 * kFlashOutTol, 2 * kFlashLseTol);
     if (HasFatalFailure()) return;
   }
 }
@@ -485,7 +485,7 @@ TEST_F(CudaFlashGpu, FlashKvLenZeroGivesZeroAndMinusInfinity) {
   std::string err;
   auto got = run_flash(*plugin_, 0, true, c, p, &err);
   ASSERT_EQ(err, "");
-  expect_close(c, got, test::reference_attention(p), kOutTol, kLseTol);
+  expect_flash_close(c, got, test::reference_attention(p), kFlashOutTol, kFlashLseTol);
 }
 
 // A value of SWITCHYARD_CUDA_FLASH_SM90A it does not know is refused at prepare on any device,
@@ -806,7 +806,7 @@ TEST_F(CudaFlashGpu, PagedFlashAgainstTheReferenceOnActualExtents) {
     std::string err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), p.op,
                                  p.inputs(), p.outputs());
     ASSERT_EQ(err, "");
-    EXPECT_EQ(st.mismatch(p.o.get(), p.lse_values(), kOutTol, kLseTol), "");
+    EXPECT_EQ(st.mismatch(p.o.get(), p.lse_values(), kFlashOutTol, kFlashLseTol), "");
     // A block table naming a block outside the pool is refused before anything runs.
     static_cast<int32_t*>(p.table.bytes())[0] = int32_t(st.NB);
     err = run_on_gpu(*plugin_, kernel_named(*plugin_, "flash_attention"), p.op, p.inputs(),

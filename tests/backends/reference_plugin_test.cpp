@@ -29,8 +29,8 @@ const std::filesystem::path kReferenceDir = SY_TEST_REFERENCE_DIR;
 
 // Activations are stored as f32 between ops, so each op's output is rounded once: the logits
 // agree with the all-double reference to a few f32 ulps of the largest one.
-void expect_close(const std::vector<float>& got, const test::LlamaReference::Mat& want,
-                  const std::string& what) {
+void expect_close_to_reference(const std::vector<float>& got, const test::LlamaReference::Mat& want,
+                               const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double scale = 0;
   for (double w : want) scale = std::max(scale, std::abs(w));
@@ -59,9 +59,9 @@ void run_model(const nlohmann::json& config, const ImportOptions& base, const We
   test::LlamaReference::Mat want;
   const std::vector<int64_t> prompt = {5, 17, 99, 3, 42};
   for (int64_t t : prompt) want = ref.step(t);
-  expect_close(session.prefill(prompt), want, "prefill");
+  expect_close_to_reference(session.prefill(prompt), want, "prefill");
   for (int64_t t : {7, 88, 120})
-    expect_close(session.decode(t), ref.step(t), "decode of " + std::to_string(t));
+    expect_close_to_reference(session.decode(t), ref.step(t), "decode of " + std::to_string(t));
 }
 
 TEST(ReferencePlugin, ALlamaDecoderThroughItAloneGivesTheDoubleReferencesLogits) {

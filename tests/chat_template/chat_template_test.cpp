@@ -7,39 +7,31 @@
 
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/chat_template/chat_template.hpp"
 #include "core/errors/error.hpp"
 #include "support/rendering_time.hpp"
+#include "support/test_paths.hpp"
 
 namespace sy {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;
+using ordered_json = nlohmann::ordered_json;
 
 const fs::path kDir = fs::path(SY_TEST_FIXTURES_DIR) / "chat_templates";
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
-  const json all = json::parse(read(kDir / "renderings.json"));
+  const ordered_json all = ordered_json::parse(test::file_contents(kDir / "renderings.json"));
   size_t cases = 0, refusals = 0;
-  for (const json& t : all["templates"]) {
+  for (const ordered_json& t : all["templates"]) {
     const std::string file = t["file"];
-    ChatTemplate tpl = ChatTemplate::parse(read(kDir / file), file);
-    for (const json& c : t["cases"]) {
+    ChatTemplate tpl = ChatTemplate::parse(test::file_contents(kDir / file), file);
+    for (const ordered_json& c : t["cases"]) {
       SCOPED_TRACE(file + " / " + c["name"].get<std::string>());
-      json extra = c["kwargs"];
+      ordered_json extra = c["kwargs"];
       extra["tools"] = c["tools"];
-      json context =
+      ordered_json context =
           chat_context(c["messages"], c["add_generation_prompt"], t["special_tokens"], extra);
       ++cases;
       if (c.contains("output")) {
@@ -62,7 +54,8 @@ TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
   EXPECT_GE(refusals, 4u);
 }
 
-std::string render(const std::string& source, const json& context = json::object()) {
+std::string render(const std::string& source,
+                   const ordered_json& context = ordered_json::object()) {
   return ChatTemplate::parse(source, "t.jinja").render(context, test::rendering_time());
 }
 
@@ -122,8 +115,8 @@ TEST(ChatTemplate, JinjaSemantics) {
 }
 
 // A refusal with Errc::chat_template whose message holds `what` and whose where names the line.
-void expect_refused(const std::string& source, const std::string& what, int line,
-                    const json& context = json::object()) {
+void expect_template_refused(const std::string& source, const std::string& what, int line,
+                             const ordered_json& context = ordered_json::object()) {
   SCOPED_TRACE(source);
   try {
     render(source, context);
@@ -136,32 +129,37 @@ void expect_refused(const std::string& source, const std::string& what, int line
 }
 
 TEST(ChatTemplate, UnsupportedConstructsAreRefusedByName) {
-  expect_refused("ok\n{% include 'other.jinja' %}", "statement 'include' is not supported", 2);
-  expect_refused("{% extends 'base' %}", "statement 'extends'", 1);
-  expect_refused("{% with x = 1 %}{% endwith %}", "statement 'with'", 1);
-  expect_refused("{% raw %}{{ x }}{% endraw %}", "statement 'raw'", 1);
-  expect_refused("{{ x | wordwrap(10) }}", "filter 'wordwrap' is not supported", 1);
-  expect_refused("\n\n{% if x is escaped %}{% endif %}", "test 'escaped' is not supported", 3);
-  expect_refused("{{ 'a {}'.format(1) }}", "method 'format' is not supported", 1);
-  expect_refused("{{ cycler('a', 'b') }}", "calls 'cycler'", 1);
-  expect_refused("{% for x in y recursive %}{% endfor %}", "recursive for loops", 1);
-  expect_refused("{% if a < b < c %}{% endif %}", "chained comparisons", 1);
-  expect_refused("{% if x %}never closed", "ends before {% elif or else or endif %}", 1);
-  expect_refused("{{ x ", "not closed", 1);
-  expect_refused("{% endfor %}", "without its opening statement", 1);
+  expect_template_refused("ok\n{% include 'other.jinja' %}", "statement 'include' is not supported",
+                          2);
+  expect_template_refused("{% extends 'base' %}", "statement 'extends'", 1);
+  expect_template_refused("{% with x = 1 %}{% endwith %}", "statement 'with'", 1);
+  expect_template_refused("{% raw %}{{ x }}{% endraw %}", "statement 'raw'", 1);
+  expect_template_refused("{{ x | wordwrap(10) }}", "filter 'wordwrap' is not supported", 1);
+  expect_template_refused("\n\n{% if x is escaped %}{% endif %}", "test 'escaped' is not supported",
+                          3);
+  expect_template_refused("{{ 'a {}'.format(1) }}", "method 'format' is not supported", 1);
+  expect_template_refused("{{ cycler('a', 'b') }}", "calls 'cycler'", 1);
+  expect_template_refused("{% for x in y recursive %}{% endfor %}", "recursive for loops", 1);
+  expect_template_refused("{% if a < b < c %}{% endif %}", "chained comparisons", 1);
+  expect_template_refused("{% if x %}never closed", "ends before {% elif or else or endif %}", 1);
+  expect_template_refused("{{ x ", "not closed", 1);
+  expect_template_refused("{% endfor %}", "without its opening statement", 1);
 }
 
 TEST(ChatTemplate, RenderErrorsNameTheProblem) {
-  expect_refused("{{ 'a' + 1 }}", "unsupported operand types for +: 'str' and 'int'", 1);
-  expect_refused("line one\n{{ missing.attr }}", "'missing' is undefined", 2);
-  expect_refused("{{ raise_exception('No system role') }}",
-                 "the template refused the conversation: No system role", 1);
-  expect_refused("{% set x = 1 %}{% set x.y = 2 %}", "not a namespace()", 1);
-  expect_refused("{% for a, b in [[1, 2, 3]] %}{% endfor %}", "cannot unpack 3 values", 1);
-  expect_refused("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "nested deeper than 64", 1);
-  expect_refused("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                 "did not finish within", 1);
-  expect_refused("{{ {'a': 1}|tojson(indent=2, colour=1) }}", "tojson has no argument 'colour'", 1);
+  expect_template_refused("{{ 'a' + 1 }}", "unsupported operand types for +: 'str' and 'int'", 1);
+  expect_template_refused("line one\n{{ missing.attr }}", "'missing' is undefined", 2);
+  expect_template_refused("{{ raise_exception('No system role') }}",
+                          "the template refused the conversation: No system role", 1);
+  expect_template_refused("{% set x = 1 %}{% set x.y = 2 %}", "not a namespace()", 1);
+  expect_template_refused("{% for a, b in [[1, 2, 3]] %}{% endfor %}", "cannot unpack 3 values", 1);
+  expect_template_refused("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+                          "nested deeper than 64", 1);
+  expect_template_refused(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+      "did not finish within", 1);
+  expect_template_refused("{{ {'a': 1}|tojson(indent=2, colour=1) }}",
+                          "tojson has no argument 'colour'", 1);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ using test::Storage;
 using test::TinyGguf;
 using ::testing::HasSubstr;
 
-const std::string kH200 = std::string(SY_TEST_EXAMPLES_DIR) + "/targets/h200.json";
+using test::kH200Target;
 
 class GgufCli : public ::testing::Test {
  protected:
@@ -46,7 +46,7 @@ TEST_F(GgufCli, RunsAFileLikeAModelFolder) {
   ASSERT_EQ(chat.exit_code, 0) << chat.err;
 }
 
-const json* first_op(const json& plan, const std::string& name) {
+const json* first_op_named(const json& plan, const std::string& name) {
   for (const auto& o : plan["phases"][0]["ops"])
     if (o["id"] == name) return &o;
   return nullptr;
@@ -55,13 +55,13 @@ const json* first_op(const json& plan, const std::string& name) {
 TEST_F(GgufCli, QuantizedMatmulsOnTheH200GoToTheCpuWithTheRefusalNamed) {
   const std::string file = write("tiny.gguf", TinyGguf(Storage::quantized).w.bytes());
   const std::string args =
-      "plan " + file + " --target " + kH200 +
+      "plan " + file + " --target " + kH200Target +
       " --dtype bf16 --max-batch-tokens 8 --context 64 --prefer cuda,cpu --json";
   auto r = test::run_switchyard(args);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 2000);
   json plan = json::parse(r.out);
-  const json* q = first_op(plan, "l0.q_proj");
-  const json* norm = first_op(plan, "l0.input_layernorm");
+  const json* q = first_op_named(plan, "l0.q_proj");
+  const json* norm = first_op_named(plan, "l0.input_layernorm");
   ASSERT_TRUE(q && norm) << plan.dump().substr(0, 2000);
   EXPECT_EQ((*q)["device"], "cpu:0");
   EXPECT_EQ((*norm)["device"], "cuda:0");  // what cuda_flash serves stays there
@@ -102,7 +102,7 @@ TEST_F(GgufCli, HostOnlyQuantizedFusedDecodeOnTheH200IsExpectedCpuStorage) {
   shape.head_dim = 64;
   const std::string file = write("tiny64.gguf", TinyGguf(Storage::quantized, shape).w.bytes());
   const std::string args =
-      "plan " + file + " --target " + kH200 +
+      "plan " + file + " --target " + kH200Target +
       " --dtype bf16 --max-batch-tokens 8 --context 64 --attention fused_decode --json";
   auto strict = test::run_switchyard(args + " --strict");
   EXPECT_EQ(strict.exit_code, 3) << strict.err;

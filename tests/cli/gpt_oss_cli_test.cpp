@@ -19,10 +19,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const fs::path kFixtures = fs::path(SY_TEST_FIXTURES_DIR) / "parity";
+const fs::path kParityFixtures = test::kFixturesDir / "parity";
 
 json expected(const std::string& folder) {
-  return json::parse(std::ifstream(kFixtures / folder / "expected.json"));
+  return json::parse(std::ifstream(kParityFixtures / folder / "expected.json"));
 }
 
 // (fixture folder, model inside it or "", the text whose bytes are the recorded prompt)
@@ -38,9 +38,9 @@ class TinyCheckpointRun : public ::testing::TestWithParam<TinyRun> {};
 TEST_P(TinyCheckpointRun, GreedyIdsAreTransformers) {
   const TinyRun t = GetParam();
   const json want = expected(t.folder);
-  auto r = test::run_switchyard("run " + (kFixtures / t.folder / t.model).string() + " --prompt '" +
-                                t.prompt + "' --max-tokens 24 --ignore-eos --context 64 --json " +
-                                t.flags);
+  auto r = test::run_switchyard("run " + (kParityFixtures / t.folder / t.model).string() +
+                                " --prompt '" + t.prompt +
+                                "' --max-tokens 24 --ignore-eos --context 64 --json " + t.flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
   EXPECT_EQ(out["prompt_tokens"], want["prompt"].size());  // the byte tokenizer: id = byte
@@ -67,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(
 // step is capped at the context rather than refused for the default budget of 512 tokens, and
 // the plan says so. A GPU machine's first run found the tiny checkpoints refused there (SY207).
 TEST(ContiguousLayout, AStepIsCappedAtTheContextAndThePlanSaysSo) {
-  const std::string model = (kFixtures / "smollm3_gguf_q8_0" / "model.gguf").string();
+  const std::string model = (kParityFixtures / "smollm3_gguf_q8_0" / "model.gguf").string();
   const std::string flags = " --attention fused_decode --context 64 --json";
   auto p = test::run_switchyard("plan " + model + flags);
   ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
@@ -85,7 +85,7 @@ TEST(ContiguousLayout, AStepIsCappedAtTheContextAndThePlanSaysSo) {
 // says so; --dtype f32 widens them (more KV bytes per position, more weight bytes). --prefer
 // cpu: the host holds (and maps) the weights, also where a live GPU would take them.
 TEST(GgufDefaults, ABf16FileRunsInBf16AndThePlanSaysSo) {
-  const std::string model = (kFixtures / "smollm3_gguf_bf16" / "model.gguf").string();
+  const std::string model = (kParityFixtures / "smollm3_gguf_bf16" / "model.gguf").string();
   auto plan_json = [&](const std::string& flags) {
     auto r = test::run_switchyard("plan " + model + " --json --prefer cpu " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -102,8 +102,8 @@ TEST(GgufDefaults, ABf16FileRunsInBf16AndThePlanSaysSo) {
 }
 
 TEST(GptOssPlan, ExpertOpsAreNamedPerLayerAndGgufConventionsAreStated) {
-  auto r = test::run_switchyard("plan " + (kFixtures / "gpt_oss_gguf" / "model.gguf").string() +
-                                " --json");
+  auto r = test::run_switchyard(
+      "plan " + (kParityFixtures / "gpt_oss_gguf" / "model.gguf").string() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json plan = json::parse(r.out);
   std::vector<std::string> ids;
@@ -115,7 +115,8 @@ TEST(GptOssPlan, ExpertOpsAreNamedPerLayerAndGgufConventionsAreStated) {
   EXPECT_THAT(conventions, HasSubstr("even layers"));
   EXPECT_THAT(conventions, HasSubstr("truncate false"));
   // A checkpoint's own config says all of it: no convention.
-  auto hf = test::run_switchyard("plan " + (kFixtures / "gpt_oss_mxfp4").string() + " --json");
+  auto hf =
+      test::run_switchyard("plan " + (kParityFixtures / "gpt_oss_mxfp4").string() + " --json");
   ASSERT_EQ(hf.exit_code, 0) << hf.err;
   EXPECT_TRUE(json::parse(hf.out)["conventions"].empty());
 }
@@ -165,7 +166,7 @@ class GptOssBadInput : public ::testing::Test {
   // A copy of a fixture folder to break.
   fs::path copy(const std::string& folder) {
     const fs::path to = dir_.path() / folder;
-    fs::copy(kFixtures / folder, to, fs::copy_options::recursive);
+    fs::copy(kParityFixtures / folder, to, fs::copy_options::recursive);
     return to;
   }
   static std::string read(const fs::path& file) {

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::string kExamples = SY_TEST_EXAMPLES_DIR;
+using test::kExampleModels;
+using test::kH200Target;
 
 class ManifestOnly : public ::testing::Test {
  protected:
@@ -35,9 +36,8 @@ class ManifestOnly : public ::testing::Test {
 };
 
 TEST_F(ManifestOnly, AGarbageLibraryStillPlansForATargetFromItsManifest) {
-  auto r =
-      test::run_switchyard(sy("plan " + kExamples + "/models/smollm3-3b/config.json --target " +
-                              kExamples + "/targets/h200.json --json"));
+  auto r = test::run_switchyard(
+      sy("plan " + kExampleModels + "smollm3-3b/config.json --target " + kH200Target + " --json"));
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 2000) << r.err;
   const json plan = json::parse(r.out);
   EXPECT_EQ(plan["plugin_sources"]["cuda_flash"], "manifest");
@@ -46,14 +46,13 @@ TEST_F(ManifestOnly, AGarbageLibraryStillPlansForATargetFromItsManifest) {
     if (op["op"] == "attention")
       attention_on_cuda |= op["plugin"] == "cuda_flash" && op["device"] == "cuda:0";
   EXPECT_TRUE(attention_on_cuda);
-  auto text =
-      test::run_switchyard(sy("plan " + kExamples + "/models/smollm3-3b/config.json --target " +
-                              kExamples + "/targets/h200.json"));
+  auto text = test::run_switchyard(
+      sy("plan " + kExampleModels + "smollm3-3b/config.json --target " + kH200Target));
   EXPECT_THAT(text.out, HasSubstr("plugins: cuda_flash (manifest)"));
 }
 
 TEST_F(ManifestOnly, DevicesOfATargetListThePluginsTheirManifestsDeclare) {
-  auto r = test::run_switchyard(sy("devices --target " + kExamples + "/targets/h200.json --json"));
+  auto r = test::run_switchyard(sy("devices --target " + kH200Target + " --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json devices = json::parse(r.out);
   ASSERT_EQ(devices.size(), 2u);

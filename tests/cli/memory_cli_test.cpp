@@ -21,42 +21,41 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::string kExamples = std::string(SY_TEST_EXAMPLES_DIR);
-const std::string kLlama31 = kExamples + "/models/llama-3.1-8b/config.json";
-const std::string kGpu8 = " --target " + kExamples + "/targets/gpu-8gb.json";
-const std::string kH200 = " --target " + kExamples + "/targets/h200.json";
+const std::string kLlama31 = test::kExampleModels + "llama-3.1-8b/config.json";
+const std::string kOnGpu8 = " --target " + (test::kExamplesDir / "targets/gpu-8gb.json").string();
+const std::string kOnH200 = " --target " + test::kH200Target;
 const fs::path kSmolLM2 = fs::path(SY_TEST_MODEL_CACHE) / "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 TEST(MemoryCli, Llama31OnOne8GiBGpuIsABindingSplitAndStrictIsSY011) {
-  auto r = test::run_switchyard("plan " + kLlama31 + kGpu8);
+  auto r = test::run_switchyard("plan " + kLlama31 + kOnGpu8);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("memory (predicted"));
   EXPECT_THAT(r.out, HasSubstr("binding split: cuda:0 needs"));
-  auto j = json::parse(test::run_switchyard("plan " + kLlama31 + kGpu8 + " --json").out);
+  auto j = json::parse(test::run_switchyard("plan " + kLlama31 + kOnGpu8 + " --json").out);
   EXPECT_FALSE(j["memory"]["split"].get<std::string>().empty());
   for (const auto& l : j["memory"]["locations"]) EXPECT_TRUE(l["fits"].get<bool>()) << l.dump();
-  auto strict = test::run_switchyard("plan " + kLlama31 + kGpu8 + " --strict");
+  auto strict = test::run_switchyard("plan " + kLlama31 + kOnGpu8 + " --strict");
   EXPECT_EQ(strict.exit_code, 3);
   EXPECT_THAT(strict.out, HasSubstr("SY011 (does_not_fit)"));
   EXPECT_THAT(strict.out, HasSubstr("DOES NOT FIT"));
 }
 
 TEST(MemoryCli, OnTheH200ItFitsUnlessCapped) {
-  auto fits = json::parse(test::run_switchyard("plan " + kLlama31 + kH200 + " --json").out);
+  auto fits = json::parse(test::run_switchyard("plan " + kLlama31 + kOnH200 + " --json").out);
   EXPECT_EQ(fits["status"], "ok");
   EXPECT_EQ(fits["memory"]["split"], "");
   auto capped = json::parse(
-      test::run_switchyard("plan " + kLlama31 + kH200 + " --max-device-memory cuda:0=8GiB --json")
+      test::run_switchyard("plan " + kLlama31 + kOnH200 + " --max-device-memory cuda:0=8GiB --json")
           .out);
   EXPECT_EQ(capped["status"], "ok");
   EXPECT_NE(capped["memory"]["split"], "");
   // Reserving all but 4 GiB of the H200's 131 GiB leaves too little for 15.5 GiB: a split too.
   auto reserved = json::parse(
-      test::run_switchyard("plan " + kLlama31 + kH200 + " --memory-reserve 127GiB --json").out);
+      test::run_switchyard("plan " + kLlama31 + kOnH200 + " --memory-reserve 127GiB --json").out);
   EXPECT_NE(reserved["memory"]["split"], "");
   for (const char* bad : {" --max-device-memory cuda:0=lots", " --max-device-memory cuda:0",
                           " --memory-reserve -1G"}) {
-    auto r = test::run_switchyard("plan " + kLlama31 + kH200 + bad);
+    auto r = test::run_switchyard("plan " + kLlama31 + kOnH200 + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_THAT(r.err, HasSubstr("memory")) << bad;
   }

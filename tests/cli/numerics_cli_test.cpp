@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 const std::string kModel =
     std::string(SY_TEST_FIXTURES_DIR) + "/parity/smollm3_gguf_q4_k/model.gguf";
 
-json plan(const std::string& flags) {
+json plan_json(const std::string& flags) {
   auto r = test::run_switchyard("plan " + kModel + " --prefer cpu --json " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return json::parse(r.out);
@@ -45,7 +45,7 @@ TEST(PlanNumerics, AutoAndFastGiveEveryServableMatmulTheQ16KernelAndSayWhyNotEls
   for (const auto& [flags, name] : std::vector<std::pair<std::string, std::string>>{
            {"", "auto"}, {"--numerics auto", "auto"}, {"--numerics fast", "fast"}}) {
     SCOPED_TRACE(flags);
-    const json j = plan(flags);
+    const json j = plan_json(flags);
     EXPECT_EQ(j["policy"]["numerics"], name);
     int q16 = 0;
     for (const json& phase : j["phases"])
@@ -94,7 +94,7 @@ TEST(PlanNumerics, AutoAllowsSixteenBitBlocksOnlyAndExactNeither) {
 TEST(PlanNumerics, ExactRefusesTheQ16KernelForNumericsAlone) {
   {
     const std::string flags = "--numerics exact";
-    const json j = plan(flags);
+    const json j = plan_json(flags);
     EXPECT_EQ(j["policy"]["numerics"], "exact");
     int could = 0;
     for (const json& phase : j["phases"])

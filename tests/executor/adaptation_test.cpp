@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSets = SY_TEST_SETS_DIR;
+using test::kSetsDir;
 
 // The logits of a prompt and `steps` greedy decode steps, and the tokens chosen.
 struct Generation {
@@ -99,7 +99,7 @@ void sinks_via_lse() {
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::vector<int64_t> prompt = {84, 104, 101, 32, 113, 117, 105, 99, 107, 32, 98, 114};
 
-  Registry lse_only = Registry::discover({{kSets / "lse_only"}, "test"}, LoadOptions{});
+  Registry lse_only = Registry::discover({{kSetsDir / "lse_only"}, "test"}, LoadOptions{});
   Inventory lse_inv = live_inventory(lse_only);
   Policy flex;
   flex.prefer = {kDLCPU};
@@ -121,7 +121,7 @@ void sinks_via_lse() {
     }
   EXPECT_EQ(attention_ops, 2 * int(adapted.plan.phases.size()));  // two layers per phase
 
-  Registry native_reg = Registry::discover({{kSets / "cpu_only"}, "test"}, LoadOptions{});
+  Registry native_reg = Registry::discover({{kSetsDir / "cpu_only"}, "test"}, LoadOptions{});
   Inventory native_inv = live_inventory(native_reg);
   Policy any;
   any.prefer = {kDLCPU};

@@ -12,6 +12,7 @@
 #include "core/planner/planner.hpp"
 #include "core/runtime/runtime.hpp"
 #include "support/cpu_tiers.hpp"
+#include "support/hashed_weights.hpp"
 #include "support/llama_reference.hpp"
 #include "support/sequence_runner.hpp"
 #include "support/test_paths.hpp"
@@ -19,14 +20,9 @@
 namespace sy {
 namespace {
 
-constexpr int64_t kLayers = 2, kContext = 24;
+constexpr int64_t kTinyLayers = 2, kTinyContext = 24;
 
-std::optional<Error> load(const Value& v, void* dst) {
-  if (v.dtype != SY_DTYPE_F32) return Error(Errc::bad_weights, "test weights are f32");
-  auto* out = static_cast<float*>(dst);
-  for (int64_t i = 0; i < v.bytes() / 4; ++i) out[i] = float(test::hashed_weight(v.name, i));
-  return std::nullopt;
-}
+using test::load_hashed_weights;
 
 using Mat = test::LlamaReference::Mat;
 
@@ -56,15 +52,15 @@ class Executor : public ::testing::Test {
       ImportOptions opts;
       opts.kv_layout = layout;
       opts.max_batch_tokens = prompt_len;
-      opts.context = kContext;
+      opts.context = kTinyContext;
       return import_hf_config_json(test::LlamaShape{}.config(), "tiny.json", opts);
     };
     LayoutPlan lp = plan_layouts(import, 1, *reg, m->inventory, policy);
     m->graph = std::move(lp.graph);
     m->plan = std::move(lp.plan);
     EXPECT_TRUE(m->plan.ok()) << (m->plan.error ? m->plan.error->message : "");
-    m->session =
-        std::make_unique<test::SequenceRunner>(m->graph, m->plan, *reg, m->inventory, load);
+    m->session = std::make_unique<test::SequenceRunner>(m->graph, m->plan, *reg, m->inventory,
+                                                        load_hashed_weights);
     return m;
   }
   static void expect_close(const std::vector<float>& got, const Mat& want,
@@ -128,7 +124,7 @@ TEST_F(Executor, MixedPlanWithCopiesGivesTheSameTokens) {
   auto split = open(5, &mixed, {kDLExtDev, kDLCPU});
   int remote = 0;
   for (const auto& o : split->plan.phases.back().ops) remote += o.device == "ext_dev:0";
-  EXPECT_EQ(remote, 2 * kLayers + 1);  // every rms_norm of the (decode) step
+  EXPECT_EQ(remote, 2 * kTinyLayers + 1);  // every rms_norm of the (decode) step
   EXPECT_FALSE(split->plan.phases.back().copies.empty());
   auto cpu = open(5);
   const std::vector<int64_t> prompt = {11, 22, 33, 44, 55};
@@ -187,8 +183,8 @@ TEST(MemoryReport, NothingMeasuredIsAProblemNotAZeroError) {
 }
 
 TEST_F(Executor, DecodePastTheContextIsAnError) {
-  auto m = open(kContext - 1);
-  std::vector<int64_t> prompt(size_t(kContext - 1), 1);
+  auto m = open(kTinyContext - 1);
+  std::vector<int64_t> prompt(size_t(kTinyContext - 1), 1);
   m->session->prefill(prompt);
   m->session->decode(2);  // fills the last slot
   try {

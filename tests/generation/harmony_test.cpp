@@ -10,8 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "support/test_paths.hpp"
 
@@ -20,18 +18,11 @@ namespace {
 
 using nlohmann::json;
 
-const std::filesystem::path kFixtures = SY_TEST_FIXTURES_DIR;
-
-std::string read(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::kFixturesDir;
 
 // The o200k-style tokenizer with gpt-oss's control tokens (ids past its vocabulary).
 Tokenizer harmony_tokenizer() {
-  json doc = json::parse(read(kFixtures / "tokenizer/o200k_style.json"));
+  json doc = json::parse(test::file_contents(kFixturesDir / "tokenizer/o200k_style.json"));
   int64_t id = 1000;
   for (const char* t : {"<|return|>", "<|constrain|>", "<|channel|>", "<|message|>", "<|call|>"})
     doc["added_tokens"].push_back({{"id", id++},
@@ -46,23 +37,23 @@ Tokenizer harmony_tokenizer() {
 
 GenerationSettings gpt_oss_settings(const Tokenizer& tok) {
   GenerationSettings g;
-  g.chat_template = read(kFixtures / "chat_templates/gpt-oss-120b.jinja");
+  g.chat_template = test::file_contents(kFixturesDir / "chat_templates/gpt-oss-120b.jinja");
   g.eos_ids = {*tok.token_id("<|return|>"), *tok.token_id("<|call|>")};
   return g;
 }
 
 // Runs `generated` (the text after the prompt's "<|start|>assistant") through the stop rule
 // and the reader, token by token, as run --chat does; returns the streamed text per channel.
-struct Read {
+struct HarmonyRead {
   std::vector<HarmonyMessage> messages;
   std::string answer, reasoning, streamed_final, streamed_other;
 };
-Read run(const std::string& generated, std::span<const TextSpan> text_only = {}) {
+HarmonyRead run(const std::string& generated, std::span<const TextSpan> text_only = {}) {
   const Tokenizer tok = harmony_tokenizer();
   const GenerationSettings g = gpt_oss_settings(tok);
   auto markers = harmony_markers(tok, g);
   EXPECT_TRUE(markers);
-  Read r;
+  HarmonyRead r;
   HarmonyReader reader(*markers, [&](const std::string& channel, const std::string& text) {
     (channel == "final" ? r.streamed_final : r.streamed_other) += text;
   });
@@ -88,16 +79,16 @@ TEST(Harmony, OnlyAModelWithTheTokensAndATemplateThatWritesChannelsSpeaksIt) {
   ASSERT_TRUE(m);
   EXPECT_EQ(m->channel, *tok.token_id("<|channel|>"));
   EXPECT_EQ(m->start, 670);
-  g.chat_template = read(kFixtures / "chat_templates/qwen3-0.6b.jinja");
+  g.chat_template = test::file_contents(kFixturesDir / "chat_templates/qwen3-0.6b.jinja");
   EXPECT_FALSE(harmony_markers(tok, g));
   g.chat_template.reset();
   EXPECT_FALSE(harmony_markers(tok, g));
-  const Tokenizer plain = Tokenizer::load((kFixtures / "tokenizer/o200k_style.json").string());
+  const Tokenizer plain = Tokenizer::load((kFixturesDir / "tokenizer/o200k_style.json").string());
   EXPECT_FALSE(harmony_markers(plain, gpt_oss_settings(tok)));
 }
 
 TEST(Harmony, TheAnswerIsTheFinalChannelAndTheAnalysisIsKeptApart) {
-  Read r =
+  HarmonyRead r =
       run("<|channel|>analysis<|message|>User asks 2+2. Simple: 4.<|end|>"
           "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>");
   ASSERT_EQ(r.messages.size(), 2u);
@@ -115,7 +106,7 @@ TEST(Harmony, TheAnswerIsTheFinalChannelAndTheAnalysisIsKeptApart) {
 }
 
 TEST(Harmony, AToolCallNamesItsRecipientAndContentType) {
-  Read r =
+  HarmonyRead r =
       run("<|channel|>analysis<|message|>Need weather.<|end|>"
           "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
           "<|message|>{\"city\": \"Paris\"}<|call|>");
@@ -128,7 +119,8 @@ TEST(Harmony, AToolCallNamesItsRecipientAndContentType) {
   EXPECT_TRUE(call.complete);
   EXPECT_EQ(r.answer, "");  // no final message: nothing for the user yet
   // The recipient may also stand in the role header.
-  Read h = run("<|start|>assistant to=functions.lookup<|channel|>commentary<|message|>{}<|call|>");
+  HarmonyRead h =
+      run("<|start|>assistant to=functions.lookup<|channel|>commentary<|message|>{}<|call|>");
   ASSERT_EQ(h.messages.size(), 2u);
   EXPECT_EQ(h.messages[1].recipient, "functions.lookup");
   EXPECT_EQ(h.messages[1].channel, "commentary");
@@ -139,17 +131,17 @@ TEST(Harmony, MarkersAreTokensNotText) {
   const std::string gen = "<|channel|>final<|message|>write <|channel|> here<|return|>";
   const size_t quoted = gen.find("write ");
   const TextSpan span{quoted, std::string("write <|channel|> here").size()};
-  Read r = run(gen, std::span<const TextSpan>(&span, 1));
+  HarmonyRead r = run(gen, std::span<const TextSpan>(&span, 1));
   ASSERT_EQ(r.messages.size(), 1u);
   EXPECT_EQ(r.answer, "write <|channel|> here");
 }
 
 TEST(Harmony, PlainTextWithoutTheFormatIsTheAnswer) {
-  Read r = run("Just an answer, no channels.");
+  HarmonyRead r = run("Just an answer, no channels.");
   EXPECT_EQ(r.answer, "Just an answer, no channels.");
   EXPECT_EQ(r.streamed_final + r.streamed_other, r.answer);
   // Cut off inside the analysis (max tokens): no answer, the reasoning so far.
-  Read cut = run("<|channel|>analysis<|message|>Thinking about");
+  HarmonyRead cut = run("<|channel|>analysis<|message|>Thinking about");
   EXPECT_EQ(cut.answer, "");
   EXPECT_EQ(cut.reasoning, "Thinking about");
   EXPECT_FALSE(cut.messages.back().complete);
@@ -219,8 +211,8 @@ TEST(Harmony, AForcedCallIsHarmonysDocumentedForm) {
   EXPECT_FALSE(takes("<|channel|>final<|message|>It is sunny."));
   EXPECT_FALSE(takes(call + "<|end|>"));  // its end is <|call|>, an end of sequence
   // The same text through the reader is the call.
-  Read r = run("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + call +
-               "<|call|>");
+  HarmonyRead r = run("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" +
+                      call + "<|call|>");
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1].recipient, "functions.get_weather");
   const std::vector<int64_t> markers = tool_call_markers(ToolFormat::harmony, tok);

@@ -4,11 +4,9 @@
 // real templates (tests/fixtures/chat_templates: Qwen3's and SmolLM3's mark it, SmolLM2's not).
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "core/generation/reasoning.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "support/test_paths.hpp"
 
 namespace sy {
 namespace {
@@ -23,14 +21,14 @@ Parts split_in_pieces(const std::string& text, bool inside, size_t piece) {
   return out;
 }
 
-struct Case {
+struct ReasoningCase {
   std::string text;
   bool inside;
   std::string reasoning, content;
 };
 
 TEST(Reasoning, ThinkTagsSplitTheSameWholeOrByteByByte) {
-  const std::vector<Case> cases{
+  const std::vector<ReasoningCase> cases{
       {"<think>\nGreet them.\n</think>\n\nHello!", false, "\nGreet them.\n", "Hello!"},
       {"\n<think>a</think>b", false, "a", "b"},  // blanks before the tag
       {"Greet them.\n</think>\n\nHello!", true, "Greet them.\n", "Hello!"},
@@ -42,7 +40,7 @@ TEST(Reasoning, ThinkTagsSplitTheSameWholeOrByteByByte) {
       {"  \n", false, "", "  \n"},
       {"<think></think>", false, "", ""},
   };
-  for (const Case& c : cases)
+  for (const ReasoningCase& c : cases)
     for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(1000)}) {
       const Parts p = split_in_pieces(c.text, c.inside, piece);
       EXPECT_EQ(p.reasoning, c.reasoning) << "'" << c.text << "' in pieces of " << piece;
@@ -61,11 +59,8 @@ TEST(Reasoning, TextThatMayBeATagIsHeldBackUntilItIsNot) {
   EXPECT_EQ(out.content, "Hi");
 }
 
-std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(SY_TEST_FIXTURES_DIR) + "/chat_templates/" + name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string chat_template_fixture(const std::string& name) {
+  return test::file_contents(std::string(SY_TEST_FIXTURES_DIR) + "/chat_templates/" + name);
 }
 
 TEST(Reasoning, ModelsWhoseTemplatesMarkThinkingGetTheSplit) {
@@ -77,17 +72,17 @@ TEST(Reasoning, ModelsWhoseTemplatesMarkThinkingGetTheSplit) {
           "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})",
       "tiny.json");
   GenerationSettings g;
-  g.chat_template = fixture("qwen3-0.6b.jinja");
+  g.chat_template = chat_template_fixture("qwen3-0.6b.jinja");
   ASSERT_FALSE(g.chat_template->empty());
   EXPECT_NE(reasoning_split_for(tok, g, "<|im_start|>assistant\n"), nullptr);
-  g.chat_template = fixture("smollm3-3b.jinja");
+  g.chat_template = chat_template_fixture("smollm3-3b.jinja");
   EXPECT_NE(reasoning_split_for(tok, g, "<|im_start|>assistant\n"), nullptr);
-  g.chat_template = fixture("smollm2-135m-instruct.jinja");
+  g.chat_template = chat_template_fixture("smollm2-135m-instruct.jinja");
   EXPECT_EQ(reasoning_split_for(tok, g, "<|im_start|>assistant\n"), nullptr);
   g.chat_template.reset();
   EXPECT_EQ(reasoning_split_for(tok, g, ""), nullptr);
   // Where the prompt ends inside an opened tag, the answer starts as reasoning.
-  g.chat_template = fixture("qwen3-0.6b.jinja");
+  g.chat_template = chat_template_fixture("qwen3-0.6b.jinja");
   Parts open, closed;
   auto a = reasoning_split_for(tok, g, "<|im_start|>assistant\n<think>\n");
   a->feed(0, "x</think>y", open);

@@ -5,27 +5,27 @@
 // make_renderings.py) — the path serve takes for a request with tools.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/generation/tool_calls.hpp"
 #include "support/rendering_time.hpp"
+#include "support/test_paths.hpp"
 
 namespace sy {
 namespace {
 
 using nlohmann::json;
 
-struct Read {
+struct ToolCallRead {
   std::string content;
   std::vector<ToolCall> calls;
 };
 
-Read read_in_pieces(const std::string& text, size_t piece, ToolFormat format = ToolFormat::hermes) {
+ToolCallRead read_in_pieces(const std::string& text, size_t piece,
+                            ToolFormat format = ToolFormat::hermes) {
   ToolCallReader reader(format, 42);
-  Read out;
+  ToolCallRead out;
   for (size_t at = 0; at < text.size(); at += piece)
     reader.feed(text.substr(at, piece), out.content, out.calls);
   reader.finish(out.content, out.calls);
@@ -38,7 +38,7 @@ TEST(ToolCalls, HermesBlocksReadTheSameWholeOrByteByByte) {
       "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
       "\"{\\\"tz\\\": \\\"CET\\\"}\"}\n</tool_call>";
   for (size_t piece : {size_t(1), size_t(2), size_t(5), size_t(1000)}) {
-    const Read r = read_in_pieces(text, piece);
+    const ToolCallRead r = read_in_pieces(text, piece);
     ASSERT_EQ(r.calls.size(), 2u) << piece;
     EXPECT_EQ(r.calls[0].name, "get_weather");
     EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
@@ -46,7 +46,7 @@ TEST(ToolCalls, HermesBlocksReadTheSameWholeOrByteByByte) {
     EXPECT_EQ(r.calls[1].arguments, "{\"tz\": \"CET\"}");  // a string argument, as written
     EXPECT_EQ(r.content, "Let me check.\n\n") << piece;
   }
-  const Read r = read_in_pieces(text, 1000);
+  const ToolCallRead r = read_in_pieces(text, 1000);
   EXPECT_NE(r.calls[0].id, r.calls[1].id);
   for (const ToolCall& c : r.calls) {
     EXPECT_EQ(c.id.rfind("call_", 0), 0u);
@@ -66,11 +66,11 @@ TEST(ToolCalls, WhatIsNotACallStaysText) {
   };
   for (const auto& [text, content] : cases)
     for (size_t piece : {size_t(1), size_t(3), size_t(1000)}) {
-      const Read r = read_in_pieces(text, piece);
+      const ToolCallRead r = read_in_pieces(text, piece);
       EXPECT_TRUE(r.calls.empty()) << text;
       EXPECT_EQ(r.content, content) << text << " in pieces of " << piece;
     }
-  const Read bare = read_in_pieces("<tool_call>{\"name\": \"ping\"}</tool_call>", 1);
+  const ToolCallRead bare = read_in_pieces("<tool_call>{\"name\": \"ping\"}</tool_call>", 1);
   ASSERT_EQ(bare.calls.size(), 1u);
   EXPECT_EQ(bare.calls[0].arguments, "{}");
 }
@@ -83,7 +83,7 @@ TEST(ToolCalls, Llama3JsonAnswersReadTheSameWholeOrByteByByte) {
        {call, " \n" + call, "<|python_tag|>" + call,
         std::string(R"({"name": "get_weather", "arguments": {"city": "Paris"}})")})
     for (size_t piece : {size_t(1), size_t(2), size_t(7), size_t(1000)}) {
-      const Read r = read_in_pieces(text, piece, ToolFormat::llama3_json);
+      const ToolCallRead r = read_in_pieces(text, piece, ToolFormat::llama3_json);
       ASSERT_EQ(r.calls.size(), 1u) << text << " in pieces of " << piece;
       EXPECT_EQ(r.calls[0].name, "get_weather");
       EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
@@ -93,7 +93,7 @@ TEST(ToolCalls, Llama3JsonAnswersReadTheSameWholeOrByteByByte) {
        {std::string("The weather is fine."), std::string(R"({"answer": 42})"), call + "; " + call,
         std::string(R"({"name": "f", "parameters": )"), std::string("<|pyt")})
     for (size_t piece : {size_t(1), size_t(3), size_t(1000)}) {
-      const Read r = read_in_pieces(text, piece, ToolFormat::llama3_json);
+      const ToolCallRead r = read_in_pieces(text, piece, ToolFormat::llama3_json);
       EXPECT_TRUE(r.calls.empty()) << text;
       EXPECT_EQ(r.content, text) << text << " in pieces of " << piece;
     }
@@ -119,7 +119,7 @@ TEST(ToolCalls, MistralCallsReadTheSameWholeOrByteByByte) {
   for (const auto& [text, format] :
        {std::pair{nemo, ToolFormat::mistral_json}, std::pair{v11, ToolFormat::mistral_args}})
     for (size_t piece : {size_t(1), size_t(4), size_t(1000)}) {
-      const Read r = read_in_pieces(text, piece, format);
+      const ToolCallRead r = read_in_pieces(text, piece, format);
       ASSERT_EQ(r.calls.size(), 2u) << text << " in pieces of " << piece;
       EXPECT_EQ(r.calls[0].name, "get_weather");
       EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
@@ -139,23 +139,16 @@ TEST(ToolCalls, MistralCallsReadTheSameWholeOrByteByByte) {
         std::pair{std::string("[TOOL_CALLS]f[ARGS]not json"), ToolFormat::mistral_args},
         std::pair{std::string("plain [TOOL_CA"), ToolFormat::mistral_args}})
     for (size_t piece : {size_t(1), size_t(1000)}) {
-      const Read r = read_in_pieces(text, piece, format);
+      const ToolCallRead r = read_in_pieces(text, piece, format);
       EXPECT_TRUE(r.calls.empty()) << text;
       EXPECT_EQ(r.content, text) << text;
     }
   // v11's calls are read up to the one that is not well formed (max_tokens cut it).
-  const Read cut = read_in_pieces(R"([TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{"b": )", 1,
-                                  ToolFormat::mistral_args);
+  const ToolCallRead cut = read_in_pieces(R"([TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{"b": )",
+                                          1, ToolFormat::mistral_args);
   ASSERT_EQ(cut.calls.size(), 1u);
   EXPECT_EQ(cut.calls[0].name, "f");
   EXPECT_EQ(cut.content, R"([TOOL_CALLS]g[ARGS]{"b": )");
-}
-
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 const std::string kTemplates = std::string(SY_TEST_FIXTURES_DIR) + "/chat_templates/";
@@ -171,7 +164,7 @@ TEST(ToolCalls, FormatsAreKnownByTheTemplate) {
            {"mistral-small-3.2-24b-instruct-2506.jinja", ToolFormat::mistral_args, true},
            {"gpt-oss-120b.jinja", ToolFormat::harmony, true},
            {"smollm2-135m-instruct.jinja", ToolFormat::none, false}}) {
-    g.chat_template = file_text(kTemplates + file);
+    g.chat_template = test::file_contents(kTemplates + file);
     ASSERT_FALSE(g.chat_template->empty()) << file;
     EXPECT_EQ(tool_format(g), format) << file;
     EXPECT_EQ(template_renders_tools(g), renders) << file;
@@ -181,12 +174,12 @@ TEST(ToolCalls, FormatsAreKnownByTheTemplate) {
 TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
   // Ordered: the tools' keys must reach the template in the order the client wrote them.
   const nlohmann::ordered_json fixtures =
-      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+      nlohmann::ordered_json::parse(test::file_contents(kTemplates + "renderings.json"));
   int checked = 0;
   for (const nlohmann::ordered_json& t : fixtures["templates"]) {
     const std::string file = t["file"];
     GenerationSettings g;
-    g.chat_template = file_text(kTemplates + file);
+    g.chat_template = test::file_contents(kTemplates + file);
     if (tool_format(g) == ToolFormat::none) continue;
     g.chat_template_origin = file;
     g.special_tokens = t["special_tokens"];
@@ -223,12 +216,12 @@ TEST(ToolCalls, AToolConversationRendersAsTransformersRendersIt) {
 // of transformers' rendering), and nothing but one call.
 TEST(ToolCalls, TheForcedCallGrammarTakesTheCallTheTemplateWrites) {
   const nlohmann::ordered_json fixtures =
-      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+      nlohmann::ordered_json::parse(test::file_contents(kTemplates + "renderings.json"));
   int checked = 0;
   for (const nlohmann::ordered_json& t : fixtures["templates"]) {
     const std::string file = t["file"];
     GenerationSettings g;
-    g.chat_template = file_text(kTemplates + file);
+    g.chat_template = test::file_contents(kTemplates + file);
     const ToolFormat format = tool_format(g);
     // Harmony's history puts the recipient in the role header; its model writes it on the channel
     // (HarmonyToolCalls.AForcedCallIsHarmonysDocumentedForm).
@@ -271,9 +264,9 @@ TEST(ToolCalls, TheForcedCallGrammarTakesTheCallTheTemplateWrites) {
 // there where the prompt closed an empty block (none) — read from Qwen3's own renderings.
 TEST(ToolCalls, AForcedCallMayFollowAThought) {
   GenerationSettings g;
-  g.chat_template = file_text(kTemplates + "qwen3-0.6b.jinja");
+  g.chat_template = test::file_contents(kTemplates + "qwen3-0.6b.jinja");
   const nlohmann::ordered_json fixtures =
-      nlohmann::ordered_json::parse(file_text(kTemplates + "renderings.json"));
+      nlohmann::ordered_json::parse(test::file_contents(kTemplates + "renderings.json"));
   nlohmann::ordered_json tools;
   std::string thinking_prompt, no_thinking_prompt;
   for (const auto& t : fixtures["templates"])
@@ -303,7 +296,7 @@ TEST(ToolCalls, AForcedCallMayFollowAThought) {
   EXPECT_FALSE(takes(ThinkLead::none, thought + call));
   EXPECT_TRUE(takes(ThinkLead::none, call));
   GenerationSettings plain;
-  plain.chat_template = file_text(kTemplates + "smollm2-135m-instruct.jinja");
+  plain.chat_template = test::file_contents(kTemplates + "smollm2-135m-instruct.jinja");
   EXPECT_EQ(think_lead_for(plain, thinking_prompt), ThinkLead::none);
 }
 

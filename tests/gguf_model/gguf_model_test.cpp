@@ -27,7 +27,7 @@ using test::GgufWriter;
 using test::kShape;
 using test::Storage;
 using test::TinyGguf;
-constexpr int64_t kContext = 24;
+constexpr int64_t kGgufContext = 24;
 
 struct Parsed {
   std::string bytes;
@@ -352,7 +352,7 @@ TEST_P(GgufModelRun, LogitsMatchTheReferenceOnTheFilesValues) {
   const std::vector<int64_t> prompt = {5, 17, 99, 3, 42, 8, 120, 64, 2, 77, 31, 9};
   ImportOptions opts;
   opts.max_batch_tokens = int64_t(prompt.size());
-  opts.context = kContext;
+  opts.context = kGgufContext;
   opts.weight_dtypes = model.weight_dtypes;
   const Inventory inventory = live_inventory(*registry_);
   Policy policy;

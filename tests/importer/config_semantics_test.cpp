@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/importer/importer.hpp"
+#include "support/graph_lookup.hpp"
 
 namespace sy {
 namespace {
@@ -29,21 +30,11 @@ Phase decode(const Graph& g) {
   return g.phases.back();
 }
 
-const Node& node(const Phase& p, const std::string& id) {
-  const Node* n = p.node(id);
-  if (!n) throw std::runtime_error("no op " + id);
-  return *n;
-}
-
-template <typename T>
-std::optional<T> attr(const Node& n, const std::string& name) {
-  for (const auto& a : n.attrs)
-    if (a.name == name && std::holds_alternative<T>(a.value)) return std::get<T>(a.value);
-  return std::nullopt;
-}
+using test::attr;
+using test::node;
 
 // The error importing `c` raises; fails the test when it imports.
-Error refusal(const json& c, const ImportOptions& o = {}) {
+Error config_refusal(const json& c, const ImportOptions& o = {}) {
   try {
     import_hf_config_json(c, "model/config.json", o);
   } catch (const Error& e) {
@@ -53,8 +44,8 @@ Error refusal(const json& c, const ImportOptions& o = {}) {
   return Error(Errc::bad_config, "");
 }
 
-void expect_refused(const json& c, const std::vector<std::string>& named) {
-  Error e = refusal(c);
+void expect_config_refused(const json& c, const std::vector<std::string>& named) {
+  Error e = config_refusal(c);
   EXPECT_EQ(e.code, Errc::bad_config) << e.what();
   for (const auto& s : named)
     EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
@@ -192,29 +183,29 @@ TEST(ConfigSemantics, PartialRotaryFactorSetsTheRotaryDims) {
 TEST(ConfigSemantics, RefusedRopeConfigsNameTheKey) {
   json dynamic = tiny("llama");
   dynamic["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
-  expect_refused(dynamic, {"rope_scaling.rope_type", "dynamic"});
+  expect_config_refused(dynamic, {"rope_scaling.rope_type", "dynamic"});
   json longrope = tiny("qwen2");
   longrope["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 1e4}};
-  expect_refused(longrope, {"rope_parameters.rope_type", "longrope"});
+  expect_config_refused(longrope, {"rope_parameters.rope_type", "longrope"});
   json unknown_type = tiny("llama");
   unknown_type["rope_scaling"] = {{"type", "ntk-by-parts"}, {"factor", 2.0}};
-  expect_refused(unknown_type, {"rope_scaling.rope_type", "ntk-by-parts"});
+  expect_config_refused(unknown_type, {"rope_scaling.rope_type", "ntk-by-parts"});
   json no_factor = tiny("mistral");
   no_factor["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 1e4}};
-  expect_refused(no_factor, {"rope_parameters.factor", "linear"});
+  expect_config_refused(no_factor, {"rope_parameters.factor", "linear"});
   json llama3_partial = tiny("llama");
   llama3_partial["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  expect_refused(llama3_partial, {"rope_scaling", "low_freq_factor"});
+  expect_config_refused(llama3_partial, {"rope_scaling", "low_freq_factor"});
   json unknown_param = tiny("llama");
   unknown_param["rope_parameters"] = {
       {"rope_type", "default"}, {"rope_theta", 1e4}, {"short_factor", json::array({1.0})}};
-  expect_refused(unknown_param, {"rope_parameters.short_factor"});
+  expect_config_refused(unknown_param, {"rope_parameters.short_factor"});
 }
 
 TEST(ConfigSemantics, UnknownAndForeignKeysAreRefusedByName) {
   json c = tiny("llama");
   c["residual_multiplier"] = 0.22;  // granite's: changes the math
-  Error e = refusal(c);
+  Error e = config_refusal(c);
   EXPECT_EQ(e.code, Errc::bad_config);
   EXPECT_NE(std::string(e.what()).find("residual_multiplier"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("--allow-config-key residual_multiplier"), std::string::npos)
@@ -225,22 +216,22 @@ TEST(ConfigSemantics, UnknownAndForeignKeysAreRefusedByName) {
 
   json softcap = tiny("llama");
   softcap["attn_logit_softcapping"] = 50.0;  // llama's graph has no softcap
-  expect_refused(softcap, {"attn_logit_softcapping", "gemma2"});
+  expect_config_refused(softcap, {"attn_logit_softcapping", "gemma2"});
   json quantized = tiny("qwen3");
   quantized["quantization_config"] = {{"quant_method", "awq"}};
-  expect_refused(quantized, {"quantization_config", "quantized"});
+  expect_config_refused(quantized, {"quantization_config", "quantized"});
   json remote = tiny("llama");
   remote["auto_map"] = {{"AutoModelForCausalLM", "modeling_x.X"}};
-  expect_refused(remote, {"auto_map", "custom modeling code"});
+  expect_config_refused(remote, {"auto_map", "custom modeling code"});
   json bidirectional = tiny("gemma3_text");
   bidirectional["use_bidirectional_attention"] = true;
-  expect_refused(bidirectional, {"use_bidirectional_attention"});
+  expect_config_refused(bidirectional, {"use_bidirectional_attention"});
   json interleaved = tiny("llama");
   interleaved["rope_interleaved"] = true;
-  expect_refused(interleaved, {"rope_interleaved"});
+  expect_config_refused(interleaved, {"rope_interleaved"});
   json act = tiny("qwen2");
   act["hidden_act"] = "relu2";
-  expect_refused(act, {"hidden_act", "relu2"});
+  expect_config_refused(act, {"hidden_act", "relu2"});
   // Keys without effect pass.
   json meta = tiny("mistral");
   meta["architectures"] = {"MistralForCausalLM"};

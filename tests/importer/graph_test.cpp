@@ -46,7 +46,7 @@ Error parse_error(const std::string& text) {
   return Error(Errc::bad_graph, "");
 }
 
-void expect_error(const json& g, Errc code, const std::string& words) {
+void expect_graph_refused(const json& g, Errc code, const std::string& words) {
   Error e = parse_error(g.dump());
   EXPECT_EQ(e.code, code) << e.what();
   EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
@@ -71,31 +71,31 @@ TEST(GraphParse, MalformedJsonNamesLineAndColumn) {
 TEST(GraphParse, WrongSchemaVersion) {
   json g = small_graph();
   g["schema"] = "switchyard.graph/2";
-  expect_error(g, Errc::schema_version, "switchyard.graph/2");
+  expect_graph_refused(g, Errc::schema_version, "switchyard.graph/2");
   g.erase("schema");
-  expect_error(g, Errc::bad_graph, "schema");
+  expect_graph_refused(g, Errc::bad_graph, "schema");
 }
 
 TEST(GraphParse, UnknownOpListsTheKnownOnes) {
   json g = small_graph();
   ops_of(g)[1]["op"] = "swiglu";
-  expect_error(g, Errc::unknown_op, "swiglu");
-  expect_error(g, Errc::unknown_op, "silu_mul");
+  expect_graph_refused(g, Errc::unknown_op, "swiglu");
+  expect_graph_refused(g, Errc::unknown_op, "silu_mul");
 }
 
 TEST(GraphParse, ShapeMismatchBetweenConnectedOps) {
   json g = small_graph();
   values_of(g)[3]["shape"] = {3, 2};  // silu keeps its input's shape
-  expect_error(g, Errc::shape_mismatch, "act");
+  expect_graph_refused(g, Errc::shape_mismatch, "act");
   g = small_graph();
   values_of(g)[1]["shape"] = {5, 3};  // matmul K does not divide x
-  expect_error(g, Errc::shape_mismatch, "matmul");
+  expect_graph_refused(g, Errc::shape_mismatch, "matmul");
 }
 
 TEST(GraphParse, DtypeMismatch) {
   json g = small_graph();
   values_of(g)[1]["dtype"] = "bf16";
-  expect_error(g, Errc::dtype_mismatch, "bf16");
+  expect_graph_refused(g, Errc::dtype_mismatch, "bf16");
 }
 
 TEST(GraphParse, Cycle) {
@@ -105,49 +105,49 @@ TEST(GraphParse, Cycle) {
   values_of(g)[3]["shape"] = {2, 3};
   values_of(g)[1]["shape"] = {3, 3};
   values_of(g)[0]["shape"] = {2, 3};
-  expect_error(g, Errc::graph_cycle, "cycle");
+  expect_graph_refused(g, Errc::graph_cycle, "cycle");
 }
 
 TEST(GraphParse, DuplicateAndUnknownValues) {
   json g = small_graph();
   values_of(g).push_back(values_of(g)[2]);
-  expect_error(g, Errc::bad_graph, "duplicate value 'y'");
+  expect_graph_refused(g, Errc::bad_graph, "duplicate value 'y'");
   g = small_graph();
   ops_of(g)[1]["inputs"] = {"nowhere"};
-  expect_error(g, Errc::bad_graph, "unknown value 'nowhere'");
+  expect_graph_refused(g, Errc::bad_graph, "unknown value 'nowhere'");
   g = small_graph();
   ops_of(g)[1]["id"] = "mm";
-  expect_error(g, Errc::bad_graph, "duplicate op id 'mm'");
+  expect_graph_refused(g, Errc::bad_graph, "duplicate op id 'mm'");
   g = small_graph();
   ops_of(g)[1]["outputs"] = {"y"};
-  expect_error(g, Errc::bad_graph, "two producers");
+  expect_graph_refused(g, Errc::bad_graph, "two producers");
 }
 
 TEST(GraphParse, BadFieldsNameTheirPath) {
   json g = small_graph();
   values_of(g)[0]["shape"] = {2, -4};
-  expect_error(g, Errc::bad_graph, "dimension");
+  expect_graph_refused(g, Errc::bad_graph, "dimension");
   g = small_graph();
   values_of(g)[0]["dtype"] = "f8";
-  expect_error(g, Errc::bad_graph, "f8");
+  expect_graph_refused(g, Errc::bad_graph, "f8");
   g = small_graph();
   values_of(g)[0]["kind"] = "buffer";
-  expect_error(g, Errc::bad_graph, "buffer");
+  expect_graph_refused(g, Errc::bad_graph, "buffer");
   g = small_graph();
   values_of(g)[0]["kind"] = "constant";  // a constant holds its elements
-  expect_error(g, Errc::bad_graph, "data");
+  expect_graph_refused(g, Errc::bad_graph, "data");
   values_of(g)[0]["data"] = {1, 2, 3};
-  expect_error(g, Errc::bad_graph, "holds 8 elements, got 3");
+  expect_graph_refused(g, Errc::bad_graph, "holds 8 elements, got 3");
   g = small_graph();
   values_of(g)[0]["data"] = {1, 2, 3, 4, 5, 6, 7, 8};
-  expect_error(g, Errc::bad_graph, "only a constant value holds data");
+  expect_graph_refused(g, Errc::bad_graph, "only a constant value holds data");
   g = small_graph();
   ops_of(g)[0].erase("inputs");
-  expect_error(g, Errc::bad_graph, "inputs");
+  expect_graph_refused(g, Errc::bad_graph, "inputs");
   g = small_graph();
   g["phases"] = json::array();
-  expect_error(g, Errc::bad_graph, "at least one phase");
-  expect_error(json::array(), Errc::bad_graph, "object");
+  expect_graph_refused(g, Errc::bad_graph, "at least one phase");
+  expect_graph_refused(json::array(), Errc::bad_graph, "object");
 }
 
 // Decode's attention reads the caches its step appended to. With no value linking them, the

@@ -14,15 +14,16 @@
 #include <string>
 
 #include "core/importer/importer.hpp"
+#include "support/graph_lookup.hpp"
 
 namespace sy {
 namespace {
 
 using nlohmann::json;
-const std::filesystem::path kExamples = SY_TEST_EXAMPLES_DIR;
+using test::kExamplesDir;
 
 std::string model_config(const std::string& name) {
-  return (kExamples / "models" / name / "config.json").string();
+  return (kExamplesDir / "models" / name / "config.json").string();
 }
 
 const Phase& phase(const Graph& g, const std::string& name) {
@@ -43,24 +44,9 @@ std::map<std::string, sy_op_kind> layer_ops(const Phase& p, int layer) {
   return out;
 }
 
-template <typename T>
-T attr(const Node& n, const std::string& name, T fallback) {
-  for (const auto& a : n.attrs)
-    if (a.name == name && std::holds_alternative<T>(a.value)) return std::get<T>(a.value);
-  return fallback;
-}
-
-const Node& node(const Phase& p, const std::string& id) {
-  const Node* n = p.node(id);
-  if (!n) throw std::runtime_error("no op " + id);
-  return *n;
-}
-
-const Value& value(const Phase& p, const std::string& name) {
-  const Value* v = p.value(name);
-  if (!v) throw std::runtime_error("no value " + name);
-  return *v;
-}
+using test::attr;
+using test::node;
+using test::value;
 
 // The contiguous layout's prefill and decode phases (plugins before ABI 1.5).
 ImportOptions contiguous() {
@@ -79,14 +65,14 @@ struct Example {
   const char* folder;
   int64_t layers, per_layer_ops;
 };
-constexpr Example kExampleModels[] = {
+constexpr Example kImportedExamples[] = {
     {"llama-3.2-1b", 16, 17},    {"smollm3-3b", 36, 17},  // 15 on NoPE layers
     {"qwen3-0.6b", 28, 19},      {"gemma-3-1b", 26, 21},
     {"gpt-oss-20b", 24, 21},     {"qwen2.5-0.5b", 24, 20},  // + q/k/v bias adds
     {"mistral-7b-v0.1", 32, 17}, {"gemma-2-2b-it", 26, 19}};
 
 TEST(Importer, EveryExampleConfigImportsIntoTwoValidPhases) {
-  for (const auto& ex : kExampleModels) {
+  for (const auto& ex : kImportedExamples) {
     SCOPED_TRACE(ex.folder);
     Graph g = import_hf_config(model_config(ex.folder), contiguous());
     ASSERT_EQ(g.phases.size(), 2u);
@@ -470,7 +456,7 @@ TEST(Importer, DtypeOverrideAndOptions) {
   EXPECT_EQ(value(g.phases[0], "l0.q_proj").dtype, SY_DTYPE_F32);
   EXPECT_EQ(value(g.phases[0], "tokens").dtype, SY_DTYPE_I64);
   // A model folder stands for its config.json.
-  EXPECT_EQ(import_hf_config((kExamples / "models" / "qwen3-0.6b").string()).name, "qwen3-0.6b");
+  EXPECT_EQ(import_hf_config((kExamplesDir / "models" / "qwen3-0.6b").string()).name, "qwen3-0.6b");
 
   auto expect_bad = [](const ImportOptions& bad, const std::string& word) {
     try {
@@ -870,12 +856,12 @@ TEST(Importer, RandomEditsNeverCrash) {
 }
 
 TEST(Importer, HandWrittenExampleGraphsLoad) {
-  Graph tiny = load_graph_file((kExamples / "graphs" / "tiny_decoder_decode.json").string());
+  Graph tiny = load_graph_file((kExamplesDir / "graphs" / "tiny_decoder_decode.json").string());
   ASSERT_EQ(tiny.phases.size(), 1u);
   EXPECT_EQ(tiny.phases[0].name, "decode");
   EXPECT_EQ(tiny.phases[0].fusions.size(), 2u);
   EXPECT_EQ(tiny.phases[0].nodes.size(), 2u * 17 + 4);
-  Graph sinks = load_graph_file((kExamples / "graphs" / "attention_sinks.json").string());
+  Graph sinks = load_graph_file((kExamplesDir / "graphs" / "attention_sinks.json").string());
   ASSERT_EQ(sinks.phases.size(), 1u);
   const Node& a = sinks.phases[0].nodes.at(0);
   EXPECT_EQ(a.op, SY_OP_ATTENTION);

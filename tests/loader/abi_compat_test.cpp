@@ -15,7 +15,7 @@
 namespace sy {
 namespace {
 
-std::unique_ptr<Plugin> load(const std::filesystem::path& p) {
+std::unique_ptr<Plugin> load_or_fail(const std::filesystem::path& p) {
   auto out = load_plugin(p, LoadOptions{});
   EXPECT_TRUE(out.plugin) << p << ": " << (out.diagnostic ? out.diagnostic->reason : "");
   return std::move(out.plugin);
@@ -30,7 +30,7 @@ OpDesc add_op(sy_dtype dt = SY_DTYPE_F32) {
 }
 
 TEST(AbiVersions, NewHostLoadsMinor0PluginAndNeverReadsMinor1Slots) {
-  auto p = load(test::kGoodDir / "good_minor0.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor0.so");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->abi_minor(), 0u);
   EXPECT_EQ(p->negotiated_minor(), 0u);
@@ -42,7 +42,7 @@ TEST(AbiVersions, NewHostLoadsMinor0PluginAndNeverReadsMinor1Slots) {
 }
 
 TEST(AbiVersions, NewHostUsesMinor1SlotOfMinor1Plugin) {
-  auto p = load(test::kGoodDir / "good_minor1.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor1.so");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->abi_minor(), 1u);
   EXPECT_EQ(p->negotiated_minor(), 1u);
@@ -68,7 +68,7 @@ Counters* counters_of(const std::filesystem::path& so) {
 // A minor-4 check declares its kernel's workspace and the host reads it; a minor-3 plugin's
 // check has no such field, so its workspace is 0.
 TEST(AbiVersions, WorkspaceCrossesFromMinor4PluginsOnly) {
-  auto p4 = load(test::kGoodDir / "good_minor4.so");
+  auto p4 = load_or_fail(test::kGoodDir / "good_minor4.so");
   ASSERT_TRUE(p4);
   EXPECT_EQ(p4->negotiated_minor(), 4u);
   const std::vector<int64_t> shape{4};
@@ -79,7 +79,7 @@ TEST(AbiVersions, WorkspaceCrossesFromMinor4PluginsOnly) {
   CheckResult r4 = p4->check(0, p4->devices()[0], op);
   ASSERT_TRUE(r4.accepted);
   EXPECT_EQ(r4.workspace_bytes, 4096u);
-  auto p3 = load(test::kGoodDir / "good_minor3.so");
+  auto p3 = load_or_fail(test::kGoodDir / "good_minor3.so");
   ASSERT_TRUE(p3);
   CheckResult r3 = p3->check(0, p3->devices()[0], op);
   ASSERT_TRUE(r3.accepted);
@@ -89,8 +89,8 @@ TEST(AbiVersions, WorkspaceCrossesFromMinor4PluginsOnly) {
 // The varlen feature crosses from a minor-5 plugin only: a minor-4 build sets the same bit in
 // its envelope, and the host drops it (the dynamic extents it promises did not exist then).
 TEST(AbiVersions, VarlenCrossesFromMinor5PluginsOnly) {
-  auto p5 = load(test::kGoodDir / "good_minor5.so");
-  auto p4 = load(test::kGoodDir / "good_minor4.so");
+  auto p5 = load_or_fail(test::kGoodDir / "good_minor5.so");
+  auto p4 = load_or_fail(test::kGoodDir / "good_minor4.so");
   ASSERT_TRUE(p5 && p4);
   EXPECT_EQ(p5->negotiated_minor(), 5u);
   EXPECT_EQ(p4->negotiated_minor(), 4u);
@@ -110,7 +110,7 @@ TEST(AbiVersions, VarlenCrossesFromMinor5PluginsOnly) {
 // A kernel prepared for dynamic dims runs on the step's actual extents: 3 of 8 elements, the
 // rest of the output untouched. Extents above the bound, or that disagree, never reach it.
 TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
-  auto p = load(test::kGoodDir / "good_minor5.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor5.so");
   ASSERT_TRUE(p);
   OpDesc op = add_op();
   for (auto* list : {&op.inputs, &op.outputs})
@@ -147,26 +147,26 @@ TEST(AbiVersions, DynamicDimsExecuteTheActualExtents) {
 // dtypes of 1.6 (q5_0, q5_1, iq4_nl) cross from a minor-6 plugin only, mxfp4 (1.7) from a minor-7
 // one: every build of the test plugin sets both bits, and the host drops them from older ones.
 TEST(AbiVersions, WeightDtypesCrossFromMinor3PluginsOnly) {
-  auto p8 = load(test::kGoodDir / "good_minor8.so");
+  auto p8 = load_or_fail(test::kGoodDir / "good_minor8.so");
   ASSERT_TRUE(p8);
   EXPECT_EQ(p8->negotiated_minor(), 8u);
-  auto p7 = load(test::kGoodDir / "good_minor7.so");
+  auto p7 = load_or_fail(test::kGoodDir / "good_minor7.so");
   ASSERT_TRUE(p7);
   EXPECT_EQ(p7->negotiated_minor(), 7u);
   EXPECT_EQ(p7->kernels()[0].weight_dtypes, SY_DTYPE_BIT(SY_DTYPE_Q8_0) |
                                                 SY_DTYPE_BIT(SY_DTYPE_Q5_0) |
                                                 SY_DTYPE_BIT(SY_DTYPE_MXFP4));
-  auto p6 = load(test::kGoodDir / "good_minor6.so");
+  auto p6 = load_or_fail(test::kGoodDir / "good_minor6.so");
   ASSERT_TRUE(p6);
   EXPECT_EQ(p6->negotiated_minor(), 6u);
   EXPECT_EQ(p6->kernels()[0].weight_dtypes,
             SY_DTYPE_BIT(SY_DTYPE_Q8_0) | SY_DTYPE_BIT(SY_DTYPE_Q5_0));
-  auto p3 = load(test::kGoodDir / "good_minor3.so");
+  auto p3 = load_or_fail(test::kGoodDir / "good_minor3.so");
   ASSERT_TRUE(p3);
   EXPECT_EQ(p3->negotiated_minor(), 3u);
   ASSERT_EQ(p3->kernels().size(), 1u);
   EXPECT_EQ(p3->kernels()[0].weight_dtypes, SY_DTYPE_BIT(SY_DTYPE_Q8_0));
-  auto p2 = load(test::kGoodDir / "good_minor2.so");
+  auto p2 = load_or_fail(test::kGoodDir / "good_minor2.so");
   ASSERT_TRUE(p2);
   EXPECT_EQ(p2->negotiated_minor(), 2u);
   EXPECT_EQ(p2->kernels()[0].weight_dtypes, 0u);
@@ -182,19 +182,19 @@ TEST(AbiVersions, NumericsClaimsCrossFromTheirMinorOnly) {
   const uint64_t q16 = SY_FEATURE_BIT(SY_FEATURE_ACTIVATION_Q16);
   for (const char* name : {"good_minor4.so", "good_minor5.so", "good_minor7.so", "good_minor8.so",
                            "good_minor9.so", "good_minor10.so"}) {
-    auto p = load(test::kGoodDir / name);
+    auto p = load_or_fail(test::kGoodDir / name);
     ASSERT_TRUE(p) << name;
     EXPECT_EQ(p->kernels()[0].features & (q8 | q16), 0u) << name;
   }
-  EXPECT_EQ(load(test::kGoodDir / "good_minor9.so")->negotiated_minor(), 9u);
-  EXPECT_EQ(load(test::kGoodDir / "good_minor10.so")->negotiated_minor(), 10u);
+  EXPECT_EQ(load_or_fail(test::kGoodDir / "good_minor9.so")->negotiated_minor(), 9u);
+  EXPECT_EQ(load_or_fail(test::kGoodDir / "good_minor10.so")->negotiated_minor(), 10u);
   EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q8), "activation_q8");
   EXPECT_STREQ(sy_feature_name(SY_FEATURE_ACTIVATION_Q16), "activation_q16");
 }
 
 TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {
   const auto so = test::kGoodDir / "good_minor2.so";
-  auto p = load(so);
+  auto p = load_or_fail(so);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->abi_minor(), 2u);
   EXPECT_EQ(p->negotiated_minor(), 2u);
@@ -219,7 +219,7 @@ TEST(AbiVersions, NewHostUsesMinor2SlotsOfMinor2Plugin) {
 TEST(AbiVersions, NewHostUsesMinor0SlotsOfOlderPlugins) {
   for (const char* name : {"good_minor0.so", "good_minor1.so"}) {
     const auto so = test::kGoodDir / name;
-    auto p = load(so);
+    auto p = load_or_fail(so);
     ASSERT_TRUE(p);
     Counters* c = counters_of(so);
     ASSERT_TRUE(c) << name;
@@ -241,7 +241,7 @@ TEST(AbiVersions, InitReceivesTheHostInfo) {
   auto logger = std::make_shared<spdlog::logger>("capture", sink);
   logger->set_level(spdlog::level::trace);
   spdlog::set_default_logger(logger);
-  auto p = load(test::kGoodDir / "good_minor2.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor2.so");
   spdlog::set_default_logger(previous);
   ASSERT_TRUE(p);
   int inits = 0;
@@ -252,7 +252,7 @@ TEST(AbiVersions, InitReceivesTheHostInfo) {
 
 // A caller from the future passes a larger struct: the plugin uses the prefix it knows.
 TEST(StructSize, CalleeAcceptsLargerStructFromNewerCaller) {
-  auto p = load(test::kGoodDir / "good_minor0.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor0.so");
   ASSERT_TRUE(p);
   struct FutureCheckArgs {
     sy_check_args base;
@@ -273,7 +273,7 @@ TEST(StructSize, CalleeAcceptsLargerStructFromNewerCaller) {
 
 TEST(StructSize, CalleeRejectsSmallerStructWithClearStatus) {
   for (const char* name : {"good_minor1.so", "good_minor2.so"}) {
-    auto p = load(test::kGoodDir / name);
+    auto p = load_or_fail(test::kGoodDir / name);
     ASSERT_TRUE(p);
     sy_check_args args{};
     args.struct_size = offsetof(sy_check_args, accepted);  // one field short
@@ -282,7 +282,7 @@ TEST(StructSize, CalleeRejectsSmallerStructWithClearStatus) {
     EXPECT_NE(err.str().find("sy_check_args"), std::string::npos) << err.str();
   }
   // The same rule in the real plugins.
-  auto cpu = load(test::kPluginDir / "cpu_onednn.so");
+  auto cpu = load_or_fail(test::kPluginDir / "cpu_onednn.so");
   ASSERT_TRUE(cpu);
   sy_init_args init{};
   init.struct_size = offsetof(sy_init_args, plugin);
@@ -293,13 +293,13 @@ TEST(StructSize, CalleeRejectsSmallerStructWithClearStatus) {
 
 TEST(StructSize, HostAcceptsLargerDeviceStructsFromNewerPlugins) {
   // Arrays cross as pointers, so a larger element does not shift the next one.
-  auto p = load(test::kGoodDir / "good_minor1.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor1.so");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->devices()[0].name, "test host device");
 }
 
 TEST(Check, RefusesOutsideTheEnvelopeWithReasons) {
-  auto p = load(test::kGoodDir / "good_minor1.so");
+  auto p = load_or_fail(test::kGoodDir / "good_minor1.so");
   ASSERT_TRUE(p);
   auto ok = p->check(0, p->devices()[0], add_op());
   EXPECT_TRUE(ok.accepted);

@@ -14,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kModels = std::string(SY_TEST_EXAMPLES_DIR) + "/models/";
+using test::kExampleModels;
 const std::string kTargets = std::string(SY_TEST_EXAMPLES_DIR) + "/targets/";
 
 // Llama-3.1-8B's shape (examples/models/llama-3.1-8b/config.json), written out here.
@@ -31,7 +31,7 @@ int64_t llama31_kv_bytes(int64_t context) {
   return 2 * kLayers * context * kKvHeads * kHeadDim * 2;  // k and v, bf16
 }
 
-class Memory : public ::testing::Test {
+class PlannerMemory : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     registry_ = new Registry(Registry::discover({{test::kPluginDir}, "test"}, LoadOptions{}));
@@ -44,7 +44,7 @@ class Memory : public ::testing::Test {
     opts.kv_layout = KvLayout::contiguous;  // the contiguous caches' bytes (paged: plan_test)
     opts.max_batch_tokens = 512;
     opts.context = context;
-    Graph g = import_hf_config(kModels + model + "/config.json", opts);
+    Graph g = import_hf_config(kExampleModels + model + "/config.json", opts);
     return plan_graph(g, *registry_, load_target(kTargets + target + ".json"), policy);
   }
   static int64_t sum(const Plan& p, int64_t LocationMemory::*field) {
@@ -54,12 +54,12 @@ class Memory : public ::testing::Test {
   }
   static Registry* registry_;
 };
-Registry* Memory::registry_ = nullptr;
+Registry* PlannerMemory::registry_ = nullptr;
 
 // Each tensor is rounded up to 64 bytes plus 64 of slack: a few hundred tensors, under 1 MiB.
 constexpr int64_t kRounding = int64_t(1) << 20;
 
-TEST_F(Memory, Llama31OnOne8GiBGpuSplitsWholeLayersAndFits) {
+TEST_F(PlannerMemory, Llama31OnOne8GiBGpuSplitsWholeLayersAndFits) {
   Plan p = plan("llama-3.1-8b", "gpu-8gb");
   ASSERT_TRUE(p.ok()) << p.error->message;
   // On the host, a tensor of 2 MiB or more takes whole 2 MiB pages (host_allocation_bytes):
@@ -96,7 +96,7 @@ TEST_F(Memory, Llama31OnOne8GiBGpuSplitsWholeLayersAndFits) {
   EXPECT_LT(p.memory.copy_bytes_per_token, 64 * 1024);
 }
 
-TEST_F(Memory, StrictRefusesWithTheMemoryCodeAndTheNumbers) {
+TEST_F(PlannerMemory, StrictRefusesWithTheMemoryCodeAndTheNumbers) {
   Policy strict;
   strict.strict = true;
   Plan p = plan("llama-3.1-8b", "gpu-8gb", strict);
@@ -109,7 +109,7 @@ TEST_F(Memory, StrictRefusesWithTheMemoryCodeAndTheNumbers) {
   EXPECT_THAT(p.error->message, HasSubstr("no context fits"));  // the weights alone are too big
 }
 
-TEST_F(Memory, OnTheH200EverythingFitsOnCuda) {
+TEST_F(PlannerMemory, OnTheH200EverythingFitsOnCuda) {
   Plan p = plan("llama-3.1-8b", "h200");
   ASSERT_TRUE(p.ok()) << p.error->message;
   EXPECT_TRUE(p.memory.split.empty());
@@ -119,7 +119,7 @@ TEST_F(Memory, OnTheH200EverythingFitsOnCuda) {
   EXPECT_EQ(p.memory.find("host")->weights, 0);
 }
 
-TEST_F(Memory, MaxDeviceMemoryBindsTheH200) {
+TEST_F(PlannerMemory, MaxDeviceMemoryBindsTheH200) {
   Policy capped;
   capped.max_device_memory["cuda:0"] = 8 * kGiB;
   Plan p = plan("llama-3.1-8b", "h200", capped);
@@ -130,7 +130,7 @@ TEST_F(Memory, MaxDeviceMemoryBindsTheH200) {
 }
 
 // The KV caches outgrow the GPU: the error names the largest context, and that context fits.
-TEST_F(Memory, TheLargestContextThatFitsIsNamedAndFits) {
+TEST_F(PlannerMemory, TheLargestContextThatFitsIsNamedAndFits) {
   Policy strict;
   strict.strict = true;
   Plan big = plan("llama-3.2-1b", "gpu-8gb", strict, 200000);
@@ -154,7 +154,7 @@ TEST_F(Memory, TheLargestContextThatFitsIsNamedAndFits) {
 // multiprocessor with as many as it holds of the kernel the call takes (by shared memory and
 // threads, each block 1 KiB more), by that shortfall, at most one split per 2 tiles a warp of a
 // full cache, at most 64; each split keeps D + 1 floats per query row.
-TEST_F(Memory, CudaFlashDeclaresItsSplitKvWorkspace) {
+TEST_F(PlannerMemory, CudaFlashDeclaresItsSplitKvWorkspace) {
   if (!test::kHaveCudaPlugin) GTEST_SKIP() << "cuda_flash is not built here (no nvcc)";
   Plan p = plan("llama-3.2-1b", "h200");
   ASSERT_TRUE(p.ok()) << p.error->message;
@@ -171,7 +171,7 @@ TEST_F(Memory, CudaFlashDeclaresItsSplitKvWorkspace) {
 
 // Activations whose lifetimes do not overlap share bytes: the arena is far below the sum of
 // the prefill phase's activations, and at least its largest one.
-TEST_F(Memory, TheArenaReusesActivationMemory) {
+TEST_F(PlannerMemory, TheArenaReusesActivationMemory) {
   Plan p = plan("llama-3.2-1b", "h200");
   ASSERT_TRUE(p.ok()) << p.error->message;
   int64_t all = 0, largest = 0;

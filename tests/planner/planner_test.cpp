@@ -13,8 +13,8 @@
 namespace sy {
 namespace {
 
-const std::string kModels = std::string(SY_TEST_EXAMPLES_DIR) + "/models/";
-const std::string kH200 = std::string(SY_TEST_EXAMPLES_DIR) + "/targets/h200.json";
+using test::kExampleModels;
+using test::kH200Target;
 
 class Planner : public ::testing::Test {
  protected:
@@ -30,15 +30,15 @@ class Planner : public ::testing::Test {
     opts.max_batch_tokens = 64;
     opts.context = 256;
     opts.dtype_override = dtype;
-    return plan_graph(import_hf_config(kModels + model + "/config.json", opts), *registry_, inv,
-                      policy);
+    return plan_graph(import_hf_config(kExampleModels + model + "/config.json", opts), *registry_,
+                      inv, policy);
   }
   static Registry* registry_;
 };
 Registry* Planner::registry_ = nullptr;
 
 TEST_F(Planner, IsDeterministic) {
-  Inventory inv = load_target(kH200);
+  Inventory inv = load_target(kH200Target);
   Plan a = plan("gpt-oss-20b", inv), b = plan("gpt-oss-20b", inv);
   ASSERT_TRUE(a.ok()) << a.error->message;
   EXPECT_EQ(a.hash, b.hash);
@@ -47,7 +47,7 @@ TEST_F(Planner, IsDeterministic) {
 }
 
 TEST_F(Planner, GptOssOnTheH200RunsAttentionOnCudaFlash) {
-  Plan p = plan("gpt-oss-20b", load_target(kH200));
+  Plan p = plan("gpt-oss-20b", load_target(kH200Target));
   ASSERT_TRUE(p.ok()) << p.error->message;
   for (const auto& phase : p.phases)
     for (const auto& o : phase.ops)
@@ -65,7 +65,7 @@ TEST_F(Planner, EveryFamilyPlansForTheH200) {
   for (const char* model : {"llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "smollm3-3b",
                             "mistral-7b-v0.1", "gemma-2-2b-it", "gemma-3-1b", "gpt-oss-20b"}) {
     SCOPED_TRACE(model);
-    Plan p = plan(model, load_target(kH200));
+    Plan p = plan(model, load_target(kH200Target));
     ASSERT_TRUE(p.ok()) << p.error->message;
     for (const auto& phase : p.phases)
       for (const auto& o : phase.ops)
@@ -75,7 +75,7 @@ TEST_F(Planner, EveryFamilyPlansForTheH200) {
 
 TEST_F(Planner, CopiesWhereProducerAndConsumerMemoryDiffer) {
   // f32: flash refuses it, so attention runs on the CPU between CUDA matmuls.
-  Plan p = plan("llama-3.2-1b", load_target(kH200), {}, "f32");
+  Plan p = plan("llama-3.2-1b", load_target(kH200Target), {}, "f32");
   ASSERT_TRUE(p.ok()) << p.error->message;
   const PhasePlan& prefill = p.phases[0];
   std::set<std::string> directions;
@@ -93,7 +93,7 @@ TEST_F(Planner, CopiesWhereProducerAndConsumerMemoryDiffer) {
 TEST_F(Planner, NoTransfersGivesACopyFreePlan) {
   Policy policy;
   policy.transfers = false;
-  Plan p = plan("llama-3.2-1b", load_target(kH200), policy, "f32");
+  Plan p = plan("llama-3.2-1b", load_target(kH200Target), policy, "f32");
   ASSERT_TRUE(p.ok()) << p.error->message;
   for (const auto& phase : p.phases) {
     EXPECT_TRUE(phase.copies.empty()) << phase.name;
@@ -105,7 +105,7 @@ TEST_F(Planner, PreferCpuKeepsEverythingOnTheHost) {
   Policy policy;
   policy.prefer = {kDLCPU, kDLCUDA};
   policy.prefer_given = true;
-  Plan p = plan("qwen3-0.6b", load_target(kH200), policy);
+  Plan p = plan("qwen3-0.6b", load_target(kH200Target), policy);
   ASSERT_TRUE(p.ok()) << p.error->message;
   for (const auto& phase : p.phases) {
     EXPECT_TRUE(phase.copies.empty());

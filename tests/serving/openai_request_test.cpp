@@ -20,7 +20,7 @@ CompletionRequest chat(const std::string& body) {
 }
 
 // The SY501 message a body gets (empty when it parses).
-std::string refusal(const std::string& body, RequestKind kind = RequestKind::chat) {
+std::string request_refusal(const std::string& body, RequestKind kind = RequestKind::chat) {
   try {
     parse_completion_request(body, kind);
     return "";
@@ -71,21 +71,23 @@ TEST(OpenAiRequest, CompletionTakesTextOrTokenIds) {
   EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
   r = parse_completion_request(R"({"prompt": [1, 2, 3]})", RequestKind::completion);
   EXPECT_EQ(r.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_THAT(refusal(R"({"prompt": ["a", "b"]})", RequestKind::completion),
+  EXPECT_THAT(request_refusal(R"({"prompt": ["a", "b"]})", RequestKind::completion),
               StartsWith("prompt: "));
-  EXPECT_THAT(refusal(R"({"prompt": [1, -2]})", RequestKind::completion), StartsWith("prompt[1]"));
-  EXPECT_THAT(refusal(R"({"messages": []})", RequestKind::completion), StartsWith("prompt: "));
+  EXPECT_THAT(request_refusal(R"({"prompt": [1, -2]})", RequestKind::completion),
+              StartsWith("prompt[1]"));
+  EXPECT_THAT(request_refusal(R"({"messages": []})", RequestKind::completion),
+              StartsWith("prompt: "));
 }
 
 TEST(OpenAiRequest, NeutralValuesAreAcceptedOthersRefusedByName) {
-  EXPECT_EQ(refusal("{" + kHello +
-                    R"(, "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+  EXPECT_EQ(request_refusal("{" + kHello +
+                            R"(, "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
                        "logit_bias": {}, "user": "u1", "logprobs": false, "tools": [],
                        "tool_choice": "none", "response_format": {"type": "text"}})"),
             "");
   for (const auto& [field, value] :
        std::vector<std::pair<std::string, std::string>>{{"best_of", "2"}, {"echo", "true"}})
-    EXPECT_THAT(refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
+    EXPECT_THAT(request_refusal("{" + kHello + ", \"" + field + "\": " + value + "}"),
                 StartsWith(field + ": is not served at "))
         << field;
 }
@@ -94,9 +96,10 @@ TEST(OpenAiRequest, NChoicesAreServedUpToSixteen) {
   const std::string body = "{" + kHello + R"(, "n": 3})";
   EXPECT_EQ(parse_completion_request(body, RequestKind::chat).n, 3);
   EXPECT_EQ(parse_completion_request("{" + kHello + "}", RequestKind::chat).n, 1);
-  EXPECT_THAT(refusal("{" + kHello + R"(, "n": 17})"), StartsWith("n: must be in [1, 16], is 17"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "n": 0})"), StartsWith("n: must be in [1, 16]"));
-  EXPECT_THAT(refusal(R"({"prompt": "x", "best_of": 3})", RequestKind::completion),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "n": 17})"),
+              StartsWith("n: must be in [1, 16], is 17"));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "n": 0})"), StartsWith("n: must be in [1, 16]"));
+  EXPECT_THAT(request_refusal(R"({"prompt": "x", "best_of": 3})", RequestKind::completion),
               StartsWith("best_of: is not served at 3"));
 }
 
@@ -108,20 +111,20 @@ TEST(OpenAiRequest, LogprobsTakeEachEndpointsShape) {
   EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true})").logprobs, 0);
   EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true, "top_logprobs": 20})").logprobs, 20);
   EXPECT_EQ(chat("{" + kHello + R"(, "logprobs": true, "top_logprobs": null})").logprobs, 0);
-  EXPECT_THAT(refusal("{" + kHello + R"(, "top_logprobs": 2})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "top_logprobs": 2})"),
               StartsWith("top_logprobs: needs logprobs: true"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "logprobs": true, "top_logprobs": 21})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "logprobs": true, "top_logprobs": 21})"),
               StartsWith("top_logprobs: "));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "logprobs": 3})"), StartsWith("logprobs: "));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "logprobs": 3})"), StartsWith("logprobs: "));
   const auto completion = [](const std::string& rest) {
     return parse_completion_request(R"({"prompt": "x")" + rest + "}", RequestKind::completion);
   };
   EXPECT_EQ(completion("").logprobs, -1);
   EXPECT_EQ(completion(R"(, "logprobs": 0)").logprobs, 0);
   EXPECT_EQ(completion(R"(, "logprobs": 5)").logprobs, 5);
-  EXPECT_THAT(refusal(R"({"prompt": "x", "logprobs": true})", RequestKind::completion),
+  EXPECT_THAT(request_refusal(R"({"prompt": "x", "logprobs": true})", RequestKind::completion),
               StartsWith("logprobs: "));
-  EXPECT_THAT(refusal(R"({"prompt": "x", "top_logprobs": 2})", RequestKind::completion),
+  EXPECT_THAT(request_refusal(R"({"prompt": "x", "top_logprobs": 2})", RequestKind::completion),
               StartsWith("top_logprobs: is not a field"));
   EXPECT_EQ(sampling_options(completion(R"(, "logprobs": 4)"), 8, 100, 1).logprobs, 4);
 }
@@ -145,33 +148,36 @@ TEST(OpenAiRequest, ResponseFormatAndGrammarBecomeTheAnswersGrammar) {
   EXPECT_EQ(chat("{" + kHello + schema).grammar, s.grammar);  // one grammar per schema text
   GrammarState state(s.grammar);
   EXPECT_TRUE(state.feed(R"({"n": 12})") && state.finished());
-  EXPECT_THAT(refusal("{" + kHello +
+  EXPECT_THAT(
+      request_refusal("{" + kHello +
                       R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p",
                  "schema": {"properties": {"a": {"items": [{"oneOf": []}]}}}}}})"),
-              StartsWith("response_format.json_schema.schema.properties.a.items: items as a list"));
-  EXPECT_THAT(refusal("{" + kHello +
+      StartsWith("response_format.json_schema.schema.properties.a.items: items as a list"));
+  EXPECT_THAT(
+      request_refusal("{" + kHello +
                       R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p",
                  "schema": {"anyOf": [{"type": "string"}, {"format": "email"}]}}}})"),
-              StartsWith("response_format.json_schema.schema.anyOf[1].format: format `email`"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "json_schema"}})"),
+      StartsWith("response_format.json_schema.schema.anyOf[1].format: format `email`"));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "response_format": {"type": "json_schema"}})"),
               StartsWith("response_format.json_schema: must be an object"));
   EXPECT_THAT(
-      refusal("{" + kHello +
-              R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})"),
+      request_refusal(
+          "{" + kHello +
+          R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})"),
       StartsWith("response_format.json_schema.name: is missing"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": {"type": "xml"}})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "response_format": {"type": "xml"}})"),
               StartsWith("response_format.type: must be text, json_object or json_schema"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "response_format": "json"})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "response_format": "json"})"),
               StartsWith("response_format: must be an object"));
   const CompletionRequest g = chat("{" + kHello + R"(, "grammar": "root ::= [0-9]+"})");
   ASSERT_NE(g.grammar, nullptr);
   EXPECT_EQ(g.constraint, "grammar");
-  EXPECT_THAT(refusal("{" + kHello + R"(, "grammar": "root ::= x"})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "grammar": "root ::= x"})"),
               StartsWith("grammar: line 1, column 10: rule `x` is not defined"));
-  EXPECT_THAT(
-      refusal("{" + kHello +
-              R"(, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})"),
-      StartsWith("grammar: and response_format json_object cannot both"));
+  EXPECT_THAT(request_refusal(
+                  "{" + kHello +
+                  R"(, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})"),
+              StartsWith("grammar: and response_format json_object cannot both"));
 }
 
 // chat_template_kwargs reach the template as they were sent; the request's own variables
@@ -181,12 +187,13 @@ TEST(OpenAiRequest, ChatTemplateKwargsAreTheTemplatesVariables) {
       "{" + kHello + R"(, "chat_template_kwargs": {"enable_thinking": false, "x": [1, "a"]}})");
   EXPECT_EQ(r.template_kwargs.dump(), R"({"enable_thinking":false,"x":[1,"a"]})");
   EXPECT_TRUE(chat("{" + kHello + "}").template_kwargs.empty());
-  EXPECT_THAT(refusal("{" + kHello + R"(, "chat_template_kwargs": {"messages": []}})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "chat_template_kwargs": {"messages": []}})"),
               StartsWith("chat_template_kwargs.messages: "));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "chat_template_kwargs": true})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "chat_template_kwargs": true})"),
               StartsWith("chat_template_kwargs: must be an object"));
-  EXPECT_THAT(refusal(R"({"prompt": "x", "chat_template_kwargs": {}})", RequestKind::completion),
-              StartsWith("chat_template_kwargs: is not a field"));
+  EXPECT_THAT(
+      request_refusal(R"({"prompt": "x", "chat_template_kwargs": {}})", RequestKind::completion),
+      StartsWith("chat_template_kwargs: is not a field"));
 }
 
 // The sampler's parameters are served (core/sampling/): read into SamplingParams, and out of
@@ -213,7 +220,8 @@ TEST(OpenAiRequest, PenaltiesMinPAndLogitBiasAreServedAndCheckedByTheSampler) {
                                                         {"logit_bias", R"([1, 2])"},
                                                         {"logit_bias.x", R"({"x": 1})"}}) {
     const std::string key = field.substr(0, field.find('.'));
-    EXPECT_THAT(refusal("{" + kHello + ", \"" + key + "\": " + value + "}"), StartsWith(field))
+    EXPECT_THAT(request_refusal("{" + kHello + ", \"" + key + "\": " + value + "}"),
+                StartsWith(field))
         << field << " " << value;
   }
   // The vocabulary is the server's: an id past it is refused when the engine's options are made.
@@ -233,41 +241,44 @@ TEST(OpenAiRequest, PenaltiesMinPAndLogitBiasAreServedAndCheckedByTheSampler) {
 }
 
 TEST(OpenAiRequest, UnknownFieldsAreRefusedNotIgnored) {
-  EXPECT_THAT(refusal("{" + kHello + R"(, "temprature": 0.2})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "temprature": 0.2})"),
               StartsWith("temprature: is not a field"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "stream": true, "stream_options": {"x": 1}})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "stream": true, "stream_options": {"x": 1}})"),
               StartsWith("stream_options.x"));
 }
 
 TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
-  EXPECT_THAT(refusal("{" + kHello + R"(, "max_tokens": "5"})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "max_tokens": "5"})"),
               StartsWith("max_tokens: must be an integer, is a string"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "max_tokens": 0})"), StartsWith("max_tokens: must be"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "temperature": 3})"), StartsWith("temperature"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "top_p": 0})"), StartsWith("top_p"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "stream": "yes"})"), StartsWith("stream: "));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "stop": ["a", "b", "c", "d", "e"]})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "max_tokens": 0})"),
+              StartsWith("max_tokens: must be"));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "temperature": 3})"), StartsWith("temperature"));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "top_p": 0})"), StartsWith("top_p"));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "stream": "yes"})"), StartsWith("stream: "));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "stop": ["a", "b", "c", "d", "e"]})"),
               StartsWith("stop: "));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "stream_options": {"include_usage": true}})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "stream_options": {"include_usage": true}})"),
               StartsWith("stream_options: is only for stream: true"));
 }
 
 TEST(OpenAiRequest, MessagesAreCheckedOneByOne) {
-  EXPECT_THAT(refusal("{}"), StartsWith("messages: is missing"));
-  EXPECT_THAT(refusal(R"({"messages": {}})"), StartsWith("messages: must be a non-empty array"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "a"}, {"role": "robot",
+  EXPECT_THAT(request_refusal("{}"), StartsWith("messages: is missing"));
+  EXPECT_THAT(request_refusal(R"({"messages": {}})"),
+              StartsWith("messages: must be a non-empty array"));
+  EXPECT_THAT(request_refusal(R"({"messages": [{"role": "user", "content": "a"}, {"role": "robot",
                                         "content": "b"}]})"),
               StartsWith("messages[1].role: must be"));
-  EXPECT_THAT(refusal(R"({"messages": [{"content": "a"}]})"),
+  EXPECT_THAT(request_refusal(R"({"messages": [{"content": "a"}]})"),
               StartsWith("messages[0].role: is missing"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "user"}]})"),
+  EXPECT_THAT(request_refusal(R"({"messages": [{"role": "user"}]})"),
               StartsWith("messages[0].content: is missing"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
-              StartsWith("messages[0].content[0]: only text parts"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "user", "content": "",
+  EXPECT_THAT(
+      request_refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+      StartsWith("messages[0].content[0]: only text parts"));
+  EXPECT_THAT(request_refusal(R"({"messages": [{"role": "user", "content": "",
                                         "tool_calls": []}]})"),
               StartsWith("messages[0].tool_calls: is not served"));
-  EXPECT_THAT(refusal(R"({"messages": [{"role": "assistant", "content": null,
+  EXPECT_THAT(request_refusal(R"({"messages": [{"role": "assistant", "content": null,
                                         "tool_calls": [{"type": "function", "function": {}}]}]})"),
               StartsWith("messages[0].tool_calls[0].function.name: must be a string"));
 }
@@ -312,40 +323,42 @@ TEST(OpenAiRequest, ToolsAndAToolHistoryAreServed) {
   EXPECT_EQ(named.tool_choice, ToolChoice::function);
   EXPECT_EQ(named.tool_name, "get_weather");
   EXPECT_FALSE(named.parallel_tool_calls);
-  EXPECT_THAT(refusal("{" + kHello + ", " + tools +
+  EXPECT_THAT(
+      request_refusal("{" + kHello + ", " + tools +
                       R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})"),
-              StartsWith("tool_choice.function.name: no tool is named \"f\""));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "tool_choice": "required"})"),
+      StartsWith("tool_choice.function.name: no tool is named \"f\""));
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "tool_choice": "required"})"),
               StartsWith("tool_choice: asks for a call, but the request has no tools"));
-  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "tool_choice": "sometimes"})"),
+  EXPECT_THAT(request_refusal("{" + kHello + ", " + tools + R"(, "tool_choice": "sometimes"})"),
               StartsWith("tool_choice: must be auto, none, required or"));
-  EXPECT_THAT(refusal("{" + kHello + ", " + tools + R"(, "parallel_tool_calls": false})"),
+  EXPECT_THAT(request_refusal("{" + kHello + ", " + tools + R"(, "parallel_tool_calls": false})"),
               StartsWith("parallel_tool_calls: false is served with tool_choice required"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "tool_choice": "required", "tools": [{"type":
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "tool_choice": "required", "tools": [{"type":
                       "function", "function": {"name": "f", "parameters": {"type": "object",
                       "properties": {"n": {"type": "integer", "maximum": 3}}}}}]})"),
               StartsWith("tools[0].function.parameters.properties.n.maximum: keyword `maximum`"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "code_interpreter"}]})"),
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "tools": [{"type": "code_interpreter"}]})"),
               StartsWith("tools[0].type: must be function"));
-  EXPECT_THAT(refusal("{" + kHello + R"(, "tools": [{"type": "function", "function":
+  EXPECT_THAT(request_refusal("{" + kHello + R"(, "tools": [{"type": "function", "function":
                       {"name": "f", "parameters": "x"}}]})"),
               StartsWith("tools[0].function.parameters: must be a JSON schema object"));
-  EXPECT_THAT(refusal(R"({"prompt": "x", "tools": []})", RequestKind::completion),
+  EXPECT_THAT(request_refusal(R"({"prompt": "x", "tools": []})", RequestKind::completion),
               StartsWith("tools: is not a field"));
 }
 
 TEST(OpenAiRequest, MalformedBodiesAreBadRequestsNotExceptionsOfJson) {
-  EXPECT_THAT(refusal("{\"messages\": [}"), StartsWith("body: is not valid JSON"));
-  EXPECT_THAT(refusal("[1, 2]"), StartsWith("body: must be a JSON object, is an array"));
-  EXPECT_THAT(refusal(""), StartsWith("body: is not valid JSON"));
+  EXPECT_THAT(request_refusal("{\"messages\": [}"), StartsWith("body: is not valid JSON"));
+  EXPECT_THAT(request_refusal("[1, 2]"), StartsWith("body: must be a JSON object, is an array"));
+  EXPECT_THAT(request_refusal(""), StartsWith("body: is not valid JSON"));
   // A number beyond a double is json's out_of_range, not its parse_error (found by fuzzing).
-  EXPECT_THAT(refusal(R"({"messages": 55e55555})"), StartsWith("body: is not valid JSON"));
+  EXPECT_THAT(request_refusal(R"({"messages": 55e55555})"), StartsWith("body: is not valid JSON"));
   // Bytes that are not UTF-8 are refused at the field they are in.
-  EXPECT_THAT(refusal(std::string("{\"messages\": \"\xff\"}")),
+  EXPECT_THAT(request_refusal(std::string("{\"messages\": \"\xff\"}")),
               StartsWith("messages: is not valid UTF-8 (byte 14 of the body"));
-  EXPECT_THAT(refusal(std::string("{") + kHello + ", \"stop\": [\"a\", \"\xc0\xaf\"]}"),
+  EXPECT_THAT(request_refusal(std::string("{") + kHello + ", \"stop\": [\"a\", \"\xc0\xaf\"]}"),
               StartsWith("stop[1]: is not valid UTF-8"));
-  EXPECT_THAT(refusal(std::string("\xef\xbb\xbf{}\xff")), StartsWith("body: is not valid UTF-8"));
+  EXPECT_THAT(request_refusal(std::string("\xef\xbb\xbf{}\xff")),
+              StartsWith("body: is not valid UTF-8"));
 }
 
 }  // namespace

@@ -6,10 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <stdexcept>
 
 namespace sy::test {
+
+std::string file_contents(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 CommandResult run_switchyard(const std::string& args, const std::string& env) {
   TempDir tmp;
@@ -23,10 +29,7 @@ CommandResult run_switchyard(const std::string& args, const std::string& env) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
   int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
+  r.err = file_contents(err_file);
   return r;
 }
 

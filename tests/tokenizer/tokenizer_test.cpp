@@ -21,17 +21,17 @@ using sy::Errc;
 using sy::Error;
 using sy::Tokenizer;
 
-struct Case {
+struct TokenizerCase {
   std::string text;
   std::vector<int64_t> ids;
 };
 
-std::string fixture(const std::string& name) {
+std::string fixture_path(const std::string& name) {
   return std::string(SY_TEST_FIXTURES_DIR) + "/tokenizer/" + name;
 }
 
 nlohmann::json fixture_json(const std::string& name) {
-  std::ifstream in(fixture(name));
+  std::ifstream in(fixture_path(name));
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str());
@@ -39,12 +39,12 @@ nlohmann::json fixture_json(const std::string& name) {
 
 // Expected ids: produced by Hugging Face `tokenizers` 0.23.3 (Python), the reference
 // implementation, with tests/fixtures/tokenizer/make_expected.py, which calls
-// Tokenizer.from_file(fixture).encode(text, add_special_tokens=False).ids for each text.
+// Tokenizer.from_file(fixture_path).encode(text, add_special_tokens=False).ids for each text.
 
 // llama3_style.json: Sequence[Split(Llama 3 regex, Isolated), ByteLevel(use_regex=false)],
 // ignore_merges, merges as [a, b] pairs, <|endoftext|> <|im_start|> <|im_end|> special (ids
 // 658-660) and <think> </think> added but not special (661, 662).
-const std::vector<Case> kLlama3Cases = {
+const std::vector<TokenizerCase> kLlama3Cases = {
     {"", {}},
     {" ", {220}},
     {"   ", {288}},
@@ -89,7 +89,7 @@ const std::vector<Case> kLlama3Cases = {
       347, 237, 121, 356, 248, 224, 347, 248, 225, 347, 248, 225}}};
 
 // gpt2_style.json: ByteLevel(use_regex=true), the GPT-2 regex; merges as "a b" strings.
-const std::vector<Case> kGpt2Cases = {
+const std::vector<TokenizerCase> kGpt2Cases = {
     {"", {}},
     {" ", {221}},
     {"   ", {261, 221}},
@@ -122,7 +122,7 @@ const std::vector<Case> kGpt2Cases = {
       240, 236, 349, 238, 122, 361, 249, 225, 349, 249, 226, 349, 249, 226}}};
 
 // smollm_style.json: gpt2_style.json with Sequence[Digits(individual_digits), ByteLevel].
-const std::vector<Case> kSmolLMCases = {
+const std::vector<TokenizerCase> kSmolLMCases = {
     {"12345", {17, 18, 19, 20, 21}},
     {"1234567890 and 3.14159, 07:15", {17, 18, 19, 20, 21, 22, 23, 24,  25, 16, 290, 221, 19,
                                        14, 17, 20, 17, 21, 25, 12, 221, 16, 23, 26,  17,  21}},
@@ -132,7 +132,7 @@ const std::vector<Case> kSmolLMCases = {
 
 // o200k_style.json (tokenizers 0.23.3): Sequence[Split(o200k regex, Isolated), ByteLevel], the
 // pattern of gpt-oss: compiled by PCRE2 like any other.
-const std::vector<Case> kO200kCases = {
+const std::vector<TokenizerCase> kO200kCases = {
     {"", {}},
     {" ", {220}},
     {"   ", {288}},
@@ -176,7 +176,7 @@ const std::vector<Case> kO200kCases = {
 // llama2_style.json and gemma_style.json (tokenizers 0.23.3): SentencePiece-style BPE over
 // characters with byte fallback (<0xNN> for the characters the training text lacked: the emoji,
 // CJK and ½ ² of these strings), as Llama 2 / Mistral and Gemma ship it.
-const std::vector<Case> kLlama2Cases = {
+const std::vector<TokenizerCase> kLlama2Cases = {
     {"", {}},
     {" ", {345}},
     {"   ", {345, 345, 345}},
@@ -215,7 +215,7 @@ const std::vector<Case> kLlama2Cases = {
       243, 162, 146, 192, 583, 243, 162, 157, 134, 243, 162, 157, 134}},
     {"  two leading spaces", {345, 352, 325, 317, 366, 307, 303, 306, 359, 309, 625}},
     {"tab\tand\nnewline", {442, 304, 259, 303, 367, 260, 316, 307, 325, 314, 400}}};
-const std::vector<Case> kGemmaCases = {
+const std::vector<TokenizerCase> kGemmaCases = {
     {"", {}},
     {" ", {345}},
     {"   ", {345, 345, 345}},
@@ -255,9 +255,9 @@ const std::vector<Case> kGemmaCases = {
     {"  two leading spaces", {345, 352, 325, 317, 366, 307, 303, 306, 359, 309, 625}},
     {"tab\tand\nnewline", {322, 303, 304, 259, 303, 367, 260, 316, 307, 325, 314, 400}}};
 
-void expect_reference_ids(const std::string& file, const std::vector<Case>& cases) {
-  Tokenizer t = Tokenizer::load(fixture(file));
-  for (const Case& c : cases) {
+void expect_reference_ids(const std::string& file, const std::vector<TokenizerCase>& cases) {
+  Tokenizer t = Tokenizer::load(fixture_path(file));
+  for (const TokenizerCase& c : cases) {
     SCOPED_TRACE(file + ": \"" + c.text + "\"");
     EXPECT_EQ(t.encode(c.text), c.ids);
     EXPECT_EQ(t.decode(t.encode(c.text)), c.text);
@@ -305,8 +305,8 @@ TEST(TokenizerSmolLMStyle, MatchesReferenceIds) {
 TEST(TokenizerSentencePieceStyle, MatchesReferenceIds) {
   for (auto [file, cases, prefix_space] : {std::tuple{"llama2_style.json", &kLlama2Cases, true},
                                            std::tuple{"gemma_style.json", &kGemmaCases, false}}) {
-    Tokenizer t = Tokenizer::load(fixture(file));
-    for (const Case& c : *cases) {
+    Tokenizer t = Tokenizer::load(fixture_path(file));
+    for (const TokenizerCase& c : *cases) {
       SCOPED_TRACE(std::string(file) + ": \"" + c.text + "\"");
       EXPECT_EQ(t.encode(c.text), c.ids);
       const bool prepended = prefix_space && !c.text.empty() && c.text[0] != ' ';
@@ -375,7 +375,7 @@ TEST(TokenizerO200kStyle, MatchesReferenceIds) {
 }
 
 TEST(Tokenizer, VocabularyAndTokenIds) {
-  Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   EXPECT_EQ(t.vocab_size(), 663);  // 658 model tokens, then 5 added ones
   EXPECT_EQ(t.token_id("<|endoftext|>"), 658);
   EXPECT_EQ(t.token_id("<|im_start|>"), 659);
@@ -386,14 +386,14 @@ TEST(Tokenizer, VocabularyAndTokenIds) {
   EXPECT_EQ(t.decode_token(658), "<|endoftext|>");
   EXPECT_EQ(t.decode_token(315), " world");
 
-  Tokenizer g = Tokenizer::load(fixture("gpt2_style.json"));
+  Tokenizer g = Tokenizer::load(fixture_path("gpt2_style.json"));
   EXPECT_EQ(g.vocab_size(), 500);
   EXPECT_EQ(g.token_id("<|endoftext|>"), 0);  // special, and in the model vocabulary too
   EXPECT_EQ(g.encode("a<|endoftext|>b"), (std::vector<int64_t>{65, 0, 66}));
 }
 
 TEST(Tokenizer, StreamingSplitsCharactersAndDecodeReplacesPartialOnes) {
-  Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   // Reference: encode("東") = [478, 109], the bytes E6 9D then B1.
   ASSERT_EQ(t.encode("\xE6\x9D\xB1"), (std::vector<int64_t>{478, 109}));
   EXPECT_EQ(t.decode_token(478), "\xE6\x9D");
@@ -406,7 +406,7 @@ TEST(Tokenizer, StreamingSplitsCharactersAndDecodeReplacesPartialOnes) {
 }
 
 TEST(Tokenizer, InvalidUtf8InputStillRoundTripsByteForByte) {
-  Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   const std::string text = "ok \xFF\xFE bad \xE6\x9D tail\xC3";
   std::vector<int64_t> ids = t.encode(text);
   std::string streamed;
@@ -416,7 +416,7 @@ TEST(Tokenizer, InvalidUtf8InputStillRoundTripsByteForByte) {
 }
 
 TEST(Tokenizer, DecodeOfUnknownIdIsSY303NamingTheId) {
-  Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   Error e = expect_input_error([&] { t.decode({366, 99999}); });
   EXPECT_NE(std::string(e.what()).find("99999"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("llama3_style.json"), std::string::npos) << e.what();
@@ -425,7 +425,7 @@ TEST(Tokenizer, DecodeOfUnknownIdIsSY303NamingTheId) {
 }
 
 TEST(Tokenizer, LongInputIsFastAndRoundTrips) {
-  Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   std::string text;
   for (int i = 0; text.size() < (1 << 20); ++i)
     text += "The switchyard sorts " + std::to_string(i) + " trains, naïve café 東京 🙂\n";
@@ -436,13 +436,13 @@ TEST(Tokenizer, LongInputIsFastAndRoundTrips) {
 }
 
 TEST(Tokenizer, ConcurrentEncodesAgree) {
-  const Tokenizer t = Tokenizer::load(fixture("llama3_style.json"));
+  const Tokenizer t = Tokenizer::load(fixture_path("llama3_style.json"));
   std::vector<std::vector<std::vector<int64_t>>> got(4);
   std::vector<std::thread> threads;
   for (size_t k = 0; k < got.size(); ++k)
     threads.emplace_back([&, k] {
       for (int rep = 0; rep < 20; ++rep)
-        for (const Case& c : kLlama3Cases) got[k].push_back(t.encode(c.text));
+        for (const TokenizerCase& c : kLlama3Cases) got[k].push_back(t.encode(c.text));
     });
   for (auto& th : threads) th.join();
   for (const auto& g : got) EXPECT_EQ(g, got[0]);
@@ -450,7 +450,7 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
 }
 
 TEST(Tokenizer, UnreadableFilesAreSY303) {
-  Error e = expect_input_error([] { Tokenizer::load(fixture("no_such_tokenizer.json")); });
+  Error e = expect_input_error([] { Tokenizer::load(fixture_path("no_such_tokenizer.json")); });
   EXPECT_NE(std::string(e.what()).find("no_such_tokenizer.json"), std::string::npos);
   e = expect_input_error([] { Tokenizer::parse("{\"model\": ", "broken.json"); });
   EXPECT_EQ(e.where.rfind("broken.json:1:", 0), 0u) << e.where;  // file:line:column

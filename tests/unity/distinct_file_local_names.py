@@ -9,8 +9,10 @@ one overload set, and a call may silently pick the other file's: tool_calls.cpp'
 harmony.cpp's `std::string trimmed(const std::string&)` and kept a view of its dead result.
 So a name is defined at file scope in one source of a target only.
 
+The targets and their sources are CMake's (sy_unity_build in the top-level CMakeLists.txt),
+written at generate time as one line a target: name, source folder and `;`-separated sources.
 Reads clang-formatted sources (.clang-format): a definition's name is on the line that starts it.
-  distinct_file_local_names.py SOURCE_DIR
+  distinct_file_local_names.py BUILD_DIR/unity_sources.tsv
 """
 import collections
 import pathlib
@@ -23,11 +25,13 @@ DEFINITION = re.compile(r"^(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|constex
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "catch", "else"}
 
 
-def unity_targets(src):
-    """Each unity target's sources: every core library (one a folder) and the CLI."""
-    targets = {f"core/{d.name}": sorted(d.glob("*.cpp")) for d in (src / "core").iterdir()
-               if d.is_dir()}
-    targets["apps/switchyard"] = sorted((src / "apps/switchyard").glob("*.cpp"))
+def unity_targets(manifest):
+    """Each unity target's C++ sources, from the manifest CMake wrote."""
+    targets = {}
+    for line in manifest.read_text().splitlines():
+        name, folder, sources = line.split("\t")
+        paths = (pathlib.Path(folder) / s for s in sources.split(";") if s)
+        targets[name] = sorted(p for p in paths if p.suffix == ".cpp")
     return targets
 
 
@@ -37,15 +41,19 @@ def clashes(files):
         for line in f.read_text().splitlines():
             m = DEFINITION.match(line)
             if m and m.group(1) not in KEYWORDS:
-                where[m.group(1)].add(f.name)
-    return {name: sorted(fs) for name, fs in where.items() if len(fs) > 1}
+                where[m.group(1)].add(f)
+    # By path: two folders' files of one name are two files.
+    return {name: sorted(str(f) for f in fs) for name, fs in where.items() if len(fs) > 1}
 
 
 def main():
-    src = pathlib.Path(sys.argv[1])
-    targets = unity_targets(src)
-    if len(targets) < 10 or not targets["apps/switchyard"]:
-        sys.exit(f"found {len(targets)} targets under {src}: not a Switchyard source tree")
+    targets = unity_targets(pathlib.Path(sys.argv[1]))
+    # The CLI, the test program and the core's libraries: a manifest without them is not this
+    # project's (or CMake wrote it wrong), and passing on it would guard nothing.
+    expected = {"switchyard", "switchyard_tests", "switchyard_planner", "switchyard_executor"}
+    if not expected <= targets.keys() or not all(targets.values()):
+        sys.exit(f"{sys.argv[1]} lists {sorted(targets)}: expected {sorted(expected)} among them, "
+                 f"each with sources")
     bad = 0
     for target, files in sorted(targets.items()):
         for name, fs in sorted(clashes(files).items()):

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -18,6 +17,7 @@
 #include "core/errors/error.hpp"
 #include "core/weights/gguf.hpp"
 #include "support/gguf_builder.hpp"
+#include "support/little_endian.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -29,18 +29,13 @@ using test::GgufBuilder;
 
 const fs::path kGgufFixtures = fs::path(SY_TEST_FIXTURES_DIR) / "gguf";
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 GgufFile parse(const std::string& bytes) {
   return GgufFile::parse(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
                          "test.gguf");
 }
 
 // Parsing `bytes` is Error SY302 at test.gguf whose message holds `needle`.
-void expect_refused(const std::string& bytes, const std::string& needle) {
+void expect_gguf_refused(const std::string& bytes, const std::string& needle) {
   try {
     parse(bytes);
     ADD_FAILURE() << "parsed; expected SY302 with '" << needle << "'";
@@ -86,7 +81,7 @@ void expect_value(const GgufValue& v, const json& want, const std::string& key) 
 }
 
 TEST(Gguf, TheReferenceWritersFileReadsBackExactly) {
-  const json want = json::parse(read_bytes(kGgufFixtures / "tiny.expected.json"));
+  const json want = json::parse(test::file_contents(kGgufFixtures / "tiny.expected.json"));
   GgufFile f = GgufFile::open((kGgufFixtures / "tiny.gguf").string());
   EXPECT_EQ(f.version(), want["version"].get<uint32_t>());
   EXPECT_EQ(f.alignment(), want["alignment"].get<uint64_t>());
@@ -109,7 +104,7 @@ TEST(Gguf, TheReferenceWritersFileReadsBackExactly) {
 }
 
 TEST(Gguf, EveryTruncationOfARealFileIsRefused) {
-  const std::string bytes = read_bytes(kGgufFixtures / "tiny.gguf");
+  const std::string bytes = test::file_contents(kGgufFixtures / "tiny.gguf");
   ASSERT_GT(bytes.size(), 1000u);
   for (size_t n = 0; n < bytes.size(); ++n) {
     try {
@@ -168,35 +163,32 @@ std::string with_value(uint32_t type, const std::string& value_bytes) {
   return b.bytes;
 }
 
-std::string le32(uint32_t v) {
-  return std::string(reinterpret_cast<const char*>(&v), 4);
-}
-std::string le64(uint64_t v) {
-  return std::string(reinterpret_cast<const char*>(&v), 8);
-}
+using test::le32;
+using test::le64;
 
 TEST(Gguf, BrokenHeadersAndValuesAreRefusedByField) {
-  expect_refused("", "the magic number");
-  expect_refused("GGML\x03\0\0\0", "not a GGUF file");
-  expect_refused(std::string("FUGG\0\0\0\3", 8), "big-endian");
+  expect_gguf_refused("", "the magic number");
+  expect_gguf_refused("GGML\x03\0\0\0", "not a GGUF file");
+  expect_gguf_refused(std::string("FUGG\0\0\0\3", 8), "big-endian");
   GgufBuilder v1, v4, v0;
-  expect_refused(v1.header(1, 0, 0).bytes, "version 1");
-  expect_refused(v4.header(4, 0, 0).bytes, "too new");
-  expect_refused(v0.header(0, 0, 0).bytes, "version 0");
+  expect_gguf_refused(v1.header(1, 0, 0).bytes, "version 1");
+  expect_gguf_refused(v4.header(4, 0, 0).bytes, "too new");
+  expect_gguf_refused(v0.header(0, 0, 0).bytes, "version 0");
   GgufBuilder many;
-  expect_refused(many.header(3, 0, uint64_t(1) << 60).bytes, "metadata count");
+  expect_gguf_refused(many.header(3, 0, uint64_t(1) << 60).bytes, "metadata count");
   GgufBuilder tensors;
-  expect_refused(tensors.header(3, uint64_t(1) << 60, 0).bytes, "tensor count");
-  expect_refused(with_value(13, ""), "unknown value type 13");
-  expect_refused(with_value(7, "\x02"), "bool holding 2");
-  expect_refused(with_value(8, le64(uint64_t(1) << 40)), "bytes of text");
-  expect_refused(with_value(9, le32(9) + le64(1)), "arrays of arrays");
-  expect_refused(with_value(9, le32(20) + le64(1)), "unknown array element type 20");
-  expect_refused(with_value(9, le32(4) + le64(uint64_t(1) << 40)), "does not fit");
-  expect_refused(with_value(9, le32(8) + le64(2) + le64(1) + "a" + le64(100)), "element 1");
-  expect_refused(with_value(4, "\x01\x02"), "metadata 'x'");
+  expect_gguf_refused(tensors.header(3, uint64_t(1) << 60, 0).bytes, "tensor count");
+  expect_gguf_refused(with_value(13, ""), "unknown value type 13");
+  expect_gguf_refused(with_value(7, "\x02"), "bool holding 2");
+  expect_gguf_refused(with_value(8, le64(uint64_t(1) << 40)), "bytes of text");
+  expect_gguf_refused(with_value(9, le32(9) + le64(1)), "arrays of arrays");
+  expect_gguf_refused(with_value(9, le32(20) + le64(1)), "unknown array element type 20");
+  expect_gguf_refused(with_value(9, le32(4) + le64(uint64_t(1) << 40)), "does not fit");
+  expect_gguf_refused(with_value(9, le32(8) + le64(2) + le64(1) + "a" + le64(100)), "element 1");
+  expect_gguf_refused(with_value(4, "\x01\x02"), "metadata 'x'");
   GgufBuilder twice;
-  expect_refused(twice.header(3, 0, 2).kv_u32("a", 1).kv_u32("a", 2).bytes, "'a' appears twice");
+  expect_gguf_refused(twice.header(3, 0, 2).kv_u32("a", 1).kv_u32("a", 2).bytes,
+                      "'a' appears twice");
   for (auto [type, value, needle] : std::vector<std::tuple<uint32_t, uint64_t, std::string>>{
            {4, 0, "not a power of two"}, {4, 48, "not a power of two"}, {10, 32, "not u32"}}) {
     GgufBuilder b;
@@ -205,7 +197,7 @@ TEST(Gguf, BrokenHeadersAndValuesAreRefusedByField) {
       b.u32(uint32_t(value));
     else
       b.u64(value);
-    expect_refused(b.bytes, needle);
+    expect_gguf_refused(b.bytes, needle);
   }
 }
 
@@ -218,16 +210,16 @@ std::string one_tensor(const std::vector<uint64_t>& dims, uint32_t type, uint64_
 }
 
 TEST(Gguf, BrokenTensorInfosAreRefusedByTensor) {
-  expect_refused(one_tensor({}, 0, 0, 64), "tensor 't' has 0 dimensions");
-  expect_refused(one_tensor({1, 1, 1, 1, 1}, 0, 0, 64), "has 5 dimensions");
-  expect_refused(one_tensor({uint64_t(1) << 63, 1}, 0, 0, 64), "element count overflow");
-  expect_refused(one_tensor({uint64_t(1) << 40, uint64_t(1) << 40}, 0, 0, 64), "overflow");
-  expect_refused(one_tensor({32}, 4, 0, 64), "GGML type 4, which is unknown");
-  expect_refused(one_tensor({32}, 31, 0, 64), "GGML type 31, which is unknown");
-  expect_refused(one_tensor({48}, 12, 0, 1024), "not whole Q4_K blocks of 256");
-  expect_refused(one_tensor({16}, 0, 8, 128), "not a multiple of the 32-byte alignment");
-  expect_refused(one_tensor({16}, 0, 0, 63), "lie outside the file");
-  expect_refused(one_tensor({16}, 0, uint64_t(1) << 63, 64), "lie outside the file");
+  expect_gguf_refused(one_tensor({}, 0, 0, 64), "tensor 't' has 0 dimensions");
+  expect_gguf_refused(one_tensor({1, 1, 1, 1, 1}, 0, 0, 64), "has 5 dimensions");
+  expect_gguf_refused(one_tensor({uint64_t(1) << 63, 1}, 0, 0, 64), "element count overflow");
+  expect_gguf_refused(one_tensor({uint64_t(1) << 40, uint64_t(1) << 40}, 0, 0, 64), "overflow");
+  expect_gguf_refused(one_tensor({32}, 4, 0, 64), "GGML type 4, which is unknown");
+  expect_gguf_refused(one_tensor({32}, 31, 0, 64), "GGML type 31, which is unknown");
+  expect_gguf_refused(one_tensor({48}, 12, 0, 1024), "not whole Q4_K blocks of 256");
+  expect_gguf_refused(one_tensor({16}, 0, 8, 128), "not a multiple of the 32-byte alignment");
+  expect_gguf_refused(one_tensor({16}, 0, 0, 63), "lie outside the file");
+  expect_gguf_refused(one_tensor({16}, 0, uint64_t(1) << 63, 64), "lie outside the file");
   GgufBuilder adjacent;
   adjacent.header(3, 2, 0).tensor_info("a", {8}, 0, 0).tensor_info("b", {16}, 0, 32);
   adjacent.pad_to(32).fill(96, 0);
@@ -235,10 +227,10 @@ TEST(Gguf, BrokenTensorInfosAreRefusedByTensor) {
   GgufBuilder shared;
   shared.header(3, 2, 0).tensor_info("a", {16}, 0, 0).tensor_info("b", {8}, 0, 32);
   shared.pad_to(32).fill(64, 0);
-  expect_refused(shared.bytes, "tensors 'a' and 'b' share bytes");
+  expect_gguf_refused(shared.bytes, "tensors 'a' and 'b' share bytes");
   GgufBuilder same;
   same.header(3, 2, 0).tensor_info("a", {8}, 0, 0).tensor_info("a", {8}, 0, 32);
-  expect_refused(same.pad_to(32).fill(64, 0).bytes, "tensor 'a' appears twice");
+  expect_gguf_refused(same.pad_to(32).fill(64, 0).bytes, "tensor 'a' appears twice");
 }
 
 TEST(Gguf, MissingFileIsRefusedWithItsPath) {
@@ -285,7 +277,7 @@ TEST(GgufWrite, TheReferenceWritersFileWrittenAgainIsItsBytes) {
   test::TempDir dir;
   const fs::path out = dir.path() / "again.gguf";
   write_gguf(out.string(), metadata, tensors);
-  const std::string want = read_bytes(fixture), got = read_bytes(out);
+  const std::string want = test::file_contents(fixture), got = test::file_contents(out);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_TRUE(got == want) << "first difference at byte "
                            << std::mismatch(got.begin(), got.end(), want.begin()).first -
@@ -299,9 +291,9 @@ TEST(GgufWrite, WhatTheReaderWouldRefuseIsRefusedByNameAndNoFileIsLeft) {
   text.type = GgufType::string, text.s = "llama";
   const std::vector<float> row(32, 1.f);
   const GgufTensorData ok{"w", 0, {32}, row.data(), 128};
-  const auto expect_refused = [&](const std::vector<std::pair<std::string, GgufValue>>& meta,
-                                  const std::vector<GgufTensorData>& tensors,
-                                  const std::string& needle) {
+  const auto expect_write_refused = [&](const std::vector<std::pair<std::string, GgufValue>>& meta,
+                                        const std::vector<GgufTensorData>& tensors,
+                                        const std::string& needle) {
     try {
       write_gguf(path, meta, tensors);
       ADD_FAILURE() << "written; expected a refusal with '" << needle << "'";
@@ -310,19 +302,19 @@ TEST(GgufWrite, WhatTheReaderWouldRefuseIsRefusedByNameAndNoFileIsLeft) {
     }
     EXPECT_TRUE(fs::is_empty(dir.path())) << "a file was left behind for: " << needle;
   };
-  expect_refused({{"a", text}, {"a", text}}, {ok}, "metadata 'a' appears twice");
-  expect_refused({{"general.alignment", text}}, {ok}, "'general.alignment' is not written");
+  expect_write_refused({{"a", text}, {"a", text}}, {ok}, "metadata 'a' appears twice");
+  expect_write_refused({{"general.alignment", text}}, {ok}, "'general.alignment' is not written");
   GgufValue nested = text;
   nested.type = GgufType::array, nested.element_type = GgufType::array, nested.uints = {1};
-  expect_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
+  expect_write_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
   nested.uints.clear();  // refused however few elements it has
-  expect_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
-  expect_refused({}, {ok, ok}, "tensor 'w' appears twice");
-  expect_refused({}, {{"t", 99, {32}, row.data(), 128}}, "tensor 't' has GGML type 99");
-  expect_refused({}, {{"t", 0, {}, row.data(), 0}}, "tensor 't' has no or more than 4 dims");
-  expect_refused({}, {{"t", 0, {32, 0}, row.data(), 0}}, "a dimension that is not positive");
-  expect_refused({}, {{"t", 8, {16}, row.data(), 17}}, "rows are not whole Q8_0 blocks");
-  expect_refused({}, {{"t", 0, {32}, row.data(), 64}}, "holds 64 bytes, its dims make 128");
+  expect_write_refused({{"n", nested}}, {ok}, "metadata 'n' is an array of arrays");
+  expect_write_refused({}, {ok, ok}, "tensor 'w' appears twice");
+  expect_write_refused({}, {{"t", 99, {32}, row.data(), 128}}, "tensor 't' has GGML type 99");
+  expect_write_refused({}, {{"t", 0, {}, row.data(), 0}}, "tensor 't' has no or more than 4 dims");
+  expect_write_refused({}, {{"t", 0, {32, 0}, row.data(), 0}}, "a dimension that is not positive");
+  expect_write_refused({}, {{"t", 8, {16}, row.data(), 17}}, "rows are not whole Q8_0 blocks");
+  expect_write_refused({}, {{"t", 0, {32}, row.data(), 64}}, "holds 64 bytes, its dims make 128");
   write_gguf(path, {{"general.architecture", text}}, {ok});
   GgufFile back = GgufFile::open(path);
   ASSERT_EQ(back.tensors().size(), 1u);

@@ -15,6 +15,7 @@
 
 #include "core/importer/importer.hpp"
 #include "core/weights/weights.hpp"
+#include "support/little_endian.hpp"
 #include "support/test_paths.hpp"
 
 namespace sy {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using test::TempDir;
 using ::testing::HasSubstr;
 
-const fs::path kExamples = SY_TEST_EXAMPLES_DIR;
+using test::kExamplesDir;
 
 TensorInfo info(const std::string& name, sy_dtype dtype, std::vector<int64_t> shape) {
   TensorInfo t;
@@ -43,16 +44,7 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string le64(uint64_t n) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(n >> (8 * i));
-  return s;
-}
+using test::le64;
 
 // A safetensors file from a header text and `data_bytes` bytes of data.
 std::string file_bytes(const std::string& header, size_t data_bytes) {
@@ -129,7 +121,7 @@ TEST(Safetensors, RoundTripKeepsTensorsMetadataAndAlignment) {
 
   // The layout the reference reader requires: the data section starts 8-byte aligned, tensors
   // (in data order) are back to back from its start and the last one ends the file.
-  std::string raw = read_bytes(path);
+  std::string raw = test::file_contents(path);
   uint64_t header_len = 0;
   std::memcpy(&header_len, raw.data(), 8);  // little-endian host
   EXPECT_EQ((8 + header_len) % 8, 0u);
@@ -166,7 +158,7 @@ TEST(Safetensors, NoMetadataAndEmptyFile) {
   SafetensorsFile f = SafetensorsFile::open(path.string());
   EXPECT_TRUE(f.tensors().empty());
   EXPECT_TRUE(f.metadata().empty());
-  EXPECT_EQ(read_bytes(path).find("__metadata__"), std::string::npos);
+  EXPECT_EQ(test::file_contents(path).find("__metadata__"), std::string::npos);
 }
 
 TEST(Safetensors, WriteReplacesAtomicallyAndRejectsBadArguments) {
@@ -182,7 +174,7 @@ TEST(Safetensors, WriteReplacesAtomicallyAndRejectsBadArguments) {
     ASSERT_NE(f.find("b"), nullptr);
     EXPECT_EQ(static_cast<const int32_t*>(f.data(*f.find("b")))[1], 8);
   }
-  std::string before = read_bytes(path);
+  std::string before = test::file_contents(path);
 
   TensorInfo wrong_bytes = info("a", SY_DTYPE_F32, {4});
   wrong_bytes.bytes = 12;
@@ -204,7 +196,7 @@ TEST(Safetensors, WriteReplacesAtomicallyAndRejectsBadArguments) {
                                  {{info("a", SY_DTYPE_F32, {4}), a.data()}}),
                std::runtime_error);
   // The failed writes left the old file and no temporary files.
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(test::file_contents(path), before);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
@@ -223,7 +215,7 @@ TEST(Safetensors, HeaderLengthPastTheFileOrTooLarge) {
   fs::path good = dir.path() / "good.safetensors";
   std::vector<float> a(16, 1.0f);
   write_safetensors(good.string(), {{info("a", SY_DTYPE_F32, {16}), a.data()}});
-  std::string raw = read_bytes(good);
+  std::string raw = test::file_contents(good);
   uint64_t header_len = 0;
   std::memcpy(&header_len, raw.data(), 8);
 
@@ -533,12 +525,12 @@ TEST(Safetensors, GptOssExpertsAreReadIntoTheGraphsLayout) {
 TEST(Safetensors, HfTensorNamesCoverImportedGraphs) {
   for (const char* model : {"llama-3.2-1b", "qwen3-0.6b", "smollm3-3b", "gemma-3-1b",
                             "qwen2.5-0.5b", "mistral-7b-v0.1", "gemma-2-2b-it"}) {
-    fs::path config = kExamples / "models" / model / "config.json";
+    fs::path config = kExamplesDir / "models" / model / "config.json";
     ImportOptions small;
     small.max_batch_tokens = 4;
     small.context = 8;
     Graph g = import_hf_config(config.string(), small);
-    std::string type = nlohmann::json::parse(read_bytes(config)).value("model_type", "");
+    std::string type = nlohmann::json::parse(test::file_contents(config)).value("model_type", "");
     std::map<std::string, std::string> seen;
     for (const Phase& p : g.phases)
       for (const Value& v : p.values) {
