@@ -1019,15 +1019,17 @@ TEST_F(Serve, GatewayMetricsFollowTheQueueAndTheRunningSequences) {
   EXPECT_EQ(metric(end, info), 1) << end;
 }
 
-// 64 streams at once over --parallel 8: none lost or doubled, each the same ids as alone.
-void load_and_compare(const fs::path& model, const std::vector<std::string>& args, int streams) {
+// 64 streams at once over --parallel 8: none lost or doubled, each the same ids as alone. Each
+// answer is `shortest` to twice that many tokens long.
+void load_and_compare(const fs::path& model, const std::vector<std::string>& args, int streams,
+                      int shortest = 32) {
   ServeProcess s(model, args);
   ASSERT_TRUE(s.started());
   std::vector<StreamReply> replies{size_t(streams)};
   std::vector<json> bodies;
   int64_t want_tokens = 0;
   for (int i = 0; i < streams; ++i) {
-    const int n = 32 + (i * 7) % 33;  // 32..64 tokens
+    const int n = shortest + (i * 7) % (shortest + 1);
     want_tokens += n;
     bodies.push_back(chat_body(
         "request " + std::to_string(i) + ": tell me about number " + std::to_string(i * 37 % 101),
@@ -1178,13 +1180,16 @@ TEST_F(ServeSmolLM2, TokensAndLogprobsAreTransformers) {
   EXPECT_EQ(models.body["data"][0]["max_model_len"], 2048);
 }
 
-// 64 streams over 8 slots; 16 under the sanitizers (SY_TEST_SERVE_STREAMS in their test preset:
-// the same scheduler paths, admission and refills included, in a quarter of the time, which
-// under ASan was 7 of CI's minutes).
+// 64 streams over 8 slots, of 32 to 64 tokens each. Under the sanitizers 16 streams of 8 to 16
+// tokens (SY_TEST_SERVE_STREAMS and SY_TEST_SERVE_TOKENS in their test preset): the same
+// scheduler paths, admission, refills and a sequence's growth past a KV block included. At 64
+// streams that was 7 of CI's minutes under ASan, and at 16 streams of 32 to 64 tokens 91 s of a
+// serial test, most of it the streams replayed one at a time.
 TEST_F(ServeSmolLM2, ManyConcurrentStreamsEachAsAlone) {
   const char* streams = std::getenv("SY_TEST_SERVE_STREAMS");
+  const char* tokens = std::getenv("SY_TEST_SERVE_TOKENS");
   load_and_compare(kSmolLM2, {"--context", "1024", "--parallel", "8"},
-                   streams ? std::atoi(streams) : 64);
+                   streams ? std::atoi(streams) : 64, tokens ? std::atoi(tokens) : 32);
 }
 
 // A client that hangs up mid-stream: its sequence is cancelled at the next step and its
