@@ -7,7 +7,10 @@ Two helpers of the same signature then fail to compile, but two of different sig
 one overload set, and a call may silently pick the other file's: tool_calls.cpp's
 `std::string_view trimmed(std::string_view)` called on a std::string would have taken
 harmony.cpp's `std::string trimmed(const std::string&)` and kept a view of its dead result.
-So a name is defined at file scope in one source of a target only.
+So a name is defined at file scope in one source of a target only. A using-declaration at file
+scope (`using test::attr;`) brings a name into the same merged namespace, so it counts too: a
+name one file defines and another brings in clashes, as do two files bringing in two different
+entities of one name; two files bringing in the same one do not.
 
 The targets and their sources are CMake's (sy_unity_build in the top-level CMakeLists.txt),
 written at generate time as one line a target: name, source folder and `;`-separated sources.
@@ -23,6 +26,8 @@ import sys
 DEFINITION = re.compile(r"^(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|constexpr|\[\[\w+\]\])\s+)*"
                         r"[A-Za-z_][\w:<>,\s*&]*?[\s*&]([A-Za-z_]\w*)\s*\(")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "catch", "else"}
+# A using-declaration at file scope: `using ns::name;` (not `using namespace`, not an alias).
+USING = re.compile(r"^using\s+((?:[\w]*::)+)(\w+)\s*;")
 
 
 def unity_targets(manifest):
@@ -35,15 +40,49 @@ def unity_targets(manifest):
     return targets
 
 
+# Namespaces as clang-format writes them: opened on a line of their own, closed by a commented brace.
+OPEN = re.compile(r"^namespace\s*([\w:]*)\s*\{\s*$")
+CLOSE = re.compile(r"^\}\s*// namespace")
+
+
+def names_in(f):
+    """(name, what it is, whether a definition) for each file-scope definition and
+    using-declaration of source `f`: a definition in an anonymous namespace is the source's own
+    (by path: two folders' files of one name are two files), one in a named namespace is that
+    namespace's; a using-declaration is the entity it names, as written."""
+    stack = []
+    for line in f.read_text().splitlines():
+        if m := OPEN.match(line):
+            stack.append(m.group(1) or None)
+        elif CLOSE.match(line) and stack:
+            stack.pop()
+        elif (m := DEFINITION.match(line)) and m.group(1) not in KEYWORDS:
+            scope = str(f) if None in stack else "::".join(stack)
+            yield m.group(1), f"{scope}::{m.group(1)}", True
+        elif u := USING.match(line):
+            yield u.group(2), (u.group(1) + u.group(2)).lstrip(":"), False
+
+
 def clashes(files):
-    where = collections.defaultdict(set)
+    """Each name that two sources would give two meanings in one unit: defined in both, or
+    defined in one and brought in by a using-declaration of something else in another, or
+    brought in as two different entities. {name: [source, ...]}"""
+    defined = collections.defaultdict(set)  # name -> {source}
+    whats = collections.defaultdict(set)  # name -> {what it is}
+    sources = collections.defaultdict(set)  # name -> {source}
     for f in files:
-        for line in f.read_text().splitlines():
-            m = DEFINITION.match(line)
-            if m and m.group(1) not in KEYWORDS:
-                where[m.group(1)].add(f)
-    # By path: two folders' files of one name are two files.
-    return {name: sorted(str(f) for f in fs) for name, fs in where.items() if len(fs) > 1}
+        for name, what, definition in names_in(f):
+            if definition:
+                defined[name].add(str(f))
+            whats[name].add(what)
+            sources[name].add(str(f))
+    out = {}
+    for name, ws in whats.items():
+        # `using test::x;` names the x a source defines in namespace sy::test.
+        entities = {next((d for d in ws if d.endswith("::" + w)), w) for w in ws}
+        if len(defined[name]) > 1 or len(entities) > 1:
+            out[name] = sorted(sources[name])
+    return out
 
 
 def main():
@@ -57,8 +96,8 @@ def main():
     bad = 0
     for target, files in sorted(targets.items()):
         for name, fs in sorted(clashes(files).items()):
-            print(f"{target}: `{name}` is defined at file scope in {', '.join(fs)}: one unity "
-                  f"unit would hold both (name them apart, or share one)")
+            print(f"{target}: `{name}` is defined or brought in (using) at file scope in "
+                  f"{', '.join(fs)}: one unity unit would hold both (name them apart, or share one)")
             bad += 1
     checked = sum(len(f) for f in targets.values())
     print(f"{checked} sources of {len(targets)} unity targets: {bad} clash(es)")
