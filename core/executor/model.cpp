@@ -69,7 +69,7 @@ std::map<std::string, int64_t> device_free_memory(const Memory& memory) {
 
 Model::Model(const Graph& graph, const Plan& plan, const Registry& registry,
              const Inventory& inventory, const WeightLoader& load)
-    : graph_(graph), plan_(plan), memory_(registry, inventory), registry_(registry) {
+    : registry_(registry), graph_(graph), plan_(plan), memory_(registry, inventory) {
   if (!plan.ok()) throw *plan.error;
   if (const Value* table = graph.find(ValueRole::token_embedding)) vocab_ = table->shape[0];
   const std::map<std::string, int64_t> free_before = device_free_memory(memory_);

@@ -67,9 +67,9 @@ struct Value {
   sy_dtype dtype = SY_DTYPE_F32;
   std::vector<int64_t> shape;  // an upper bound at `dynamic.axis`
   ValueKind kind = ValueKind::activation;
-  std::vector<double> data;  // constant: every element, row-major (stored in `dtype`)
+  std::vector<double> data{};  // constant: every element, row-major (stored in `dtype`)
   ValueRole role = ValueRole::none;
-  DynamicDim dynamic;
+  DynamicDim dynamic{};
   int64_t bytes() const;
   // Weights and constants: loaded once, placed where their consumers need them.
   bool is_parameter() const { return kind == ValueKind::weight || kind == ValueKind::constant; }

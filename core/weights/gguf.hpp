@@ -50,11 +50,11 @@ struct GgufValue {
   int64_t i = 0;
   uint64_t u = 0;
   double f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-  std::vector<uint64_t> uints;
-  std::vector<double> floats;
-  std::vector<std::string> strings;
+  std::string s{};
+  std::vector<int64_t> ints{};
+  std::vector<uint64_t> uints{};
+  std::vector<double> floats{};
+  std::vector<std::string> strings{};
 
   bool is_array() const { return type == GgufType::array; }
   // The value as an integer when it is an integer scalar (any width or sign) that fits; bool

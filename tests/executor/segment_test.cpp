@@ -151,7 +151,9 @@ TEST(Segments, ARunIsCutWhereAnotherPluginServesAnOp) {
   for (const auto& s : step.segments) {
     EXPECT_TRUE(s.segment) << s.plugin << ": " << s.reason;
     (s.plugin == "remote_reference" ? remote : host) += 1;
-    if (s.plugin != "remote_reference") EXPECT_EQ(s.plugin, "cpu_onednn");
+    if (s.plugin != "remote_reference") {
+      EXPECT_EQ(s.plugin, "cpu_onednn");
+    }
   }
   EXPECT_GE(remote, 2u);
   EXPECT_GE(host, 1u);

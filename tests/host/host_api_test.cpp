@@ -241,8 +241,9 @@ TEST_F(HostApi, TheSamplerChainGivesTheIdsOfSwitchyardRun) {
     ASSERT_EQ(sy_sampler_sample(sampler, logits.data(), logits.size(), &token, &e), kOk)
         << e.message;
     own.push_back(token);
-    if (i < 15)
+    if (i < 15) {
       ASSERT_EQ(sy_session_decode(s, token, logits.data(), logits.size(), &e), kOk) << e.message;
+    }
   }
   EXPECT_EQ(own, cli);
   // The same again after a reset: the generator starts from its seed.
@@ -347,7 +348,9 @@ TEST_F(HostApi, ASchemaHoldsTheOutputInGenerateAndInAnOwnLoop) {
     ASSERT_EQ(sy_sampler_sample(sm, logits.data(), logits.size(), &t, &e), kOk) << e.message;
     own.push_back(t);
     ASSERT_EQ(sy_sampler_complete(sm, &whole, &e), kOk);
-    if (!whole) ASSERT_EQ(sy_session_decode(s, t, logits.data(), logits.size(), &e), kOk);
+    if (!whole) {
+      ASSERT_EQ(sy_session_decode(s, t, logits.data(), logits.size(), &e), kOk);
+    }
   }
   EXPECT_EQ(own, ids);
   // Whole: only an end of sequence may follow, no token with bytes.

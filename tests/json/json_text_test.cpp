@@ -16,8 +16,7 @@ using nlohmann::json;
 
 bool lexer_accepts(const std::string& bytes) {
   try {
-    (void)json::parse("\"" + bytes + "\"");
-    return true;
+    return json::parse("\"" + bytes + "\"").is_string();
   } catch (const json::parse_error&) {
     return false;
   }

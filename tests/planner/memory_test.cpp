@@ -88,8 +88,12 @@ TEST_F(PlannerMemory, Llama31OnOne8GiBGpuSplitsWholeLayersAndFits) {
   ASSERT_LT(first_gpu_layer, kLayers);
   for (const auto& phase : p.phases)
     for (const auto& o : phase.ops) {
-      if (o.layer >= 0) EXPECT_EQ(o.device, o.layer < first_gpu_layer ? "cpu:0" : "cuda:0") << o.id;
-      if (o.id == "lm_head") EXPECT_EQ(o.device, "cuda:0");
+      if (o.layer >= 0) {
+        EXPECT_EQ(o.device, o.layer < first_gpu_layer ? "cpu:0" : "cuda:0") << o.id;
+      }
+      if (o.id == "lm_head") {
+        EXPECT_EQ(o.device, "cuda:0");
+      }
     }
   // One hidden state crosses per token (plus the step's positions): bytes, not megabytes.
   EXPECT_GT(p.memory.copies_per_token, 0);

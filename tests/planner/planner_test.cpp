@@ -69,7 +69,9 @@ TEST_F(Planner, EveryFamilyPlansForTheH200) {
     ASSERT_TRUE(p.ok()) << p.error->message;
     for (const auto& phase : p.phases)
       for (const auto& o : phase.ops)
-        if (o.op == SY_OP_MATMUL) EXPECT_EQ(o.device, "cuda:0") << o.id;
+        if (o.op == SY_OP_MATMUL) {
+          EXPECT_EQ(o.device, "cuda:0") << o.id;
+        }
   }
 }
 

@@ -39,7 +39,9 @@ static sy_kernel_envelope g_envs[MAX_KERNELS];
 static const sy_kernel_envelope* g_env_ptrs[MAX_KERNELS];
 static char g_names[MAX_KERNELS][48];
 static size_t g_count;
+#if defined(SHAPE_CANDLE_FLASH)
 static const int32_t kFlashHeadDims[] = {64, 128, 256};
+#endif
 
 static uint64_t bit(sy_feature f) {
   return SY_FEATURE_BIT(f);
@@ -85,7 +87,6 @@ static void add_generic(DLDeviceType type, const char* suffix) {
 
 static void declare(void) {
   const uint64_t half = SY_DTYPE_BIT(SY_DTYPE_F16) | SY_DTYPE_BIT(SY_DTYPE_BF16);
-  const uint64_t f32 = SY_DTYPE_BIT(SY_DTYPE_F32);
   const uint64_t common = bit(SY_FEATURE_CAUSAL) | bit(SY_FEATURE_DECODE) | bit(SY_FEATURE_BATCH) |
                           bit(SY_FEATURE_CUSTOM_SCALE) | bit(SY_FEATURE_SLIDING_WINDOW);
   g_count = 0;
@@ -98,6 +99,7 @@ static void declare(void) {
   }
   add_generic(kDLCPU, "_cpu");
 #elif defined(SHAPE_FLEX)
+  const uint64_t f32 = SY_DTYPE_BIT(SY_DTYPE_F32);
   add("flex_attention_cpu", SY_OP_ATTENTION, "flex", kDLCPU, f32 | half,
       common | bit(SY_FEATURE_GQA));
   add("flex_attention_cuda", SY_OP_ATTENTION, "flex", kDLCUDA, f32 | half,
@@ -106,6 +108,7 @@ static void declare(void) {
   add_generic(kDLCUDA, "_cuda");
 #elif defined(SHAPE_NO_GQA)
   {
+    const uint64_t f32 = SY_DTYPE_BIT(SY_DTYPE_F32);
     sy_kernel_envelope* e = add("sdpa_no_gqa", SY_OP_ATTENTION, "sdpa", kDLCPU, f32 | half,
                                 common | bit(SY_FEATURE_LSE) | bit(SY_FEATURE_SINKS));
     e->max_gqa_ratio = 1;

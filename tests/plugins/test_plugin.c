@@ -290,6 +290,7 @@ static sy_status plugin_execute(sy_execute_args* args, sy_error_buffer* err) {
 #elif defined(TEST_SEGFAULT)
   /* Aligned and not NULL, so the crash is the signal even where UBSan checks stores. */
   *(volatile float*)(uintptr_t)(args->kernel->elements * 16 + 16) = a[0];
+  (void)b;
   (void)c;
 #elif defined(TEST_SHARED_SCRATCH)
   {
@@ -397,7 +398,11 @@ SY_EXPORT const sy_plugin_api* sy_plugin_entry(const sy_host_info* host) {
 #endif
   g_host = host;
 #ifdef TEST_SEGFAULT_IN_ENTRY
-  *(volatile int*)(uintptr_t)16 = 1; /* a bad pointer, written before the table is returned */
+  { /* a bad pointer, written before the table is returned; through a volatile pointer, so that
+       GCC does not read the constant address as an array of no elements */
+    volatile int* volatile bad = (volatile int*)(uintptr_t)16;
+    *bad = 1;
+  }
 #endif
   g_api = make_api();
   plugin_log(SY_LOG_DEBUG, "test plugin " TEST_PLUGIN_NAME " entered");

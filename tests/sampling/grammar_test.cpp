@@ -138,7 +138,9 @@ TEST(TokenMask, TheTrieWalkAllowsExactlyTheTokensTheStateTakes) {
                               json_schema_grammar(bounded), counted}) {
     GrammarMasks masks(grammar, table);
     const bool long_counts = grammar == counted || grammar == json_schema_grammar(bounded);
-    if (long_counts) EXPECT_TRUE(masks.merges_counts());
+    if (long_counts) {
+      EXPECT_TRUE(masks.merges_counts());
+    }
     std::set<std::vector<GrammarState::Stack>> visited;
     for (int walk = 0; walk < (long_counts ? 6 : 15); ++walk) {
       GrammarState state(grammar);

@@ -161,7 +161,9 @@ TEST_F(Serve, LogprobsDescribeEachTokenOfTheAnswer) {
     double mass = 0;
     for (size_t k = 0; k < top.size(); ++k) {
       EXPECT_LE(top[k]["logprob"].get<double>(), 0.0);
-      if (k > 0) EXPECT_GE(top[k - 1]["logprob"].get<double>(), top[k]["logprob"].get<double>());
+      if (k > 0) {
+        EXPECT_GE(top[k - 1]["logprob"].get<double>(), top[k]["logprob"].get<double>());
+      }
       mass += std::exp(top[k]["logprob"].get<double>());
     }
     EXPECT_LE(mass, 1.0 + 1e-9);
@@ -190,8 +192,12 @@ TEST_F(Serve, LogprobsDescribeEachTokenOfTheAnswer) {
   ASSERT_EQ(lp["tokens"].size(), 6u);
   std::string text;
   for (size_t i = 0; i < 6; ++i) {
-    if (i > 0) EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
-    if (i == 0) EXPECT_EQ(lp["text_offset"][i], 0);
+    if (i > 0) {
+      EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    }
+    if (i == 0) {
+      EXPECT_EQ(lp["text_offset"][i], 0);
+    }
     text += lp["tokens"][i].get<std::string>();
     double best = -1e300;
     for (const auto& [t, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
@@ -199,7 +205,9 @@ TEST_F(Serve, LogprobsDescribeEachTokenOfTheAnswer) {
   }
   // A token that holds part of a UTF-8 character shows as U+FFFD (the completion shape has no
   // bytes); otherwise the tokens spell the text.
-  if (text.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(text, c.body["choices"][0]["text"]);
+  if (text.find("\xEF\xBF\xBD") == std::string::npos) {
+    EXPECT_EQ(text, c.body["choices"][0]["text"]);
+  }
   // Unasked, a chat's choice has none.
   Reply plain = post(s.port(), kChat, chat_body("Name a colour.", 2).dump());
   EXPECT_FALSE(plain.body["choices"][0].contains("logprobs"));
@@ -453,7 +461,9 @@ TEST_P(ServeForcedCalls, HoldToTheFunctionsSchema) {
     ASSERT_TRUE(choice["message"].contains("tool_calls")) << r.raw;
     const json& got = choice["message"]["tool_calls"];
     ASSERT_GE(got.size(), 1u);
-    if (one_call) ASSERT_EQ(got.size(), 1u);
+    if (one_call) {
+      ASSERT_EQ(got.size(), 1u);
+    }
     if (named) {
       EXPECT_EQ(choice["finish_reason"], "tool_calls");
       ASSERT_EQ(got.size(), 1u);
@@ -877,9 +887,10 @@ TEST_F(Serve, AThousandIdleOrSlowConnectionsDoNotStarveARealRequest) {
   for (int i = 0; i < count; ++i) {
     idle.emplace_back(s.port());
     ASSERT_TRUE(idle.back().connected()) << "connection " << i;
-    if (i % 2 == 1)
+    if (i % 2 == 1) {
       ASSERT_TRUE(
           idle.back().send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nCont"));
+    }
   }
   EXPECT_EQ(get(s.port(), "/health").status, 200);
   const Reply whole = post(s.port(), kChat, chat_body("still served?", 8).dump());
