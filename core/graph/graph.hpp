@@ -67,6 +67,8 @@ struct Value {
   sy_dtype dtype = SY_DTYPE_F32;
   std::vector<int64_t> shape;  // an upper bound at `dynamic.axis`
   ValueKind kind = ValueKind::activation;
+  // `{}` on the members without a default: a brace initialiser may leave them out
+  // (-Wmissing-field-initializers).
   std::vector<double> data{};  // constant: every element, row-major (stored in `dtype`)
   ValueRole role = ValueRole::none;
   DynamicDim dynamic{};

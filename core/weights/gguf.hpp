@@ -50,6 +50,7 @@ struct GgufValue {
   int64_t i = 0;
   uint64_t u = 0;
   double f = 0;
+  // `{}`: a brace initialiser may leave them out (-Wmissing-field-initializers).
   std::string s{};
   std::vector<int64_t> ints{};
   std::vector<uint64_t> uints{};

@@ -32,16 +32,15 @@ struct sy_kernel {
    SY_FEATURE_BIT(SY_FEATURE_SOFTCAP) | SY_FEATURE_BIT(SY_FEATURE_DECODE) |        \
    SY_FEATURE_BIT(SY_FEATURE_BATCH) | SY_FEATURE_BIT(SY_FEATURE_CUSTOM_SCALE))
 
-static const sy_kernel_envelope kAttention = {
-    .struct_size = sizeof(sy_kernel_envelope),
-    .kernel = "attention_lse",
-    .op = SY_OP_ATTENTION,
-    .family = "flex",
-    .device_type = kDLCPU,
-    .dtypes = SY_DTYPE_BIT(SY_DTYPE_F32),
-    .features = FEATURES,
-    .default_residency = SY_RESIDENCY_DEVICE,
-    .cost_hint = 2.0};
+static const sy_kernel_envelope kAttention = {.struct_size = sizeof(sy_kernel_envelope),
+                                              .kernel = "attention_lse",
+                                              .op = SY_OP_ATTENTION,
+                                              .family = "flex",
+                                              .device_type = kDLCPU,
+                                              .dtypes = SY_DTYPE_BIT(SY_DTYPE_F32),
+                                              .features = FEATURES,
+                                              .default_residency = SY_RESIDENCY_DEVICE,
+                                              .cost_hint = 2.0};
 static const sy_kernel_envelope* const kKernels[] = {&kAttention};
 
 static double float_attr(const sy_op_desc* op, const char* name, double fallback) {

@@ -14,6 +14,7 @@ struct AttentionProblem {
   bool causal = false;
   int64_t window = -1;
   double softcap = 0, scale = 0;  // scale 0: 1/sqrt(D)
+  // `{}`: a brace initialiser of the sizes may leave the data out (-Wmissing-field-initializers).
   std::vector<double> q{}, k{}, v{};  // [B,S,H,D] row-major
   std::vector<double> sinks{};        // [Hq] or empty
   std::vector<int64_t> kv_len{};      // [B] or empty (= Skv)
