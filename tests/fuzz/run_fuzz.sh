@@ -26,13 +26,17 @@ tokenizer=(core/tokenizer/tokenizer.cpp core/tokenizer/split_regex.cpp core/gene
 flags=(-std=c++20 -g1 -O1 -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$src" -I"$src/abi/include")
 
-# Each source is compiled once, whatever number of targets links it (errors.cpp goes into five,
-# the chat template's into two), all of them side by side on the machine's cores (jobs, default
-# nproc); each link adds libFuzzer's main.
+# The sources are compiled in batches, one translation unit per folder of the core (the union of
+# the files the targets take from it), as the build's unity targets are: each folder is one
+# library there, whose file-local names the unity guard keeps apart, and a batch parses the
+# headers its files share (nlohmann/json, <regex>) once. The importer's nine files: 53 s one by
+# one, 18 s as one batch. A batch is compiled once, whatever number of targets links it, all of
+# them side by side on the machine's cores (jobs, default nproc); each link adds libFuzzer's main.
 jobs=${FUZZ_JOBS:-$(nproc)}
-object_of() { [[ "$1" == *.o ]] && echo "$1" || echo "$work/obj/${1//\//_}.o"; }
-mkdir -p "$work/obj"
-rm -f "$work"/obj/*.o  # a run compiles the sources as they are now
+batch_of() { [[ "$1" == core/* ]] && dirname "$1" || echo "$1"; }  # a fuzz target's own file alone
+object_of() { [[ "$1" == *.o ]] && echo "$1" || echo "$work/obj/$(batch_of "$1" | tr / _).o"; }
+mkdir -p "$work/obj" "$work/batch"
+rm -f "$work"/obj/*.o "$work"/batch/*.cpp  # a run compiles the sources as they are now
 # The operator contract is C99: compiled as C, linked into every target that needs it.
 (cd "$src" && clang -std=c99 -g1 -O1 -fsanitize=fuzzer-no-link,address,undefined \
    -fno-sanitize-recover=undefined -I"$src/abi/include" -c abi/src/op_contract.c \
@@ -46,12 +50,14 @@ targets=(
   "fuzz_safetensors tests/fuzz/fuzz_safetensors.cpp ${safetensors[*]}"
   "fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp ${tokenizer[*]}")
 for t in "${targets[@]}"; do printf '%s\n' ${t#* }; done | grep -v '\.o$' | sort -u |
-  while read -r f; do printf '%s %s\n' "$f" "$(object_of "$f")"; done |
+  while read -r f; do echo "#include \"$src/$f\"" >>"$work/batch/$(batch_of "$f" | tr / _).cpp"; done
+# The biggest batches first (ls -S), so that the last to finish is a small one.
+for b in $(ls -S "$work"/batch/*.cpp); do printf '%s %s\n' "$b" "$work/obj/$(basename "$b" .cpp).o"; done |
   (cd "$src" && xargs -P "$jobs" -n 2 bash -c \
     'exec "${@:1:$#-2}" -c "${@: -2:1}" -o "${@: -1}"' compile clang++ "${flags[@]}")
 for t in "${targets[@]}"; do
-  objects=()
-  for f in ${t#* }; do objects+=("$(object_of "$f")"); done
+  # shellcheck disable=SC2046  # object paths, one word each
+  objects=($(for f in ${t#* }; do object_of "$f"; done | sort -u))
   # shellcheck disable=SC2046  # PCRE2's flags, one word each (the tokenizer's Split regexes)
   clang++ -fsanitize=fuzzer,address,undefined "${objects[@]}" $(pkg-config --libs libpcre2-8) \
     -o "$work/${t%% *}" &
