@@ -30,9 +30,9 @@ test-assets:
 	@scripts/make-requantized-smollm2.sh build/model-cache build/test-venv || \
 		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
 
-# The whole suite under AddressSanitizer + UBSan (build-sanitize/, -O1; cpu_onednn -O2), sharing
-# build/model-cache and build/test-venv with `make test` (fetched once). docs/sanitizers.md says
-# what it covers and what it leaves out.
+# The whole suite under AddressSanitizer + UBSan (build-sanitize/, -O1; cpu_onednn -O3, its
+# AVX-512 and AMX files -O2), sharing build/model-cache and build/test-venv with `make test`
+# (fetched once). docs/sanitizers.md says what it covers and what it leaves out.
 test-sanitize: deps test-assets
 	cmake --preset sanitize
 	cmake --build --preset sanitize
