@@ -51,7 +51,8 @@ targets=(
   "fuzz_tokenizer tests/fuzz/fuzz_tokenizer.cpp ${tokenizer[*]}")
 for t in "${targets[@]}"; do printf '%s\n' ${t#* }; done | grep -v '\.o$' | sort -u |
   while read -r f; do echo "#include \"$src/$f\"" >>"$work/batch/$(batch_of "$f" | tr / _).cpp"; done
-# The biggest batches first (ls -S), so that the last to finish is a small one.
+# The batches of the most files first (ls -S: the longest lists of includes), so that the last
+# to finish is likely a small one.
 for b in $(ls -S "$work"/batch/*.cpp); do printf '%s %s\n' "$b" "$work/obj/$(basename "$b" .cpp).o"; done |
   (cd "$src" && xargs -P "$jobs" -n 2 bash -c \
     'exec "${@:1:$#-2}" -c "${@: -2:1}" -o "${@: -1}"' compile clang++ "${flags[@]}")
