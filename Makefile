@@ -31,7 +31,8 @@ test-assets:
 		echo "switchyard: the llama-quantize-style SmolLM2 tests (SmolLM2Requantized.*) will be SKIPPED" >&2
 
 # The whole suite under AddressSanitizer + UBSan (build-sanitize/, -O1; cpu_onednn -O3, its
-# AVX-512 and AMX files -O2), sharing build/model-cache and build/test-venv with `make test`
+# AVX-512 and AMX files -O2, or -O0 where this CPU cannot run them; CUDA device code as PTX
+# alone), sharing build/model-cache and build/test-venv with `make test`
 # (fetched once). docs/sanitizers.md says what it covers and what it leaves out.
 test-sanitize: deps test-assets
 	cmake --preset sanitize
