@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "attention/attention_paged.hpp"
+#include "tier/register_tile.hpp"
 #include "tier/scalar_math.hpp"
 #include "tier/simd_lanes.hpp"
 
@@ -39,15 +40,19 @@ inline void widen_row(const void* p, bool bf16, int64_t count, float* out) {
 // tile of D, so each multiply-add loads one operand, not two (the loads bound these loops).
 inline constexpr int kTile = 8;
 
-// Scores of keys [lo, hi] over chunks [c0, c0 + C) of d: acc[j] continues each key's one chain.
+// Scores of the group's L keys over chunks [c0, c0 + C) of d: acc[j] continues each key's one
+// chain. Every lane is computed, seen or not (k[j] is some row of the group for each), so that
+// the loops have compile-time bounds and acc stays in registers; the caller drops the unseen.
 template <class Ops, int C>
-inline void scores_tile(const float* q, const float* const* k, int lo, int hi, int64_t d0,
-                        typename Ops::V* acc) {
+inline void scores_tile(const float* q, const float* const* k, int64_t d0, typename Ops::V* acc) {
   constexpr int L = Ops::kLanes;
   typename Ops::V qv[C];
+  SY_TILE_LOOP
   for (int c = 0; c < C; ++c) qv[c] = Ops::load(q + d0 + c * L);
-  for (int j = lo; j <= hi; ++j) {
+  SY_TILE_LOOP
+  for (int j = 0; j < L; ++j) {
     typename Ops::V a = acc[j];
+    SY_TILE_LOOP
     for (int c = 0; c < C; ++c) a = Ops::madd(qv[c], Ops::load(k[j] + d0 + c * L), a);
     acc[j] = a;
   }
@@ -65,6 +70,24 @@ inline void values_tile(const float* p, const float* const* v, int lo, int hi, i
     for (int c = 0; c < C; ++c) out[c] = Ops::madd(pj, Ops::load(v[j] + d0 + c * L), out[c]);
   }
   for (int c = 0; c < C; ++c) Ops::store(o + d0 + c * L, out[c]);
+}
+
+// The L keys' sums for a head of one tile (C chunks: every tier's D = 64 and 128): scores_tile's
+// chains, with its accumulators local to this function so that they stay in registers.
+template <class Ops, int C>
+inline typename Ops::V scores_one_tile(const float* q, const float* const* k) {
+  constexpr int L = Ops::kLanes;
+  typename Ops::V qv[C], acc[L];
+  SY_TILE_LOOP
+  for (int c = 0; c < C; ++c) qv[c] = Ops::load(q + c * L);
+  SY_TILE_LOOP
+  for (int j = 0; j < L; ++j) {
+    typename Ops::V a = Ops::zero();
+    SY_TILE_LOOP
+    for (int c = 0; c < C; ++c) a = Ops::madd(qv[c], Ops::load(k[j] + c * L), a);
+    acc[j] = a;
+  }
+  return Ops::sum_each(acc);
 }
 
 // f<C>(d0) for the last `rest` chunks (0 < rest < kTile), C known at compile time.
@@ -87,8 +110,9 @@ inline void over_tiles(int64_t Dp, int L, F&& f) {
 // One row against the keys [lo, hi] of a group of L keys (lane l = key j0 + l; k[l], v[l] their
 // rows, Dp floats each). Each score is q · k over d in lanes (chunk after chunk, one
 // accumulator), its lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap;
-// the lanes the row does not see are −inf (never computed: their rows may be garbage). Then the
-// online softmax update of m and l over the L lanes, and o [Dp] · α + p·v key by key. Tiling D
+// the lanes the row does not see are −inf (computed from another key's row, then dropped: never
+// from past the keys, as the pool is not zeroed). Then the online softmax update of m and l over
+// the L lanes (the mask and the maximum in registers), and o [Dp] · α + p·v key by key. Tiling D
 // changes no element's chain of operations, only where its operands wait.
 template <class Ops>
 __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const float* q,
@@ -96,21 +120,31 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
                                          int hi, int64_t Dp, float& m, float& l, float* o) {
   using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  V acc[L];
-  for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
-  over_tiles(Dp, L, [&]<int C>(int64_t d0) { scores_tile<Ops, C>(q, k, lo, hi, d0, acc); });
-  alignas(64) float s[L];
-  Ops::store(s, Ops::mul(Ops::sum_each(acc), Ops::set1(a.scale)));
-  float block_max = kNegInf;
-  for (int i = 0; i < L; ++i) {
-    if (a.softcap > 0.f) s[i] = a.softcap * std::tanh(s[i] / a.softcap);
-    s[i] = select_f32(i >= lo && i <= hi, s[i], kNegInf);
-    block_max = std::max(block_max, s[i]);
+  V sums = Ops::zero();  // always set below; GCC cannot tell
+  if (Dp <= int64_t(kTile) * L) {
+    auto one_tile = [&]<int C>(int64_t) { sums = scores_one_tile<Ops, C>(q, k); };
+    if (Dp == int64_t(kTile) * L)
+      one_tile.template operator()<kTile>(0);
+    else
+      tail_tile<kTile - 1>(int(Dp / L), 0, one_tile);
+  } else {
+    V acc[L];
+    for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
+    over_tiles(Dp, L, [&]<int C>(int64_t d0) { scores_tile<Ops, C>(q, k, d0, acc); });
+    sums = Ops::sum_each(acc);
   }
+  alignas(64) float s[L];
+  V scores = Ops::mul(sums, Ops::set1(a.scale));
+  if (a.softcap > 0.f) {  // tanh lane by lane (Gemma 2); without it the lanes stay in registers
+    Ops::store(s, scores);
+    for (int i = 0; i < L; ++i) s[i] = a.softcap * std::tanh(s[i] / a.softcap);
+    scores = Ops::load(s);
+  }
+  scores = Ops::keep(scores, lo, hi);
+  const float block_max = Ops::max_lanes(scores);
   const float m_new = std::max(m, block_max);
-  const float alpha = exp_f32(m - m_new);  // 0 for the first group (m = −inf)
-  const V p = Ops::exp(Ops::sub(Ops::load(s), Ops::set1(m_new)));  // unseen lanes: exactly 0
+  const float alpha = exp_f32(m - m_new);                    // 0 for the first group (m = −inf)
+  const V p = Ops::exp(Ops::sub(scores, Ops::set1(m_new)));  // unseen lanes: exactly 0
   Ops::store(s, p);
   l = l * alpha + Ops::sum(p);
   m = m_new;
@@ -203,6 +237,10 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
         v[l] = w.vb + l * Dp;
       }
     }
+    // Lanes outside [first, last] read the first key's rows: row_group scores every lane and
+    // drops those.
+    for (int l = 0; l < L; ++l)
+      if (l < first - j0 || l > last - j0) k[l] = k[first - j0], v[l] = v[first - j0];
     // The next group's rows, ahead of their use: the rows of one head are short runs a stride
     // apart (the pool interleaves the heads), which the hardware prefetchers follow poorly.
     for (int64_t j = last + 1; j <= std::min(k1, last + L); ++j) {

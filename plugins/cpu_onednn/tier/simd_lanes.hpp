@@ -6,6 +6,7 @@
 // lanes its flags allow. Internal linkage (scalar_math.hpp says why).
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -64,6 +65,17 @@ struct PortableLanes {
   static V exp(V v) {
     for (float& e : v.l) e = exp_f32(e);
     return v;
+  }
+  // Lanes lo..hi of v (0 <= lo <= hi < kLanes), the others −inf.
+  static V keep(V v, int lo, int hi) {
+    for (int i = 0; i < 8; ++i)
+      v.l[i] = select_f32(i >= lo && i <= hi, v.l[i], -std::numeric_limits<float>::infinity());
+    return v;
+  }
+  static float max_lanes(V v) {
+    float m = v.l[0];
+    for (int i = 1; i < 8; ++i) m = std::max(m, v.l[i]);
+    return m;
   }
   // Lane j = the sum of v[j]'s lanes (each by halving, as sum()).
   static V sum_each(const V (&v)[8]) {
@@ -126,6 +138,18 @@ struct Avx2Lanes {
                             _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ));
   }
   static V exp(V x) { return exp_lanes<Avx2Lanes>(x); }
+  static V keep(V v, int lo, int hi) {
+    const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), i),
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(hi + 1), i));
+    return _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), v,
+                            _mm256_castsi256_ps(in));
+  }
+  static float max_lanes(V v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  }
   // Lane j = the sum of v[j]'s lanes: pairs (hadd), then quads (hadd), then the two halves.
   static V sum_each(const V (&v)[8]) {
     const __m256 q0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
@@ -167,6 +191,16 @@ struct Avx512Lanes {
                               _mm512_setzero_ps());
   }
   static V exp(V x) { return exp_lanes<Avx512Lanes>(x); }
+  static V keep(V v, int lo, int hi) {
+    const __mmask16 in = __mmask16(((2u << hi) - 1u) & ~((1u << lo) - 1u));
+    return _mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), in, v);
+  }
+  static float max_lanes(V v) {
+    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  }
   // Lane j = the sum of v[j]'s lanes: its two 256-bit halves added, then avx2's tree on each
   // half of the 16 (pairs, quads, then the two 128-bit halves).
   static V sum_each(const V (&v)[16]) {
