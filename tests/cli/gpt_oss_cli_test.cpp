@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "support/test_paths.hpp"
 
@@ -32,6 +33,11 @@ struct TinyRun {
   const char* prompt;
   const char* flags = "";  // the reference's dtype where it is not the file's default
 };
+
+// How ctest's output names a case's parameter (gtest would print its bytes).
+void PrintTo(const TinyRun& t, std::ostream* os) {
+  *os << t.folder << " " << t.flags;
+}
 
 class TinyCheckpointRun : public ::testing::TestWithParam<TinyRun> {};
 

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <ostream>
 
 #include "core/executor/context.hpp"
 #include "core/importer/importer.hpp"
@@ -33,6 +34,11 @@ constexpr auto load = test::load_hashed_weights;
 struct Setup {
   std::string backend, dtype;
 };
+
+// How ctest's output names a case's parameter (gtest would print its bytes).
+void PrintTo(const Setup& s, std::ostream* os) {
+  *os << s.backend << " " << s.dtype;
+}
 
 class Batched : public ::testing::TestWithParam<Setup> {
  protected:
