@@ -72,6 +72,8 @@ struct PortableLanes {
       v.l[i] = select_f32(i >= lo && i <= hi, v.l[i], -std::numeric_limits<float>::infinity());
     return v;
   }
+  // The largest lane: max is exact, so any order of comparisons gives it (a NaN lane may or may
+  // not win; the row's result is NaN either way).
   static float max_lanes(V v) {
     float m = v.l[0];
     for (int i = 1; i < 8; ++i) m = std::max(m, v.l[i]);
