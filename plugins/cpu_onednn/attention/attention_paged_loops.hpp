@@ -72,21 +72,14 @@ inline void values_tile(const float* p, const float* const* v, int lo, int hi, i
   for (int c = 0; c < C; ++c) Ops::store(o + d0 + c * L, out[c]);
 }
 
-// The L keys' sums for a head of one tile (C chunks: every tier's D = 64 and 128): scores_tile's
-// chains, with its accumulators local to this function so that they stay in registers.
+// The L keys' sums for a head of one tile (C chunks: every tier's D = 64 and 128): scores_tile
+// on accumulators local to this function, so that they stay in registers.
 template <class Ops, int C>
 inline typename Ops::V scores_one_tile(const float* q, const float* const* k) {
-  constexpr int L = Ops::kLanes;
-  typename Ops::V qv[C], acc[L];
+  typename Ops::V acc[Ops::kLanes];
   SY_TILE_LOOP
-  for (int c = 0; c < C; ++c) qv[c] = Ops::load(q + c * L);
-  SY_TILE_LOOP
-  for (int j = 0; j < L; ++j) {
-    typename Ops::V a = Ops::zero();
-    SY_TILE_LOOP
-    for (int c = 0; c < C; ++c) a = Ops::madd(qv[c], Ops::load(k[j] + c * L), a);
-    acc[j] = a;
-  }
+  for (int j = 0; j < Ops::kLanes; ++j) acc[j] = Ops::zero();
+  scores_tile<Ops, C>(q, k, 0, acc);
   return Ops::sum_each(acc);
 }
 
@@ -120,13 +113,9 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
                                          int hi, int64_t Dp, float& m, float& l, float* o) {
   using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
-  V sums = Ops::zero();  // always set below; GCC cannot tell
-  if (Dp <= int64_t(kTile) * L) {
-    auto one_tile = [&]<int C>(int64_t) { sums = scores_one_tile<Ops, C>(q, k); };
-    if (Dp == int64_t(kTile) * L)
-      one_tile.template operator()<kTile>(0);
-    else
-      tail_tile<kTile - 1>(int(Dp / L), 0, one_tile);
+  V sums = Ops::zero();            // always set below; GCC cannot tell
+  if (Dp <= int64_t(kTile) * L) {  // one tile
+    over_tiles(Dp, L, [&]<int C>(int64_t) { sums = scores_one_tile<Ops, C>(q, k); });
   } else {
     V acc[L];
     for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
