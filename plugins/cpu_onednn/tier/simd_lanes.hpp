@@ -203,21 +203,31 @@ struct Avx512Lanes {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
   }
-  // Lane j = the sum of v[j]'s lanes: its two 256-bit halves added, then avx2's tree on each
-  // half of the 16 (pairs, quads, then the two 128-bit halves).
+  // Lane j = the sum of v[j]'s lanes by avx2's tree on its two 256-bit halves added: a_i = v_i +
+  // v_(i+8), then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)). Each level adds two
+  // shuffles of two vectors (the even and the odd positions, keys side by side), so 16 keys
+  // take 30 shuffles and 15 additions (256-bit horizontal additions took about 75 operations,
+  // most of them shuffles).
   static V sum_each(const V (&v)[16]) {
-    __m256 h[16];
-    for (int j = 0; j < 16; ++j)
-      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v[j]), _mm512_extractf32x8_ps(v[j], 1));
-    __m256 out[2];
-    for (int k = 0; k < 2; ++k) {
-      const __m256* g = h + 8 * k;
-      const __m256 q0 = _mm256_hadd_ps(_mm256_hadd_ps(g[0], g[1]), _mm256_hadd_ps(g[2], g[3]));
-      const __m256 q1 = _mm256_hadd_ps(_mm256_hadd_ps(g[4], g[5]), _mm256_hadd_ps(g[6], g[7]));
-      out[k] =
-          _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
-    }
-    return _mm512_insertf32x8(_mm512_castps256_ps512(out[0]), out[1], 1);
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const auto pairs = [&](V x, V y) {
+      return _mm512_add_ps(_mm512_permutex2var_ps(x, even, y), _mm512_permutex2var_ps(x, odd, y));
+    };
+    V a[8];  // lanes 0-7: key j's a_i; 8-15: key j + 8's
+    for (int j = 0; j < 8; ++j)
+      a[j] = _mm512_add_ps(_mm512_shuffle_f32x4(v[j], v[j + 8], 0x44),
+                           _mm512_shuffle_f32x4(v[j], v[j + 8], 0xEE));
+    V b[4];  // pairs of 4 lanes: keys j, j + 8, j + 4, j + 12
+    for (int j = 0; j < 4; ++j) b[j] = pairs(a[j], a[j + 4]);
+    V c[2];  // pairs of 2 lanes: keys j, j + 8, j + 4, j + 12, j + 2, j + 10, j + 6, j + 14
+    for (int j = 0; j < 2; ++j) c[j] = pairs(b[j], b[j + 2]);
+    // c[0] holds the even keys' two halves, c[1] the odd keys': each key's pair, in key order.
+    const __m512i lo = _mm512_setr_epi32(0, 16, 8, 24, 4, 20, 12, 28, 2, 18, 10, 26, 6, 22, 14, 30);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(1));
+    return _mm512_add_ps(_mm512_permutex2var_ps(c[0], lo, c[1]),
+                         _mm512_permutex2var_ps(c[0], hi, c[1]));
   }
 };
 #endif
