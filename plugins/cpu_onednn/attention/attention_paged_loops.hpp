@@ -58,18 +58,38 @@ inline void scores_tile(const float* q, const float* const* k, int64_t d0, typen
   }
 }
 
-// o[d0 .. d0 + C·L) · α + Σ p_j · v_j, key by key in order.
-template <class Ops, int C>
+// Rows o_r[d0 .. d0 + C·L) · α_r + Σ p_rj · v_j for R rows that see the same keys [lo, hi], key
+// by key in order (row r's p at p + r·L, its o at o + r·Dp): each chunk of v_j is loaded once for
+// the R rows, whose R·C chains fill the multiply-adds' latency where one row's C would not (a
+// head of 64 is 4 chains of 16 keys on AVX-512). A row's chain is the one it has alone.
+template <class Ops, int R, int C>
 inline void values_tile(const float* p, const float* const* v, int lo, int hi, int64_t d0,
-                        typename Ops::V alpha, float* o) {
+                        const float* alpha, int64_t Dp, float* o) {
+  using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
-  typename Ops::V out[C];
-  for (int c = 0; c < C; ++c) out[c] = Ops::mul(Ops::load(o + d0 + c * L), alpha);
-  for (int j = lo; j <= hi; ++j) {
-    const typename Ops::V pj = Ops::set1(p[j]);
-    for (int c = 0; c < C; ++c) out[c] = Ops::madd(pj, Ops::load(v[j] + d0 + c * L), out[c]);
+  V out[R][C];
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) {
+    const V scale = Ops::set1(alpha[r]);
+    SY_TILE_LOOP
+    for (int c = 0; c < C; ++c) out[r][c] = Ops::mul(Ops::load(o + r * Dp + d0 + c * L), scale);
   }
-  for (int c = 0; c < C; ++c) Ops::store(o + d0 + c * L, out[c]);
+  for (int j = lo; j <= hi; ++j) {
+    V pj[R];
+    SY_TILE_LOOP
+    for (int r = 0; r < R; ++r) pj[r] = Ops::set1(p[r * L + j]);
+    SY_TILE_LOOP
+    for (int c = 0; c < C; ++c) {
+      const V vj = Ops::load(v[j] + d0 + c * L);
+      SY_TILE_LOOP
+      for (int r = 0; r < R; ++r) out[r][c] = Ops::madd(pj[r], vj, out[r][c]);
+    }
+  }
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) {
+    SY_TILE_LOOP
+    for (int c = 0; c < C; ++c) Ops::store(o + r * Dp + d0 + c * L, out[r][c]);
+  }
 }
 
 // The L keys' sums for a head of one tile (C chunks: every tier's D = 64 and 128): scores_tile
@@ -83,7 +103,7 @@ inline typename Ops::V scores_one_tile(const float* q, const float* const* k) {
   return Ops::sum_each(acc);
 }
 
-// f<C>(d0) for the last `rest` chunks (0 < rest < kTile), C known at compile time.
+// f<C>(d0) for the last `rest` chunks (0 < rest < T), C known at compile time.
 template <int C, class F>
 inline void tail_tile(int rest, int64_t d0, F& f) {
   if constexpr (C > 0) {
@@ -92,25 +112,27 @@ inline void tail_tile(int rest, int64_t d0, F& f) {
   }
 }
 
-// f<C>(d0) over Dp (a whole number of chunks of L) in tiles of kTile chunks, in order.
-template <class F>
+// f<C>(d0) over Dp (a whole number of chunks of L) in tiles of T chunks, in order.
+template <int T = kTile, class F>
 inline void over_tiles(int64_t Dp, int L, F&& f) {
   int64_t d0 = 0;
-  for (; d0 + int64_t(kTile) * L <= Dp; d0 += int64_t(kTile) * L) f.template operator()<kTile>(d0);
-  tail_tile<kTile - 1>(int((Dp - d0) / L), d0, f);
+  for (; d0 + int64_t(T) * L <= Dp; d0 += int64_t(T) * L) f.template operator()<T>(d0);
+  tail_tile<T - 1>(int((Dp - d0) / L), d0, f);
 }
 
-// One row against the keys [lo, hi] of a group of L keys (lane l = key j0 + l; k[l], v[l] their
-// rows, Dp floats each). Each score is q · k over d in lanes (chunk after chunk, one
+// One row's scores and softmax over the keys [lo, hi] of a group of L keys (lane l = key j0 + l;
+// k[l] its row, Dp floats). Each score is q · k over d in lanes (chunk after chunk, one
 // accumulator), its lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap;
 // the lanes the row does not see are −inf (computed from another key's row, then dropped: never
 // from past the keys, as the pool is not zeroed). Then the online softmax update of m and l over
-// the L lanes (the mask and the maximum in registers), and o [Dp] · α + p·v key by key. Tiling D
-// changes no element's chain of operations, only where its operands wait.
+// the L lanes (the mask and the maximum in registers): p into s [L] (0 where unseen), and α, the
+// factor the row's o is to be scaled by, returned. Tiling D changes no element's chain of
+// operations, only where its operands wait. One compiled body for every row (noinline), whatever
+// company the row's values keep.
 template <class Ops>
-__attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const float* q,
-                                         const float* const* k, const float* const* v, int lo,
-                                         int hi, int64_t Dp, float& m, float& l, float* o) {
+__attribute__((noinline)) float row_softmax(const PagedAttentionArgs& a, const float* q,
+                                            const float* const* k, int lo, int hi, int64_t Dp,
+                                            float& m, float& l, float* s) {
   using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
   V sums = Ops::zero();            // always set below; GCC cannot tell
@@ -122,7 +144,6 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
     over_tiles(Dp, L, [&]<int C>(int64_t d0) { scores_tile<Ops, C>(q, k, d0, acc); });
     sums = Ops::sum_each(acc);
   }
-  alignas(64) float s[L];
   V scores = Ops::mul(sums, Ops::set1(a.scale));
   if (a.softcap > 0.f) {  // tanh lane by lane (Gemma 2); without it the lanes stay in registers
     Ops::store(s, scores);
@@ -137,8 +158,41 @@ __attribute__((noinline)) void row_group(const PagedAttentionArgs& a, const floa
   Ops::store(s, p);
   l = l * alpha + Ops::sum(p);
   m = m_new;
-  const V scale = Ops::set1(alpha);
-  over_tiles(Dp, L, [&]<int C>(int64_t d0) { values_tile<Ops, C>(s, v, lo, hi, d0, scale, o); });
+  return alpha;
+}
+
+// The most rows one call of rows_group takes: R rows' value tiles must stay in registers (32 on
+// AVX-512, 16 below it).
+template <class Ops>
+inline constexpr int kGroupRows = Ops::kLanes == 16 ? 4 : 2;
+
+// Chunks per value tile for R rows: R·C accumulators, with R broadcasts and a load beside them.
+template <class Ops, int R>
+inline constexpr int kValueTile = std::max(1, std::min(kTile, (Ops::kLanes == 16 ? 16 : 8) / R));
+
+// R rows (q, m, l, o at stride Dp) that see the same keys [lo, hi] of a group: each row's
+// softmax on its own (row_softmax), then their values together (values_tile).
+template <class Ops, int R>
+void rows_group(const PagedAttentionArgs& a, const float* q, const float* const* k,
+                const float* const* v, int lo, int hi, int64_t Dp, float* m, float* l, float* o) {
+  constexpr int L = Ops::kLanes;
+  alignas(64) float s[R * L];
+  float alpha[R];
+  for (int r = 0; r < R; ++r)
+    alpha[r] = row_softmax<Ops>(a, q + r * Dp, k, lo, hi, Dp, m[r], l[r], s + r * L);
+  over_tiles<kValueTile<Ops, R>>(
+      Dp, L, [&]<int C>(int64_t d0) { values_tile<Ops, R, C>(s, v, lo, hi, d0, alpha, Dp, o); });
+}
+
+// rows_group for n (1 ≤ n ≤ kGroupRows) rows, R known at compile time.
+template <class Ops, int R = kGroupRows<Ops>>
+inline void rows_group_n(int n, const PagedAttentionArgs& a, const float* q, const float* const* k,
+                         const float* const* v, int lo, int hi, int64_t Dp, float* m, float* l,
+                         float* o) {
+  if constexpr (R > 1) {
+    if (n < R) return rows_group_n<Ops, R - 1>(n, a, q, k, v, lo, hi, Dp, m, l, o);
+  }
+  rows_group<Ops, R>(a, q, k, v, lo, hi, Dp, m, l, o);
 }
 
 // The keys [lo, hi] query row t of the item sees: causal to its position (its sequence's last
@@ -226,7 +280,7 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
         v[l] = w.vb + l * Dp;
       }
     }
-    // Lanes outside [first, last] read the first key's rows: row_group scores every lane and
+    // Lanes outside [first, last] read the first key's rows: row_softmax scores every lane and
     // drops those.
     for (int l = 0; l < L; ++l)
       if (l < first - j0 || l > last - j0) k[l] = k[first - j0], v[l] = v[first - j0];
@@ -241,12 +295,21 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
         __builtin_prefetch(vr + b, 0, 3);
       }
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t lo = std::max(w.range[2 * r], j0),
-                    hi = std::min(w.range[2 * r + 1], j0 + L - 1);
-      if (lo > hi) continue;
-      row_group<Ops>(a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m[r], w.l[r],
-                     w.o + r * Dp);
+    // Rows in runs that see the same keys of the group (a token's heads; every row whose range
+    // covers the group), up to kGroupRows at a time.
+    const auto seen = [&](int64_t r, int64_t& lo, int64_t& hi) {
+      lo = std::max(w.range[2 * r], j0), hi = std::min(w.range[2 * r + 1], j0 + L - 1);
+    };
+    for (int64_t r = 0; r < rows;) {
+      int64_t lo, hi, lo2, hi2;
+      seen(r, lo, hi);
+      int n = 1;
+      while (n < kGroupRows<Ops> && r + n < rows && (seen(r + n, lo2, hi2), lo2 == lo && hi2 == hi))
+        ++n;
+      if (lo <= hi)
+        rows_group_n<Ops>(n, a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m + r,
+                          w.l + r, w.o + r * Dp);
+      r += n;
     }
   }
 }
