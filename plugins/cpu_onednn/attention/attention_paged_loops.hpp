@@ -120,19 +120,15 @@ inline void over_tiles(int64_t Dp, int L, F&& f) {
   tail_tile<T - 1>(int((Dp - d0) / L), d0, f);
 }
 
-// One row's scores and softmax over the keys [lo, hi] of a group of L keys (lane l = key j0 + l;
-// k[l] its row, Dp floats). Each score is q · k over d in lanes (chunk after chunk, one
-// accumulator), its lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap;
-// the lanes the row does not see are −inf (computed from another key's row, then dropped: never
-// from past the keys, as the pool is not zeroed). Then the online softmax update of m and l over
-// the L lanes (the mask and the maximum in registers): p into s [L] (0 where unseen), and α, the
-// factor the row's o is to be scaled by, returned. Tiling D changes no element's chain of
-// operations, only where its operands wait. One compiled body for every row (noinline), whatever
-// company the row's values keep.
+// One row's scores over the keys [lo, hi] of a group of L keys (lane l = key j0 + l; k[l] its
+// row, Dp floats). Each score is q · k over d in lanes (chunk after chunk, one accumulator), its
+// lanes summed by Ops::sum_each's fixed tree, times the scale, then softcap (through s [L]); the
+// lanes the row does not see are −inf (computed from another key's row, then dropped: never from
+// past the keys, as the pool is not zeroed). Tiling D changes no element's chain of operations,
+// only where its operands wait.
 template <class Ops>
-__attribute__((noinline)) float row_softmax(const PagedAttentionArgs& a, const float* q,
-                                            const float* const* k, int lo, int hi, int64_t Dp,
-                                            float& m, float& l, float* s) {
+inline typename Ops::V row_scores(const PagedAttentionArgs& a, const float* q,
+                                  const float* const* k, int lo, int hi, int64_t Dp, float* s) {
   using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
   V sums = Ops::zero();            // always set below; GCC cannot tell
@@ -150,15 +146,20 @@ __attribute__((noinline)) float row_softmax(const PagedAttentionArgs& a, const f
     for (int i = 0; i < L; ++i) s[i] = a.softcap * std::tanh(s[i] / a.softcap);
     scores = Ops::load(s);
   }
-  scores = Ops::keep(scores, lo, hi);
-  const float block_max = Ops::max_lanes(scores);
-  const float m_new = std::max(m, block_max);
-  const float alpha = exp_f32(m - m_new);                    // 0 for the first group (m = −inf)
-  const V p = Ops::exp(Ops::sub(scores, Ops::set1(m_new)));  // unseen lanes: exactly 0
-  Ops::store(s, p);
-  l = l * alpha + Ops::sum(p);
-  m = m_new;
-  return alpha;
+  return Ops::keep(scores, lo, hi);
+}
+
+// The scalar steps of a row's online softmax, each one compiled body (noinline) for every row
+// whatever its company, so that no caller's inlining can fuse them otherwise: α = e^(m − m') for
+// the row's o, and its running sum l·α + Σp.
+[[maybe_unused]] __attribute__((noinline)) float online_alpha(float m, float m_new) {
+  // Most groups leave the maximum where it was: e^0 is 1 exactly, as exp_f32 gives it, without
+  // its chain of a dozen dependent steps. The first group gives 0 (m = −inf).
+  const float x = m - m_new;
+  return x == 0.f ? 1.f : exp_f32(x);
+}
+[[maybe_unused]] __attribute__((noinline)) float online_sum(float l, float alpha, float p_sum) {
+  return l * alpha + p_sum;
 }
 
 // The most rows one call of rows_group takes: R rows' value tiles must stay in registers (32 on
@@ -170,16 +171,32 @@ inline constexpr int kGroupRows = Ops::kLanes == 16 ? 4 : 2;
 template <class Ops, int R>
 inline constexpr int kValueTile = std::max(1, std::min(kTile, (Ops::kLanes == 16 ? 16 : 8) / R));
 
-// R rows (q, m, l, o at stride Dp) that see the same keys [lo, hi] of a group: each row's
-// softmax on its own (row_softmax), then their values together (values_tile).
+// R rows (q, m, l, o at stride Dp) that see the same keys [lo, hi] of a group: each step of the
+// online softmax (the group's maximum, m' and p, then α and l) for all R rows before the next, so
+// that the rows' chains of dependent steps run side by side, then their values together
+// (values_tile). A row's operations are those it has alone.
 template <class Ops, int R>
 void rows_group(const PagedAttentionArgs& a, const float* q, const float* const* k,
                 const float* const* v, int lo, int hi, int64_t Dp, float* m, float* l, float* o) {
+  using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
   alignas(64) float s[R * L];
-  float alpha[R];
-  for (int r = 0; r < R; ++r)
-    alpha[r] = row_softmax<Ops>(a, q + r * Dp, k, lo, hi, Dp, m[r], l[r], s + r * L);
+  V scores[R];
+  for (int r = 0; r < R; ++r) scores[r] = row_scores<Ops>(a, q + r * Dp, k, lo, hi, Dp, s + r * L);
+  float m_new[R], p_sum[R], alpha[R];
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) m_new[r] = std::max(m[r], Ops::max_lanes(scores[r]));
+  SY_TILE_LOOP
+  for (int r = 0; r < R; ++r) {
+    const V p = Ops::exp(Ops::sub(scores[r], Ops::set1(m_new[r])));  // unseen lanes: exactly 0
+    Ops::store(s + r * L, p);
+    p_sum[r] = Ops::sum(p);
+  }
+  for (int r = 0; r < R; ++r) {
+    alpha[r] = online_alpha(m[r], m_new[r]);
+    l[r] = online_sum(l[r], alpha[r], p_sum[r]);
+    m[r] = m_new[r];
+  }
   over_tiles<kValueTile<Ops, R>>(
       Dp, L, [&]<int C>(int64_t d0) { values_tile<Ops, R, C>(s, v, lo, hi, d0, alpha, Dp, o); });
 }
@@ -280,7 +297,7 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
         v[l] = w.vb + l * Dp;
       }
     }
-    // Lanes outside [first, last] read the first key's rows: row_softmax scores every lane and
+    // Lanes outside [first, last] read the first key's rows: row_scores scores every lane and
     // drops those.
     for (int l = 0; l < L; ++l)
       if (l < first - j0 || l > last - j0) k[l] = k[first - j0], v[l] = v[first - j0];
