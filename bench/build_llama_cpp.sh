@@ -6,9 +6,10 @@
 # (cuda: sm_90 only, static ggml so the programs need only the CUDA runtime and cuBLAS of the
 # machine they run on; tests/gpu/pack_prebuilt.sh carries them).
 #   avx2    AVX2 + FMA + F16C, no AVX-512: a CPU without AVX-512
-#   avx512  AVX-512 with VNNI, BF16 and VBMI, no AMX: an AMX CPU, where the native build's AMX
-#           matmul dies with SIGILL (its worker threads run tile instructions without the
-#           kernel's AMX permission: llama.cpp PR 26954, open; seen on an Intel Xeon, 2026-12-07)
+#   avx512  AVX-512 with VNNI, BF16 and VBMI, no AMX: for an AMX CPU where the native build's
+#           AMX matmul dies (seen 2026-12-07 on an Intel Xeon: SIGILL at ldtilecfg in a worker
+#           thread, while Switchyard's amx tier runs there; llama.cpp PR 26954, open, reports
+#           crashes of its AMX path and changes its tile setup)
 #   native  as this CPU allows
 #   cuda    CUDA for sm_90 (H100, H200), the CPU part at the baseline; no NCCL (one GPU; with it
 #           the programs need the 218 MB libnccl, which the device may not have)

@@ -8,8 +8,8 @@
 #                     PyPI's llama-cpp-python sdist vendors, pinned there)
 #   --isa avx2|native avx2: Switchyard on its avx2 tier (SWITCHYARD_CPU_ISA) and llama.cpp built
 #                     with AVX2 and without AVX-512, as on a CPU without AVX-512; native: each
-#                     as the CPU allows (default). On an AMX CPU llama.cpp's native build dies
-#                     (build_llama_cpp.sh says why): build its avx512 kind and pass --llama-bin
+#                     as the CPU allows (default). On an AMX CPU llama.cpp's native build may
+#                     die (build_llama_cpp.sh): build its avx512 kind and pass --llama-bin
 #   --threads N       threads for both (default: the CPU count, as both default to)
 #   --numerics M      Switchyard's --numerics (default: the plan's default)
 #   --switchyard PATH the switchyard binary (default build/bin/switchyard)

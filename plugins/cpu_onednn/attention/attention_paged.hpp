@@ -6,8 +6,8 @@
 // the step, how they are grouped into work items or threads. A row visits its sequence's keys
 // block by block of the pool (BS keys, aligned to absolute positions), the keys it may see in each
 // (causal, sliding window; never past the sequence's length: the pool is not zeroed); per block:
-// scores (a lane-wise dot over D in the tier's lanes, summed by halving, times the scale, then
-// softcap), the online softmax (block max, e^(m − m'), e^(s − m') per key, the sum in key order)
+// scores (a lane-wise dot over D in the tier's lanes, summed by a fixed tree, times the scale, then
+// softcap), the online softmax (block max, e^(m − m'), e^(s − m') per key, their sum by halving)
 // and the values (o · α, then + p·v key by key, fused multiply-add where the tier has one).
 // Sinks join the final denominator only; lse is the log-sum-exp of the row's scores.
 //

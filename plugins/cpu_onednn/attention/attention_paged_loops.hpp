@@ -154,7 +154,7 @@ inline typename Ops::V row_scores(const PagedAttentionArgs& a, const float* q,
 // the row's o, and its running sum l·α + Σp.
 [[maybe_unused]] __attribute__((noinline)) float online_alpha(float m, float m_new) {
   // Most groups leave the maximum where it was: e^0 is 1 exactly, as exp_f32 gives it, without
-  // its chain of a dozen dependent steps. The first group gives 0 (m = −inf).
+  // its chain of a dozen dependent steps. The first group gives 0 (m = −inf, m' finite).
   const float x = m - m_new;
   return x == 0.f ? 1.f : exp_f32(x);
 }
@@ -167,7 +167,9 @@ inline typename Ops::V row_scores(const PagedAttentionArgs& a, const float* q,
 // tier's attention; 8 were no quicker than 4 on avx2 or avx512.
 inline constexpr int kGroupRows = 4;
 
-// Chunks per value tile for R rows: R·C accumulators, with R broadcasts and a load beside them.
+// Chunks per value tile for R rows: R·C accumulators, with R broadcasts and a load beside them,
+// within the registers a tier has (32 on AVX-512: 16 accumulators; 16 on AVX2: 8). The portable
+// tier's vectors are pairs of SSE registers and spill at any R, as they did one row at a time.
 template <class Ops, int R>
 inline constexpr int kValueTile = std::max(1, std::min(kTile, (Ops::kLanes == 16 ? 16 : 8) / R));
 

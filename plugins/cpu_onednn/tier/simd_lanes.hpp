@@ -1,8 +1,12 @@
 // Vectors of f32 lanes with one fixed arithmetic per operation, for the kernels whose results
 // must not depend on how work is grouped (rowdot_lanes.hpp, attention_paged_loops.hpp): every
 // multiply-add is one instruction chosen here (a fused multiply-add where the tier has one; the
-// portable lanes multiply, round, then add), never left to the compiler's contraction, and every
-// sum over lanes halves (lanes L/2…L−1 onto 0…L/2−1, and so on). Each tier file sees only the
+// portable lanes multiply, round, then add). GCC writes the intrinsics' mul, add and sub as
+// vector operators, so under its default -ffp-contract=fast a mul that feeds an add or a sub
+// may be fused as well (exp_lanes' range reduction is, on the FMA tiers): that is a property of
+// the code, the same wherever it is inlined, so a row's result still does not depend on its
+// company (the BatchInvariance tests check it bit for bit). `sum` halves (lanes L/2…L−1 onto
+// 0…L/2−1, and so on); `sum_each` has a fixed tree of its own. Each tier file sees only the
 // lanes its flags allow. Internal linkage (scalar_math.hpp says why).
 #pragma once
 
