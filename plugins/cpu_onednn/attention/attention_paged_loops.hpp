@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "attention/attention_paged.hpp"
 #include "tier/register_tile.hpp"
@@ -316,14 +317,13 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
     }
     // Rows in runs that see the same keys of the group (a token's heads; every row whose range
     // covers the group), up to kGroupRows at a time.
-    const auto seen = [&](int64_t r, int64_t& lo, int64_t& hi) {
-      lo = std::max(w.range[2 * r], j0), hi = std::min(w.range[2 * r + 1], j0 + L - 1);
+    const auto seen = [&](int64_t r) {
+      return std::pair{std::max(w.range[2 * r], j0), std::min(w.range[2 * r + 1], j0 + L - 1)};
     };
     for (int64_t r = 0; r < rows;) {
-      int64_t lo, hi, lo2, hi2;
-      seen(r, lo, hi);
+      const auto [lo, hi] = seen(r);
       int n = 1;
-      while (n < kGroupRows && r + n < rows && (seen(r + n, lo2, hi2), lo2 == lo && hi2 == hi)) ++n;
+      while (n < kGroupRows && r + n < rows && seen(r + n) == std::pair{lo, hi}) ++n;
       if (lo <= hi)
         rows_group_n<Ops>(n, a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m + r,
                           w.l + r, w.o + r * Dp);
