@@ -355,6 +355,20 @@ class CpuAttentionTier : public CpuAttention, public ::testing::WithParamInterfa
     SY_SKIP_UNLESS_CPU_TIER(GetParam());
     tier_.emplace(GetParam());
   }
+  // The paged attention of step `st` (its bounds a few tokens and a sequence beyond it) against
+  // its reference: "" when every row is within the dtype's tolerance, else the first that is not.
+  std::string paged_mismatch(const test::PagedAttentionStep& st, const test::PagedAttentionCase& c,
+                             int D) {
+    test::PagedAttentionOp p(st, c, D, SY_MEMORY_HOST, 5, 1);
+    auto k = prepare_kernel(*plugin_, 0, 0, p.op);
+    if (!k) return "prepare: " + test::why(k);
+    std::vector<const DLTensor*> ins, outs;
+    for (HostTensor* t : p.inputs()) ins.push_back(t->dl());
+    for (HostTensor* t : p.outputs()) outs.push_back(t->dl());
+    if (auto err = (*k)->execute(ins, outs)) return "execute: " + test::why(err);
+    const bool bf16 = c.dtype == SY_DTYPE_BF16;
+    return st.mismatch(p.o.get(), p.lse_values(), bf16 ? 1.2e-2 : 2e-5, bf16 ? 1e-4 : 1e-5);
+  }
   std::optional<test::ScopedCpuTier> tier_;
 };
 
@@ -468,17 +482,43 @@ TEST_P(CpuAttentionTier, PagedOverManyKeyGroupsAgainstDoubleReference) {
               }
             }
         }
-        test::PagedAttentionOp p(st, c, D, SY_MEMORY_HOST, 5, 1);
-        auto k = prepare_kernel(*plugin_, 0, 0, p.op);
-        ASSERT_TRUE(k) << test::why(k);
-        std::vector<const DLTensor*> ins, outs;
-        for (HostTensor* t : p.inputs()) ins.push_back(t->dl());
-        for (HostTensor* t : p.outputs()) outs.push_back(t->dl());
-        ASSERT_FALSE((*k)->execute(ins, outs));
-        const std::vector<float> l = p.lse_values();
-        const std::vector<double> o = p.o.get();
-        const double tol = dt == SY_DTYPE_BF16 ? 1.2e-2 : 2e-5;
-        EXPECT_EQ(st.mismatch(o, l, tol, dt == SY_DTYPE_BF16 ? 1e-4 : 1e-5), "");
+        EXPECT_EQ(paged_mismatch(st, c, D), "");
+      }
+}
+
+// Decode steps whose rows take each sequence's KV heads in one item (a key's rows of every head
+// read as one run of the pool), with enough key chunks or sequences for that at up to 8
+// threads: one long sequence split by key chunk, many short ones, and short ones beside two
+// prefill chunks (which keep an item per KV head); f32 and bf16 (widened head by head), head dims
+// of 4 and 5 chunks of 16, against the double reference.
+TEST_P(CpuAttentionTier, PagedDecodeWithASequencesKvHeadsTogetherAgainstDoubleReference) {
+  std::vector<int> short_lens;
+  for (int s = 0; s < 40; ++s) short_lens.push_back(1 + (s * 97) % 600);
+  struct Step {
+    const char* name;
+    std::vector<int> q_lens, lens;
+    int window;
+  };
+  std::vector<Step> steps = {{"one long sequence", {1}, {8300}, -1},
+                             {"one long sequence, a window", {1}, {8300}, 700},
+                             {"40 sequences", std::vector<int>(40, 1), short_lens, -1}};
+  Step mixed{"36 sequences and 2 prefills", std::vector<int>(36, 1),
+             std::vector<int>(short_lens.begin(), short_lens.begin() + 36), 300};
+  mixed.q_lens.insert(mixed.q_lens.end(), {20, 33});
+  mixed.lens.insert(mixed.lens.end(), {150, 420});
+  steps.push_back(mixed);
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16})
+    for (int D : {64, 80})
+      for (const Step& step : steps) {
+        test::PagedAttentionCase c;
+        c.dtype = dt;
+        c.q_lens = step.q_lens, c.lens = step.lens;
+        c.Hq = 9, c.Hkv = 3;
+        c.sinks = true;
+        c.window = step.window;
+        SCOPED_TRACE(std::string(sy_dtype_name(dt)) + " D " + std::to_string(D) + ", " + step.name);
+        test::PagedAttentionStep st(c, D, 11);
+        EXPECT_EQ(paged_mismatch(st, c, D), "");
       }
 }
 

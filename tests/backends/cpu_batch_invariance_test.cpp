@@ -301,6 +301,36 @@ TEST_P(BatchInvariance, PagedAttentionRowsSplitByKeyChunkAreTheRowsWhole) {
   }
 }
 
+// A decode row of a sequence of 33 key chunks, alone in its step: split by chunk, each item
+// reading the key rows of every KV head (attention_paged.cpp takes them together where the step
+// has 4 items a thread, here at up to 8 threads); as the last row of a prefill chunk, an item
+// per KV head folds the chunks in turn. The same bits both ways.
+TEST_P(BatchInvariance, PagedAttentionDecodeRowReadingEveryKvHeadIsTheRowWhole) {
+  std::mt19937 rng(13);
+  for (sy_dtype dt : {SY_DTYPE_F32, SY_DTYPE_BF16}) {
+    SCOPED_TRACE(sy_dtype_name(dt));
+    PagedSetup p{dt};
+    p.BS = 16, p.MB = 530, p.NB = 530, p.bound_S = 1, p.window = -1;  // up to 8480 keys
+    auto k = prepare(paged_op(p));
+    ASSERT_TRUE(k);
+    HostTensor q_all(dt, {1, 16, p.Hq, p.D}), k_pool(dt, {p.NB, p.BS, p.Hkv, p.D}),
+        v_pool(dt, {p.NB, p.BS, p.Hkv, p.D}), sinks(SY_DTYPE_F32, {p.Hq});
+    for (HostTensor* t : {&q_all, &k_pool, &v_pool, &sinks}) fill_weights(*t, rng);
+    const PagedStep chunk{{11}, {8450}}, decode{{1}, {8450}};
+    const auto prefill = paged_run(*k, p, q_all, k_pool, v_pool, sinks, {0}, chunk, 0);
+    HostTensor shifted(dt, {1, 16, p.Hq, p.D});  // row 10 moved to row 0
+    const size_t row = size_t(p.Hq * p.D) * sy_dtype_size(dt);
+    std::memcpy(shifted.bytes(), q_all.bytes(), shifted.size_bytes());
+    std::memcpy(shifted.bytes(), static_cast<uint8_t*>(q_all.bytes()) + 10 * row, row);
+    const auto alone = paged_run(*k, p, shifted, k_pool, v_pool, sinks, {0}, decode, 0);
+    EXPECT_EQ(std::vector<uint8_t>(prefill.first.end() - long(row), prefill.first.end()),
+              alone.first)
+        << "the prefill chunk's last row vs the same query decoded alone";
+    for (int64_t h = 0; h < p.Hq; ++h)
+      EXPECT_EQ(prefill.second[size_t(h * 11 + 10)], alone.second[size_t(h)]) << "lse, head " << h;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, BatchInvariance, ::testing::ValuesIn(test::cpu_tiers()),
                          test::tier_test_name);
 

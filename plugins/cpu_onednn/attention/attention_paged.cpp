@@ -25,8 +25,7 @@ constexpr int64_t kItemTokens = 16;
 
 class PagedAttentionKernel final : public CpuKernel {
  public:
-  PagedAttentionKernel(const sy::edge::OpCopy& op, const CpuContext& ctx)
-      : tier_(paged_attention_tier(active_tier())), ctx_(ctx) {
+  PagedAttentionKernel(const sy::edge::OpCopy& op, const CpuContext& ctx) : ctx_(ctx) {
     const auto& q = op.inputs[0].shape;
     const auto& pool = op.inputs[1].shape;
     const size_t n = op.inputs.size();
@@ -40,25 +39,27 @@ class PagedAttentionKernel final : public CpuKernel {
     const double scale = op.float_attr(SY_ATTR_SCALE, 0.0);
     base_.scale = float(scale != 0.0 ? scale : 1.0 / std::sqrt(double(base_.D)));
     base_.softcap = float(op.float_attr(SY_ATTR_SOFTCAP, 0.0));
+    tier_ = &paged_attention_tier(active_tier(), base_);
     sinks_ = n == 7;
     lse_ = op.outputs.size() > 1;
     const int64_t max_seqs = op.inputs[n - 2].shape[0];
-    const int64_t group = base_.Hq / base_.Hkv, L = tier_.lanes;
+    const int64_t group = base_.Hq / base_.Hkv, L = tier_->lanes;
     const int64_t Dp = (base_.D + L - 1) / L * L;
     // A step splits by key chunk only when it has fewer than 2 items per thread (at least 4:
     // one core splits too, so it runs the arithmetic every machine runs), each of one query row,
-    // so at most that many items' rows (a group's heads) are split.
+    // so at most that many items' rows (a group's heads; a sequence's KV heads taken together
+    // are that many items of the pairs' count) are split.
     max_chunks_ = (op.inputs[n - 1].shape[1] * base_.BS + kKeyChunk - 1) / kKeyChunk;
-    max_split_ = tier_.combine ? 2 * int64_t(std::max(ctx_.num_threads, 2)) : 0;
+    max_split_ = tier_->combine ? 2 * int64_t(std::max(ctx_.num_threads, 2)) : 0;
     max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1) + max_split_ * max_chunks_;
     partial_floats_ = paged_partial_floats(Dp);
     partials_of(size_t(max_split_ * max_chunks_ * group * partial_floats_));
     splits_.resize(size_t(max_split_));
-    rows_ = kItemTokens * group;
+    rows_ = group * std::max(kItemTokens, base_.Hkv);  // 16 tokens of a group, or a token's heads
     // Every thread of this thread's team gets its scratch now, not in a step (which must not
     // allocate): which worker runs which item is the schedule's choice.
     const int64_t rows = rows_, D = base_.D;
-    extra_ = tier_.extra_bytes ? tier_.extra_bytes(rows, D) : 0;
+    extra_ = tier_->extra_bytes ? tier_->extra_bytes(rows, D) : 0;
     const size_t extra = extra_;
 #pragma omp parallel num_threads(ctx_.num_threads)
     scratch(rows, D, L, extra);
@@ -79,7 +80,7 @@ class PagedAttentionKernel final : public CpuKernel {
     int64_t splits = 0;
     const int64_t count =
         make_items(in[n - 3], in[n - 2], in[n - 1], in[1]->shape[0], a.T, items, splits);
-    const PagedAttentionTier& tier = tier_;
+    const PagedAttentionTier& tier = *tier_;
     const Item* list = items;
     const int threads = count > 1 ? ctx_.num_threads : 1;
     const int64_t rows = rows_;
@@ -168,8 +169,28 @@ class PagedAttentionKernel final : public CpuKernel {
     // Fewer than 2 items a thread, each one query row (decode): a sequence longer than a key
     // chunk is split by chunk, its heads kept together (their keys read once). Same results.
     const bool by_chunk = pairs < max_split_ && longest_query <= 1;
+    // The chunks a decode row sees: back to its window (the older ones would be empty items).
+    const auto chunk_range = [&](int64_t L) {
+      const int64_t first_key = base_.window >= 0 ? std::max<int64_t>(0, L - 1 - base_.window) : 0;
+      const int64_t first = first_key / kKeyChunk;
+      return std::pair{first, L > 0 ? (L - 1) / kKeyChunk + 1 - first : 0};
+    };
+    // A decode row's KV heads in one item read each key's rows of every head, one run of the
+    // pool, which the hardware prefetchers follow (one head's rows are short runs a stride
+    // apart): taken where the step still has 4 items a thread that way, so that the threads
+    // stay level (5 items on 2 threads lost more than the runs gained on the avx2 tier of an
+    // AMX Xeon, docs/cpu-tiers.md). Same results.
+    int64_t together_items = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t q_len = int64_t(starts[s + 1]) - starts[s];
+      const int64_t chunks = chunk_range(lens[s]).second;
+      together_items += q_len == 1 ? (by_chunk && chunks > 1 ? chunks : 1)
+                                   : base_.Hkv * ((q_len + kItemTokens - 1) / kItemTokens);
+    }
+    const bool together = ctx_.num_threads == 1 || together_items >= 4 * int64_t(ctx_.num_threads);
     int64_t count = 0, partial = 0;
-    float* partials = partials_of(size_t(max_split_ * max_chunks_ * group * partial_floats_));
+    const int64_t partial_capacity = max_split_ * max_chunks_ * group * partial_floats_;
+    float* partials = partials_of(size_t(partial_capacity));
     splits = 0;
     const auto add = [&](const Item& item) {
       if (count == max_items_) invalid("more work items than prepared");
@@ -177,17 +198,19 @@ class PagedAttentionKernel final : public CpuKernel {
     };
     for (int64_t s = 0; s < S; ++s) {
       const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
-      // The chunks a decode row sees: back to its window (the older ones would be empty items).
-      const int64_t first_key = base_.window >= 0 ? std::max<int64_t>(0, L - 1 - base_.window) : 0;
-      const int64_t first_chunk = first_key / kKeyChunk,
-                    chunks = L > 0 ? (L - 1) / kKeyChunk + 1 - first_chunk : 0;
-      for (int64_t hk = 0; hk < base_.Hkv; ++hk)
+      const auto [first_chunk, chunks] = chunk_range(L);
+      const int64_t hk_count = together && q_len == 1 ? base_.Hkv : 1;
+      for (int64_t hk = 0; hk < base_.Hkv; hk += hk_count)
         for (int64_t t0 = 0; t0 < q_len; t0 += kItemTokens) {
           const int64_t t1 = std::min(q_len, t0 + kItemTokens);
-          const Item whole{table + s * MB, starts[s], q_len, L, hk, t0, t1, 0, group};
+          Item whole{table + s * MB, starts[s], q_len, L, hk, t0, t1, 0, group};
+          whole.hk_count = hk_count;
           if (by_chunk && chunks > 1) {
+            const int64_t floats = paged_item_rows(whole) * partial_floats_;
+            if (partial + chunks * floats > partial_capacity)
+              invalid("more split work than prepared");
             splits_[size_t(splits++)] = {count, chunks};
-            for (int64_t c = 0; c < chunks; ++c, partial += group * partial_floats_) {
+            for (int64_t c = 0; c < chunks; ++c, partial += floats) {
               Item item = whole;
               item.partial = partials + partial;
               item.chunk = first_chunk + c;
@@ -201,7 +224,8 @@ class PagedAttentionKernel final : public CpuKernel {
           // SmolLM2's 3 KV heads on 2 threads decoded 10-15 % faster at depth 1024 that way than
           // as 9 items of one head (docs/cpu-tiers.md).
           const int64_t split =
-              S * base_.Hkv < ctx_.num_threads && t1 - t0 < kItemTokens ? 1 : group;
+              hk_count == 1 && S * base_.Hkv < ctx_.num_threads && t1 - t0 < kItemTokens ? 1
+                                                                                         : group;
           for (int64_t g0 = 0; g0 < group; g0 += split) {
             Item item = whole;
             item.g0 = g0, item.g1 = g0 + split;
@@ -212,7 +236,7 @@ class PagedAttentionKernel final : public CpuKernel {
     return count;
   }
 
-  const PagedAttentionTier& tier_;
+  const PagedAttentionTier* tier_ = nullptr;  // chosen for the operands at prepare
   CpuContext ctx_;
   PagedAttentionArgs base_{};
   bool sinks_ = false, lse_ = false;

@@ -44,7 +44,7 @@ struct PagedAttentionArgs {
 inline constexpr int64_t kKeyChunk = 256;
 
 // Query rows [t0, t1) of one sequence (of its q_len, the last q_len positions of its L keys)
-// for the query heads [g0, g1) of KV head hk's group.
+// for the query heads [g0, g1) of the groups of KV heads hk .. hk + hk_count − 1.
 struct PagedItem {
   const int32_t* table;  // the sequence's block table row
   int64_t first;         // the sequence's first query row in q
@@ -53,7 +53,25 @@ struct PagedItem {
   // of the output: m, l, then o [Dp] (PagedAttentionTier::combine finishes the rows).
   float* partial = nullptr;
   int64_t chunk = 0;
+  // KV heads taken together: a key's rows of consecutive heads lie side by side in the pool, so
+  // one item reading them all reads whole runs of it.
+  int64_t hk_count = 1;
 };
+
+// The item's rows: KV head by KV head, in each token by token, in each query head by head.
+inline int64_t paged_item_rows(const PagedItem& it) {
+  return it.hk_count * (it.t1 - it.t0) * (it.g1 - it.g0);
+}
+
+// Row r of the item: its token t (in the sequence's queries: t0 ≤ t < t1) and query head.
+struct PagedRow {
+  int64_t t, head;
+};
+inline PagedRow paged_row(const PagedAttentionArgs& a, const PagedItem& it, int64_t r) {
+  const int64_t heads = it.g1 - it.g0, per_kv_head = (it.t1 - it.t0) * heads;
+  const int64_t in_head = r % per_kv_head, hk = it.hk + r / per_kv_head;
+  return {it.t0 + in_head / heads, hk * (a.Hq / a.Hkv) + it.g0 + in_head % heads};
+}
 
 // The floats a split item's partial takes per row.
 inline int64_t paged_partial_floats(int64_t Dp) {
@@ -88,12 +106,20 @@ struct PagedAttentionTier {
                   const PagedScratch& w);
 };
 
-const PagedAttentionTier& paged_attention_tier(const TierChoice& tier);
+// Whether the amx tier's tiles take attention of these operands: bf16 rows, a head dim of whole
+// tile steps (32), no softcap.
+inline bool paged_amx_tiles_take(const PagedAttentionArgs& a) {
+  return a.bf16 && a.D % 32 == 0 && !(a.softcap > 0.f);
+}
+
+// The loops `tier` runs attention of these operands with (the shape fields of `a`: bf16, D,
+// softcap). On the amx tier, what its tiles do not take runs the avx512 loops, chosen here at
+// prepare so that the step splits their items by key chunk as it does on that tier.
+const PagedAttentionTier& paged_attention_tier(const TierChoice& tier, const PagedAttentionArgs& a);
 const PagedAttentionTier& paged_attention_portable();
 const PagedAttentionTier& paged_attention_avx2();
 const PagedAttentionTier& paged_attention_avx512();
-// bf16 on AMX tiles (attention_paged_amx.cpp); f32, and a head dim the tiles do not divide, as
-// avx512.
+// bf16 on AMX tiles (attention_paged_amx.cpp), for operands paged_amx_tiles_take.
 const PagedAttentionTier& paged_attention_amx();
 
 }  // namespace sy::cpu

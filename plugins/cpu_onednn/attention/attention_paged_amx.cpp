@@ -1,6 +1,7 @@
 // The paged attention on the amx tier: bf16 rows with their QKᵀ and PV on AMX tiles (the amx
 // blocks' products, attention_amx.cpp), the softmax row by row on AVX-512 with the group's keys
-// in lanes. f32, a softcap, and a head dim the tiles do not divide run the avx512 loops.
+// in lanes. f32, a softcap, and a head dim the tiles do not divide run the avx512 loops, chosen
+// at prepare (paged_attention_tier), so that they split by key chunk as on the avx512 tier.
 //
 // Batch-invariant as the other tiers (attention_paged.hpp), by its own arithmetic: a row visits
 // its sequence's keys in groups of kGroup aligned to absolute positions, keys read in place from
@@ -145,10 +146,12 @@ void row_softmax(const float* s, int n, int64_t j0, int32_t lo, int32_t hi, floa
   m = m_new;
 }
 
-void bf16_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& scratch) {
+// The rows of an item of one KV head (operands paged_amx_tiles_take: paged_attention_tier sends
+// the others to the avx512 loops).
+void head_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& scratch) {
   const BlockKernels& k = amx_block_kernels(true);
-  const int64_t group = a.Hq / a.Hkv, heads = it.g1 - it.g0, D = a.D;
-  const int rows = int((it.t1 - it.t0) * heads), Mp = round16(rows);
+  const int64_t D = a.D;
+  const int rows = int(paged_item_rows(it)), Mp = round16(rows);
   AmxScratch w;
   layout(rows, D, scratch.extra, &w);
   int64_t lo_all = it.L, hi_all = -1;
@@ -158,12 +161,12 @@ void bf16_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScra
       w.lo[r] = 0, w.hi[r] = -1;  // padding: sees nothing
       continue;
     }
-    const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
+    const PagedRow row = paged_row(a, it, r);
     int64_t lo, hi;
-    visible_keys(a, it, t, lo, hi);
+    visible_keys(a, it, row.t, lo, hi);
     w.lo[r] = int32_t(lo), w.hi[r] = int32_t(hi);
     lo_all = std::min(lo_all, lo), hi_all = std::max(hi_all, hi);
-    w.q_rows[r] = static_cast<const uint16_t*>(a.q) + ((it.first + t) * a.Hq + head) * D;
+    w.q_rows[r] = static_cast<const uint16_t*>(a.q) + ((it.first + row.t) * a.Hq + row.head) * D;
   }
   std::memset(w.o, 0, sizeof(float) * size_t(rows * D));
   std::memset(w.pr, 0, sizeof(uint32_t) * size_t(kBlockKeys / 2) * Mp);  // padding rows stay 0
@@ -185,14 +188,19 @@ void bf16_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScra
   }
   for (int r = 0; r < rows; ++r) {  // the softmax keeps m in base 2
     const float m = w.m[r] == -__builtin_inff() ? w.m[r] : w.m[r] * kLn2;
-    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, m, w.l[r],
-               w.o + r * D);
+    const PagedRow row = paged_row(a, it, r);
+    finish_row(a, it.first + row.t, row.head, m, w.l[r], w.o + r * D);
   }
 }
 
-void rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w) {
-  if (!a.bf16 || a.D % 32 != 0 || a.softcap > 0.f) return paged_attention_avx512().rows(a, it, w);
-  bf16_rows(a, it, w);
+// An item's KV heads one after another: the tiles take one head's keys at a time.
+void rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& scratch) {
+  for (int64_t h = 0; h < it.hk_count; ++h) {
+    PagedItem head = it;
+    head.hk = it.hk + h;
+    head.hk_count = 1;
+    head_rows(a, head, scratch);
+  }
 }
 
 }  // namespace

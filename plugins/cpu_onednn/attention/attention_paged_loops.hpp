@@ -264,70 +264,89 @@ __attribute__((noinline)) void paged_fold(float m, float l, const float* o, int6
     Ops::store(to + d, Ops::madd(vb, Ops::load(o + d), Ops::mul(Ops::load(to + d), va)));
 }
 
+// The key pointers of group j0's lanes for KV head hk + h of the item (lane l = key j0 + l, its
+// row of the item's first head at[l]): in place where f32 rows are a whole number of lanes long,
+// else widened or padded into kb, vb (the same values: the pads are zeros). Lanes outside
+// [first, last] read the first key's rows: row_scores scores every lane and drops those.
+template <int L>
+inline void group_rows(const PagedAttentionArgs& a, const PagedScratch& w, const int64_t* at,
+                       int lo, int hi, int64_t h, const float** k, const float** v) {
+  const int64_t Dp = padded(a.D, L);
+  const size_t esize = a.bf16 ? 2 : 4;
+  const bool in_place = !a.bf16 && Dp == a.D;
+  for (int l = lo; l <= hi; ++l) {
+    const int64_t row = at[l] + h * a.D;
+    if (in_place) {
+      k[l] = static_cast<const float*>(a.k_pool) + row;
+      v[l] = static_cast<const float*>(a.v_pool) + row;
+    } else {
+      widen_row(static_cast<const char*>(a.k_pool) + row * esize, a.bf16, a.D, w.kb + l * Dp);
+      widen_row(static_cast<const char*>(a.v_pool) + row * esize, a.bf16, a.D, w.vb + l * Dp);
+      k[l] = w.kb + l * Dp;
+      v[l] = w.vb + l * Dp;
+    }
+  }
+  for (int l = 0; l < L; ++l)
+    if (l < lo || l > hi) k[l] = k[lo], v[l] = v[lo];
+}
+
 // Keys [k0, k1] (within one chunk) for the item's rows, from each row's chunk state in w.m, w.l,
 // w.o: groups of L keys aligned to absolute positions, the keys some row sees in each (never
-// past the sequence's length: the pool is not zeroed).
+// past the sequence's length: the pool is not zeroed), each group KV head by KV head.
 template <class Ops>
 void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w,
                  int64_t rows, int64_t k0, int64_t k1) {
   constexpr int L = Ops::kLanes;
   const int64_t Dp = padded(a.D, L), BS = a.BS, kv_row = a.Hkv * a.D;
-  const size_t esize = a.bf16 ? 2 : 4;
-  // f32 rows a whole number of lanes long are read in place; the others widened or padded into
-  // kb, vb (the same values: the pads are zeros).
-  const bool in_place = !a.bf16 && Dp == a.D;
+  const int64_t per_kv_head = rows / it.hk_count;
+  const int64_t span = it.hk_count * a.D * (a.bf16 ? 2 : 4);  // a key's bytes of the item
   const float *k[L], *v[L];
+  int64_t at[L];
   for (int64_t g = k0 / L; g <= k1 / L; ++g) {
     const int64_t j0 = g * L, first = std::max(k0, j0), last = std::min(k1, j0 + L - 1);
-    // Key j's row: block j / BS of the table, row j % BS, walked without a division per key
-    // (two 64-bit divisions per key and its prefetch cost more than its products).
+    // Key j's row (of the item's first head): block j / BS of the table, row j % BS, walked
+    // without a division per key (two 64-bit divisions per key and its prefetch cost more than
+    // its products).
     int64_t block = first / BS, in_block = first % BS;
     const auto next_row = [&] {
-      const int64_t at = (int64_t(it.table[block]) * BS + in_block) * kv_row + it.hk * a.D;
+      const int64_t row = (int64_t(it.table[block]) * BS + in_block) * kv_row + it.hk * a.D;
       if (++in_block == BS) in_block = 0, ++block;
-      return at;
+      return row;
     };
-    for (int64_t j = first; j <= last; ++j) {
-      const int64_t at = next_row();
-      const int l = int(j - j0);
-      if (in_place) {
-        k[l] = static_cast<const float*>(a.k_pool) + at;
-        v[l] = static_cast<const float*>(a.v_pool) + at;
-      } else {
-        widen_row(static_cast<const char*>(a.k_pool) + at * esize, a.bf16, a.D, w.kb + l * Dp);
-        widen_row(static_cast<const char*>(a.v_pool) + at * esize, a.bf16, a.D, w.vb + l * Dp);
-        k[l] = w.kb + l * Dp;
-        v[l] = w.vb + l * Dp;
-      }
-    }
-    // Lanes outside [first, last] read the first key's rows: row_scores scores every lane and
-    // drops those.
-    for (int l = 0; l < L; ++l)
-      if (l < first - j0 || l > last - j0) k[l] = k[first - j0], v[l] = v[first - j0];
-    // The next group's rows, ahead of their use: the rows of one head are short runs a stride
-    // apart (the pool interleaves the heads), which the hardware prefetchers follow poorly.
-    for (int64_t j = last + 1; j <= std::min(k1, last + L); ++j) {
-      const int64_t at = next_row();
-      const char* kr = static_cast<const char*>(a.k_pool) + at * esize;
-      const char* vr = static_cast<const char*>(a.v_pool) + at * esize;
-      for (int64_t b = 0; b < a.D * int64_t(esize); b += 128) {  // the pairs' adjacent lines
-        __builtin_prefetch(kr + b, 0, 3);                        // come with them
+    for (int64_t j = first; j <= last; ++j) at[j - j0] = next_row();
+    // The next group's rows, ahead of their use, where the item takes some of the KV heads:
+    // its rows are then short runs a stride apart (the pool interleaves the heads), which the
+    // hardware prefetchers follow poorly. An item of every head reads whole runs of the pool,
+    // which they follow, and the prefetches only held up its loads (AMX Xeon, decode at depth
+    // 2048: 75 tokens/s with them, 83-93 without; docs/cpu-tiers.md).
+    const size_t esize = a.bf16 ? 2 : 4;
+    const int64_t ahead = it.hk_count < a.Hkv ? std::min(k1, last + L) : last;
+    for (int64_t j = last + 1; j <= ahead; ++j) {
+      const int64_t row = next_row();
+      const char* kr = static_cast<const char*>(a.k_pool) + row * esize;
+      const char* vr = static_cast<const char*>(a.v_pool) + row * esize;
+      for (int64_t b = 0; b < span; b += 128) {  // the pairs' adjacent lines come with them
+        __builtin_prefetch(kr + b, 0, 3);
         __builtin_prefetch(vr + b, 0, 3);
       }
     }
-    // Rows in runs that see the same keys of the group (a token's heads; every row whose range
-    // covers the group), up to kGroupRows at a time.
-    const auto seen = [&](int64_t r) {
-      return std::pair{std::max(w.range[2 * r], j0), std::min(w.range[2 * r + 1], j0 + L - 1)};
-    };
-    for (int64_t r = 0; r < rows;) {
-      const auto [lo, hi] = seen(r);
-      int n = 1;
-      while (n < kGroupRows && r + n < rows && seen(r + n) == std::pair{lo, hi}) ++n;
-      if (lo <= hi)
-        rows_group_n<Ops>(n, a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m + r,
-                          w.l + r, w.o + r * Dp);
-      r += n;
+    for (int64_t h = 0; h < it.hk_count; ++h) {
+      group_rows<L>(a, w, at, int(first - j0), int(last - j0), h, k, v);
+      // This head's rows in runs that see the same keys of the group (a token's heads; every
+      // row whose range covers the group), up to kGroupRows at a time.
+      const auto seen = [&](int64_t r) {
+        return std::pair{std::max(w.range[2 * r], j0), std::min(w.range[2 * r + 1], j0 + L - 1)};
+      };
+      const int64_t end = (h + 1) * per_kv_head;
+      for (int64_t r = h * per_kv_head; r < end;) {
+        const auto [lo, hi] = seen(r);
+        int n = 1;
+        while (n < kGroupRows && r + n < end && seen(r + n) == std::pair{lo, hi}) ++n;
+        if (lo <= hi)
+          rows_group_n<Ops>(n, a, w.q + r * Dp, k, v, int(lo - j0), int(hi - j0), Dp, w.m + r,
+                            w.l + r, w.o + r * Dp);
+        r += n;
+      }
     }
   }
 }
@@ -335,19 +354,19 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
 template <class Ops>
 void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScratch& w) {
   constexpr int L = Ops::kLanes;
-  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, L);
-  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads;
+  const int64_t Dp = padded(a.D, L), rows = paged_item_rows(it);
   const size_t esize = a.bf16 ? 2 : 4;
   int64_t lo_all = it.L, hi_all = -1;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = it.t0 + r / heads, head = it.hk * group + it.g0 + r % heads;
+    const PagedRow row = paged_row(a, it, r);
     int64_t lo, hi;
-    visible_keys(a, it, t, lo, hi);
+    visible_keys(a, it, row.t, lo, hi);
     w.range[2 * r] = lo;
     w.range[2 * r + 1] = hi;
     lo_all = std::min(lo_all, lo);
     hi_all = std::max(hi_all, hi);
-    const char* q = static_cast<const char*>(a.q) + ((it.first + t) * a.Hq + head) * a.D * esize;
+    const char* q =
+        static_cast<const char*>(a.q) + ((it.first + row.t) * a.Hq + row.head) * a.D * esize;
     widen_row(q, a.bf16, a.D, w.q + r * Dp);
     w.tm[r] = -std::numeric_limits<float>::infinity();
     w.tl[r] = 0.f;
@@ -374,8 +393,8 @@ void paged_rows(const PagedAttentionArgs& a, const PagedItem& it, const PagedScr
       if (w.tl[r] != 0.f) std::memcpy(p + 2, w.to + r * Dp, size_t(Dp) * sizeof(float));
       continue;
     }
-    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.tm[r], w.tl[r],
-               w.to + r * Dp);
+    const PagedRow row = paged_row(a, it, r);
+    finish_row(a, it.first + row.t, row.head, w.tm[r], w.tl[r], w.to + r * Dp);
   }
 }
 
@@ -385,8 +404,7 @@ template <class Ops>
 void paged_combine(const PagedAttentionArgs& a, const PagedItem* items, int64_t count,
                    const PagedScratch& w) {
   const PagedItem& it = items[0];
-  const int64_t group = a.Hq / a.Hkv, Dp = padded(a.D, Ops::kLanes);
-  const int64_t heads = it.g1 - it.g0, rows = (it.t1 - it.t0) * heads;
+  const int64_t Dp = padded(a.D, Ops::kLanes), rows = paged_item_rows(it);
   for (int64_t r = 0; r < rows; ++r) {
     w.tm[r] = -std::numeric_limits<float>::infinity();
     w.tl[r] = 0.f;
@@ -394,8 +412,8 @@ void paged_combine(const PagedAttentionArgs& a, const PagedItem* items, int64_t 
       const float* p = items[i].partial + r * paged_partial_floats(Dp);
       paged_fold<Ops>(p[0], p[1], p + 2, Dp, w.tm[r], w.tl[r], w.to + r * Dp);
     }
-    finish_row(a, it.first + it.t0 + r / heads, it.hk * group + it.g0 + r % heads, w.tm[r], w.tl[r],
-               w.to + r * Dp);
+    const PagedRow row = paged_row(a, it, r);
+    finish_row(a, it.first + row.t, row.head, w.tm[r], w.tl[r], w.to + r * Dp);
   }
 }
 

@@ -9,9 +9,11 @@ const PagedAttentionTier& paged_attention_portable() {
   return tier;
 }
 
-const PagedAttentionTier& paged_attention_tier(const TierChoice& tier) {
+const PagedAttentionTier& paged_attention_tier(const TierChoice& tier,
+                                               const PagedAttentionArgs& a) {
   switch (tier.tier) {
-    case CpuTier::amx: return paged_attention_amx();
+    case CpuTier::amx:
+      return paged_amx_tiles_take(a) ? paged_attention_amx() : paged_attention_avx512();
     case CpuTier::avx512: return paged_attention_avx512();
     case CpuTier::avx2: return paged_attention_avx2();
     default: return paged_attention_portable();
