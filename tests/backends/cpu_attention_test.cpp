@@ -487,11 +487,12 @@ TEST_P(CpuAttentionTier, PagedOverManyKeyGroupsAgainstDoubleReference) {
 }
 
 // Decode steps whose rows take each sequence's KV heads in one item (a key's rows of every head
-// read as one run of the pool), with enough key chunks or sequences for that at up to 8
-// threads: one long sequence split by key chunk, many short ones, and short ones beside two
-// prefill chunks (which keep an item per KV head); f32 and bf16 (widened head by head), head dims
+// read together), with enough key chunks or sequences for that at up to 8 threads: one long
+// sequence split by key chunk (with a window of 700 it sees 4 chunks: together on one thread
+// only), many short ones, and short ones beside two prefill chunks (which keep an item per KV
+// head); f32 and bf16 (widened head by head), head dims
 // of 4 and 5 chunks of 16, against the double reference.
-TEST_P(CpuAttentionTier, PagedDecodeWithASequencesKvHeadsTogetherAgainstDoubleReference) {
+TEST_P(CpuAttentionTier, PagedDecodeItemsOfEveryKvHeadAgainstDoubleReference) {
   std::vector<int> short_lens;
   for (int s = 0; s < 40; ++s) short_lens.push_back(1 + (s * 97) % 600);
   struct Step {

@@ -301,7 +301,7 @@ TEST_P(BatchInvariance, PagedAttentionRowsSplitByKeyChunkAreTheRowsWhole) {
   }
 }
 
-// A decode row of a sequence of 33 key chunks, alone in its step: split by chunk, each item
+// A decode row of a sequence of 34 key chunks, alone in its step: split by chunk, each item
 // reading the key rows of every KV head (attention_paged.cpp takes them together where the step
 // has 4 items a thread, here at up to 8 threads); as the last row of a prefill chunk, an item
 // per KV head folds the chunks in turn. The same bits both ways.

@@ -1,6 +1,7 @@
 // The paged attention kernel (attention_paged.hpp): checks the step's metadata, splits the rows
-// into items (sequence, KV head, up to kItemTokens query rows; fewer rows: one query head each) and
-// runs the tier's loops on them across the threads. Every scratch buffer is allocated at prepare
+// into items (sequence, KV head, up to kItemTokens query rows; fewer rows: one query head each;
+// a decode row: every KV head of its sequence where the step has items enough) and runs the
+// tier's loops on them across the threads. Every scratch buffer is allocated at prepare
 // for the bounds.
 #include <omp.h>
 
@@ -45,10 +46,10 @@ class PagedAttentionKernel final : public CpuKernel {
     const int64_t max_seqs = op.inputs[n - 2].shape[0];
     const int64_t group = base_.Hq / base_.Hkv, L = tier_->lanes;
     const int64_t Dp = (base_.D + L - 1) / L * L;
-    // A step splits by key chunk only when it has fewer than 2 items per thread (at least 4:
-    // one core splits too, so it runs the arithmetic every machine runs), each of one query row,
-    // so at most that many items' rows (a group's heads; a sequence's KV heads taken together
-    // are that many items of the pairs' count) are split.
+    // A step splits by key chunk only when it has fewer than 2 (sequence, KV head) pairs per
+    // thread (at least 4: one core splits too, so it runs the arithmetic every machine runs),
+    // each of one query row, so at most that many pairs' rows (a group's heads each) are split,
+    // whether a sequence's KV heads are one item or one each.
     max_chunks_ = (op.inputs[n - 1].shape[1] * base_.BS + kKeyChunk - 1) / kKeyChunk;
     max_split_ = tier_->combine ? 2 * int64_t(std::max(ctx_.num_threads, 2)) : 0;
     max_items_ = base_.Hq * (q[1] / kItemTokens + max_seqs + 1) + max_split_ * max_chunks_;
@@ -136,21 +137,18 @@ class PagedAttentionKernel final : public CpuKernel {
     int64_t first, count;
   };
 
-  // The items of this step, after checking every entry of the metadata it will read (nothing
-  // is written before): query_start from 0 to T, non-decreasing; each sequence's queries within
-  // its length, its length within its blocks; each block it reads inside the pool. `splits`:
-  // how many of splits_ name items split by key chunk.
-  int64_t make_items(const DLTensor* starts_t, const DLTensor* lens_t, const DLTensor* table_t,
-                     int64_t pool_blocks, int64_t T, Item* items, int64_t& splits) {
-    const int32_t* starts = data_of<const int32_t>(starts_t);
-    const int32_t* lens = data_of<const int32_t>(lens_t);
-    const int32_t* table = data_of<const int32_t>(table_t);
-    const int64_t S = lens_t->shape[0], MB = table_t->shape[1], BS = base_.BS;
-    const int64_t group = base_.Hq / base_.Hkv;
+  // The step's (sequence, KV head, up to kItemTokens rows) pairs and its longest query, after
+  // checking every entry of the metadata the step will read (nothing is written before):
+  // query_start from 0 to T, non-decreasing; each sequence's queries within its length, its
+  // length within its blocks; each block it reads inside the pool.
+  std::pair<int64_t, int64_t> checked_pairs(const int32_t* starts, const int32_t* lens,
+                                            const int32_t* table, int64_t S, int64_t MB,
+                                            int64_t pool_blocks, int64_t T) const {
+    const int64_t BS = base_.BS;
     if (starts[0] != 0 || starts[S] != T)
       invalid("query_start must begin at 0 and end at T = " + std::to_string(T) +
               ", not run from " + std::to_string(starts[0]) + " to " + std::to_string(starts[S]));
-    int64_t pairs = 0, longest_query = 0;  // (sequence, KV head, up to kItemTokens rows)
+    int64_t pairs = 0, longest_query = 0;
     for (int64_t s = 0; s < S; ++s) {
       const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
       if (q_len < 0 || q_len > L || L > MB * BS)
@@ -166,28 +164,49 @@ class PagedAttentionKernel final : public CpuKernel {
       pairs += base_.Hkv * ((q_len + kItemTokens - 1) / kItemTokens);
       longest_query = std::max(longest_query, q_len);
     }
+    return {pairs, longest_query};
+  }
+
+  // The first key chunk a decode row of a sequence of L keys sees (back to its window: the
+  // older ones would be empty items) and how many it sees.
+  std::pair<int64_t, int64_t> decode_chunks(int64_t L) const {
+    const int64_t first_key = base_.window >= 0 ? std::max<int64_t>(0, L - 1 - base_.window) : 0;
+    const int64_t first = first_key / kKeyChunk;
+    return {first, L > 0 ? (L - 1) / kKeyChunk + 1 - first : 0};
+  }
+
+  // Whether each decode row's item takes every KV head of its sequence: it then reads each key
+  // group's rows of every head, one run of the pool where the group lies in one block, which
+  // the hardware prefetchers follow (one head's rows are short runs a stride apart). Taken
+  // where the step still has 4 items a thread that way, so that the threads stay level (5
+  // items on 2 threads lost more than the runs gained on the avx2 tier of an AMX Xeon,
+  // docs/cpu-tiers.md), or on one thread. Same results either way.
+  bool heads_together(const int32_t* starts, const int32_t* lens, int64_t S, bool by_chunk) const {
+    if (ctx_.num_threads == 1) return true;
+    int64_t items = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t q_len = int64_t(starts[s + 1]) - starts[s];
+      const int64_t chunks = decode_chunks(lens[s]).second;
+      items += q_len == 1 ? (by_chunk && chunks > 1 ? chunks : 1)
+                          : base_.Hkv * ((q_len + kItemTokens - 1) / kItemTokens);
+    }
+    return items >= 4 * int64_t(ctx_.num_threads);
+  }
+
+  // The items of this step, its metadata checked first (checked_pairs). `splits`: how many of
+  // splits_ name items split by key chunk.
+  int64_t make_items(const DLTensor* starts_t, const DLTensor* lens_t, const DLTensor* table_t,
+                     int64_t pool_blocks, int64_t T, Item* items, int64_t& splits) {
+    const int32_t* starts = data_of<const int32_t>(starts_t);
+    const int32_t* lens = data_of<const int32_t>(lens_t);
+    const int32_t* table = data_of<const int32_t>(table_t);
+    const int64_t S = lens_t->shape[0], MB = table_t->shape[1];
+    const int64_t group = base_.Hq / base_.Hkv;
+    const auto [pairs, longest_query] = checked_pairs(starts, lens, table, S, MB, pool_blocks, T);
     // Fewer than 2 items a thread, each one query row (decode): a sequence longer than a key
     // chunk is split by chunk, its heads kept together (their keys read once). Same results.
     const bool by_chunk = pairs < max_split_ && longest_query <= 1;
-    // The chunks a decode row sees: back to its window (the older ones would be empty items).
-    const auto chunk_range = [&](int64_t L) {
-      const int64_t first_key = base_.window >= 0 ? std::max<int64_t>(0, L - 1 - base_.window) : 0;
-      const int64_t first = first_key / kKeyChunk;
-      return std::pair{first, L > 0 ? (L - 1) / kKeyChunk + 1 - first : 0};
-    };
-    // A decode row's KV heads in one item read each key's rows of every head, one run of the
-    // pool, which the hardware prefetchers follow (one head's rows are short runs a stride
-    // apart): taken where the step still has 4 items a thread that way, so that the threads
-    // stay level (5 items on 2 threads lost more than the runs gained on the avx2 tier of an
-    // AMX Xeon, docs/cpu-tiers.md). Same results.
-    int64_t together_items = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t q_len = int64_t(starts[s + 1]) - starts[s];
-      const int64_t chunks = chunk_range(lens[s]).second;
-      together_items += q_len == 1 ? (by_chunk && chunks > 1 ? chunks : 1)
-                                   : base_.Hkv * ((q_len + kItemTokens - 1) / kItemTokens);
-    }
-    const bool together = ctx_.num_threads == 1 || together_items >= 4 * int64_t(ctx_.num_threads);
+    const bool together = heads_together(starts, lens, S, by_chunk);
     int64_t count = 0, partial = 0;
     const int64_t partial_capacity = max_split_ * max_chunks_ * group * partial_floats_;
     float* partials = partials_of(size_t(partial_capacity));
@@ -198,7 +217,7 @@ class PagedAttentionKernel final : public CpuKernel {
     };
     for (int64_t s = 0; s < S; ++s) {
       const int64_t q_len = int64_t(starts[s + 1]) - starts[s], L = lens[s];
-      const auto [first_chunk, chunks] = chunk_range(L);
+      const auto [first_chunk, chunks] = decode_chunks(L);
       const int64_t hk_count = together && q_len == 1 ? base_.Hkv : 1;
       for (int64_t hk = 0; hk < base_.Hkv; hk += hk_count)
         for (int64_t t0 = 0; t0 < q_len; t0 += kItemTokens) {
@@ -218,11 +237,11 @@ class PagedAttentionKernel final : public CpuKernel {
             }
             continue;
           }
-          // Fewer (sequence, KV head) pairs than threads, and a few rows: one item per query
-          // head, so every thread has work (each then reads the group's keys itself). With as
-          // many pairs as threads, a pair's heads stay one item and its keys are read once:
-          // SmolLM2's 3 KV heads on 2 threads decoded 10-15 % faster at depth 1024 that way than
-          // as 9 items of one head (docs/cpu-tiers.md).
+          // Fewer (sequence, KV head) pairs than threads, and a few rows of one KV head: one
+          // item per query head, so every thread has work (each then reads the group's keys
+          // itself). With as many pairs as threads, a pair's heads stay one item and its keys
+          // are read once: SmolLM2's 3 KV heads on 2 threads decoded 10-15 % faster at depth
+          // 1024 that way than as 9 items of one head (docs/cpu-tiers.md).
           const int64_t split =
               hk_count == 1 && S * base_.Hkv < ctx_.num_threads && t1 - t0 < kItemTokens ? 1
                                                                                          : group;

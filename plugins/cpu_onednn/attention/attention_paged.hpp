@@ -54,7 +54,8 @@ struct PagedItem {
   float* partial = nullptr;
   int64_t chunk = 0;
   // KV heads taken together: a key's rows of consecutive heads lie side by side in the pool, so
-  // one item reading them all reads whole runs of it.
+  // an item of them all reads a group of keys' rows as one run where the group lies in one
+  // block.
   int64_t hk_count = 1;
 };
 
@@ -86,7 +87,7 @@ struct PagedScratch {
   float* m;        // [R]
   float* l;        // [R]
   int64_t* range;  // [R][2]: the row's first and last visible key
-  float* kb;       // [L][Dp]: a group's keys of head hk as f32, where not read in place
+  float* kb;       // [L][Dp]: a group's keys of one KV head as f32, where not read in place
   float* vb;       // [L][Dp]: its values
   char* extra;     // the tier's own (PagedAttentionTier::extra_bytes), 64-byte aligned
   float* to;       // [R][Dp]: the rows' totals over the chunks folded so far

@@ -299,7 +299,8 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
   constexpr int L = Ops::kLanes;
   const int64_t Dp = padded(a.D, L), BS = a.BS, kv_row = a.Hkv * a.D;
   const int64_t per_kv_head = rows / it.hk_count;
-  const int64_t span = it.hk_count * a.D * (a.bf16 ? 2 : 4);  // a key's bytes of the item
+  const size_t esize = a.bf16 ? 2 : 4;
+  const int64_t span = it.hk_count * a.D * int64_t(esize);  // a key's bytes of the item
   const float *k[L], *v[L];
   int64_t at[L];
   for (int64_t g = k0 / L; g <= k1 / L; ++g) {
@@ -316,10 +317,10 @@ void paged_chunk(const PagedAttentionArgs& a, const PagedItem& it, const PagedSc
     for (int64_t j = first; j <= last; ++j) at[j - j0] = next_row();
     // The next group's rows, ahead of their use, where the item takes some of the KV heads:
     // its rows are then short runs a stride apart (the pool interleaves the heads), which the
-    // hardware prefetchers follow poorly. An item of every head reads whole runs of the pool,
-    // which they follow, and the prefetches only held up its loads (AMX Xeon, decode at depth
-    // 2048: 75 tokens/s with them, 83-93 without; docs/cpu-tiers.md).
-    const size_t esize = a.bf16 ? 2 : 4;
+    // hardware prefetchers follow poorly. An item of every head (one KV head of one: an MQA
+    // model's every item) reads each group's rows of the pool whole, which they follow, and the
+    // prefetches only held up its loads (AMX Xeon, SmolLM2 decode at depth 2048: 75 tokens/s
+    // with them, 83-93 without; docs/cpu-tiers.md).
     const int64_t ahead = it.hk_count < a.Hkv ? std::min(k1, last + L) : last;
     for (int64_t j = last + 1; j <= ahead; ++j) {
       const int64_t row = next_row();
